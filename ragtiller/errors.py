@@ -1,0 +1,35 @@
+"""The exception hierarchy: one root, narrow subclasses that also subclass the builtin they resemble."""
+
+from __future__ import annotations
+
+
+class RagtillerError(Exception):
+    """Root of every error ragtiller raises on purpose."""
+
+
+class PolicyError(RagtillerError, ValueError):
+    """A retrieval policy file or object is invalid; the message names the file and field path."""
+
+
+class IndexError_(RagtillerError, LookupError):
+    """An index directory is missing, partial, corrupt or built with another embedder."""
+
+
+class IngestError(RagtillerError, ValueError):
+    """Documents could not be ingested (for example, the corpus is empty)."""
+
+
+class EmbeddingError(RagtillerError, RuntimeError):
+    """The embedder failed after every retry."""
+
+
+class StoreUnavailableError(RagtillerError, ConnectionError):
+    """A shared store (Redis) could not be reached."""
+
+
+class ConfigurationError(RagtillerError, ValueError):
+    """Components passed to ``build_graph`` (or read from the environment) do not fit together."""
+
+
+IndexStoreError = IndexError_
+"""Public name for :class:`IndexError_` (the trailing underscore avoids shadowing the builtin)."""

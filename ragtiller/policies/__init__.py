@@ -1,0 +1,23 @@
+"""Retrieval policies: the schema, the YAML loader and the deterministic router."""
+
+from ragtiller.policies.loader import load_policy, parse_policy, shipped_policies
+from ragtiller.policies.schema import (
+    ROUTE_NAMES,
+    RetrievalPolicy,
+    RouteConfig,
+    RouteName,
+    Toggle,
+    TriggerKind,
+)
+
+__all__ = (
+    "ROUTE_NAMES",
+    "RetrievalPolicy",
+    "RouteConfig",
+    "RouteName",
+    "Toggle",
+    "TriggerKind",
+    "load_policy",
+    "parse_policy",
+    "shipped_policies",
+)

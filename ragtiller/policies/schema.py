@@ -1,0 +1,197 @@
+"""The retrieval policy: a versioned, validated artifact that drives the graph's edges."""
+
+from __future__ import annotations
+
+from datetime import date
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Toggle = bool | Literal["conditional"]
+"""A stage switch: always on, always off, or decided per query (each decision carries a reason)."""
+
+RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
+ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
+
+
+class TriggerKind(str, Enum):
+    """Lexical triggers the deterministic router can look for."""
+
+    TICKET_ID = "ticket_id"
+    POLICY_ID = "policy_id"
+    ACRONYM = "acronym"
+    ERROR_MESSAGE = "error_message"
+    QUOTED_PHRASE = "quoted_phrase"
+    IDENTIFIER = "identifier"
+    PROPER_NOUN = "proper_noun"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouteConfig(_Model):
+    """What one route turns on. ``conditional`` switches are decided per query, with a reason."""
+
+    namespace: str | list[str] = Field("default", description="Namespace(s) searched; several are fused.")
+    top_k: Annotated[int, Field(gt=0, description="Chunks returned to the caller.")] = 5
+    hybrid: Toggle = Field("conditional", description="Add the lexical (BM25) tier.")
+    fusion: Toggle = Field(True, description="Add the parent-child tier and fuse tiers.")
+    rerank: Toggle = Field("conditional", description="Run the rerank stage.")
+
+    @property
+    def namespaces(self) -> list[str]:
+        """The namespaces as a list."""
+        return [self.namespace] if isinstance(self.namespace, str) else list(self.namespace)
+
+
+class DefaultRoute(_Model):
+    """Fallback namespace and size, used for fields a route leaves out."""
+
+    namespace: str = "default"
+    top_k: Annotated[int, Field(gt=0)] = 5
+
+
+class RouterConfig(_Model):
+    """Which router classifies queries."""
+
+    baseline: Literal["deterministic"] = "deterministic"
+    llm_router: Literal["off", "evaluated_optional", "on"] = "off"
+    llm_eval_artifact: str | None = Field(
+        None, description="Path to a `ragtiller promote` decision proving the LLM router's lift."
+    )
+    llm_min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
+    llm_timeout_s: Annotated[float, Field(gt=0)] = 5.0
+
+    @field_validator("llm_router", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` / `on` as a boolean.
+        return {False: "off", True: "on"}.get(value, value) if isinstance(value, bool) else value
+
+
+class StepBackConfig(_Model):
+    """Step-back: one more general question, for broad turns only."""
+
+    enabled: bool = True
+    cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 21600
+    timeout_s: Annotated[float, Field(gt=0, description="LLM call timeout, in seconds.")] = 10.0
+    refund_on_failure: bool = Field(
+        False,
+        description="Refund the quota when the call fails. Off: a failed call still cost the provider.",
+    )
+
+
+class QuotaConfig(_Model):
+    """Daily LLM budget. The window is the calendar day in ``timezone``."""
+
+    chat_gen_per_day: Annotated[int, Field(ge=0)] = 20
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ValueError(f"unknown timezone {value!r}; use an IANA name such as 'UTC'") from e
+        return value
+
+
+class RerankerConfig(_Model):
+    """The rerank floor (free) and ceiling (paid), and the rules that keep the ceiling affordable."""
+
+    provider: Literal["zscore", "identity", "cross-encoder", "cohere"] = "zscore"
+    ceiling: Literal["none", "cross-encoder", "cohere"] = "none"
+    require_eval_lift: bool = True
+    ceiling_eval_artifact: str | None = Field(
+        None, description="Path to a `ragtiller promote` decision proving the ceiling's lift."
+    )
+    max_p95_latency_ms_added: Annotated[float, Field(gt=0, description="In milliseconds.")] = 500
+    max_cost_usd_per_request_added: Annotated[float, Field(ge=0, description="In USD.")] = 0.01
+    cost_usd_per_call: Annotated[float, Field(ge=0, description="In USD, per rerank call.")] = 0.002
+    daily_calls: Annotated[int, Field(ge=0)] = 1000
+    cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 600
+    exact_match_margin: Annotated[
+        float, Field(gt=0, description="Top BM25 score / second BM25 score needed for `exact-match`.")
+    ] = 1.5
+    max_candidates: Annotated[int, Field(gt=0, le=100)] = 100
+
+
+class BudgetsConfig(_Model):
+    """Sizes: chunks returned at most, and the wide candidate list after fusion."""
+
+    max_chunks: Annotated[int, Field(gt=0)] = 12
+    candidate_multiplier: Annotated[int, Field(gt=0)] = 3
+    candidate_floor: Annotated[int, Field(gt=0)] = 20
+    max_query_chars: Annotated[int, Field(gt=0, description="Longer queries are truncated for embedding.")] = 4000
+
+    @property
+    def candidate_cap(self) -> int:
+        """``max(candidate_multiplier × max_chunks, candidate_floor)``."""
+        return max(self.candidate_multiplier * self.max_chunks, self.candidate_floor)
+
+
+class FusionConfig(_Model):
+    """How tier results are merged."""
+
+    method: Literal["rrf", "zscore", "minmax"] = "rrf"
+    rrf_k: Annotated[int, Field(gt=0)] = 60
+    tier_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    tier_depth: Annotated[int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")] = None
+
+
+class PromotionConfig(_Model):
+    """Rules ``ragtiller promote`` applies to this policy as a candidate."""
+
+    required_slices: list[str] = Field(default_factory=list)
+    min_ndcg_lift: float = 0.0
+    max_slice_regression: Annotated[float, Field(ge=0)] = 0.02
+    max_p95_latency_ms: Annotated[float | None, Field(gt=0)] = None
+    max_llm_calls_per_turn: Annotated[float | None, Field(ge=0)] = None
+
+
+class RetrievalPolicy(_Model):
+    """A versioned retrieval policy (DESIGN.md section 4).
+
+    Example:
+        >>> from ragtiller import load_policy
+        >>> policy = load_policy()  # the shipped default
+        >>> policy.routes["synthesis"].top_k
+        8
+    """
+
+    schema_version: Literal[1]
+    policy_id: Annotated[str, Field(min_length=1)]
+    version: str
+    default_route: DefaultRoute = DefaultRoute()
+    routes: dict[RouteName, RouteConfig]
+    router: RouterConfig = RouterConfig()
+    lexical_triggers: list[TriggerKind] = Field(default_factory=lambda: list(TriggerKind))
+    step_back: StepBackConfig = StepBackConfig()
+    quota: QuotaConfig = QuotaConfig()
+    reranker: RerankerConfig = RerankerConfig()
+    budgets: BudgetsConfig = BudgetsConfig()
+    fusion: FusionConfig = FusionConfig()
+    eval_slices: list[str] = Field(default_factory=list)
+    promotion: PromotionConfig = PromotionConfig()
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: object) -> object:
+        # YAML reads 2026-06-16 as a date; the version is an opaque label.
+        return value.isoformat() if isinstance(value, date) else value
+
+    @model_validator(mode="after")
+    def _every_route_defined(self) -> RetrievalPolicy:
+        missing = [name for name in ROUTE_NAMES if name not in self.routes]
+        if missing:
+            raise ValueError(f"routes must define {', '.join(missing)}")
+        return self
+
+    def route(self, name: RouteName) -> RouteConfig:
+        """The configuration of route ``name``."""
+        return self.routes[name]

@@ -1,0 +1,109 @@
+"""Plain-data records that travel through the graph state.
+
+They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph server and
+``json.dumps`` all handle them without custom serialisers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from typing_extensions import NotRequired, TypedDict
+
+TierName = str
+"""A tier's name: ``dense``, ``parent_child`` and ``lexical`` are built in; other tiers may add names."""
+
+StageName = Literal["gate", "step-back", "embed", "tier-search", "fuse", "rerank", "assemble"]
+STAGES: tuple[StageName, ...] = (
+    "gate",
+    "step-back",
+    "embed",
+    "tier-search",
+    "fuse",
+    "rerank",
+    "assemble",
+)
+StageStatus = Literal["active", "done", "skipped", "error"]
+
+
+class Hit(TypedDict):
+    """One result of one tier, with the tier's raw score (cosine, BM25, ...)."""
+
+    id: str
+    """Chunk id (a child chunk, or a parent section for the parent-child tier); stable across re-ingest."""
+    text: str
+    score: float
+    """The tier's raw score, on the tier's own scale (higher is better)."""
+    doc_id: str
+    """Id of the source document the chunk came from."""
+    parent_id: str | None
+    source: str
+    """Where the text came from (a file path, a BEIR id, a URL)."""
+    metadata: dict[str, Any]
+
+
+class Candidate(TypedDict):
+    """A fused candidate: one chunk with every tier's raw score kept."""
+
+    id: str
+    text: str
+    doc_id: str
+    parent_id: str | None
+    source: str
+    metadata: dict[str, Any]
+    tier_scores: dict[str, float]
+    """Raw score per tier that returned this chunk; tiers that missed it are absent, never 0."""
+    tier_ranks: dict[str, int]
+    """1-based rank per tier that returned this chunk."""
+    fused_score: float
+    """Score given by the fusion method (RRF, z-score or min-max sum)."""
+    final_score: NotRequired[float]
+    """Score after rerank; its scale depends on the rerank method (see docs/scores.md)."""
+
+
+class StageRecord(TypedDict):
+    """What one stage did in one turn; the same facts as its final ``pipeline:step`` event."""
+
+    step: StageName
+    status: StageStatus
+    reason: str | None
+    ms: float
+    detail: dict[str, Any]
+    error: NotRequired[str]
+
+
+@runtime_checkable
+class Tier(Protocol):
+    """One retrieval tier. Implementations: the embedded numpy/BM25 tiers, Pinecone, test fakes.
+
+    ``needs_vector`` tells the graph whether the tier reads the query vector (dense tiers) or
+    the query text (lexical tiers).
+    """
+
+    name: TierName
+    needs_vector: bool
+
+    def search(
+        self,
+        *,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Return at most ``k`` hits, best first."""
+        ...
+
+    async def asearch(
+        self,
+        *,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Async twin of :meth:`search`; must not block the event loop."""
+        ...
