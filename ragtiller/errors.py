@@ -31,5 +31,17 @@ class ConfigurationError(RagtillerError, ValueError):
     """Components passed to ``build_graph`` (or read from the environment) do not fit together."""
 
 
+class TierUnavailable(RagtillerError, RuntimeError):
+    """A tier cannot run this turn for a known reason (e.g. ``no-credentials``); reported as skipped.
+
+    Attributes:
+        reason: The short reason shown in the stage event (``no-credentials``, ...).
+    """
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+
+
 IndexStoreError = IndexError_
 """Public name for :class:`IndexError_` (the trailing underscore avoids shadowing the builtin)."""

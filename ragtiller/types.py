@@ -56,6 +56,8 @@ class Candidate(TypedDict):
     """Raw score per tier that returned this chunk; tiers that missed it are absent, never 0."""
     tier_ranks: dict[str, int]
     """1-based rank per tier that returned this chunk."""
+    tier_z: dict[str, float]
+    """z-score of the raw score within that tier's whole hit list (the z-score floor sums these)."""
     fused_score: float
     """Score given by the fusion method (RRF, z-score or min-max sum)."""
     final_score: NotRequired[float]

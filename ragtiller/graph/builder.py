@@ -1,0 +1,164 @@
+"""``build_graph``: wire the seven nodes and the policy-driven edges into one compiled graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from ragtiller.errors import ConfigurationError
+from ragtiller.graph import edges
+from ragtiller.graph._dual import dual
+from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.graph.state import InputState, OutputState, RetrievalState, TierTask
+from ragtiller.nodes.assemble import make_assemble
+from ragtiller.nodes.embed import make_embed
+from ragtiller.nodes.fuse import make_fuse
+from ragtiller.nodes.gate import make_gate
+from ragtiller.nodes.rerank import make_rerank
+from ragtiller.nodes.step_back import make_step_back
+from ragtiller.nodes.tier_search import make_tier_search
+from ragtiller.policies.loader import load_policy
+from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.rerankers.base import Reranker
+from ragtiller.types import Tier
+
+RetrievalGraph = CompiledStateGraph
+"""The compiled graph type ``build_graph`` returns."""
+
+
+class IndexLike(Protocol):
+    """What ``build_graph(index=...)`` reads: an embedder, tiers and an optional corpus map."""
+
+    @property
+    def embedder(self) -> Embeddings: ...  # noqa: D102
+
+    @property
+    def tiers(self) -> Sequence[Tier]: ...  # noqa: D102
+
+    @property
+    def corpus_map(self) -> str: ...  # noqa: D102
+
+
+def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
+    from ragtiller.stores import MemoryCache, MemoryQuotaLedger
+
+    limits = {CHAT_RESOURCE: policy.quota.chat_gen_per_day, "rerank_calls": policy.reranker.daily_calls}
+    return MemoryQuotaLedger(limits, timezone=policy.quota.timezone), MemoryCache()
+
+
+def build_graph(
+    policy: RetrievalPolicy | str | Path | None = None,
+    *,
+    index: IndexLike | None = None,
+    embedder: Embeddings | None = None,
+    tiers: Sequence[Tier] | None = None,
+    quota: Any | None = None,
+    cache: Any | None = None,
+    chat_model: BaseChatModel | None = None,
+    reranker: Reranker | None = None,
+    corpus_map: str | None = None,
+    llm_router: Any | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    interrupt_before: Sequence[str] | None = None,
+    name: str = "ragtiller",
+) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """Build the retrieval graph. Does no I/O beyond what the given components do.
+
+    Args:
+        policy: A policy object, a YAML path, a shipped policy name, or None for the default.
+        index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
+            :class:`ragtiller.index.EmbeddedIndex`); explicit arguments override its parts.
+        embedder: Any LangChain ``Embeddings``.
+        tiers: Retrieval tiers; names must be unique.
+        quota: A :class:`ragtiller.stores.QuotaLedger`; default: in-process, sized by the policy.
+        cache: A :class:`ragtiller.stores.Cache`; default: in-process.
+        chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
+        reranker: A rerank provider; default: built from the policy's ``reranker`` section.
+        corpus_map: Corpus outline for broad turns; default: the index's.
+        llm_router: Optional LLM router strategy (see :mod:`ragtiller.policies.llm_router`).
+        checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
+        interrupt_before: Node names to pause before (notebook stepping).
+        name: The compiled graph's name.
+
+    Returns:
+        A compiled LangGraph graph: input ``{"query": ...}``, output
+        ``{"documents", "context", "manifest"}``.
+
+    Raises:
+        ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
+        PolicyError: The policy file is invalid.
+
+    Example:
+        >>> from ragtiller import build_graph
+        >>> from ragtiller.index import EmbeddedIndex, HashingEmbedder
+        >>> index = EmbeddedIndex.build(["docs/"], embedder=HashingEmbedder())  # doctest: +SKIP
+        >>> graph = build_graph(index=index)  # doctest: +SKIP
+        >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
+    """
+    resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
+    tier_list = list(tiers if tiers is not None else (index.tiers if index is not None else []))
+    if not tier_list:
+        raise ConfigurationError("build_graph needs at least one tier: pass index=... or tiers=[...]")
+    names = [t.name for t in tier_list]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"tier names must be unique, got {names}")
+    emb = embedder if embedder is not None else (index.embedder if index is not None else None)
+    if emb is None and any(t.needs_vector for t in tier_list):
+        vector = [t.name for t in tier_list if t.needs_vector]
+        raise ConfigurationError(f"tiers {vector} need query vectors: pass embedder=... or index=...")
+    default_quota, default_cache = _default_stores(resolved) if quota is None or cache is None else (None, None)
+    if reranker is None:
+        from ragtiller.rerankers import reranker_from_policy
+
+        reranker = reranker_from_policy(resolved.reranker, ledger=quota or default_quota, cache=cache or default_cache)
+    deps = Components(
+        policy=resolved,
+        embedder=emb,
+        tiers={t.name: t for t in tier_list},
+        quota=quota or default_quota,
+        cache=cache or default_cache,
+        chat_model=chat_model,
+        reranker=reranker,
+        corpus_map=corpus_map if corpus_map is not None else (index.corpus_map if index is not None else None),
+        llm_router=llm_router,
+    )
+    return compile_graph(deps, checkpointer=checkpointer, interrupt_before=interrupt_before, name=name)
+
+
+def compile_graph(
+    deps: Components,
+    *,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    interrupt_before: Sequence[str] | None = None,
+    name: str = "ragtiller",
+) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """Wire nodes and edges around already-built components."""
+    builder = StateGraph(RetrievalState, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("gate", dual(make_gate(deps), "gate"))
+    builder.add_node("step_back", dual(make_step_back(deps), "step_back"))
+    builder.add_node("embed", dual(make_embed(deps), "embed"))
+    builder.add_node("tier_search", dual(make_tier_search(deps), "tier_search"), input_schema=TierTask)
+    builder.add_node("fuse", dual(make_fuse(deps), "fuse"))
+    builder.add_node("rerank", dual(make_rerank(deps), "rerank"))
+    builder.add_node("assemble", dual(make_assemble(deps), "assemble"))
+
+    builder.add_edge(START, "gate")
+    builder.add_conditional_edges("gate", edges.after_gate, ["step_back", "embed", "assemble"])
+    builder.add_edge("step_back", "embed")
+    builder.add_conditional_edges("embed", edges.after_embed, ["tier_search", "fuse"])
+    builder.add_edge("tier_search", "fuse")
+    builder.add_conditional_edges("fuse", edges.after_fuse, ["rerank", "assemble"])
+    builder.add_edge("rerank", "assemble")
+    builder.add_edge("assemble", END)
+    return builder.compile(
+        checkpointer=checkpointer,
+        interrupt_before=list(interrupt_before) if interrupt_before else None,
+        name=name,
+    )

@@ -1,0 +1,52 @@
+"""The parts a graph is built from, bundled so nodes receive one object."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+
+from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.rerankers.base import Reranker
+from ragtiller.types import Tier
+
+if TYPE_CHECKING:
+    from ragtiller.stores import Cache, QuotaLedger
+
+CHAT_RESOURCE = "chat_gen"
+"""Quota resource spent by every chat-model call (step-back, LLM router)."""
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything the nodes use. Built by :func:`ragtiller.build_graph`; immutable per graph.
+
+    Attributes:
+        policy: The retrieval policy that drives the edges.
+        embedder: Embeds ``embed_query``; None when no tier needs vectors.
+        tiers: Retrieval tiers by name (``dense``, ``parent_child``, ``lexical``, ...).
+        quota: The daily LLM budget.
+        cache: Step-back (and reranker) cache.
+        chat_model: Step-back model; None skips step-back with reason ``no-llm``.
+        reranker: The rerank provider (the z-score floor by default).
+        corpus_map: Outline of the corpus, injected for broad turns without step-back.
+        llm_router: Optional router strategy; see :mod:`ragtiller.policies.llm_router`.
+    """
+
+    policy: RetrievalPolicy
+    embedder: Embeddings | None
+    tiers: dict[str, Tier]
+    quota: QuotaLedger
+    cache: Cache
+    chat_model: BaseChatModel | None
+    reranker: Reranker
+    corpus_map: str | None = None
+    llm_router: Callable[..., Any] | None = None
+
+    @property
+    def vector_tiers(self) -> Sequence[str]:
+        """Names of tiers that need the query vector."""
+        return [name for name, tier in self.tiers.items() if tier.needs_vector]

@@ -1,0 +1,1 @@
+"""One module per node; each ``make_*`` binds a node to its components."""

@@ -1,0 +1,62 @@
+"""Embed: turn ``embed_query`` into a vector (retry with backoff), then plan the tier fan-out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragtiller._retry import RetryPolicy, aretry_call
+from ragtiller.graph.components import Components
+from ragtiller.graph.edges import plan_tiers
+from ragtiller.graph.events import Stage, skipped
+from ragtiller.graph.state import RetrievalState, TierTask
+from ragtiller.types import StageRecord
+
+EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
+
+
+def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> Any:
+    """Build the embed node bound to ``deps``."""
+    policy = deps.policy
+    depth = policy.fusion.tier_depth or policy.budgets.candidate_cap
+
+    async def embed(state: RetrievalState) -> dict[str, Any]:
+        route = state["route"]
+        text = state["embed_query"]
+        records: list[StageRecord] = []
+        vector: list[float] | None = None
+        if not deps.vector_tiers:
+            records.append(skipped("embed", "no-vector-tiers"))
+        elif deps.embedder is None:
+            records.append(skipped("embed", "no-embedder"))
+        else:
+            stage = Stage("embed", chars=len(text))
+            embedder = deps.embedder
+            try:
+                vector, attempts = await aretry_call(lambda: embedder.aembed_query(text), retry)
+                records.append(stage.done(dim=len(vector), attempts=attempts, truncated=state.get("query_truncated", False)))
+            except Exception as e:  # final failure: the lexical tier still answers, labelled
+                records.append(stage.error(e, "embed-failed", attempts=retry.attempts))
+
+        run, skipped_tiers = plan_tiers(
+            list(deps.tiers),
+            list(deps.vector_tiers),
+            has_vector=vector is not None,
+            hybrid=route["hybrid"]["enabled"],
+            fusion=route["fusion"]["enabled"],
+        )
+        records.extend(skipped("tier-search", reason, tier=name) for name, reason in skipped_tiers.items())
+        tenant = state.get("tenant")
+        tasks = [
+            TierTask(
+                tier=name,
+                query=text,
+                vector=vector,
+                k=depth,
+                namespaces=route["namespaces"],
+                filter={"tenant": tenant} if tenant else None,
+            )
+            for name in run
+        ]
+        return {"query_vector": vector, "tier_tasks": tasks, "stages": records}
+
+    return embed

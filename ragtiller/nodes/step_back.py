@@ -1,0 +1,131 @@
+"""Step-back: at most ONE chat call per broad turn turns the question into a more general one.
+
+Order (DESIGN.md section 1): cache hit -> done(from_cache); no LLM -> skipped(``no-llm``);
+quota spent -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
+The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touched here.
+
+A failed call is NOT refunded by default: the provider may have billed it, and a refund would
+let a failing model be retried on every turn, burning latency instead of quota. Set
+``step_back.refund_on_failure: true`` in the policy to refund anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.graph.events import Stage
+from ragtiller.graph.state import RetrievalState
+
+MAX_STEP_BACK_CHARS = 300
+STEP_BACK_PROMPT = (
+    "You rewrite a user's question into ONE more general question that retrieves the background "
+    "needed to answer it (a 'step-back' question). Reply with the question only: one line, no "
+    "answer, no preamble, no quotes."
+)
+_ANSWERISH = re.compile(r"^(?:answer|sure|here(?:'s| is)|the answer|step-back question)\b", re.IGNORECASE)
+
+
+class StepBackFailed(Exception):
+    """The model's call or output was unusable; carries the stage reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class QuotaSpent(Exception):
+    """No chat call left today (or the quota store is down, which counts as spent)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def normalize(text: str) -> str:
+    """Casefold and collapse whitespace: the cache key's view of a question."""
+    return " ".join(text.casefold().split())
+
+
+def validate_step_back(original: str, text: str) -> str:
+    """Return the cleaned step-back question, or raise :class:`StepBackFailed`.
+
+    Valid: non-empty, one line, at most 300 characters, different from the input, and not an
+    answer (no leading "Answer:", "Sure", "Here is").
+    """
+    cleaned = text.strip().strip("\"'“”").strip()
+    if not cleaned:
+        raise StepBackFailed("invalid-output", "empty step-back question")
+    if "\n" in cleaned:
+        raise StepBackFailed("invalid-output", "step-back output has more than one line")
+    if len(cleaned) > MAX_STEP_BACK_CHARS:
+        raise StepBackFailed("invalid-output", f"step-back output is {len(cleaned)} characters (max {MAX_STEP_BACK_CHARS})")
+    if normalize(cleaned) == normalize(original):
+        raise StepBackFailed("invalid-output", "step-back output repeats the question")
+    if _ANSWERISH.match(cleaned) or not cleaned.endswith("?"):
+        raise StepBackFailed("invalid-output", "step-back output is not a single question")
+    return cleaned
+
+
+def make_step_back(deps: Components) -> Any:
+    """Build the step-back node bound to ``deps``."""
+    config = deps.policy.step_back
+
+    async def call_model(original: str, made: list[str]) -> str:
+        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
+        if not spend.allowed:
+            raise QuotaSpent(spend.reason or "quota")
+        made.append(original)
+        assert deps.chat_model is not None
+        messages = [SystemMessage(STEP_BACK_PROMPT), HumanMessage(original)]
+        try:
+            reply = await asyncio.wait_for(deps.chat_model.ainvoke(messages), timeout=config.timeout_s)
+            return validate_step_back(original, str(reply.text))
+        except Exception:
+            if config.refund_on_failure:
+                await deps.quota.arefund(CHAT_RESOURCE, 1)
+            raise
+
+    async def step_back(state: RetrievalState) -> dict[str, Any]:
+        stage = Stage("step-back")
+        original = state["rerank_query"]
+        record = dict(state.get("step_back") or {}, original=original)
+        key = "step-back:" + normalize(original)
+        cached = await deps.cache.aget(key)
+        if isinstance(cached, str):
+            record.update(status="done", reason="from-cache", generalized=cached, from_cache=True)
+            done = stage.done("from-cache", generalized=cached, from_cache=True, llm_calls=0)
+            return {"embed_query": cached, "step_back": record, "stages": [done]}
+        if deps.chat_model is None:
+            record.update(status="skipped", reason="no-llm")
+            return {"step_back": record, "stages": [stage.skip("no-llm", llm_calls=0)]}
+        made: list[str] = []  # this turn's own model calls; single-flight waiters make none
+
+        try:
+            generalized, from_cache = await deps.cache.aget_or_compute(
+                key, lambda: call_model(original, made), config.cache_ttl_s
+            )
+        except QuotaSpent as e:
+            record.update(status="skipped", reason=e.reason)
+            return {"step_back": record, "stages": [stage.skip(e.reason, llm_calls=0)]}
+        except TimeoutError:
+            record.update(status="error", reason="timeout")
+            error = f"TimeoutError: no reply within {config.timeout_s}s"
+            return {"step_back": record, "stages": [stage.error(error, "timeout", llm_calls=len(made))]}
+        except StepBackFailed as e:
+            record.update(status="error", reason=e.reason)
+            return {"step_back": record, "stages": [stage.error(e, e.reason, llm_calls=len(made))]}
+        except Exception as e:  # any provider failure: the turn goes on with the original text
+            record.update(status="error", reason="llm-error")
+            return {"step_back": record, "stages": [stage.error(e, "llm-error", llm_calls=len(made))]}
+        calls = len(made)
+        reason = "from-cache" if from_cache else "generalized"
+        record.update(status="done", reason=reason, generalized=generalized, from_cache=from_cache)
+        done = stage.done(reason, generalized=generalized, from_cache=from_cache, llm_calls=calls)
+        return {"embed_query": generalized, "step_back": record, "stages": [done]}
+
+    return step_back

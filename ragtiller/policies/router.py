@@ -1,0 +1,146 @@
+"""The deterministic router: query type, breadth and lexical triggers from regular expressions.
+
+No model, no I/O, no randomness: the same query and policy always give the same route, which is
+what makes it the trusted default (an LLM router is an optional, eval-gated strategy).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ragtiller.policies.schema import RetrievalPolicy, RouteName, TriggerKind
+
+MIN_QUERY_CHARS = 12
+"""Inputs shorter than this (after trimming) are not retrieval questions, unless a trigger fires."""
+
+_TRIGGER_PATTERNS: dict[TriggerKind, re.Pattern[str]] = {
+    TriggerKind.TICKET_ID: re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"),
+    TriggerKind.POLICY_ID: re.compile(r"\b(?:ADR|PEP|RFC|POL|POLICY|SEC|ISO|CVE)[- ]?\d[\d-]*\b"),
+    TriggerKind.ERROR_MESSAGE: re.compile(
+        r"\b[A-Za-z_][\w.]*(?:Error|Exception|Warning)\s*:|Traceback \(most recent call last\)"
+        r"|\berror:\s|\bexit (?:code|status) \d+"
+    ),
+    TriggerKind.QUOTED_PHRASE: re.compile(r"\"[^\"]{2,}\"|'[^']{2,}'|`[^`]+`|“[^”]{2,}”"),
+    TriggerKind.IDENTIFIER: re.compile(
+        r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"  # CamelCase: StopAsyncIteration
+        r"|\b[a-z][a-z0-9]*[A-Z]\w*\b"  # lowerCamel: getLogger
+        r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"  # dotted: asyncio.gather, os.path.join()
+        r"|\b_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*\b"  # snake_case: max_chunks, __init__
+        r"|\b__\w+__\b"
+    ),
+    TriggerKind.ACRONYM: re.compile(r"\b[A-Z][A-Z0-9]{1,5}s?\b"),
+}
+_STRONG = {
+    TriggerKind.TICKET_ID,
+    TriggerKind.POLICY_ID,
+    TriggerKind.ERROR_MESSAGE,
+    TriggerKind.QUOTED_PHRASE,
+    TriggerKind.IDENTIFIER,
+}
+"""Triggers that name one exact thing: the query is a lookup of that thing."""
+
+_GREETING = re.compile(
+    r"^\s*(?:hi|hello|hey|howdy|yo|thanks|thank you|thx|ok|okay|cool|bye|good (?:morning|afternoon|evening)"
+    r"|how are you|what's up|whats up)\b[\s!.?,]*(?:there|all|everyone|team|bot)?[\s!.?,]*$",
+    re.IGNORECASE,
+)
+_WHAT_IS = re.compile(r"^\s*(?:what (?:is|are)|what's)\s+(?:an?\s+|the\s+)?(\S+(?:\s+\S+){0,2})\s*\??\s*$", re.I)
+"""A "what is X" question is broad only when X is a short concept name (at most three words)."""
+_BROAD = re.compile(
+    r"^\s*(?:how (?:do|can|should|would) (?:i|we|you)\b|how to\b|"
+    r"getting started\b|get started\b|where do i start\b|overview of\b|an overview\b|"
+    r"give me an overview\b|introduction to\b|intro to\b|explain\b|tell me about\b)"
+    r"|\b(?:getting started|overview of|beginner'?s guide|best practices)\b",
+    re.IGNORECASE,
+)
+_SYNTHESIS = re.compile(
+    r"\b(?:compare|comparison|difference(?:s)? between|differ|versus|vs\.?|pros and cons|trade-?offs?|"
+    r"why (?:does|do|is|are|should|would)|explain|overview|summar(?:y|ize|ise)|relationship between|"
+    r"best practices?|when should|how does .+ work|design|architecture|approach(?:es)?)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_START_WORDS = re.compile(r"(?:^|[.!?]\s+)([A-Z][a-z]+)")
+_PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
+_NOT_PROPER = {"I", "The", "What", "How", "Why", "When", "Where", "Which", "Who", "Is", "Are", "Can", "Does"}
+BROAD_MAX_WORDS = 14
+"""A broad question is short and general; longer ones are specific enough on their own."""
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The router's reading of one query."""
+
+    query_type: RouteName | None
+    """None when the input needs no retrieval."""
+    no_retrieval_reason: str | None = None
+    is_broad: bool = False
+    triggers: list[tuple[TriggerKind, str]] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def trigger_labels(self) -> list[str]:
+        """Triggers as ``kind:text`` strings."""
+        return [f"{kind.value}:{text}" for kind, text in self.triggers]
+
+
+def find_triggers(query: str, enabled: list[TriggerKind]) -> list[tuple[TriggerKind, str]]:
+    """The lexical triggers of the enabled kinds that fire on ``query``, in a stable order."""
+    found: list[tuple[TriggerKind, str]] = []
+    seen: set[str] = set()
+    for kind in TriggerKind:
+        if kind not in enabled:
+            continue
+        matches = _proper_nouns(query) if kind is TriggerKind.PROPER_NOUN else _matches(kind, query)
+        for text in matches:
+            if not any(text in other for other in seen):
+                seen.add(text)
+                found.append((kind, text))
+    return found
+
+
+def _matches(kind: TriggerKind, query: str) -> list[str]:
+    texts = [m.group(0) for m in _TRIGGER_PATTERNS[kind].finditer(query)]
+    if kind is TriggerKind.IDENTIFIER:
+        texts = [t for t in texts if not re.fullmatch(r"[\d.]+|e\.g\.?|i\.e\.?|etc\.", t, re.IGNORECASE)]
+    return texts
+
+
+def _proper_nouns(query: str) -> list[str]:
+    starts = {m.group(1) for m in _SENTENCE_START_WORDS.finditer(query)}
+    return [
+        m.group(1)
+        for m in _PROPER_NOUN.finditer(query)
+        if m.group(1) not in starts and m.group(1) not in _NOT_PROPER and not _TRIGGER_PATTERNS[TriggerKind.IDENTIFIER].fullmatch(m.group(1))
+    ]
+
+
+def classify(query: str, policy: RetrievalPolicy) -> Classification:
+    """Classify ``query`` into a route, flag broad questions, and list the lexical triggers.
+
+    Example:
+        >>> from ragtiller import load_policy
+        >>> classify("What does StopAsyncIteration mean?", load_policy()).query_type
+        'exact_lexical_lookup'
+    """
+    text = " ".join(query.split())
+    if not text:
+        return Classification(None, "empty-query", reason="the query is empty")
+    triggers = find_triggers(text, list(policy.lexical_triggers))
+    if _GREETING.match(text):
+        return Classification(None, "greeting", triggers=triggers, reason="a greeting, not a question")
+    if len(text) < MIN_QUERY_CHARS and not triggers:
+        return Classification(
+            None, "too-short", reason=f"under {MIN_QUERY_CHARS} characters with no lexical trigger"
+        )
+    words = len(text.split())
+    strong = [t for t in triggers if t[0] in _STRONG]
+    broad = bool(_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS and not strong
+    if strong:
+        kinds = ", ".join(sorted({k.value for k, _ in strong}))
+        return Classification("exact_lexical_lookup", is_broad=False, triggers=triggers, reason=f"exact trigger ({kinds})")
+    if broad:
+        return Classification("synthesis", is_broad=True, triggers=triggers, reason="broad question")
+    if _SYNTHESIS.search(text) or words > 30:
+        return Classification("synthesis", triggers=triggers, reason="asks to explain, compare or summarise")
+    return Classification("factual_lookup", triggers=triggers, reason="a specific question without exact identifiers")

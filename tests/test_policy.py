@@ -1,0 +1,103 @@
+"""Policy loading: the shipped default, and errors that name the file and field path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ragtiller import PolicyError, RetrievalPolicy, load_policy
+from ragtiller.policies import shipped_policies
+
+DEFAULT = yaml.safe_load(
+    (Path(__file__).parents[1] / "ragtiller/policies/shipped/default.yaml").read_text("utf-8")
+)
+
+
+def write(tmp_path: Path, data: object, name: str = "policy.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data, "utf-8")
+    return path
+
+
+def test_shipped_default_loads_with_every_section() -> None:
+    policy = load_policy()
+    assert "default" in shipped_policies()
+    assert isinstance(policy, RetrievalPolicy)
+    assert (policy.policy_id, policy.version, policy.schema_version) == ("default-retrieval-policy", "2026-06-16", 1)
+    assert policy.routes["exact_lexical_lookup"].hybrid is True
+    assert policy.routes["factual_lookup"].rerank is False
+    assert policy.routes["synthesis"].fusion == "conditional"
+    assert policy.router.llm_router == "off"
+    assert policy.step_back.cache_ttl_s == 21600
+    assert policy.quota.chat_gen_per_day == 20
+    assert policy.reranker.provider == "zscore"
+    assert policy.budgets.candidate_cap == 36
+    assert policy.eval_slices == ["exact_lexical", "factual", "synthesis", "noisy"]
+
+
+def test_policy_is_frozen() -> None:
+    policy = load_policy()
+    with pytest.raises(ValueError, match="frozen"):
+        policy.policy_id = "x"  # type: ignore[misc]
+
+
+def test_round_trip_through_a_file(tmp_path: Path) -> None:
+    assert load_policy(write(tmp_path, DEFAULT)) == load_policy()
+
+
+def _broken(**changes: object) -> dict[str, object]:
+    data = yaml.safe_load(yaml.safe_dump(DEFAULT))
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = data
+        for part in parents:
+            node = node[part]
+        if value is ...:
+            del node[leaf]
+        else:
+            node[leaf] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"policy_id": ...}, r"policy_id: Field required"),
+        ({"budgets__max_chunks": "many"}, r"budgets\.max_chunks: Input should be a valid integer.*'many'"),
+        ({"budgets__max_chunks": 0}, r"budgets\.max_chunks: Input should be greater than 0"),
+        ({"step_back__enabld": True}, r"step_back\.enabld: Extra inputs are not permitted"),
+        ({"routes__lookup_everything": {"top_k": 3}}, r"routes\.lookup_everything\.\[key\]: Input should be 'exact_lexical_lookup'"),
+        ({"routes__synthesis": ...}, r"routes must define synthesis"),
+        ({"schema_version": 2}, r"schema_version: Input should be 1"),
+        ({"reranker__provider": "magic"}, r"reranker\.provider: Input should be 'zscore', 'identity', 'cross-encoder' or 'cohere'"),
+        ({"quota__timezone": "Mars/Olympus"}, r"quota\.timezone: Value error, unknown timezone 'Mars/Olympus'"),
+        ({"lexical_triggers": ["tickets"]}, r"lexical_triggers\.0: Input should be 'ticket_id'"),
+    ],
+)
+def test_bad_policy_names_file_and_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    path = write(tmp_path, _broken(**changes))
+    with pytest.raises(PolicyError, match=message) as info:
+        load_policy(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_lists_shipped_policies(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match=r"does not exist; shipped policies: .*default"):
+        load_policy(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(("text", "message"), [("a: [b", "not valid YAML"), ("- 1\n- 2\n", "expected a mapping")])
+def test_unparseable_file(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        load_policy(write(tmp_path, text))
+
+
+def test_empty_file_reports_missing_fields(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match=r"schema_version: Field required"):
+        load_policy(write(tmp_path, ""))
+
+
+def test_policy_error_is_a_value_error() -> None:
+    assert issubclass(PolicyError, ValueError)
