@@ -74,7 +74,10 @@ def zscore_fusion(
     weights: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes)."""
-    per_tier = {tier: dict(zip(s, zscores(list(s.values())), strict=True)) for tier, s in scored_lists.items()}
+    per_tier = {
+        tier: dict(zip(s, zscores(list(s.values())), strict=True))
+        for tier, s in scored_lists.items()
+    }
     all_ids = {i for s in scored_lists.values() for i in s}
     fused: dict[str, float] = {}
     for tier, zs in per_tier.items():
@@ -127,7 +130,9 @@ def fuse_hits(
     else:
         raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
 
-    z_by_tier = {tier: dict(zip(s, zscores(list(s.values())), strict=True)) for tier, s in scored.items()}
+    z_by_tier = {
+        tier: dict(zip(s, zscores(list(s.values())), strict=True)) for tier, s in scored.items()
+    }
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():
         for hit in hits:
@@ -166,7 +171,9 @@ def zscore_combine(
     candidates (-1 when the tier's scores were flat). Sets ``final_score``; ties keep fusion order.
     """
     tiers = sorted({t for c in candidates for t in c.get("tier_z", {})})
-    floors = {t: _missing_z([c["tier_z"][t] for c in candidates if t in c["tier_z"]]) for t in tiers}
+    floors = {
+        t: _missing_z([c["tier_z"][t] for c in candidates if t in c["tier_z"]]) for t in tiers
+    }
     scored: list[Candidate] = []
     for cand in candidates:
         total = 0.0

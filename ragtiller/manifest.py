@@ -79,7 +79,9 @@ class RunManifest(_Record):
     rerank: Decision | None = None
     fusion_method: str | None = None
     step_back: StepBackRecord = Field(default_factory=StepBackRecord)
-    tiers: dict[str, list[ScoredId]] = Field(default_factory=dict, description="Raw scores per tier.")
+    tiers: dict[str, list[ScoredId]] = Field(
+        default_factory=dict, description="Raw scores per tier."
+    )
     tier_errors: dict[str, str] = Field(default_factory=dict)
     fused: list[ScoredId] = Field(default_factory=list)
     reranked: list[ScoredId] = Field(default_factory=list)
@@ -89,7 +91,9 @@ class RunManifest(_Record):
     llm_calls: int = 0
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
-    degraded: list[str] = Field(default_factory=list, description="Honest labels, e.g. 'step-back skipped: quota'.")
+    degraded: list[str] = Field(
+        default_factory=list, description="Honest labels, e.g. 'step-back skipped: quota'."
+    )
     stages: list[StageSummary] = Field(default_factory=list)
 
     def stage(self, step: StageName) -> StageSummary:

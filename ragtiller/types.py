@@ -7,9 +7,9 @@ They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph serve
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 TierName = str
 """A tier's name: ``dense``, ``parent_child`` and ``lexical`` are built in; other tiers may add names."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from fixtures.fakes import hit
 
 from ragtiller.fusion import (
     MISSING_Z_FLAT,
@@ -15,7 +16,6 @@ from ragtiller.fusion import (
     zscore_fusion,
     zscores,
 )
-from fixtures.fakes import hit
 
 
 def test_zscores_hand_computed() -> None:
@@ -37,14 +37,18 @@ def test_rrf_hand_computed() -> None:
 
 
 def test_rrf_weights_and_bad_k() -> None:
-    fused = reciprocal_rank_fusion({"dense": ["a"], "lexical": ["b"]}, k=10, weights={"lexical": 2.0})
+    fused = reciprocal_rank_fusion(
+        {"dense": ["a"], "lexical": ["b"]}, k=10, weights={"lexical": 2.0}
+    )
     assert fused == {"a": pytest.approx(1 / 11), "b": pytest.approx(2 / 11)}
     with pytest.raises(ValueError, match="k must be > 0, but got 0"):
         reciprocal_rank_fusion({"dense": ["a"]}, k=0)
 
 
 def test_zscore_fusion_missing_gets_list_minimum() -> None:
-    fused = zscore_fusion({"dense": {"a": 3.0, "b": 1.0}, "lexical": {"b": 10.0, "c": 4.0, "d": 1.0}})
+    fused = zscore_fusion(
+        {"dense": {"a": 3.0, "b": 1.0}, "lexical": {"b": 10.0, "c": 4.0, "d": 1.0}}
+    )
     # dense z: a=+1, b=-1 (min); lexical: mean 5, sigma sqrt(14) -> b=5/s, c=-1/s, d=-4/s (min)
     s = math.sqrt(14)
     assert fused["a"] == pytest.approx(1 + -4 / s)
@@ -61,7 +65,11 @@ def test_zscore_fusion_one_hit_tier_has_no_nan() -> None:
 
 def test_minmax_fusion_hand_computed() -> None:
     fused = minmax_fusion({"dense": {"a": 0.8, "b": 0.4, "c": 0.6}, "lexical": {"c": 3.0}})
-    assert fused == {"a": pytest.approx(1.0), "b": pytest.approx(0.0), "c": pytest.approx(0.5 + 1.0)}
+    assert fused == {
+        "a": pytest.approx(1.0),
+        "b": pytest.approx(0.0),
+        "c": pytest.approx(0.5 + 1.0),
+    }
 
 
 def test_fuse_hits_keeps_every_tier_score_and_caps() -> None:
@@ -92,7 +100,9 @@ def test_fuse_hits_every_method_is_finite_and_deterministic(method: str) -> None
 
 
 def test_fuse_hits_rejects_unknown_method() -> None:
-    with pytest.raises(ValueError, match="unknown fusion method 'best'; valid: rrf, zscore, minmax"):
+    with pytest.raises(
+        ValueError, match="unknown fusion method 'best'; valid: rrf, zscore, minmax"
+    ):
         fuse_hits({"dense": [hit("dense", "a", 1.0)]}, method="best", cap=5)  # type: ignore[arg-type]
 
 

@@ -25,7 +25,11 @@ def test_shipped_default_loads_with_every_section() -> None:
     policy = load_policy()
     assert "default" in shipped_policies()
     assert isinstance(policy, RetrievalPolicy)
-    assert (policy.policy_id, policy.version, policy.schema_version) == ("default-retrieval-policy", "2026-06-16", 1)
+    assert (policy.policy_id, policy.version, policy.schema_version) == (
+        "default-retrieval-policy",
+        "2026-06-16",
+        1,
+    )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
     assert policy.routes["factual_lookup"].rerank is False
     assert policy.routes["synthesis"].fusion == "conditional"
@@ -65,18 +69,32 @@ def _broken(**changes: object) -> dict[str, object]:
     ("changes", "message"),
     [
         ({"policy_id": ...}, r"policy_id: Field required"),
-        ({"budgets__max_chunks": "many"}, r"budgets\.max_chunks: Input should be a valid integer.*'many'"),
+        (
+            {"budgets__max_chunks": "many"},
+            r"budgets\.max_chunks: Input should be a valid integer.*'many'",
+        ),
         ({"budgets__max_chunks": 0}, r"budgets\.max_chunks: Input should be greater than 0"),
         ({"step_back__enabld": True}, r"step_back\.enabld: Extra inputs are not permitted"),
-        ({"routes__lookup_everything": {"top_k": 3}}, r"routes\.lookup_everything\.\[key\]: Input should be 'exact_lexical_lookup'"),
+        (
+            {"routes__lookup_everything": {"top_k": 3}},
+            r"routes\.lookup_everything\.\[key\]: Input should be 'exact_lexical_lookup'",
+        ),
         ({"routes__synthesis": ...}, r"routes must define synthesis"),
         ({"schema_version": 2}, r"schema_version: Input should be 1"),
-        ({"reranker__provider": "magic"}, r"reranker\.provider: Input should be 'zscore', 'identity', 'cross-encoder' or 'cohere'"),
-        ({"quota__timezone": "Mars/Olympus"}, r"quota\.timezone: Value error, unknown timezone 'Mars/Olympus'"),
+        (
+            {"reranker__provider": "magic"},
+            r"reranker\.provider: Input should be 'zscore', 'identity', 'cross-encoder' or 'cohere'",
+        ),
+        (
+            {"quota__timezone": "Mars/Olympus"},
+            r"quota\.timezone: Value error, unknown timezone 'Mars/Olympus'",
+        ),
         ({"lexical_triggers": ["tickets"]}, r"lexical_triggers\.0: Input should be 'ticket_id'"),
     ],
 )
-def test_bad_policy_names_file_and_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+def test_bad_policy_names_file_and_field(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
     path = write(tmp_path, _broken(**changes))
     with pytest.raises(PolicyError, match=message) as info:
         load_policy(path)
@@ -88,7 +106,9 @@ def test_missing_file_lists_shipped_policies(tmp_path: Path) -> None:
         load_policy(tmp_path / "nope.yaml")
 
 
-@pytest.mark.parametrize(("text", "message"), [("a: [b", "not valid YAML"), ("- 1\n- 2\n", "expected a mapping")])
+@pytest.mark.parametrize(
+    ("text", "message"), [("a: [b", "not valid YAML"), ("- 1\n- 2\n", "expected a mapping")]
+)
 def test_unparseable_file(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(PolicyError, match=message):
         load_policy(write(tmp_path, text))

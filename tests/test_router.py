@@ -64,12 +64,18 @@ TABLE: list[tuple[str, str, bool]] = [
     # synthesis, not broad
     ("compare json and pickle for serialising nested objects", S, False),
     ("what are the trade-offs between threads and processes for io heavy work", S, False),
-    ("why does the interpreter keep a global lock and what does it cost multi core programs", S, False),
+    (
+        "why does the interpreter keep a global lock and what does it cost multi core programs",
+        S,
+        False,
+    ),
     ("summarize the differences between lists and tuples", S, False),
 ]
 
 
-@pytest.mark.parametrize(("query", "expected", "broad"), TABLE, ids=[q[:40] or "<empty>" for q, _, _ in TABLE])
+@pytest.mark.parametrize(
+    ("query", "expected", "broad"), TABLE, ids=[q[:40] or "<empty>" for q, _, _ in TABLE]
+)
 def test_router_table(query: str, expected: str, broad: bool) -> None:
     result = classify(query, POLICY)
     got = result.query_type or result.no_retrieval_reason
@@ -102,7 +108,9 @@ def test_each_trigger_kind(query: str, kind: TriggerKind, text: str) -> None:
 def test_disabled_trigger_kinds_do_not_fire() -> None:
     policy = POLICY.model_copy(update={"lexical_triggers": [TriggerKind.TICKET_ID]})
     assert classify("explain RetrievalPolicy fields", policy).query_type == S
-    assert find_triggers("the GIL and ABC-1", [TriggerKind.TICKET_ID]) == [(TriggerKind.TICKET_ID, "ABC-1")]
+    assert find_triggers("the GIL and ABC-1", [TriggerKind.TICKET_ID]) == [
+        (TriggerKind.TICKET_ID, "ABC-1")
+    ]
 
 
 def test_sentence_start_is_not_a_proper_noun() -> None:
@@ -110,4 +118,7 @@ def test_sentence_start_is_not_a_proper_noun() -> None:
 
 
 def test_unicode_query_classifies() -> None:
-    assert classify("¿Cómo funciona el módulo asyncio? 日本語のテキスト", POLICY).query_type is not None
+    assert (
+        classify("¿Cómo funciona el módulo asyncio? 日本語のテキスト", POLICY).query_type
+        is not None
+    )

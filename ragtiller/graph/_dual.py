@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from langchain_core.runnables import RunnableLambda
+from langgraph._internal._runnable import RunnableCallable
 
 T = TypeVar("T")
 
@@ -28,33 +28,42 @@ def _background_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None:
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="ragtiller-sync-loop", daemon=True).start()
+            threading.Thread(
+                target=loop.run_forever, name="ragtiller-sync-loop", daemon=True
+            ).start()
             _loop = loop
     return _loop
 
 
-def run_sync(coro_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+def run_sync(coro_fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     """Run ``coro_fn(*args)`` to completion from synchronous code, in the caller's context."""
     loop = _background_loop()
     context = contextvars.copy_context()
     result: Future[T] = Future()
 
     def start() -> None:
-        task = loop.create_task(coro_fn(*args), context=context)  # type: ignore[arg-type]
-        task.add_done_callback(
-            lambda t: result.set_exception(t.exception())  # type: ignore[arg-type]
-            if t.exception() is not None
-            else result.set_result(t.result())
-        )
+        task: asyncio.Task[T] = loop.create_task(coro_fn(*args), context=context)
+        task.add_done_callback(settle)
+
+    def settle(task: asyncio.Task[T]) -> None:
+        error = task.exception()
+        if error is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(task.result())
 
     loop.call_soon_threadsafe(start)
     return result.result()
 
 
-def dual(afunc: Callable[[Any], Awaitable[dict[str, Any]]], name: str) -> RunnableLambda[Any, dict[str, Any]]:
+def dual(
+    afunc: Callable[[Any], Coroutine[Any, Any, dict[str, Any]]], name: str
+) -> RunnableCallable:
     """A node runnable with a native async path and a sync path through :func:`run_sync`."""
 
     def func(state: Any) -> dict[str, Any]:
         return run_sync(afunc, state)
 
-    return RunnableLambda(func, afunc=afunc, name=name)
+    # LangGraph's own node wrapper (what ``add_node`` makes of a plain function): no per-call
+    # tracing or signature inspection, unlike ``RunnableLambda``.
+    return RunnableCallable(func, afunc, name=name, trace=False)

@@ -15,7 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
 from ragtiller.graph._dual import dual
-from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.graph.components import CHAT_RESOURCE, RERANK_RESOURCE, Components
 from ragtiller.graph.state import InputState, OutputState, RetrievalState, TierTask
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.embed import make_embed
@@ -37,20 +37,83 @@ class IndexLike(Protocol):
     """What ``build_graph(index=...)`` reads: an embedder, tiers and an optional corpus map."""
 
     @property
-    def embedder(self) -> Embeddings: ...  # noqa: D102
+    def embedder(self) -> Embeddings: ...
 
     @property
-    def tiers(self) -> Sequence[Tier]: ...  # noqa: D102
+    def tiers(self) -> Sequence[Tier]: ...
 
     @property
-    def corpus_map(self) -> str: ...  # noqa: D102
+    def corpus_map(self) -> str: ...
 
 
 def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
-    from ragtiller.stores import MemoryCache, MemoryQuotaLedger
+    """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
+    from ragtiller.stores import stores_from_env
 
-    limits = {CHAT_RESOURCE: policy.quota.chat_gen_per_day, "rerank_calls": policy.reranker.daily_calls}
-    return MemoryQuotaLedger(limits, timezone=policy.quota.timezone), MemoryCache()
+    limits = {
+        CHAT_RESOURCE: policy.quota.chat_gen_per_day,
+        RERANK_RESOURCE: policy.reranker.daily_calls,
+    }
+    return stores_from_env(limits, timezone=policy.quota.timezone)
+
+
+def build_components(
+    policy: RetrievalPolicy | str | Path | None = None,
+    *,
+    index: IndexLike | None = None,
+    embedder: Embeddings | None = None,
+    tiers: Sequence[Tier] | None = None,
+    quota: Any | None = None,
+    cache: Any | None = None,
+    chat_model: BaseChatModel | None = None,
+    reranker: Reranker | None = None,
+    corpus_map: str | None = None,
+    llm_router: Any | None = None,
+) -> Components:
+    """Resolve the policy and defaults into the :class:`Components` the nodes use.
+
+    Arguments are those of :func:`build_graph`.
+
+    Raises:
+        ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
+        PolicyError: The policy file is invalid.
+    """
+    resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
+    tier_list = list(tiers if tiers is not None else (index.tiers if index is not None else []))
+    if not tier_list:
+        raise ConfigurationError(
+            "build_graph needs at least one tier: pass index=... or tiers=[...]"
+        )
+    names = [t.name for t in tier_list]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"tier names must be unique, got {names}")
+    emb = embedder if embedder is not None else (index.embedder if index is not None else None)
+    if emb is None and any(t.needs_vector for t in tier_list):
+        vector = [t.name for t in tier_list if t.needs_vector]
+        raise ConfigurationError(
+            f"tiers {vector} need query vectors: pass embedder=... or index=..."
+        )
+    if quota is None or cache is None:
+        env_quota, env_cache = _default_stores(resolved)
+        quota = quota if quota is not None else env_quota
+        cache = cache if cache is not None else env_cache
+    if reranker is None:
+        from ragtiller.rerankers import reranker_from_policy
+
+        reranker = reranker_from_policy(resolved.reranker, ledger=quota, cache=cache)
+    return Components(
+        policy=resolved,
+        embedder=emb,
+        tiers={t.name: t for t in tier_list},
+        quota=quota,
+        cache=cache,
+        chat_model=chat_model,
+        reranker=reranker,
+        corpus_map=corpus_map
+        if corpus_map is not None
+        else (index.corpus_map if index is not None else None),
+        llm_router=llm_router,
+    )
 
 
 def build_graph(
@@ -77,8 +140,9 @@ def build_graph(
             :class:`ragtiller.index.EmbeddedIndex`); explicit arguments override its parts.
         embedder: Any LangChain ``Embeddings``.
         tiers: Retrieval tiers; names must be unique.
-        quota: A :class:`ragtiller.stores.QuotaLedger`; default: in-process, sized by the policy.
-        cache: A :class:`ragtiller.stores.Cache`; default: in-process.
+        quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
+            set, else in-process, sized by the policy.
+        cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
         chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
         reranker: A rerank provider; default: built from the policy's ``reranker`` section.
         corpus_map: Corpus outline for broad turns; default: the index's.
@@ -102,34 +166,21 @@ def build_graph(
         >>> graph = build_graph(index=index)  # doctest: +SKIP
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
-    resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    tier_list = list(tiers if tiers is not None else (index.tiers if index is not None else []))
-    if not tier_list:
-        raise ConfigurationError("build_graph needs at least one tier: pass index=... or tiers=[...]")
-    names = [t.name for t in tier_list]
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"tier names must be unique, got {names}")
-    emb = embedder if embedder is not None else (index.embedder if index is not None else None)
-    if emb is None and any(t.needs_vector for t in tier_list):
-        vector = [t.name for t in tier_list if t.needs_vector]
-        raise ConfigurationError(f"tiers {vector} need query vectors: pass embedder=... or index=...")
-    default_quota, default_cache = _default_stores(resolved) if quota is None or cache is None else (None, None)
-    if reranker is None:
-        from ragtiller.rerankers import reranker_from_policy
-
-        reranker = reranker_from_policy(resolved.reranker, ledger=quota or default_quota, cache=cache or default_cache)
-    deps = Components(
-        policy=resolved,
-        embedder=emb,
-        tiers={t.name: t for t in tier_list},
-        quota=quota or default_quota,
-        cache=cache or default_cache,
+    deps = build_components(
+        policy,
+        index=index,
+        embedder=embedder,
+        tiers=tiers,
+        quota=quota,
+        cache=cache,
         chat_model=chat_model,
         reranker=reranker,
-        corpus_map=corpus_map if corpus_map is not None else (index.corpus_map if index is not None else None),
+        corpus_map=corpus_map,
         llm_router=llm_router,
     )
-    return compile_graph(deps, checkpointer=checkpointer, interrupt_before=interrupt_before, name=name)
+    return compile_graph(
+        deps, checkpointer=checkpointer, interrupt_before=interrupt_before, name=name
+    )
 
 
 def compile_graph(
@@ -144,7 +195,9 @@ def compile_graph(
     builder.add_node("gate", dual(make_gate(deps), "gate"))
     builder.add_node("step_back", dual(make_step_back(deps), "step_back"))
     builder.add_node("embed", dual(make_embed(deps), "embed"))
-    builder.add_node("tier_search", dual(make_tier_search(deps), "tier_search"), input_schema=TierTask)
+    builder.add_node(
+        "tier_search", dual(make_tier_search(deps), "tier_search"), input_schema=TierTask
+    )
     builder.add_node("fuse", dual(make_fuse(deps), "fuse"))
     builder.add_node("rerank", dual(make_rerank(deps), "rerank"))
     builder.add_node("assemble", dual(make_assemble(deps), "assemble"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +16,13 @@ from ragtiller.types import Tier
 if TYPE_CHECKING:
     from ragtiller.stores import Cache, QuotaLedger
 
+NodeFn = Callable[[Any], Coroutine[Any, Any, dict[str, Any]]]
+"""A node: an ``async def`` taking the state (or a Send payload), returning a partial update."""
+
 CHAT_RESOURCE = "chat_gen"
 """Quota resource spent by every chat-model call (step-back, LLM router)."""
+RERANK_RESOURCE = "rerank_calls"
+"""Quota resource spent by every paid rerank call."""
 
 
 @dataclass(frozen=True)

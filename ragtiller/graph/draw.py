@@ -11,8 +11,10 @@ import argparse
 from typing import Any
 
 from ragtiller.graph.builder import compile_graph
-from ragtiller.graph.components import Components
+from ragtiller.graph.components import CHAT_RESOURCE, Components
 from ragtiller.policies.loader import load_policy
+from ragtiller.rerankers import IdentityReranker
+from ragtiller.stores import MemoryCache, MemoryQuotaLedger
 
 
 def shape_graph() -> Any:
@@ -21,10 +23,10 @@ def shape_graph() -> Any:
         policy=load_policy(),
         embedder=None,
         tiers={},
-        quota=None,
-        cache=None,
+        quota=MemoryQuotaLedger({CHAT_RESOURCE: 0}),
+        cache=MemoryCache(),
         chat_model=None,
-        reranker=None,  # type: ignore[arg-type]
+        reranker=IdentityReranker(),
     )
     return compile_graph(deps).get_graph()
 

@@ -54,9 +54,7 @@ def decide_rerank_setting(route: RouteConfig) -> dict[str, Any]:
     return decision(True, "conditional", "rerank unless an exact match settles it")
 
 
-def exact_match(
-    lexical_hits: list[Hit], triggers: list[str], margin: float
-) -> str | None:
+def exact_match(lexical_hits: list[Hit], triggers: list[str], margin: float) -> str | None:
     """The trigger token that an exact sparse match confidently answers, or None.
 
     Confident means: the top BM25 hit's score is at least ``margin`` times the next hit's
@@ -88,10 +86,17 @@ def decide_rerank(
     if not setting["enabled"]:
         return {**setting, "reason": "disabled"}
     if setting["setting"] == "conditional":
-        token = exact_match(tier_hits.get(LEXICAL, []), triggers, policy.reranker.exact_match_margin)
+        token = exact_match(
+            tier_hits.get(LEXICAL, []), triggers, policy.reranker.exact_match_margin
+        )
         if token is not None:
             return {**setting, "enabled": False, "reason": "exact-match", "token": token}
-    return {**setting, "reason": setting["reason"] if setting["setting"] != "conditional" else "conditional: no exact match"}
+    return {
+        **setting,
+        "reason": setting["reason"]
+        if setting["setting"] != "conditional"
+        else "conditional: no exact match",
+    }
 
 
 def plan_tiers(

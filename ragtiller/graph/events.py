@@ -63,7 +63,9 @@ class Stage:
         self._start = time.perf_counter()
         self._write({"type": EVENT_TYPE, "step": step, "status": "active", "detail": detail})
 
-    def _finish(self, status: StageStatus, reason: str | None, detail: dict[str, Any], error: str | None) -> StageRecord:
+    def _finish(
+        self, status: StageStatus, reason: str | None, detail: dict[str, Any], error: str | None
+    ) -> StageRecord:
         record = StageRecord(
             step=self.step,
             status=status,
@@ -84,7 +86,9 @@ class Stage:
         """The stage started but decided not to do its work (e.g. quota spent)."""
         return self._finish("skipped", reason, detail, None)
 
-    def error(self, error: BaseException | str, reason: str | None = None, **detail: Any) -> StageRecord:
+    def error(
+        self, error: BaseException | str, reason: str | None = None, **detail: Any
+    ) -> StageRecord:
         """The stage failed; the turn goes on. ``error`` is shown as ``Type: message``."""
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         return self._finish("error", reason, detail, text[:500])

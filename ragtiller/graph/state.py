@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.documents import Document
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from ragtiller.manifest import RunManifest
 from ragtiller.types import Candidate, Hit, StageRecord

@@ -8,14 +8,16 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import RetrievalState
 from ragtiller.manifest import Decision, RunManifest, ScoredId, StageSummary, StepBackRecord
 from ragtiller.nodes.rerank import identity_order, select_distinct
 from ragtiller.types import STAGES, Candidate, StageRecord
 
-COULD_NOT_AFFORD = frozenset({"quota", "budget", "no-credentials", "quota-store-unavailable", "latency"})
+COULD_NOT_AFFORD = frozenset(
+    {"quota", "budget", "no-credentials", "quota-store-unavailable", "latency"}
+)
 """Skip reasons that mean "the turn was worse because something ran out", not "not needed"."""
 DESIGNED = "designed"
 """Metadata ``status`` of a document that describes something designed but not built."""
@@ -34,7 +36,11 @@ def degradation_labels(stages: list[StageRecord], state: RetrievalState) -> list
         elif record["status"] == "error":
             labels.append(f"{name} failed: {reason or 'error'}")
         ceiling = record["detail"].get("ceiling_reason")
-        if step == "rerank" and record["detail"].get("ceiling") == "skipped" and ceiling in COULD_NOT_AFFORD:
+        if (
+            step == "rerank"
+            and record["detail"].get("ceiling") == "skipped"
+            and ceiling in COULD_NOT_AFFORD
+        ):
             labels.append(f"rerank ceiling skipped: {ceiling}")
     if any(r["step"] == "embed" and r["status"] == "error" for r in stages):
         labels.append("embed failed: lexical tier only")
@@ -65,7 +71,9 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
     for doc in documents:
         meta = doc.metadata
         tag = f" {NOT_BUILT_LABEL}" if meta.get("status") == DESIGNED else ""
-        parts.append(f"[{meta['citation']}] {meta['source'] or meta['doc_id']}{tag}\n{doc.page_content.strip()}")
+        parts.append(
+            f"[{meta['citation']}] {meta['source'] or meta['doc_id']}{tag}\n{doc.page_content.strip()}"
+        )
     if overview:
         parts.append(f"<project-overview>\n{overview.strip()}\n</project-overview>")
     if labels:
@@ -77,10 +85,12 @@ def _scored(items: list[Any], key: str) -> list[ScoredId]:
     return [ScoredId(id=c["id"], score=float(c[key])) for c in items]
 
 
-def make_assemble(deps: Components) -> Any:
+def make_assemble(deps: Components) -> NodeFn:
     """Build the assemble node bound to ``deps``."""
     policy = deps.policy
-    candidate_namespaces = sorted({ns for route in policy.routes.values() for ns in route.namespaces})
+    candidate_namespaces = sorted(
+        {ns for route in policy.routes.values() for ns in route.namespaces}
+    )
 
     async def assemble(state: RetrievalState) -> dict[str, Any]:
         stage = Stage("assemble")
@@ -90,7 +100,9 @@ def make_assemble(deps: Components) -> Any:
         chunks = select_distinct(ranked, top_n)
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
         step_back = state.get("step_back") or {}
-        inject_map = bool(route["is_broad"] and step_back.get("status") != "done" and deps.corpus_map)
+        inject_map = bool(
+            route["is_broad"] and step_back.get("status") != "done" and deps.corpus_map
+        )
         prior = list(state.get("stages") or [])
         labels = degradation_labels(prior, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
@@ -98,12 +110,20 @@ def make_assemble(deps: Components) -> Any:
             labels.append(f"{designed} source(s) describe designed, not built, features")
         context = render_context(documents, labels, deps.corpus_map if inject_map else None)
         record = stage.done(
-            route["no_retrieval_reason"], documents=len(documents), corpus_map=inject_map, degraded=len(labels)
+            route["no_retrieval_reason"],
+            documents=len(documents),
+            corpus_map=inject_map,
+            degraded=len(labels),
         )
         stages = [*prior, record]
         quota_left = await deps.quota.aremaining(CHAT_RESOURCE)
         manifest = _manifest(state, stages, labels, documents, quota_left, candidate_namespaces)
-        return {"documents": documents, "context": context, "manifest": manifest, "stages": [record]}
+        return {
+            "documents": documents,
+            "context": context,
+            "manifest": manifest,
+            "stages": [record],
+        }
 
     def _manifest(
         state: RetrievalState,
@@ -139,12 +159,22 @@ def make_assemble(deps: Components) -> Any:
             query_truncated=bool(state.get("query_truncated")),
             candidate_namespaces=candidate_namespaces,
             selected_namespaces=route["namespaces"],
-            top_k={"tier": depth, "candidates": policy.budgets.candidate_cap, "final": route["top_k"]}
+            top_k={
+                "tier": depth,
+                "candidates": policy.budgets.candidate_cap,
+                "final": route["top_k"],
+            }
             if route["query_type"] != "no_retrieval"
             else {},
             hybrid=Decision(**route["hybrid"]) if route["hybrid"] else None,
             fusion=Decision(**route["fusion"]) if route["fusion"] else None,
-            rerank=Decision(**{k: v for k, v in state["rerank_decision"].items() if k in ("enabled", "setting", "reason")})
+            rerank=Decision(
+                **{
+                    k: v
+                    for k, v in state["rerank_decision"].items()
+                    if k in ("enabled", "setting", "reason")
+                }
+            )
             if route["rerank"]
             else None,
             fusion_method=policy.fusion.method if state.get("candidates") else None,
@@ -155,14 +185,20 @@ def make_assemble(deps: Components) -> Any:
                 generalized=sb.get("generalized"),
                 from_cache=bool(sb.get("from_cache")),
             ),
-            tiers={tier: _scored(hits, "score") for tier, hits in (state.get("tier_hits") or {}).items()},
+            tiers={
+                tier: _scored(hits, "score")
+                for tier, hits in (state.get("tier_hits") or {}).items()
+            },
             tier_errors={
                 r["detail"]["tier"]: r.get("error", "")
                 for r in stages
                 if r["step"] == "tier-search" and r["status"] == "error"
             },
             fused=_scored(state.get("candidates") or [], "fused_score"),
-            reranked=[ScoredId(id=d.metadata["id"], score=float(d.metadata["final_score"])) for d in documents],
+            reranked=[
+                ScoredId(id=d.metadata["id"], score=float(d.metadata["final_score"]))
+                for d in documents
+            ],
             rerank_method=state.get("rerank_method") or ("identity" if documents else None),
             rerank_detail=state.get("rerank_detail") or {},
             latency_ms=latency,
@@ -170,7 +206,7 @@ def make_assemble(deps: Components) -> Any:
             cost_usd=cost,
             quota_remaining={CHAT_RESOURCE: quota_left},
             degraded=labels,
-            stages=[StageSummary(**{k: v for k, v in r.items()}) for r in ordered],
+            stages=[StageSummary.model_validate(r) for r in ordered],
         )
 
     return assemble

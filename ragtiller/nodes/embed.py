@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragtiller._retry import RetryPolicy, aretry_call
-from ragtiller.graph.components import Components
+from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.edges import plan_tiers
 from ragtiller.graph.events import Stage, skipped
 from ragtiller.graph.state import RetrievalState, TierTask
@@ -14,7 +14,7 @@ from ragtiller.types import StageRecord
 EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
 
 
-def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> Any:
+def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
     """Build the embed node bound to ``deps``."""
     policy = deps.policy
     depth = policy.fusion.tier_depth or policy.budgets.candidate_cap
@@ -32,8 +32,15 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> Any:
             stage = Stage("embed", chars=len(text))
             embedder = deps.embedder
             try:
-                vector, attempts = await aretry_call(lambda: embedder.aembed_query(text), retry)
-                records.append(stage.done(dim=len(vector), attempts=attempts, truncated=state.get("query_truncated", False)))
+                embedded, attempts = await aretry_call(lambda: embedder.aembed_query(text), retry)
+                vector = embedded
+                records.append(
+                    stage.done(
+                        dim=len(embedded),
+                        attempts=attempts,
+                        truncated=state.get("query_truncated", False),
+                    )
+                )
             except Exception as e:  # final failure: the lexical tier still answers, labelled
                 records.append(stage.error(e, "embed-failed", attempts=retry.attempts))
 
@@ -44,7 +51,9 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> Any:
             hybrid=route["hybrid"]["enabled"],
             fusion=route["fusion"]["enabled"],
         )
-        records.extend(skipped("tier-search", reason, tier=name) for name, reason in skipped_tiers.items())
+        records.extend(
+            skipped("tier-search", reason, tier=name) for name, reason in skipped_tiers.items()
+        )
         tenant = state.get("tenant")
         tasks = [
             TierTask(

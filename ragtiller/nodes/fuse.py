@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from ragtiller.fusion import fuse_hits
-from ragtiller.graph.components import Components
+from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.edges import decide_rerank
 from ragtiller.graph.events import Stage, skipped
 from ragtiller.graph.state import RetrievalState
 from ragtiller.types import StageRecord
 
 
-def make_fuse(deps: Components) -> Any:
+def make_fuse(deps: Components) -> NodeFn:
     """Build the fuse node bound to ``deps``."""
     policy = deps.policy
     cap = policy.budgets.candidate_cap
@@ -36,7 +36,11 @@ def make_fuse(deps: Components) -> Any:
             records.append(stage.done(candidates=len(candidates), cap=cap))
         rerank = decide_rerank(route["rerank"], candidates, hits, route["triggers"], policy)
         if not rerank["enabled"]:
-            records.append(skipped("rerank", rerank["reason"], **{k: v for k, v in rerank.items() if k == "token"}))
+            records.append(
+                skipped(
+                    "rerank", rerank["reason"], **{k: v for k, v in rerank.items() if k == "token"}
+                )
+            )
         return {"candidates": candidates, "rerank_decision": rerank, "stages": records}
 
     return fuse

@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
 from ragtiller.graph.edges import decide_fusion, decide_hybrid, decide_rerank_setting
 from ragtiller.graph.events import Stage, skipped
 from ragtiller.graph.state import RetrievalState, Route
@@ -23,7 +23,7 @@ def _namespaces(state: RetrievalState, route_namespaces: list[str]) -> list[str]
     return route_namespaces
 
 
-def make_gate(deps: Components) -> Any:
+def make_gate(deps: Components) -> NodeFn:
     """Build the gate node bound to ``deps``."""
     policy = deps.policy
 
@@ -41,14 +41,27 @@ def make_gate(deps: Components) -> Any:
             cls, router_name, router_detail = await deps.llm_router(query[:max_chars], cls)
 
         records: list[StageRecord] = []
-        step_back: dict[str, Any] = {"status": "skipped", "original": query, "generalized": None, "from_cache": False}
+        step_back: dict[str, Any] = {
+            "status": "skipped",
+            "original": query,
+            "generalized": None,
+            "from_cache": False,
+        }
         quota_left = await deps.quota.aremaining(CHAT_RESOURCE)
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"
             route = Route(
-                query_type="no_retrieval", no_retrieval_reason=reason, is_broad=False, triggers=[],
-                namespaces=[], top_k=0, hybrid={}, fusion={}, rerank={},
-                router=router_name, router_detail=router_detail,
+                query_type="no_retrieval",
+                no_retrieval_reason=reason,
+                is_broad=False,
+                triggers=[],
+                namespaces=[],
+                top_k=0,
+                hybrid={},
+                fusion={},
+                rerank={},
+                router=router_name,
+                router_detail=router_detail,
             )
             records.append(stage.done(reason, query_type="no_retrieval", router=router_name))
             records.extend(skipped(step, reason) for step in AFTER_GATE)
@@ -71,8 +84,13 @@ def make_gate(deps: Components) -> Any:
             )
             records.append(
                 stage.done(
-                    cls.reason, query_type=cls.query_type, is_broad=cls.is_broad, triggers=labels,
-                    router=router_name, namespaces=route["namespaces"], quota_remaining=quota_left,
+                    cls.reason,
+                    query_type=cls.query_type,
+                    is_broad=cls.is_broad,
+                    triggers=labels,
+                    router=router_name,
+                    namespaces=route["namespaces"],
+                    quota_remaining=quota_left,
                 )
             )
             if not cls.is_broad:
@@ -98,7 +116,10 @@ def make_gate(deps: Components) -> Any:
             "tier_hits": None,
             "candidates": [],
             "chunks": [],
-            "rerank_decision": {"enabled": False, "reason": route["no_retrieval_reason"] or "pending"},
+            "rerank_decision": {
+                "enabled": False,
+                "reason": route["no_retrieval_reason"] or "pending",
+            },
             "rerank_method": None,
             "rerank_detail": {},
             "stages": records,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.graph.components import Components
+from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import RetrievalState
 from ragtiller.types import Candidate
@@ -32,7 +32,11 @@ def select_distinct(ranked: list[Candidate], top_n: int) -> list[Candidate]:
         if len(chosen) == top_n:
             break
         related = {cand["id"], cand["parent_id"], *cand["metadata"].get("child_ids", [])}
-        if related & ids or cand["text"] in texts or any(c["parent_id"] == cand["id"] for c in chosen):
+        if (
+            related & ids
+            or cand["text"] in texts
+            or any(c["parent_id"] == cand["id"] for c in chosen)
+        ):
             continue
         chosen.append(cand)
         ids.add(cand["id"])
@@ -40,7 +44,7 @@ def select_distinct(ranked: list[Candidate], top_n: int) -> list[Candidate]:
     return chosen
 
 
-def make_rerank(deps: Components) -> Any:
+def make_rerank(deps: Components) -> NodeFn:
     """Build the rerank node bound to ``deps``."""
 
     async def rerank(state: RetrievalState) -> dict[str, Any]:
@@ -57,12 +61,24 @@ def make_rerank(deps: Components) -> Any:
         except Exception as e:  # the provider broke its never-raise contract: identity fallback
             chunks = identity_order(candidates)
             record = stage.error(e, "provider-failed", method="identity", provider=provider.name)
-            return {"chunks": chunks, "rerank_method": "identity", "rerank_detail": {"error": record.get("error")}, "stages": [record]}
+            return {
+                "chunks": chunks,
+                "rerank_method": "identity",
+                "rerank_detail": {"error": record.get("error")},
+                "stages": [record],
+            }
         detail = {**result.detail, "rerank_query": query}
         if result.error:
-            record = stage.error(result.error, "fallback", **{**result.detail, "method": result.method})
+            record = stage.error(
+                result.error, "fallback", **{**result.detail, "method": result.method}
+            )
         else:
             record = stage.done(**{**result.detail, "method": result.method})
-        return {"chunks": chunks, "rerank_method": result.method, "rerank_detail": detail, "stages": [record]}
+        return {
+            "chunks": chunks,
+            "rerank_method": result.method,
+            "rerank_detail": detail,
+            "stages": [record],
+        }
 
     return rerank

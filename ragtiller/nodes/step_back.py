@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import RetrievalState
 
@@ -27,7 +27,9 @@ STEP_BACK_PROMPT = (
     "needed to answer it (a 'step-back' question). Reply with the question only: one line, no "
     "answer, no preamble, no quotes."
 )
-_ANSWERISH = re.compile(r"^(?:answer|sure|here(?:'s| is)|the answer|step-back question)\b", re.IGNORECASE)
+_ANSWERISH = re.compile(
+    r"^(?:answer|sure|here(?:'s| is)|the answer|step-back question)\b", re.IGNORECASE
+)
 
 
 class StepBackFailed(Exception):
@@ -63,7 +65,10 @@ def validate_step_back(original: str, text: str) -> str:
     if "\n" in cleaned:
         raise StepBackFailed("invalid-output", "step-back output has more than one line")
     if len(cleaned) > MAX_STEP_BACK_CHARS:
-        raise StepBackFailed("invalid-output", f"step-back output is {len(cleaned)} characters (max {MAX_STEP_BACK_CHARS})")
+        raise StepBackFailed(
+            "invalid-output",
+            f"step-back output is {len(cleaned)} characters (max {MAX_STEP_BACK_CHARS})",
+        )
     if normalize(cleaned) == normalize(original):
         raise StepBackFailed("invalid-output", "step-back output repeats the question")
     if _ANSWERISH.match(cleaned) or not cleaned.endswith("?"):
@@ -71,7 +76,7 @@ def validate_step_back(original: str, text: str) -> str:
     return cleaned
 
 
-def make_step_back(deps: Components) -> Any:
+def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
     config = deps.policy.step_back
 
@@ -83,7 +88,9 @@ def make_step_back(deps: Components) -> Any:
         assert deps.chat_model is not None
         messages = [SystemMessage(STEP_BACK_PROMPT), HumanMessage(original)]
         try:
-            reply = await asyncio.wait_for(deps.chat_model.ainvoke(messages), timeout=config.timeout_s)
+            reply = await asyncio.wait_for(
+                deps.chat_model.ainvoke(messages), timeout=config.timeout_s
+            )
             return validate_step_back(original, str(reply.text))
         except Exception:
             if config.refund_on_failure:
@@ -115,13 +122,19 @@ def make_step_back(deps: Components) -> Any:
         except TimeoutError:
             record.update(status="error", reason="timeout")
             error = f"TimeoutError: no reply within {config.timeout_s}s"
-            return {"step_back": record, "stages": [stage.error(error, "timeout", llm_calls=len(made))]}
+            return {
+                "step_back": record,
+                "stages": [stage.error(error, "timeout", llm_calls=len(made))],
+            }
         except StepBackFailed as e:
             record.update(status="error", reason=e.reason)
             return {"step_back": record, "stages": [stage.error(e, e.reason, llm_calls=len(made))]}
         except Exception as e:  # any provider failure: the turn goes on with the original text
             record.update(status="error", reason="llm-error")
-            return {"step_back": record, "stages": [stage.error(e, "llm-error", llm_calls=len(made))]}
+            return {
+                "step_back": record,
+                "stages": [stage.error(e, "llm-error", llm_calls=len(made))],
+            }
         calls = len(made)
         reason = "from-cache" if from_cache else "generalized"
         record.update(status="done", reason=reason, generalized=generalized, from_cache=from_cache)

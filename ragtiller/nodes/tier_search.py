@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ragtiller.errors import TierUnavailable
-from ragtiller.graph.components import Components
+from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import TierTask
 
 
-def make_tier_search(deps: Components) -> Any:
+def make_tier_search(deps: Components) -> NodeFn:
     """Build the tier-search node; it receives a :class:`TierTask` through ``Send``."""
 
     async def tier_search(task: TierTask) -> dict[str, Any]:
@@ -27,8 +27,14 @@ def make_tier_search(deps: Components) -> Any:
         except TierUnavailable as e:
             return {"tier_hits": {name: []}, "stages": [stage.skip(e.reason, tier=name)]}
         except Exception as e:  # one tier's failure never fails the turn
-            return {"tier_hits": {name: []}, "stages": [stage.error(e, "tier-failed", tier=name, hits=0)]}
+            return {
+                "tier_hits": {name: []},
+                "stages": [stage.error(e, "tier-failed", tier=name, hits=0)],
+            }
         top = hits[0]["score"] if hits else None
-        return {"tier_hits": {name: hits}, "stages": [stage.done(tier=name, hits=len(hits), top_score=top)]}
+        return {
+            "tier_hits": {name: hits},
+            "stages": [stage.done(tier=name, hits=len(hits), top_score=top)],
+        }
 
     return tier_search

@@ -19,7 +19,9 @@ DEFAULT_POLICY = "default"
 def shipped_policies() -> list[str]:
     """Names of the policies shipped inside the package (``policies/shipped/*.yaml``)."""
     folder = resources.files("ragtiller.policies").joinpath("shipped")
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )
 
 
 def _format_errors(source: str, error: ValidationError) -> str:
@@ -39,7 +41,9 @@ def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
         PolicyError: Naming ``source`` and each bad field path.
     """
     if not isinstance(data, dict):
-        raise PolicyError(f"invalid retrieval policy {source}: expected a mapping at the top level, got {type(data).__name__}")
+        raise PolicyError(
+            f"invalid retrieval policy {source}: expected a mapping at the top level, got {type(data).__name__}"
+        )
     try:
         return RetrievalPolicy.model_validate(data)
     except ValidationError as e:
@@ -65,7 +69,11 @@ def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
     """
     name = DEFAULT_POLICY if path is None else str(path)
     if path is None or (name in shipped_policies() and not Path(name).exists()):
-        text = resources.files("ragtiller.policies").joinpath("shipped", f"{name}.yaml").read_text("utf-8")
+        text = (
+            resources.files("ragtiller.policies")
+            .joinpath("shipped", f"{name}.yaml")
+            .read_text("utf-8")
+        )
         source = f"<shipped policy {name!r}>"
     else:
         file = Path(path)

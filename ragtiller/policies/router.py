@@ -45,7 +45,9 @@ _GREETING = re.compile(
     r"|how are you|what's up|whats up)\b[\s!.?,]*(?:there|all|everyone|team|bot)?[\s!.?,]*$",
     re.IGNORECASE,
 )
-_WHAT_IS = re.compile(r"^\s*(?:what (?:is|are)|what's)\s+(?:an?\s+|the\s+)?(\S+(?:\s+\S+){0,2})\s*\??\s*$", re.I)
+_WHAT_IS = re.compile(
+    r"^\s*(?:what (?:is|are)|what's)\s+(?:an?\s+|the\s+)?(\S+(?:\s+\S+){0,2})\s*\??\s*$", re.I
+)
 """A "what is X" question is broad only when X is a short concept name (at most three words)."""
 _BROAD = re.compile(
     r"^\s*(?:how (?:do|can|should|would) (?:i|we|you)\b|how to\b|"
@@ -62,7 +64,21 @@ _SYNTHESIS = re.compile(
 )
 _SENTENCE_START_WORDS = re.compile(r"(?:^|[.!?]\s+)([A-Z][a-z]+)")
 _PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
-_NOT_PROPER = {"I", "The", "What", "How", "Why", "When", "Where", "Which", "Who", "Is", "Are", "Can", "Does"}
+_NOT_PROPER = {
+    "I",
+    "The",
+    "What",
+    "How",
+    "Why",
+    "When",
+    "Where",
+    "Which",
+    "Who",
+    "Is",
+    "Are",
+    "Can",
+    "Does",
+}
 BROAD_MAX_WORDS = 14
 """A broad question is short and general; longer ones are specific enough on their own."""
 
@@ -102,7 +118,9 @@ def find_triggers(query: str, enabled: list[TriggerKind]) -> list[tuple[TriggerK
 def _matches(kind: TriggerKind, query: str) -> list[str]:
     texts = [m.group(0) for m in _TRIGGER_PATTERNS[kind].finditer(query)]
     if kind is TriggerKind.IDENTIFIER:
-        texts = [t for t in texts if not re.fullmatch(r"[\d.]+|e\.g\.?|i\.e\.?|etc\.", t, re.IGNORECASE)]
+        texts = [
+            t for t in texts if not re.fullmatch(r"[\d.]+|e\.g\.?|i\.e\.?|etc\.", t, re.IGNORECASE)
+        ]
     return texts
 
 
@@ -111,7 +129,9 @@ def _proper_nouns(query: str) -> list[str]:
     return [
         m.group(1)
         for m in _PROPER_NOUN.finditer(query)
-        if m.group(1) not in starts and m.group(1) not in _NOT_PROPER and not _TRIGGER_PATTERNS[TriggerKind.IDENTIFIER].fullmatch(m.group(1))
+        if m.group(1) not in starts
+        and m.group(1) not in _NOT_PROPER
+        and not _TRIGGER_PATTERNS[TriggerKind.IDENTIFIER].fullmatch(m.group(1))
     ]
 
 
@@ -128,19 +148,36 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
         return Classification(None, "empty-query", reason="the query is empty")
     triggers = find_triggers(text, list(policy.lexical_triggers))
     if _GREETING.match(text):
-        return Classification(None, "greeting", triggers=triggers, reason="a greeting, not a question")
+        return Classification(
+            None, "greeting", triggers=triggers, reason="a greeting, not a question"
+        )
     if len(text) < MIN_QUERY_CHARS and not triggers:
         return Classification(
             None, "too-short", reason=f"under {MIN_QUERY_CHARS} characters with no lexical trigger"
         )
     words = len(text.split())
     strong = [t for t in triggers if t[0] in _STRONG]
-    broad = bool(_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS and not strong
+    broad = (
+        bool(_BROAD.search(text) or _WHAT_IS.match(text))
+        and words <= BROAD_MAX_WORDS
+        and not strong
+    )
     if strong:
         kinds = ", ".join(sorted({k.value for k, _ in strong}))
-        return Classification("exact_lexical_lookup", is_broad=False, triggers=triggers, reason=f"exact trigger ({kinds})")
+        return Classification(
+            "exact_lexical_lookup",
+            is_broad=False,
+            triggers=triggers,
+            reason=f"exact trigger ({kinds})",
+        )
     if broad:
-        return Classification("synthesis", is_broad=True, triggers=triggers, reason="broad question")
+        return Classification(
+            "synthesis", is_broad=True, triggers=triggers, reason="broad question"
+        )
     if _SYNTHESIS.search(text) or words > 30:
-        return Classification("synthesis", triggers=triggers, reason="asks to explain, compare or summarise")
-    return Classification("factual_lookup", triggers=triggers, reason="a specific question without exact identifiers")
+        return Classification(
+            "synthesis", triggers=triggers, reason="asks to explain, compare or summarise"
+        )
+    return Classification(
+        "factual_lookup", triggers=triggers, reason="a specific question without exact identifiers"
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -15,7 +15,7 @@ RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
 ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
 
 
-class TriggerKind(str, Enum):
+class TriggerKind(StrEnum):
     """Lexical triggers the deterministic router can look for."""
 
     TICKET_ID = "ticket_id"
@@ -34,7 +34,9 @@ class _Model(BaseModel):
 class RouteConfig(_Model):
     """What one route turns on. ``conditional`` switches are decided per query, with a reason."""
 
-    namespace: str | list[str] = Field("default", description="Namespace(s) searched; several are fused.")
+    namespace: str | list[str] = Field(
+        "default", description="Namespace(s) searched; several are fused."
+    )
     top_k: Annotated[int, Field(gt=0, description="Chunks returned to the caller.")] = 5
     hybrid: Toggle = Field("conditional", description="Add the lexical (BM25) tier.")
     fusion: Toggle = Field(True, description="Add the parent-child tier and fuse tiers.")
@@ -116,7 +118,8 @@ class RerankerConfig(_Model):
     daily_calls: Annotated[int, Field(ge=0)] = 1000
     cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 600
     exact_match_margin: Annotated[
-        float, Field(gt=0, description="Top BM25 score / second BM25 score needed for `exact-match`.")
+        float,
+        Field(gt=0, description="Top BM25 score / second BM25 score needed for `exact-match`."),
     ] = 1.5
     max_candidates: Annotated[int, Field(gt=0, le=100)] = 100
 
@@ -127,11 +130,13 @@ class BudgetsConfig(_Model):
     max_chunks: Annotated[int, Field(gt=0)] = 12
     candidate_multiplier: Annotated[int, Field(gt=0)] = 3
     candidate_floor: Annotated[int, Field(gt=0)] = 20
-    max_query_chars: Annotated[int, Field(gt=0, description="Longer queries are truncated for embedding.")] = 4000
+    max_query_chars: Annotated[
+        int, Field(gt=0, description="Longer queries are truncated for embedding.")
+    ] = 4000
 
     @property
     def candidate_cap(self) -> int:
-        """``max(candidate_multiplier × max_chunks, candidate_floor)``."""
+        """``max(candidate_multiplier x max_chunks, candidate_floor)``."""
         return max(self.candidate_multiplier * self.max_chunks, self.candidate_floor)
 
 
@@ -141,7 +146,9 @@ class FusionConfig(_Model):
     method: Literal["rrf", "zscore", "minmax"] = "rrf"
     rrf_k: Annotated[int, Field(gt=0)] = 60
     tier_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
-    tier_depth: Annotated[int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")] = None
+    tier_depth: Annotated[
+        int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")
+    ] = None
 
 
 class PromotionConfig(_Model):

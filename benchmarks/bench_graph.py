@@ -1,0 +1,166 @@
+"""The graph's own overhead per turn: a full turn with trivial tiers vs the same nodes called directly.
+
+Run on demand (not in CI):  python benchmarks/bench_graph.py [--turns 2000]
+
+Both sides run the same node functions on the same inputs; the difference is LangGraph's
+scheduling, state merging, the Send fan-out and event delivery, measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fixtures.fakes import StaticTier, hit
+
+from ragtiller.graph.builder import build_components, compile_graph
+from ragtiller.graph.edges import after_embed, after_fuse, after_gate
+from ragtiller.graph.state import stage_log, tier_results
+from ragtiller.nodes.assemble import make_assemble
+from ragtiller.nodes.embed import make_embed
+from ragtiller.nodes.fuse import make_fuse
+from ragtiller.nodes.gate import make_gate
+from ragtiller.nodes.rerank import make_rerank
+from ragtiller.nodes.step_back import make_step_back
+from ragtiller.nodes.tier_search import make_tier_search
+
+QUERY = "how do I get started with asyncio?"  # broad: every node runs, rerank included
+
+
+def components() -> tuple[Any, Any]:
+    tiers = [
+        StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 50) for i in range(20)]),
+        StaticTier("parent_child", [hit("parent_child", f"p{i}", 1 - i / 20) for i in range(8)]),
+        StaticTier(
+            "lexical", [hit("lexical", f"c{i}", 10 - i) for i in range(20)], needs_vector=False
+        ),
+    ]
+    deps = build_components(tiers=tiers, embedder=DeterministicFakeEmbedding(size=32))
+    return compile_graph(deps), deps
+
+
+def merge(state: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        if key == "stages":
+            state[key] = stage_log(state.get(key), value)
+        elif key == "tier_hits":
+            state[key] = tier_results(state.get(key), value)
+        else:
+            state[key] = value
+
+
+async def direct_turn(nodes: dict[str, Any]) -> dict[str, Any]:
+    """The nodes in graph order, edges evaluated by the same router functions, no LangGraph."""
+    state: dict[str, Any] = {"query": QUERY}
+    merge(state, await nodes["gate"](state))
+    if after_gate(state) == "step_back":
+        merge(state, await nodes["step_back"](state))
+    merge(state, await nodes["embed"](state))
+    sends = after_embed(state)
+    if sends != "fuse":
+        updates = await asyncio.gather(*(nodes["tier_search"](s.arg) for s in sends))
+        for update in updates:
+            merge(state, update)
+    merge(state, await nodes["fuse"](state))
+    if after_fuse(state) == "rerank":
+        merge(state, await nodes["rerank"](state))
+    merge(state, await nodes["assemble"](state))
+    return state
+
+
+def bare_graph() -> Any:
+    """The framework's floor: seven no-op ``async def`` nodes in a line, same stream modes."""
+    from typing_extensions import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict, total=False):
+        query: str
+        n: int
+
+    async def node(state: S) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    builder = StateGraph(S)
+    names = ["gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"]
+    for name in names:
+        builder.add_node(name, node)
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
+    return builder.compile()
+
+
+async def timed(fn: Any, turns: int) -> list[float]:
+    out = []
+    for _ in range(turns):
+        start = time.perf_counter()
+        await fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def timed_sync(fn: Any, turns: int) -> list[float]:
+    out = []
+    for _ in range(turns):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+async def main(turns: int) -> None:
+    graph, deps = components()
+    nodes = {
+        "gate": make_gate(deps),
+        "step_back": make_step_back(deps),
+        "embed": make_embed(deps),
+        "tier_search": make_tier_search(deps),
+        "fuse": make_fuse(deps),
+        "rerank": make_rerank(deps),
+        "assemble": make_assemble(deps),
+    }
+    inp = {"query": QUERY}
+
+    async def astream_custom() -> None:
+        async for _ in graph.astream(inp, stream_mode=["custom", "values"]):
+            pass
+
+    def stream_custom() -> None:
+        for _ in graph.stream(inp, stream_mode=["custom", "values"]):
+            pass
+
+    bare = bare_graph()
+    for _ in range(50):  # warm-up
+        await direct_turn(nodes)
+        await graph.ainvoke(inp)
+        await bare.ainvoke(inp)
+    rows = {
+        "bare 7-node LangGraph, ainvoke (framework floor)": await timed(lambda: bare.ainvoke(inp), turns),
+        "nodes called directly (async)": await timed(lambda: direct_turn(nodes), turns),
+        "graph.ainvoke": await timed(lambda: graph.ainvoke(inp), turns),
+        "graph.astream custom+values": await timed(astream_custom, turns),
+        "graph.invoke (sync)": timed_sync(lambda: graph.invoke(inp), turns),
+        "graph.stream custom+values (sync)": timed_sync(stream_custom, turns),
+    }
+    base = statistics.median(rows["nodes called directly (async)"])
+    print(f"turns per row: {turns}; query: {QUERY!r} (all seven stages run)\n")
+    print("| path | p50 ms | p95 ms | minus direct nodes, p50 ms |")
+    print("|---|---|---|---|")
+    for name, samples in rows.items():
+        samples.sort()
+        p50, p95 = statistics.median(samples), samples[int(len(samples) * 0.95)]
+        print(f"| {name} | {p50:.2f} | {p95:.2f} | {p50 - base:+.2f} |")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=1000)
+    asyncio.run(main(parser.parse_args().turns))
