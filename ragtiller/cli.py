@@ -1,0 +1,182 @@
+"""The ``ragtiller`` command: ingest, ask, demo, eval, promote.
+
+Library errors become one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragtiller.display import citations, stage_table, summary
+from ragtiller.errors import RagtillerError
+from ragtiller.graph.builder import build_graph
+
+EXIT_ERROR = 2
+
+
+def run_turn(graph: Any, query: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One turn, streamed: the output and the ``pipeline:step`` events."""
+    events: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
+    for mode, chunk in graph.stream({"query": query}, stream_mode=["custom", "values"]):
+        if mode == "custom":
+            events.append(chunk)
+        else:
+            out = chunk
+    return out, events
+
+
+def print_turn(query: str, out: dict[str, Any], *, context: bool = True) -> None:
+    """The human view of a turn: summary, citations, optionally the context, the stage table."""
+    manifest = out["manifest"]
+    print(f"\n=== {query!r}")
+    print(summary(manifest))
+    if out["documents"]:
+        print("\n" + citations(out["documents"]))
+    if context and out["context"]:
+        print("\n--- context ---\n" + out["context"])
+    print("\n" + stage_table(manifest))
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from ragtiller.demo import demo_embedder
+    from ragtiller.index import ChunkingConfig, ingest
+
+    chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
+    index = ingest(
+        args.paths,
+        args.index,
+        embedder=demo_embedder(args.embedder),
+        chunking=chunking,
+        progress=not args.quiet,
+    )
+    counts = index.manifest.counts
+    print(
+        f"indexed {counts.chunks} chunks in {counts.sections} sections of {counts.documents} documents into {args.index}"
+    )
+    if index.skipped:
+        print(
+            f"skipped {len(index.skipped)} source(s): "
+            + ", ".join(f"{s.path} ({s.reason})" for s in index.skipped),
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _ask(args: argparse.Namespace) -> int:
+    from ragtiller.eval._index import open_index
+
+    graph = build_graph(args.policy, index=open_index(args.index))
+    out, events = run_turn(graph, args.question)
+    if args.json:
+        payload = {
+            "documents": [
+                {"page_content": d.page_content, "metadata": d.metadata} for d in out["documents"]
+            ],
+            "context": out["context"],
+            "manifest": out["manifest"].model_dump(mode="json"),
+            "events": events,
+        }
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print_turn(args.question, out)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ragtiller.demo import DEMO_QUESTIONS, demo_embedder, demo_index
+
+    index = demo_index(demo_embedder(args.embedder), cache_dir=args.cache_dir, rebuild=args.rebuild)
+    graph = build_graph(args.policy, index=index)
+    for question in args.question or DEMO_QUESTIONS:
+        out, _ = run_turn(graph, question)
+        print_turn(question, out, context=args.context)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for docs and tests)."""
+    from ragtiller.eval.commands import add_commands
+
+    top = argparse.ArgumentParser(
+        prog="ragtiller", description="Quota-aware, policy-driven retrieval graph."
+    )
+    sub = top.add_subparsers(dest="command", required=True)
+
+    ing = sub.add_parser("ingest", help="Ingest files or directories into an index directory.")
+    ing.add_argument(
+        "paths",
+        nargs="+",
+        help="Markdown, reStructuredText, text or BEIR .jsonl files, or directories.",
+    )
+    ing.add_argument(
+        "--index", required=True, help="Index directory to write (replaced if present)."
+    )
+    ing.add_argument(
+        "--embedder",
+        choices=["minilm", "hashing"],
+        default="minilm",
+        help="Default: minilm (bundled, offline).",
+    )
+    ing.add_argument("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
+    ing.add_argument(
+        "--overlap-tokens", type=int, default=40, help="Overlap between child chunks, in tokens."
+    )
+    ing.add_argument("--quiet", action="store_true", help="No progress bar.")
+    ing.set_defaults(func=_ingest)
+
+    ask = sub.add_parser(
+        "ask", help="Run one turn and print context, citations and the stage table."
+    )
+    ask.add_argument("question")
+    ask.add_argument("--index", required=True, help="Index directory made by `ragtiller ingest`.")
+    ask.add_argument(
+        "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
+    )
+    ask.add_argument(
+        "--json",
+        action="store_true",
+        help="Print one JSON object: documents, context, manifest, events.",
+    )
+    ask.set_defaults(func=_ask)
+
+    demo = sub.add_parser(
+        "demo", help="Index the stdlib docs (cached) and ask one question per route."
+    )
+    demo.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
+    demo.add_argument("--policy", default=None)
+    demo.add_argument(
+        "--question",
+        action="append",
+        help="Ask this instead of the built-in questions (repeatable).",
+    )
+    demo.add_argument("--context", action="store_true", help="Also print the full context text.")
+    demo.add_argument("--cache-dir", type=Path, default=None, help="Where to cache the demo index.")
+    demo.add_argument("--rebuild", action="store_true", help="Rebuild the cached demo index.")
+    demo.set_defaults(func=_demo)
+
+    add_commands(sub)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ragtiller`` command; returns the exit code."""
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except RagtillerError as e:
+        print(f"ragtiller: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("ragtiller: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

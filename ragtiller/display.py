@@ -1,0 +1,61 @@
+"""Plain-text views of a turn for terminals and notebooks: the stage table and citations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.documents import Document
+
+from ragtiller.manifest import RunManifest
+
+
+def stage_table(manifest: RunManifest) -> str:
+    """One row per stage outcome: stage, status, reason, ms (tier-search once per tier).
+
+    Example:
+        >>> print(stage_table(out["manifest"]))  # doctest: +SKIP
+        stage        status   reason              ms
+        gate         done     broad question     0.4
+        ...
+    """
+    rows = [("stage", "status", "reason", "ms")]
+    for stage in manifest.stages:
+        tier = stage.detail.get("tier")
+        name = f"{stage.step} ({tier})" if tier else stage.step
+        reason = stage.reason or stage.detail.get("method") or ""
+        rows.append((name, stage.status, str(reason), f"{stage.ms:.1f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i < 3 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def citations(documents: Sequence[Document], *, width: int = 100) -> str:
+    """``[n] source  score  first line`` per document."""
+    lines = []
+    for doc in documents:
+        meta = doc.metadata
+        first = " ".join(doc.page_content.split())[: max(0, width - 40)]
+        lines.append(
+            f"[{meta['citation']}] {meta['source'] or meta['doc_id']}  ({meta['final_score']:.3f})  {first}"
+        )
+    return "\n".join(lines)
+
+
+def summary(manifest: RunManifest) -> str:
+    """Route, broadness, rerank method, LLM calls and degradation labels in a few lines."""
+    parts = [
+        f"route: {manifest.query_type}" + (" (broad)" if manifest.is_broad else ""),
+        f"router: {manifest.router}; rerank: {manifest.rerank_method or '-'}; "
+        f"llm calls: {manifest.llm_calls}; total: {manifest.latency_ms.get('total', 0.0):.1f} ms",
+    ]
+    if manifest.step_back.generalized:
+        parts.append(f"step-back: {manifest.step_back.generalized!r}")
+    if manifest.degraded:
+        parts.append("degraded: " + "; ".join(manifest.degraded))
+    return "\n".join(parts)
