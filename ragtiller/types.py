@@ -61,7 +61,7 @@ class Candidate(TypedDict):
     fused_score: float
     """Score given by the fusion method (RRF, z-score or min-max sum)."""
     final_score: NotRequired[float]
-    """Score after rerank; its scale depends on the rerank method (see docs/scores.md)."""
+    """Score after rerank; its scale depends on the rerank method (see docs/rerank.md)."""
 
 
 class StageRecord(TypedDict):

@@ -11,6 +11,7 @@ from fixtures.redis_server import RedisServer
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from ragtiller import build_graph, load_policy
+from ragtiller.graph._dual import run_sync
 from ragtiller.nodes.step_back import StepBackFailed, validate_step_back
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisCache, RedisQuotaLedger
 
@@ -139,20 +140,26 @@ def test_validation_accepts_and_cleans_one_question() -> None:
     )
 
 
+def close_all(*stores: RedisQuotaLedger | RedisCache) -> None:
+    """Close sync and async clients; the sync graph API uses the async ones on its own loop."""
+    for store in stores:
+        store.close()
+        run_sync(store.aclose)
+
+
 @pytest.mark.redis
 def test_shared_redis_cache_serves_other_replicas(redis_url: str, redis_prefix: str) -> None:
     model = ScriptedChatModel(reply=GENERAL)
-    replicas = [
-        graph(
-            model,
-            quota=RedisQuotaLedger(
-                {"chat_gen": 20, "rerank_calls": 5}, url=redis_url, prefix=redis_prefix
-            ),
-            cache=RedisCache(url=redis_url, prefix=redis_prefix),
+    limits = {"chat_gen": 20, "rerank_calls": 5}
+    stores = [
+        (
+            RedisQuotaLedger(limits, url=redis_url, prefix=redis_prefix),
+            RedisCache(url=redis_url, prefix=redis_prefix),
         )
         for _ in range(2)
     ]
-    outs = [r.invoke({"query": BROAD}) for r in replicas]
+    outs = [graph(model, quota=q, cache=c).invoke({"query": BROAD}) for q, c in stores]
+    close_all(*(store for pair in stores for store in pair))
     assert model.calls == 1
     assert [step_back_of(o)[1] for o in outs] == ["generalized", "from-cache"]
 
@@ -175,5 +182,4 @@ def test_redis_stopped_mid_run_turns_still_answer_labelled(
     assert step_back_of(after) == ("skipped", "quota-store-unavailable")
     assert "step-back skipped: quota-store-unavailable" in after["manifest"].degraded
     assert model.calls == 1
-    quota.close()
-    cache.close()
+    close_all(quota, cache)

@@ -1,0 +1,30 @@
+"""Rerank providers: free floors (z-score, identity), local and paid models, and cost control.
+
+See ``docs/rerank.md`` for the scale of ``final_score`` under each method.
+"""
+
+from ragtiller.rerankers._common import BaseReranker
+from ragtiller.rerankers.base import Reranker, RerankResult
+from ragtiller.rerankers.ceiling import QUOTA_RESOURCE, CeilingReranker
+from ragtiller.rerankers.cohere_rerank import CohereReranker, MissingCredentialsError
+from ragtiller.rerankers.cross_encoder import CANDIDATE_ID_KEY, CrossEncoderReranker, PairScorer
+from ragtiller.rerankers.factory import reranker_from_policy
+from ragtiller.rerankers.floor import IdentityReranker, ZScoreReranker
+from ragtiller.rerankers.latency import LatencyWindow
+
+__all__ = (
+    "CANDIDATE_ID_KEY",
+    "QUOTA_RESOURCE",
+    "BaseReranker",
+    "CeilingReranker",
+    "CohereReranker",
+    "CrossEncoderReranker",
+    "IdentityReranker",
+    "LatencyWindow",
+    "MissingCredentialsError",
+    "PairScorer",
+    "RerankResult",
+    "Reranker",
+    "ZScoreReranker",
+    "reranker_from_policy",
+)

@@ -1,0 +1,210 @@
+"""Cohere's hosted reranker through ``langchain_cohere.CohereRerank`` (the paid quality ceiling)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import SecretStr
+
+from ragtiller.errors import ConfigurationError
+from ragtiller.rerankers._common import BaseReranker, fall_back, order_by_scores
+from ragtiller.rerankers.base import Reranker, RerankResult
+from ragtiller.rerankers.floor import ZScoreReranker
+from ragtiller.types import Candidate
+
+if TYPE_CHECKING:
+    import httpx
+    from langchain_cohere import CohereRerank
+
+DEFAULT_MODEL = "rerank-v3.5"
+API_KEY_ENV = "COHERE_API_KEY"
+MAX_DOCUMENTS_PER_CALL = 100
+"""Cohere bills one search unit per query with up to 100 documents; more would cost more units."""
+
+INSTALL_HINT = "the Cohere reranker needs langchain-cohere: pip install 'ragtiller[cohere]'"
+_RETRIED_BY_SDK = frozenset({408, 409, 429})
+
+
+class MissingCredentialsError(ConfigurationError):
+    """No Cohere API key was given and ``COHERE_API_KEY`` is not set."""
+
+
+def _refuse_sdk_retry(response: httpx.Response) -> None:
+    """Fail at once on the statuses the SDK would retry (408, 409, 429, 5xx).
+
+    The SDK retries those twice, sleeping about 1 s then 2 s: far beyond a rerank latency
+    budget of hundreds of milliseconds. The free floor is this provider's retry.
+    """
+    if response.status_code in _RETRIED_BY_SDK or response.status_code >= 500:
+        response.raise_for_status()
+
+
+class CohereReranker(BaseReranker):
+    """Reranks with Cohere's API; falls back to ``floor`` (with ``error`` set) on any failure.
+
+    The call goes through ``langchain_cohere.CohereRerank`` over a ``cohere.ClientV2``
+    (``POST {base_url}/v2/rerank``), run in a worker thread because that client is blocking.
+    ``final_score`` is Cohere's ``relevance_score``, in [0, 1]. At most ``max_candidates``
+    candidates (the first ones in the input order) are sent; the rest are not returned.
+    HTTP 408/409/429/5xx fail at once instead of being retried by the SDK (see
+    ``_refuse_sdk_retry``). The key is held as a ``SecretStr`` and never appears in
+    ``detail``, ``error`` or logs. Call :meth:`close` to release the HTTP connections.
+
+    Args:
+        model: Cohere rerank model.
+        api_key: API key; default: ``env["COHERE_API_KEY"]``.
+        base_url: API root (default Cohere's); tests point it at a loopback stub.
+        timeout_s: Time allowed for one HTTP call (connect, write, read each), in seconds.
+        max_candidates: Documents per call, 1 to 100.
+        max_tokens_per_doc: Cohere truncates longer documents; ``None`` uses Cohere's default.
+        floor: Used on failure; default :class:`ZScoreReranker`.
+        env: Where the key is looked up.
+
+    Raises:
+        ConfigurationError: ``max_candidates`` outside 1..100, or ``timeout_s`` not positive.
+
+    Example:
+        >>> from ragtiller.rerankers import CohereReranker
+        >>> reranker = CohereReranker(env={})
+        >>> result = reranker.rerank("q", [], top_n=3)
+        >>> (reranker.has_credentials, result.method)
+        (False, 'cohere')
+    """
+
+    name = "cohere"
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        api_key: SecretStr | str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 5.0,
+        max_candidates: int = MAX_DOCUMENTS_PER_CALL,
+        max_tokens_per_doc: int | None = None,
+        floor: Reranker | None = None,
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        if not 0 < max_candidates <= MAX_DOCUMENTS_PER_CALL:
+            raise ConfigurationError(
+                f"max_candidates must be in 1..{MAX_DOCUMENTS_PER_CALL}, but got {max_candidates}"
+            )
+        if timeout_s <= 0:
+            raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
+        if isinstance(api_key, str):
+            api_key = SecretStr(api_key)
+        if api_key is None and env.get(API_KEY_ENV, "").strip():
+            api_key = SecretStr(env[API_KEY_ENV].strip())
+        self._api_key = api_key if api_key is not None and api_key.get_secret_value() else None
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_candidates = max_candidates
+        self.max_tokens_per_doc = max_tokens_per_doc
+        self.floor: Reranker = floor or ZScoreReranker()
+        self._http: httpx.Client | None = None
+        self._compressor: CohereRerank | None = None
+
+    def __repr__(self) -> str:
+        return f"CohereReranker(model={self.model!r}, has_credentials={self.has_credentials})"
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether an API key is set (it is not checked until the first call)."""
+        return self._api_key is not None
+
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
+        """Return Cohere's best ``top_n`` candidates for ``query``; never raise."""
+        sent = list(candidates[: self.max_candidates])
+        detail: dict[str, Any] = {
+            "provider": self.name,
+            "model": self.model,
+            "candidates_sent": len(sent),
+        }
+        if not sent or top_n <= 0:
+            return RerankResult([], self.name, detail)
+        secret = self._api_key.get_secret_value() if self._api_key is not None else None
+        try:
+            compressor = self._compressor if self._compressor is not None else self._build()
+            results = await asyncio.to_thread(
+                compressor.rerank,
+                [c["text"] for c in sent],
+                query,
+                top_n=min(top_n, len(sent)),
+                max_tokens_per_doc=self.max_tokens_per_doc,
+            )
+            ordered = _apply_results(sent, results)
+        except MissingCredentialsError as e:
+            return await fall_back(
+                self.name,
+                self.floor,
+                e,
+                query,
+                candidates,
+                top_n,
+                detail=detail,
+                kind="no-credentials",
+            )
+        except Exception as e:
+            return await fall_back(
+                self.name, self.floor, e, query, candidates, top_n, detail=detail, secret=secret
+            )
+        return RerankResult(ordered[:top_n], self.name, detail)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool; a later call opens a new one."""
+        if self._http is not None:
+            self._http.close()
+        self._http = None
+        self._compressor = None
+
+    def _build(self) -> CohereRerank:
+        if self._api_key is None:
+            raise MissingCredentialsError(f"no Cohere API key: set {API_KEY_ENV} or pass api_key=")
+        try:
+            import cohere
+            import httpx
+            from langchain_cohere import CohereRerank
+        except ImportError as e:
+            raise ImportError(INSTALL_HINT) from e
+        self._http = httpx.Client(
+            timeout=self.timeout_s, event_hooks={"response": [_refuse_sdk_retry]}
+        )
+        client = cohere.ClientV2(
+            api_key=self._api_key.get_secret_value,
+            base_url=self.base_url,
+            timeout=self.timeout_s,
+            httpx_client=self._http,
+            client_name="ragtiller",
+        )
+        self._compressor = CohereRerank(
+            client=client, model=self.model, top_n=None, cohere_api_key=self._api_key
+        )
+        return self._compressor
+
+
+def _apply_results(sent: list[Candidate], results: Sequence[Mapping[str, Any]]) -> list[Candidate]:
+    """Candidates in Cohere's order with ``final_score`` = ``relevance_score``.
+
+    Raises:
+        ValueError: An index out of range or repeated, or a score outside [0, 1].
+    """
+    picked: list[Candidate] = []
+    scores: list[float] = []
+    seen: set[int] = set()
+    for item in results:
+        index, score = item.get("index"), item.get("relevance_score")
+        if not isinstance(index, int) or not 0 <= index < len(sent) or index in seen:
+            raise ValueError(f"Cohere returned an invalid document index {index!r}")
+        if not isinstance(score, int | float) or not math.isfinite(score) or not 0 <= score <= 1:
+            raise ValueError(f"Cohere returned a relevance_score outside [0, 1]: {score!r}")
+        seen.add(index)
+        picked.append(sent[index])
+        scores.append(float(score))
+    return order_by_scores(picked, scores)
