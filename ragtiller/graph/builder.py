@@ -97,6 +97,16 @@ def build_components(
         env_quota, env_cache = _default_stores(resolved)
         quota = quota if quota is not None else env_quota
         cache = cache if cache is not None else env_cache
+    if llm_router is None:
+        from ragtiller.policies.llm_router import make_llm_router
+
+        llm_router = make_llm_router(
+            resolved.router,
+            chat_model=chat_model,
+            quota=quota,
+            cache=cache,
+            trigger_kinds=resolved.lexical_triggers,
+        )
     if reranker is None:
         from ragtiller.rerankers import reranker_from_policy
 
@@ -146,7 +156,8 @@ def build_graph(
         chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
         reranker: A rerank provider; default: built from the policy's ``reranker`` section.
         corpus_map: Corpus outline for broad turns; default: the index's.
-        llm_router: Optional LLM router strategy (see :mod:`ragtiller.policies.llm_router`).
+        llm_router: An LLM router strategy; default: built from the policy's ``router``
+            section (none when ``llm_router: off``). See :mod:`ragtiller.policies.llm_router`.
         checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
         interrupt_before: Node names to pause before (notebook stepping).
         name: The compiled graph's name.

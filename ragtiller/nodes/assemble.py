@@ -35,6 +35,8 @@ def degradation_labels(stages: list[StageRecord], state: RetrievalState) -> list
             labels.append(f"{name} skipped: {reason}")
         elif record["status"] == "error":
             labels.append(f"{name} failed: {reason or 'error'}")
+        if step == "gate" and record["detail"].get("router_fallback") in COULD_NOT_AFFORD:
+            labels.append(f"llm router skipped: {record['detail']['router_fallback']}")
         ceiling = record["detail"].get("ceiling_reason")
         if (
             step == "rerank"

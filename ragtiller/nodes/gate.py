@@ -89,6 +89,8 @@ def make_gate(deps: Components) -> NodeFn:
                     is_broad=cls.is_broad,
                     triggers=labels,
                     router=router_name,
+                    router_fallback=router_detail.get("fallback_reason"),
+                    llm_calls=int(router_detail.get("llm_calls", 0)),
                     namespaces=route["namespaces"],
                     quota_remaining=quota_left,
                 )
