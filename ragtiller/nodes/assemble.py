@@ -12,7 +12,8 @@ from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import RetrievalState
 from ragtiller.manifest import Decision, RunManifest, ScoredId, StageSummary, StepBackRecord
-from ragtiller.nodes.rerank import identity_order, select_distinct
+from ragtiller.nodes.rerank import select_distinct
+from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import STAGES, Candidate, StageRecord
 
 COULD_NOT_AFFORD = frozenset(
@@ -98,7 +99,8 @@ def make_assemble(deps: Components) -> NodeFn:
         stage = Stage("assemble")
         route = state["route"]
         top_n = route["top_k"]
-        ranked = state.get("chunks") or identity_order(state.get("candidates") or [])
+        candidates = state.get("candidates") or []
+        ranked = state.get("chunks") or identity_order(candidates, len(candidates))
         chunks = select_distinct(ranked, top_n)
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
         step_back = state.get("step_back") or {}

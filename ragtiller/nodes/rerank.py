@@ -11,12 +11,8 @@ from typing import Any
 from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import RetrievalState
+from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import Candidate
-
-
-def identity_order(candidates: list[Candidate]) -> list[Candidate]:
-    """The fusion order, with ``final_score`` = the fused score."""
-    return [{**c, "final_score": c["fused_score"]} for c in candidates]
 
 
 def select_distinct(ranked: list[Candidate], top_n: int) -> list[Candidate]:
@@ -59,7 +55,7 @@ def make_rerank(deps: Components) -> NodeFn:
             if not chunks:
                 raise ValueError("provider returned no candidates")
         except Exception as e:  # the provider broke its never-raise contract: identity fallback
-            chunks = identity_order(candidates)
+            chunks = identity_order(candidates, len(candidates))
             record = stage.error(e, "provider-failed", method="identity", provider=provider.name)
             return {
                 "chunks": chunks,
