@@ -1,0 +1,34 @@
+"""Quota ledgers and caches: in memory by default, in Redis when shared by several replicas.
+
+A quota fails closed (a spend is refused when its store is down); a cache fails open (a miss).
+"""
+
+from ragtiller.stores._cache import Cache
+from ragtiller.stores._cache_memory import MemoryCache
+from ragtiller.stores._cache_redis import RedisCache
+from ragtiller.stores._env import stores_from_env
+from ragtiller.stores._keys import cache_key
+from ragtiller.stores._quota import (
+    QuotaLedger,
+    QuotaWindow,
+    SpendRefusal,
+    SpendResult,
+    UnknownResourceError,
+)
+from ragtiller.stores._quota_memory import MemoryQuotaLedger
+from ragtiller.stores._quota_redis import RedisQuotaLedger
+
+__all__ = (
+    "Cache",
+    "MemoryCache",
+    "MemoryQuotaLedger",
+    "QuotaLedger",
+    "QuotaWindow",
+    "RedisCache",
+    "RedisQuotaLedger",
+    "SpendRefusal",
+    "SpendResult",
+    "UnknownResourceError",
+    "cache_key",
+    "stores_from_env",
+)

@@ -1,0 +1,251 @@
+"""The shared cache: JSON values in Redis, one computation per key across processes."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ragtiller.errors import ConfigurationError, StoreUnavailableError
+from ragtiller.stores._cache import Cache, Filled, decode, logger
+from ragtiller.stores._redis import DEFAULT_SOCKET_TIMEOUT_S, RedisConnection, RedisScript
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
+
+T = TypeVar("T")
+
+_RELEASE = RedisScript(
+    """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+)
+
+_CLEAR_BATCH = 500
+
+
+def _glob_escape(text: str) -> str:
+    """Escape the characters a Redis ``MATCH`` pattern treats specially."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def _as_text(raw: bytes | str | None) -> str | None:
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+class RedisCache(Cache):
+    """A cache shared by every process that uses the same Redis and prefix.
+
+    An entry lives at ``{prefix}cache:{key}`` with a millisecond TTL. Identical misses share one
+    computation: inside a process through the base class, across processes through a short lock
+    (``SET NX PX`` on ``{prefix}cache-lock:{key}``) while the others poll for the value; after
+    ``lock_wait_s`` a waiter computes anyway. When Redis fails, reads are misses, writes are
+    dropped and computing goes on without the lock, all logged.
+
+    Example:
+        >>> cache = RedisCache(url="redis://localhost:6379/0", prefix="myapp:")
+        >>> cache.get_or_compute("k", lambda: 42, ttl_s=60)  # doctest: +SKIP
+        (42, False)
+        >>> cache.close()
+    """
+
+    def __init__(
+        self,
+        *,
+        client: redis.Redis | None = None,
+        aclient: redis.asyncio.Redis | None = None,
+        url: str | None = None,
+        prefix: str = "ragtiller:",
+        lock_ttl_s: float = 15.0,
+        lock_wait_s: float = 10.0,
+        poll_interval_s: float = 0.05,
+        socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
+    ) -> None:
+        """Connect the cache to Redis (lazily: no I/O happens here).
+
+        Args:
+            client: A sync client, used by the sync methods; never closed by the cache.
+            aclient: A ``redis.asyncio`` client, used by the async methods; never closed by the
+                cache.
+            url: Builds the clients not given, with ``socket_timeout_s`` timeouts; closed by
+                :meth:`close` / :meth:`aclose`.
+            prefix: Start of every key the cache writes.
+            lock_ttl_s: Life of the cross-process compute lock, in seconds.
+            lock_wait_s: Longest wait for another process's computation, in seconds.
+            poll_interval_s: Pause between two looks for that computation's value, in seconds.
+            socket_timeout_s: Connect and read timeout of clients built from ``url``, in seconds.
+
+        Raises:
+            ConfigurationError: No client and no URL, or a timing that is not positive.
+            ImportError: The ``redis`` package is not installed.
+        """
+        if not (lock_ttl_s > 0 and lock_wait_s >= 0 and poll_interval_s > 0):
+            raise ConfigurationError(
+                "lock_ttl_s and poll_interval_s must be > 0 and lock_wait_s >= 0, but got "
+                f"{lock_ttl_s!r}, {poll_interval_s!r} and {lock_wait_s!r}"
+            )
+        super().__init__()
+        self._redis = RedisConnection(
+            client=client, aclient=aclient, url=url, socket_timeout_s=socket_timeout_s
+        )
+        self._prefix = prefix
+        self._lock_px = max(1, round(lock_ttl_s * 1000))
+        self._lock_wait_s = lock_wait_s
+        self._poll_s = poll_interval_s
+
+    def key(self, key: str) -> str:
+        """The Redis key of cache entry ``key``."""
+        return f"{self._prefix}cache:{key}"
+
+    def lock_key(self, key: str) -> str:
+        """The Redis key of the cross-process compute lock of cache entry ``key``."""
+        return f"{self._prefix}cache-lock:{key}"
+
+    def clear(self) -> None:
+        """Delete every entry under this cache's prefix (``SCAN`` + ``DEL``, never ``KEYS``).
+
+        Quota counters and locks under the same prefix are kept.
+
+        Raises:
+            StoreUnavailableError: Redis failed; unlike reads and writes, a clear that did not
+                happen must not pass silently.
+        """
+        pattern = _glob_escape(self._prefix) + "cache:*"
+
+        def run(client: redis.Redis) -> None:
+            batch: list[bytes | str] = []
+            for name in client.scan_iter(match=pattern, count=_CLEAR_BATCH):
+                batch.append(name)
+                if len(batch) == _CLEAR_BATCH:
+                    client.delete(*batch)
+                    batch.clear()
+            if batch:
+                client.delete(*batch)
+
+        self._redis.call(run)
+
+    def close(self) -> None:
+        """Close the clients the cache built from ``url`` (inside an event loop: :meth:`aclose`)."""
+        self._redis.close()
+
+    async def aclose(self) -> None:
+        """Close the clients the cache built from ``url``; await it before the event loop ends."""
+        await self._redis.aclose()
+
+    def _get_text(self, key: str) -> str | None:
+        name = self.key(key)
+        return _as_text(self._redis.call(lambda c: c.get(name)))
+
+    async def _aget_text(self, key: str) -> str | None:
+        name = self.key(key)
+        return _as_text(await self._redis.acall(lambda c: c.get(name)))
+
+    def _set_text(self, key: str, text: str, ttl_s: float) -> None:
+        name, px = self.key(key), max(1, round(ttl_s * 1000))
+        self._redis.call(lambda c: c.set(name, text, px=px))
+
+    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
+        name, px = self.key(key), max(1, round(ttl_s * 1000))
+        await self._redis.acall(lambda c: c.set(name, text, px=px))
+
+    def _fill(self, key: str, compute: Callable[[], T], ttl_s: float) -> Filled:
+        token = secrets.token_hex(16)
+        try:
+            found, locked = self._wait_turn(key, token)
+        except StoreUnavailableError as e:
+            logger.warning("cache unavailable; computing %s without the lock: %s", key, e)
+            found, locked = None, False
+        if found is not None:
+            return found
+        try:
+            return super()._fill(key, compute, ttl_s)
+        finally:
+            if locked:
+                self._release(key, token)
+
+    async def _afill(self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float) -> Filled:
+        token = secrets.token_hex(16)
+        try:
+            found, locked = await self._await_turn(key, token)
+        except StoreUnavailableError as e:
+            logger.warning("cache unavailable; computing %s without the lock: %s", key, e)
+            found, locked = None, False
+        if found is not None:
+            return found
+        try:
+            return await super()._afill(key, compute, ttl_s)
+        finally:
+            if locked:
+                await self._arelease(key, token)
+
+    def _wait_turn(self, key: str, token: str) -> tuple[Filled | None, bool]:
+        """Wait until another process has cached ``key`` or this one holds its lock.
+
+        Returns:
+            The value when it was found; else whether this process holds the lock (False when the
+            wait ran out).
+
+        Raises:
+            StoreUnavailableError: Redis failed.
+        """
+        lock, px = self.lock_key(key), self._lock_px
+        deadline = time.monotonic() + self._lock_wait_s
+        while True:
+            locked = bool(self._redis.call(lambda c: c.set(lock, token, nx=True, px=px)))
+            found = decode(key, self._get_text(key))
+            if found is not None:
+                if locked:
+                    self._release(key, token)
+                return found, False
+            if locked:
+                return None, True
+            if time.monotonic() >= deadline:
+                logger.info(
+                    "waited %.2f s for another process to compute %s; computing it here",
+                    self._lock_wait_s,
+                    key,
+                )
+                return None, False
+            time.sleep(self._poll_s)
+
+    async def _await_turn(self, key: str, token: str) -> tuple[Filled | None, bool]:
+        """Async twin of :meth:`_wait_turn`."""
+        lock, px = self.lock_key(key), self._lock_px
+        deadline = time.monotonic() + self._lock_wait_s
+        while True:
+            locked = bool(await self._redis.acall(lambda c: c.set(lock, token, nx=True, px=px)))
+            found = decode(key, await self._aget_text(key))
+            if found is not None:
+                if locked:
+                    await self._arelease(key, token)
+                return found, False
+            if locked:
+                return None, True
+            if time.monotonic() >= deadline:
+                logger.info(
+                    "waited %.2f s for another process to compute %s; computing it here",
+                    self._lock_wait_s,
+                    key,
+                )
+                return None, False
+            await asyncio.sleep(self._poll_s)
+
+    def _release(self, key: str, token: str) -> None:
+        keys: list[str] = [self.lock_key(key)]
+        try:
+            self._redis.call(lambda c: _RELEASE.run(c, keys, [token]))
+        except StoreUnavailableError as e:
+            logger.warning("cache unavailable; lock of %s left to expire: %s", key, e)
+
+    async def _arelease(self, key: str, token: str) -> None:
+        keys: list[str] = [self.lock_key(key)]
+        try:
+            await self._redis.acall(lambda c: _RELEASE.arun(c, keys, [token]))
+        except StoreUnavailableError as e:
+            logger.warning("cache unavailable; lock of %s left to expire: %s", key, e)

@@ -1,0 +1,276 @@
+"""The daily quota ledger: its result type, its window, and the fail-closed contract."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from types import MappingProxyType
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ragtiller.errors import ConfigurationError, RagtillerError, StoreUnavailableError
+
+logger = logging.getLogger("ragtiller.stores")
+
+SpendRefusal = Literal["quota", "quota-store-unavailable"]
+"""Why a spend was refused: the budget is spent, or the store failed (quotas fail closed)."""
+
+
+class UnknownResourceError(RagtillerError, KeyError):
+    """A quota resource was named that the ledger has no limit for."""
+
+    def __str__(self) -> str:
+        """The message itself (``KeyError`` would show its repr)."""
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class SpendResult:
+    """The answer to one :meth:`QuotaLedger.try_spend`.
+
+    Attributes:
+        allowed: Whether the units were spent.
+        remaining: Budget left in the current window after this call (0 when the store failed).
+        reason: None when allowed; ``"quota"`` when the budget is spent;
+            ``"quota-store-unavailable"`` when the store failed.
+    """
+
+    allowed: bool
+    remaining: int
+    reason: SpendRefusal | None = None
+
+
+@dataclass(frozen=True)
+class QuotaWindow:
+    """The current budget window: one calendar day in the ledger's timezone.
+
+    Attributes:
+        id: The local date, ISO format (``2026-06-16``).
+        seconds_left: Time until the next local midnight, in seconds.
+    """
+
+    id: str
+    seconds_left: float
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class QuotaLedger(ABC):
+    """Daily budget per resource (e.g. ``"chat_gen"``, ``"rerank_calls"``).
+
+    The window is the calendar day in ``timezone``. Spending is atomic and never raises on a store
+    failure: it fails closed (``allowed=False``, reason ``"quota-store-unavailable"``) and logs on
+    the ``ragtiller.stores`` logger.
+
+    Example:
+        >>> from ragtiller.stores import MemoryQuotaLedger
+        >>> ledger = MemoryQuotaLedger({"chat_gen": 2})
+        >>> ledger.try_spend("chat_gen")
+        SpendResult(allowed=True, remaining=1, reason=None)
+        >>> ledger.try_spend("chat_gen", 2)
+        SpendResult(allowed=False, remaining=1, reason='quota')
+    """
+
+    def __init__(
+        self,
+        limits: Mapping[str, int],
+        *,
+        timezone: str = "UTC",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        """Set the budgets.
+
+        Args:
+            limits: Units allowed per window, per resource name; 0 disables a resource.
+            timezone: IANA name of the timezone whose calendar day is the window.
+            clock: Returns the current time; a naive result is read as UTC. Default: the system
+                clock.
+
+        Raises:
+            ConfigurationError: A limit is not a non-negative int, or the timezone is unknown.
+        """
+        for resource, limit in limits.items():
+            if not resource or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ConfigurationError(
+                    f"quota limits must map non-empty resource names to ints >= 0, "
+                    f"but got {resource!r}: {limit!r}"
+                )
+        try:
+            self._tz = ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ConfigurationError(
+                f"unknown timezone {timezone!r}; use an IANA name such as 'UTC' or 'Europe/Paris'"
+            ) from e
+        self._limits = MappingProxyType(dict(limits))
+        self._clock = clock or _utc_now
+
+    @property
+    def limits(self) -> Mapping[str, int]:
+        """Units allowed per window, per resource (read-only)."""
+        return self._limits
+
+    @property
+    def timezone(self) -> str:
+        """IANA name of the timezone whose calendar day is the window."""
+        return self._tz.key
+
+    def limit(self, resource: str) -> int:
+        """Units of ``resource`` allowed per window.
+
+        Raises:
+            UnknownResourceError: ``resource`` has no limit; the message lists the known ones.
+        """
+        try:
+            return self._limits[resource]
+        except KeyError:
+            known = ", ".join(sorted(self._limits)) or "(none)"
+            raise UnknownResourceError(
+                f"unknown quota resource {resource!r}; known resources: {known}"
+            ) from None
+
+    def window(self) -> QuotaWindow:
+        """The current window, by the ledger's clock."""
+        now = self._clock()
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        today = now.astimezone(self._tz).date()
+        next_midnight = datetime.combine(today + timedelta(days=1), time(), tzinfo=self._tz)
+        return QuotaWindow(today.isoformat(), next_midnight.timestamp() - now.timestamp())
+
+    def try_spend(self, resource: str, n: int = 1) -> SpendResult:
+        """Spend ``n`` units if all of them fit in the window's budget; never part of them.
+
+        Raises:
+            UnknownResourceError: ``resource`` has no limit.
+            ValueError: ``n`` is below 1.
+        """
+        limit = self._check(resource, n)
+        try:
+            allowed, remaining = self._spend(resource, n, limit, self.window())
+        except StoreUnavailableError as e:
+            return self._refuse_unavailable(resource, n, e)
+        return _result(allowed, remaining)
+
+    async def atry_spend(self, resource: str, n: int = 1) -> SpendResult:
+        """Async twin of :meth:`try_spend`."""
+        limit = self._check(resource, n)
+        try:
+            allowed, remaining = await self._aspend(resource, n, limit, self.window())
+        except StoreUnavailableError as e:
+            return self._refuse_unavailable(resource, n, e)
+        return _result(allowed, remaining)
+
+    def refund(self, resource: str, n: int = 1) -> None:
+        """Give back ``n`` units spent in the current window (never more than were spent).
+
+        A store failure is logged, not raised: the units stay spent.
+
+        Raises:
+            UnknownResourceError: ``resource`` has no limit.
+            ValueError: ``n`` is below 1.
+        """
+        self._check(resource, n)
+        try:
+            self._refund(resource, n, self.window())
+        except StoreUnavailableError as e:
+            logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
+
+    async def arefund(self, resource: str, n: int = 1) -> None:
+        """Async twin of :meth:`refund`."""
+        self._check(resource, n)
+        try:
+            await self._arefund(resource, n, self.window())
+        except StoreUnavailableError as e:
+            logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
+
+    def remaining(self, resource: str) -> int:
+        """Units of ``resource`` left in the current window; 0 when the store failed.
+
+        Raises:
+            UnknownResourceError: ``resource`` has no limit.
+        """
+        limit = self.limit(resource)
+        try:
+            return max(0, limit - self._used(resource, self.window()))
+        except StoreUnavailableError as e:
+            logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
+            return 0
+
+    async def aremaining(self, resource: str) -> int:
+        """Async twin of :meth:`remaining`."""
+        limit = self.limit(resource)
+        try:
+            return max(0, limit - await self._aused(resource, self.window()))
+        except StoreUnavailableError as e:
+            logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
+            return 0
+
+    def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
+        """Release connections this ledger opened (nothing to do in memory)."""
+
+    async def aclose(self) -> None:
+        """Release connections this ledger opened, the asyncio ones included."""
+        self.close()
+
+    def _check(self, resource: str, n: int) -> int:
+        limit = self.limit(resource)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an int >= 1, but got {n!r}")
+        return limit
+
+    @staticmethod
+    def _refuse_unavailable(resource: str, n: int, error: StoreUnavailableError) -> SpendResult:
+        logger.warning(
+            "quota store unavailable; refusing %d %s (fail closed): %s", n, resource, error
+        )
+        return SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
+
+    @abstractmethod
+    def _spend(self, resource: str, n: int, limit: int, window: QuotaWindow) -> tuple[bool, int]:
+        """Atomically add ``n`` to the window's use unless it would pass ``limit``.
+
+        Returns:
+            Whether it was added, and the units left afterwards.
+
+        Raises:
+            StoreUnavailableError: The store failed.
+        """
+
+    @abstractmethod
+    async def _aspend(
+        self, resource: str, n: int, limit: int, window: QuotaWindow
+    ) -> tuple[bool, int]:
+        """Async twin of :meth:`_spend`."""
+
+    @abstractmethod
+    def _refund(self, resource: str, n: int, window: QuotaWindow) -> None:
+        """Subtract up to ``n`` from the window's use, not below 0.
+
+        Raises:
+            StoreUnavailableError: The store failed.
+        """
+
+    @abstractmethod
+    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
+        """Async twin of :meth:`_refund`."""
+
+    @abstractmethod
+    def _used(self, resource: str, window: QuotaWindow) -> int:
+        """Units spent in the window.
+
+        Raises:
+            StoreUnavailableError: The store failed.
+        """
+
+    @abstractmethod
+    async def _aused(self, resource: str, window: QuotaWindow) -> int:
+        """Async twin of :meth:`_used`."""
+
+
+def _result(allowed: bool, remaining: int) -> SpendResult:
+    return SpendResult(allowed, max(0, remaining), None if allowed else "quota")

@@ -1,0 +1,78 @@
+"""Choosing the store backends from the environment, and the cache key."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import pytest
+
+from ragtiller.stores import (
+    MemoryCache,
+    MemoryQuotaLedger,
+    RedisCache,
+    RedisQuotaLedger,
+    SpendResult,
+    cache_key,
+    stores_from_env,
+)
+
+
+@pytest.mark.parametrize("value", [None, "", "   "])
+def test_without_redis_url_the_stores_live_in_memory(
+    monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    if value is None:
+        monkeypatch.delenv("REDIS_URL", raising=False)
+    else:
+        monkeypatch.setenv("REDIS_URL", value)
+    ledger, cache = stores_from_env({"chat_gen": 2}, timezone="Europe/Paris")
+    assert isinstance(ledger, MemoryQuotaLedger)
+    assert isinstance(cache, MemoryCache)
+    assert ledger.timezone == "Europe/Paris"
+    assert ledger.limit("chat_gen") == 2
+
+
+@pytest.mark.redis
+async def test_with_redis_url_the_stores_live_in_redis(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_prefix: str
+) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    ledger, cache = stores_from_env({"chat_gen": 2}, prefix=redis_prefix)
+    replica_ledger, replica_cache = stores_from_env({"chat_gen": 2}, prefix=redis_prefix)
+    try:
+        assert isinstance(ledger, RedisQuotaLedger)
+        assert isinstance(cache, RedisCache)
+        assert ledger.try_spend("chat_gen") == SpendResult(True, 1)
+        assert await replica_ledger.atry_spend("chat_gen") == SpendResult(True, 0)
+        cache.set("k", "shared", ttl_s=60)
+        assert await replica_cache.aget("k") == "shared"
+        assert cache.key("k") == f"{redis_prefix}cache:k"
+    finally:
+        for store in (ledger, cache, replica_ledger, replica_cache):
+            await store.aclose()
+
+
+def test_redis_url_without_the_redis_package_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setitem(sys.modules, "redis", None)  # makes `import redis` fail
+    with pytest.raises(ImportError, match=r"pip install 'ragtiller\[redis\]'"):
+        stores_from_env({"chat_gen": 2})
+
+
+def test_cache_key_is_the_sha256_of_the_normalized_parts() -> None:
+    expected = hashlib.sha256(b"step-back\x1fhow do i start?").hexdigest()
+    assert cache_key("step-back", "how do i start?") == expected
+    assert cache_key("  STEP-back ", "How\tdo  I\n start?  ") == expected
+
+
+def test_cache_key_casefolds_beyond_lowercase() -> None:
+    assert cache_key("Straße") == cache_key("STRASSE")
+
+
+def test_cache_key_keeps_part_boundaries() -> None:
+    assert cache_key("a b", "c") != cache_key("a", "b c")
+    assert cache_key("ab") != cache_key("a", "b")
+    assert len(cache_key("x")) == 64
