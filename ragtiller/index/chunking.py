@@ -1,0 +1,227 @@
+"""Hierarchical chunking: documents -> parent sections (by heading) -> token-bounded child chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragtiller.index.sources import SourceDocument, TextFormat
+
+_TOKEN = re.compile(r"\S+")
+_MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
+_MD_FENCE = re.compile(r"(```|~~~)")
+_RST_ADORNMENT = re.compile(r"([=\-`:'\"~^_*+#.<>])\1+")
+
+
+class ChunkingConfig(BaseModel):
+    """How parent sections are cut into child chunks.
+
+    Tokens are whitespace-separated words, so the bounds do not depend on any model's tokenizer.
+
+    Example:
+        >>> ChunkingConfig(chunk_tokens=120, overlap_tokens=20).chunk_tokens
+        120
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chunk_tokens: int = Field(200, gt=0, description="Most words in one child chunk.")
+    overlap_tokens: int = Field(
+        40, ge=0, description="Words shared by consecutive children of one section."
+    )
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError(
+                f"overlap_tokens must be < chunk_tokens, but got overlap_tokens="
+                f"{self.overlap_tokens} and chunk_tokens={self.chunk_tokens}"
+            )
+        return self
+
+
+DEFAULT_CHUNKING = ChunkingConfig()
+
+
+@dataclass(frozen=True)
+class Section:
+    """A parent: one heading's text (heading line included), or a whole heading-less document.
+
+    Attributes:
+        id: Stable id (hash of namespace, document id, section path and text).
+        document: The document it comes from.
+        path: Heading titles from the outermost down; empty before the first heading.
+        text: The section text, stripped of surrounding whitespace.
+        start: Offset of ``text`` in the document text, in characters.
+        end: End offset (exclusive) in the document text, in characters.
+        body_start: Offset in ``text`` where the body after the heading begins.
+    """
+
+    id: str
+    document: SourceDocument
+    path: tuple[str, ...]
+    text: str
+    start: int
+    end: int
+    body_start: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A child: a run of at most ``chunk_tokens`` words of one section.
+
+    Attributes:
+        id: Stable id (hash of namespace, document id, section path and chunk text).
+        section: The parent section.
+        text: ``section.text[start:end]``.
+        start: Offset in the parent text, in characters.
+        end: End offset (exclusive) in the parent text, in characters.
+    """
+
+    id: str
+    section: Section
+    text: str
+    start: int
+    end: int
+
+
+def chunk_documents(
+    documents: Iterable[SourceDocument], config: ChunkingConfig
+) -> tuple[list[Section], list[Chunk]]:
+    """Cut documents into sections and sections into chunks.
+
+    Ids are unique across the result: an exact repeat (same document, path and text) gets a
+    counter mixed into its hash, so ids stay stable as long as the corpus is the same.
+
+    Returns:
+        All sections and all chunks, in document order.
+    """
+    sections: list[Section] = []
+    chunks: list[Chunk] = []
+    seen: set[str] = set()
+    for doc in documents:
+        for path, start, end, body in split_sections(doc.text, doc.format):
+            text = doc.text[start:end]
+            parent_id = _unique_id(seen, "section", doc.namespace, doc.doc_id, *path, text)
+            section = Section(parent_id, doc, path, text, start, end, body)
+            sections.append(section)
+            for c_start, c_end in token_windows(text, config):
+                c_text = text[c_start:c_end]
+                chunk_id = _unique_id(seen, "chunk", doc.namespace, doc.doc_id, *path, c_text)
+                chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
+    return sections, chunks
+
+
+def split_sections(text: str, fmt: TextFormat) -> list[tuple[tuple[str, ...], int, int, int]]:
+    """Split a document at its headings.
+
+    Args:
+        text: The document text.
+        fmt: ``markdown`` splits on ATX ``#`` headings outside code fences, ``rst`` on
+            underlined (optionally overlined) titles; ``text`` keeps one section.
+
+    Returns:
+        ``(path, start, end, body_start)`` per non-empty section: the heading path, the stripped
+        span in ``text`` and where the body begins relative to ``start``. Sections whose body
+        is blank (a heading directly followed by a sub-heading) are dropped.
+    """
+    finder = {"markdown": _markdown_headings, "rst": _rst_headings}.get(fmt)
+    headings = finder(text) if finder else []
+    bounds = [(0, 0, 0, ""), *headings, (len(text), len(text), 0, "")]
+    stack: list[tuple[int, str]] = []
+    out: list[tuple[tuple[str, ...], int, int, int]] = []
+    for (start, body, level, title), (nxt, _, _, _) in itertools.pairwise(bounds):
+        if level:
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+        if not text[body:nxt].strip():
+            continue
+        s, e = start, nxt
+        while text[s].isspace():
+            s += 1
+        while text[e - 1].isspace():
+            e -= 1
+        out.append((tuple(t for _, t in stack), s, e, max(body - s, 0)))
+    return out
+
+
+def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    """Character spans of overlapping word windows that together cover every word of ``text``.
+
+    Consecutive windows share exactly ``overlap_tokens`` words; the last window may be shorter.
+    """
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    windows: list[tuple[int, int]] = []
+    first = 0
+    while first < len(spans):
+        last = min(first + config.chunk_tokens, len(spans))
+        windows.append((spans[first][0], spans[last - 1][1]))
+        if last == len(spans):
+            break
+        first = last - config.overlap_tokens
+    return windows
+
+
+def _markdown_headings(text: str) -> list[tuple[int, int, int, str]]:
+    """``(line_start, body_start, level, title)`` of each ATX heading outside code fences."""
+    found: list[tuple[int, int, int, str]] = []
+    fence: str | None = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        m_fence = _MD_FENCE.match(stripped)
+        if m_fence:
+            fence = None if fence == m_fence.group(1) else fence or m_fence.group(1)
+        elif fence is None:
+            m = _MD_HEADING.fullmatch(line.rstrip("\r\n"))
+            if m:
+                found.append((offset, offset + len(line), len(m.group(1)), m.group(2).strip()))
+        offset += len(line)
+    return found
+
+
+def _rst_headings(text: str) -> list[tuple[int, int, int, str]]:
+    """``(title_start, body_start, level, title)`` of each reStructuredText section title.
+
+    A title is an unindented line followed by an adornment line (one repeated punctuation
+    character) at least as long as the title, preceded by a blank line, the start of the text,
+    or an overline of the same adornment. Levels follow the order adornment styles first appear.
+    """
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    styles: dict[tuple[str, bool], int] = {}
+    found: list[tuple[int, int, int, str]] = []
+    for i in range(len(lines) - 1):
+        title, under = lines[i].rstrip(), lines[i + 1].rstrip()
+        if not title or title[0].isspace() or _RST_ADORNMENT.fullmatch(title):
+            continue
+        if not _RST_ADORNMENT.fullmatch(under) or len(under) < len(title):
+            continue
+        above = lines[i - 1].rstrip() if i else ""
+        overlined = above == under
+        if above and not overlined:
+            continue
+        level = styles.setdefault((under[0], overlined), len(styles) + 1)
+        start = offsets[i - 1] if overlined else offsets[i]
+        found.append((start, offsets[i + 2], level, title.strip()))
+    return found
+
+
+def _unique_id(seen: set[str], *parts: str) -> str:
+    """A 16-hex-digit sha256 of ``parts``, made unique against ``seen`` by a repeat counter."""
+    repeat = 0
+    while True:
+        key = "\x1f".join((*parts, str(repeat)) if repeat else parts)
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+        if digest not in seen:
+            seen.add(digest)
+            return digest
+        repeat += 1

@@ -1,0 +1,185 @@
+"""The lexical tier: BM25 over the child chunks with bm25s (exact terms, identifiers, codes)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import bm25s
+import numpy as np
+import Stemmer
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragtiller.errors import IndexError_
+from ragtiller.index._compute import run_cpu, top_k
+from ragtiller.index._records import RecordTable
+from ragtiller.types import Hit
+
+LEXICAL_DIR = "lexical"
+BM25_FILES = (
+    "params.index.json",
+    "vocab.index.json",
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+)
+StopwordLanguage = Literal[
+    "en", "de", "nl", "fr", "es", "pt", "it", "ru", "sv", "no", "zh", "tr", "ko", "da"
+]
+
+
+class LexicalConfig(BaseModel):
+    """BM25 parameters and text analysis of the lexical tier.
+
+    Example:
+        >>> LexicalConfig(k1=1.2, stemmer=None).method
+        'lucene'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    k1: float = Field(1.5, gt=0, description="Term-frequency saturation.")
+    b: float = Field(0.75, ge=0, le=1, description="Document-length normalisation.")
+    stemmer: str | None = Field("english", description="A PyStemmer algorithm, or None.")
+    stopwords: StopwordLanguage | None = Field("en", description="bm25s stopword list, or None.")
+
+    @field_validator("stemmer")
+    @classmethod
+    def _known_stemmer(cls, value: str | None) -> str | None:
+        if value is not None and value not in Stemmer.algorithms():
+            raise ValueError(
+                f"stemmer must be None or one of {sorted(Stemmer.algorithms())}, but got {value!r}"
+            )
+        return value
+
+
+DEFAULT_LEXICAL = LexicalConfig()
+
+
+class LexicalTier:
+    """The ``lexical`` tier: BM25 (bm25s) over each chunk's indexed text.
+
+    The indexed text of a chunk is its document title, a space, and the chunk text (as BEIR
+    baselines index ``title + " " + text``). Only chunks sharing at least one term with the query
+    are returned, scored by raw BM25. Namespace and metadata filters zero the scores of other
+    rows. ``asearch`` runs inline up to :data:`~ragtiller.index._compute.INLINE_ROWS` chunks and
+    in a worker thread above.
+
+    Build with :meth:`build`; persist with :meth:`save` and :meth:`load`.
+
+    Args:
+        records: The chunks, row-aligned with the BM25 index.
+        retriever: A bm25s index over ``records``.
+        config: The analysis used to build it (queries are analysed the same way).
+    """
+
+    name = "lexical"
+    needs_vector = False
+
+    def __init__(self, records: RecordTable, retriever: bm25s.BM25, config: LexicalConfig) -> None:
+        self.records = records
+        self.config = config
+        self._retriever = retriever
+        self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
+
+    @classmethod
+    def build(
+        cls, records: RecordTable, texts: Sequence[str], config: LexicalConfig = DEFAULT_LEXICAL
+    ) -> LexicalTier:
+        """Index ``texts`` (one per row of ``records``, usually title-prefixed chunk text).
+
+        Raises:
+            ValueError: ``texts`` and ``records`` differ in length.
+        """
+        if len(texts) != len(records):
+            raise ValueError(f"got {len(texts)} texts for {len(records)} records")
+        retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)
+        tier = cls(records, retriever, config)
+        retriever.index(tier._tokenize(list(texts)), show_progress=False)
+        return tier
+
+    def save(self, directory: str | Path) -> None:
+        """Write the BM25 index into ``directory`` (created if needed)."""
+        self._retriever.save(str(directory), show_progress=False)
+
+    @classmethod
+    def load(
+        cls, directory: str | Path, records: RecordTable, config: LexicalConfig
+    ) -> LexicalTier:
+        """Read an index written by :meth:`save`, memory-mapping its arrays.
+
+        Raises:
+            IndexError_: A file is missing or unreadable, or the index does not match
+                ``records``; the message names the file.
+        """
+        path = Path(directory)
+        for name in BM25_FILES:
+            if not (path / name).is_file():
+                raise IndexError_(f"index file {path / name} is missing")
+        try:
+            retriever = bm25s.BM25.load(str(path), load_corpus=False, mmap=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise IndexError_(f"lexical index {path} is corrupt: {e}") from e
+        if retriever.scores["num_docs"] != len(records):
+            raise IndexError_(
+                f"index file {path / BM25_FILES[0]} is corrupt: it indexes "
+                f"{retriever.scores['num_docs']} chunks, the chunk table has {len(records)}"
+            )
+        return cls(records, retriever, config)
+
+    def search(
+        self,
+        *,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.
+
+        Raises:
+            ValueError: ``k`` < 1.
+        """
+        if k < 1:
+            raise ValueError(f"k must be > 0, but got {k}")
+        tokens = self._tokenize([query])[0]
+        if not tokens or not len(self.records):
+            return []
+        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        mask = self.records.mask(namespaces, filter)
+        if mask is not None:
+            scores = np.where(mask, scores, np.float32(0))
+        rows = np.flatnonzero(scores > 0)
+        if not len(rows):
+            return []
+        best = rows[top_k(scores[rows], k)]
+        return [self.records.hit(r, scores[r]) for r in best.tolist()]
+
+    async def asearch(
+        self,
+        *,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Async twin of :meth:`search`; never blocks the loop on a large index."""
+        call = functools.partial(
+            self.search, query=query, vector=vector, k=k, namespaces=namespaces, filter=filter
+        )
+        return await run_cpu(call, rows=len(self.records))
+
+    def _tokenize(self, texts: list[str]) -> list[list[str]]:
+        tokens: list[list[str]] = bm25s.tokenize(
+            texts,
+            stopwords=self.config.stopwords or [],
+            stemmer=self._stemmer,
+            return_ids=False,
+            show_progress=False,
+        )
+        return tokens

@@ -1,0 +1,59 @@
+"""The index manifest: what an index directory holds and how it was built."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from ragtiller.index.chunking import ChunkingConfig
+from ragtiller.index.lexical import LexicalConfig
+
+FORMAT_VERSION: Literal[1] = 1
+MANIFEST_FILE = "manifest.json"
+
+
+class EmbedderInfo(BaseModel):
+    """The embedder an index was built with; loading with another one is refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Model name (``model_name``/``model`` attribute or class name).")
+    dimension: int = Field(gt=0, description="Vector dimension.")
+
+
+class IndexCounts(BaseModel):
+    """How much the index holds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    documents: int = Field(ge=0)
+    sections: int = Field(ge=0, description="Parent sections.")
+    chunks: int = Field(ge=0, description="Child chunks (rows of the vector matrix).")
+
+
+class IndexManifest(BaseModel):
+    """``manifest.json`` of an index directory, written last by a save.
+
+    Example:
+        >>> m = IndexManifest(
+        ...     embedder=EmbedderInfo(name="e", dimension=8),
+        ...     chunking=ChunkingConfig(), lexical=LexicalConfig(),
+        ...     counts=IndexCounts(documents=1, sections=1, chunks=1), namespaces=("default",),
+        ... )
+        >>> m.format_version
+        1
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format_version: Literal[1] = FORMAT_VERSION
+    created_at: AwareDatetime = Field(
+        default_factory=lambda: datetime.now(UTC), description="Build time, UTC."
+    )
+    embedder: EmbedderInfo
+    chunking: ChunkingConfig
+    lexical: LexicalConfig
+    counts: IndexCounts
+    namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")

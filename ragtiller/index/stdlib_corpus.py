@@ -1,0 +1,227 @@
+"""A real demo corpus present on every Python install: the language reference topics and stdlib docstrings.
+
+Sized so that all-MiniLM-L6-v2 on two CPU cores embeds all of it in about a minute; see
+``benchmarks/bench_index.py`` for the measured figures.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import inspect
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+from typing import Any
+
+from langchain_core.documents import Document
+
+DEFAULT_MODULES: tuple[str, ...] = (
+    "asyncio",
+    "json",
+    "pathlib",
+    "collections",
+    "itertools",
+    "functools",
+    "re",
+    "dataclasses",
+    "typing",
+    "contextlib",
+    "concurrent.futures",
+    "subprocess",
+    "logging",
+    "argparse",
+    "datetime",
+    "os",
+    "os.path",
+    "shutil",
+    "sqlite3",
+    "unittest",
+    "enum",
+    "inspect",
+    "threading",
+    "queue",
+    "textwrap",
+    "string",
+    "urllib.parse",
+    "heapq",
+    "bisect",
+    "random",
+    "statistics",
+    "decimal",
+    "tempfile",
+    "csv",
+    "io",
+    "time",
+    "copy",
+    "pickle",
+    "zipfile",
+    "hashlib",
+    "uuid",
+    "abc",
+    "operator",
+    "math",
+    "glob",
+    "fnmatch",
+    "weakref",
+    "traceback",
+    "warnings",
+    "pprint",
+    "types",
+    "socket",
+    "base64",
+    "sys",
+    "signal",
+    "selectors",
+    "multiprocessing",
+    "xml.etree.ElementTree",
+    "difflib",
+    "secrets",
+    "timeit",
+    "doctest",
+    "importlib.metadata",
+    "configparser",
+    "platform",
+    "tomllib",
+    "array",
+    "gc",
+)
+"""Modules whose docstrings (module, public classes with their methods, public functions) are included."""
+
+
+def stdlib_documents(
+    max_docs: int | None = None,
+    *,
+    modules: Sequence[str] = DEFAULT_MODULES,
+    include_topics: bool = True,
+    include_builtins: bool = True,
+) -> list[Document]:
+    """Documents from ``pydoc_data.topics`` and stdlib docstrings, in a fixed order.
+
+    Order: reference topics (sorted by name), then builtins (exceptions first, then types and
+    functions), then each module (its own docstring, then its public classes and functions).
+    Topics are reStructuredText-like (underlined titles); docstring documents are Markdown with
+    one ``##`` section per documented method. Every document carries ``source`` (also its id),
+    ``title`` (the qualified name) and ``format`` metadata, for example
+    ``{"source": "pydoc:topics/async", ...}`` or ``{"source": "docstring:asyncio.gather", ...}``.
+
+    Args:
+        max_docs: Keep only the first ``max_docs`` documents; None keeps all.
+        modules: Modules to take docstrings from.
+        include_topics: Include the language reference topics.
+        include_builtins: Include builtin exceptions, types and functions.
+
+    Returns:
+        The documents.
+
+    Example:
+        >>> docs = stdlib_documents(max_docs=3)
+        >>> docs[0].metadata["source"]
+        'pydoc:topics/assert'
+    """
+    docs: list[Document] = []
+    for doc in _all_documents(modules, include_topics, include_builtins):
+        if max_docs is not None and len(docs) >= max_docs:
+            break
+        docs.append(doc)
+    return docs
+
+
+def _all_documents(
+    modules: Sequence[str], include_topics: bool, include_builtins: bool
+) -> Iterator[Document]:
+    if include_topics:
+        from pydoc_data.topics import topics
+
+        for name in sorted(topics):
+            yield _doc(f"pydoc:topics/{name}", name, topics[name].strip(), "rst")
+    if include_builtins:
+        yield from _builtin_documents()
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        yield from _module_documents(module_name, module)
+
+
+def _builtin_documents() -> Iterator[Document]:
+    names = sorted(n for n in dir(builtins) if not n.startswith("_"))
+    objects = [(n, getattr(builtins, n)) for n in names]
+    exceptions = [(n, o) for n, o in objects if _is_exception(o)]
+    others = [
+        (n, o)
+        for n, o in objects
+        if not _is_exception(o) and (inspect.isclass(o) or inspect.isbuiltin(o))
+    ]
+    for name, obj in exceptions + others:
+        text = _object_text(name, obj, methods=inspect.isclass(obj) and not _is_exception(obj))
+        if text:
+            yield _doc(f"docstring:builtins.{name}", name, text, "markdown")
+
+
+def _module_documents(module_name: str, module: ModuleType) -> Iterator[Document]:
+    if module.__doc__:
+        yield _doc(
+            f"docstring:{module_name}",
+            module_name,
+            f"# {module_name}\n\n" + inspect.cleandoc(module.__doc__),
+            "markdown",
+        )
+    exported = getattr(module, "__all__", None)
+    for name in _public_names(module):
+        obj = getattr(module, name, None)
+        if not (inspect.isclass(obj) or inspect.isroutine(obj)):
+            continue
+        home = getattr(obj, "__module__", None) or ""
+        if exported is None and not home.startswith(module_name.split(".")[0]):
+            continue
+        qualname = f"{module_name}.{name}"
+        text = _object_text(qualname, obj, methods=inspect.isclass(obj))
+        if text:
+            yield _doc(f"docstring:{qualname}", qualname, text, "markdown")
+
+
+def _public_names(module: ModuleType) -> list[str]:
+    """``__all__`` when the module declares it (its own public API), else every public name."""
+    names = getattr(module, "__all__", None) or dir(module)
+    return sorted({n for n in names if not n.startswith("_")})
+
+
+def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:
+    """Markdown for a class or function: heading, signature, docstring, documented methods."""
+    doc = _own_doc(obj)
+    if not doc:
+        return ""
+    parts = [f"# {qualname}", f"{qualname}{_signature(obj)}", doc]
+    if methods:
+        for name, member in sorted(vars(obj).items()):
+            member_doc = _own_doc(member) if _is_method(name, member) else ""
+            if member_doc:
+                heading = f"{qualname}.{name}"
+                parts.append(f"## {heading}\n\n{heading}{_signature(member)}\n\n{member_doc}")
+    return "\n\n".join(parts)
+
+
+def _own_doc(obj: Any) -> str:
+    """The object's own docstring, cleaned; never one inherited from a base class."""
+    doc = getattr(obj, "__doc__", None)
+    return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
+
+
+def _is_method(name: str, member: Any) -> bool:
+    public = not name.startswith("_")
+    return public and (
+        inspect.isroutine(member) or isinstance(member, classmethod | staticmethod | property)
+    )
+
+
+def _is_exception(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, BaseException)
+
+
+def _signature(obj: Any) -> str:
+    try:
+        return str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return ""
+
+
+def _doc(source: str, title: str, text: str, fmt: str) -> Document:
+    return Document(page_content=text, metadata={"source": source, "title": title, "format": fmt})

@@ -1,0 +1,202 @@
+"""Chunking invariants: parents by heading, token-bounded children, offsets, overlap, stable ids."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from ragtiller.index import ChunkingConfig, SourceDocument, chunk_documents
+from ragtiller.index.chunking import split_sections, token_windows
+
+MARKDOWN = """Intro line before any heading.
+
+# Install
+
+Run pip install ragtiller. It needs Python 3.11.
+
+```python
+# not a heading inside a fence
+print("hi")
+```
+
+## From source
+
+Clone the repository and run make.
+
+## Empty
+
+### Deeper
+
+Only this sub-section has text.
+
+# Usage
+
+Call ask() with a question.
+"""
+
+RST = """=====
+Guide
+=====
+
+Welcome to the guide.
+
+Install
+-------
+
+Use pip.
+
+Reference
+---------
+
+The API.
+
+Details
+~~~~~~~
+
+Rows of text.
+
+Appendix
+--------
+
+Last words.
+"""
+
+
+def words(n: int, prefix: str = "w") -> str:
+    return " ".join(f"{prefix}{i}" for i in range(n))
+
+
+def doc(text: str, fmt: str = "markdown", doc_id: str = "a.md") -> SourceDocument:
+    return SourceDocument(doc_id, text, doc_id, format=fmt)  # type: ignore[arg-type]
+
+
+def test_markdown_sections_follow_headings_and_ignore_fences() -> None:
+    paths = [path for path, *_ in split_sections(MARKDOWN, "markdown")]
+    assert paths == [
+        (),
+        ("Install",),
+        ("Install", "From source"),
+        ("Install", "Empty", "Deeper"),
+        ("Usage",),
+    ]
+
+
+def test_section_text_starts_at_its_heading_and_body_start_skips_it() -> None:
+    sections, _ = chunk_documents([doc(MARKDOWN)], ChunkingConfig())
+    install = next(s for s in sections if s.path == ("Install",))
+    assert install.text.startswith("# Install")
+    assert install.text == MARKDOWN[install.start : install.end]
+    assert install.text[install.body_start :].strip().startswith("Run pip install")
+    assert "# not a heading" in install.text
+
+
+def test_rst_sections_nest_by_the_order_adornment_styles_first_appear() -> None:
+    paths = [path for path, *_ in split_sections(RST, "rst")]
+    assert paths == [
+        ("Guide",),
+        ("Guide", "Install"),
+        ("Guide", "Reference"),
+        ("Guide", "Reference", "Details"),
+        ("Guide", "Appendix"),
+    ]
+
+
+def test_rst_adornment_shorter_than_title_is_not_a_heading() -> None:
+    text = "A long title line\n===\n\nbody\n"
+    assert [p for p, *_ in split_sections(text, "rst")] == [()]
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "rst"])
+def test_heading_less_text_is_one_section(fmt: str) -> None:
+    text = "  just words\nacross lines.  \n"
+    end = len(text.rstrip())
+    assert split_sections(text, fmt) == [((), 2, end, 0)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("n_words", "size", "overlap"), [(1, 5, 0), (5, 5, 2), (6, 5, 2), (23, 5, 2), (100, 7, 0)]
+)
+def test_windows_cover_every_word_and_overlap_exactly(
+    n_words: int, size: int, overlap: int
+) -> None:
+    text = words(n_words)
+    config = ChunkingConfig(chunk_tokens=size, overlap_tokens=overlap)
+    windows = token_windows(text, config)
+    chunk_words = [text[s:e].split() for s, e in windows]
+    assert all(0 < len(w) <= size for w in chunk_words)
+    covered = [w for ws in chunk_words for w in ws]
+    assert set(covered) == set(text.split())
+    for left, right in itertools.pairwise(chunk_words):
+        shared = [w for w in left if w in right]
+        assert shared == left[len(left) - overlap :] == right[:overlap]
+    assert windows[0][0] == 0 and windows[-1][1] == len(text)
+
+
+def test_every_child_has_its_parent_and_offsets_cover_the_parent() -> None:
+    text = "# A\n\n" + words(450, "a") + "\n\n# B\n\n" + words(30, "b")
+    config = ChunkingConfig(chunk_tokens=100, overlap_tokens=20)
+    sections, chunks = chunk_documents([doc(text)], config)
+    by_id = {s.id: s for s in sections}
+    for section in sections:
+        children = [c for c in chunks if c.section.id == section.id]
+        assert children, f"section {section.path} has no children"
+        covered = [False] * len(section.text)
+        for child in children:
+            assert child.text.strip() and child.text == section.text[child.start : child.end]
+            assert by_id[child.section.id] is section
+            covered[child.start : child.end] = [True] * (child.end - child.start)
+        gaps = {section.text[i] for i, c in enumerate(covered) if not c}
+        assert gaps <= {" ", "\n"}, "only whitespace may fall between children"
+        assert len(children[0].text.split()) <= config.chunk_tokens
+    assert len([c for c in chunks if c.section.path == ("A",)]) == 6  # 452 words, stride 80
+
+
+def test_no_empty_chunks_or_sections_from_blank_and_heading_only_text() -> None:
+    sections, chunks = chunk_documents(
+        [doc("# Only\n\n## Headings\n"), doc("   \n\n", doc_id="blank.md")], ChunkingConfig()
+    )
+    assert sections == [] and chunks == []
+
+
+def test_ids_are_stable_across_reingest_and_unique_for_repeats() -> None:
+    repeated = "# Same\n\nsame text\n\n# Same\n\nsame text\n"
+    first = chunk_documents([doc(MARKDOWN), doc(repeated, doc_id="r.md")], ChunkingConfig())
+    second = chunk_documents([doc(MARKDOWN), doc(repeated, doc_id="r.md")], ChunkingConfig())
+    ids = [c.id for c in first[1]] + [s.id for s in first[0]]
+    assert ids == [c.id for c in second[1]] + [s.id for s in second[0]]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[0-9a-f]{16}", i) for i in ids)
+
+
+def test_ids_change_with_document_namespace_and_text() -> None:
+    def first_id(d: SourceDocument) -> str:
+        return chunk_documents([d], ChunkingConfig())[1][0].id
+
+    base = first_id(doc("hello world"))
+    assert first_id(doc("hello world", doc_id="b.md")) != base
+    assert first_id(SourceDocument("a.md", "hello world", "a.md", namespace="api")) != base
+    assert first_id(doc("hello world!")) != base
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"chunk_tokens": 0}, "greater than 0"),
+        ({"overlap_tokens": -1}, "greater than or equal to 0"),
+        ({"chunk_tokens": 10, "overlap_tokens": 10}, "overlap_tokens must be < chunk_tokens"),
+        ({"chunk_size": 10}, "Extra inputs are not permitted"),
+    ],
+)
+def test_chunking_config_rejects_bad_values(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ChunkingConfig(**kwargs)
+
+
+def test_chunking_config_is_frozen() -> None:
+    config = ChunkingConfig()
+    with pytest.raises(ValidationError):
+        config.chunk_tokens = 5  # type: ignore[misc]
+    assert (config.chunk_tokens, config.overlap_tokens) == (200, 40)

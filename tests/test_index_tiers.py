@@ -1,0 +1,225 @@
+"""The three tiers of the embedded index: hits, scores, namespaces, filters, async twins."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+
+from ragtiller.index import (
+    ChunkingConfig,
+    DenseTier,
+    EmbeddedIndex,
+    HashingEmbedder,
+    LexicalConfig,
+    LexicalTier,
+    ParentChildTier,
+    _compute,
+)
+from ragtiller.types import Tier
+
+EMBEDDER = HashingEmbedder(dim=128)
+FILLER = " ".join(f"filler{i}" for i in range(40))
+CORPUS = [
+    Document(
+        page_content=(
+            "# Tasks\n\nA task wraps a coroutine. " + FILLER + " Cancel a task with cancel()."
+            "\n\n# Loops\n\nThe event loop runs callbacks."
+        ),
+        metadata={"source": "asyncio.md", "status": "shipped"},
+    ),
+    Document(
+        page_content="# Queues\n\nA queue put waits when the queue is full.",
+        metadata={"source": "queue.md", "namespace": "api", "status": "designed"},
+    ),
+    Document(
+        page_content="Sockets read bytes from the network.",
+        metadata={"source": "socket.txt", "status": "shipped"},
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def index() -> EmbeddedIndex:
+    return EmbeddedIndex.build(
+        CORPUS,
+        embedder=EMBEDDER,
+        chunking=ChunkingConfig(chunk_tokens=12, overlap_tokens=3),
+        progress=False,
+    )
+
+
+def tier(index: EmbeddedIndex, name: str) -> Tier:
+    return next(t for t in index.tiers if t.name == name)
+
+
+def search(t: Tier, query: str, k: int = 10, **kwargs: Any) -> list[Any]:
+    return t.search(query=query, vector=EMBEDDER.embed_query(query), k=k, **kwargs)
+
+
+def test_tiers_implement_the_protocol(index: EmbeddedIndex) -> None:
+    tiers = index.tiers
+    assert [(t.name, t.needs_vector) for t in tiers] == [
+        ("dense", True),
+        ("parent_child", True),
+        ("lexical", False),
+    ]
+    assert all(isinstance(t, Tier) for t in tiers)
+    assert isinstance(tiers[0], DenseTier) and isinstance(tiers[1], ParentChildTier)
+    assert isinstance(tiers[2], LexicalTier)
+
+
+def test_dense_scores_are_exact_cosines_best_first(index: EmbeddedIndex) -> None:
+    hits = search(tier(index, "dense"), "cancel a task", k=4)
+    query = np.array(EMBEDDER.embed_query("cancel a task"))
+    records = index.store.records
+    cosines = [float(query @ np.array(EMBEDDER.embed_query(t))) for t in records.texts]
+    expected = sorted(zip(cosines, records.ids, strict=True), reverse=True)[:4]
+    assert [h["id"] for h in hits] == [i for _, i in expected]
+    assert [h["score"] for h in hits] == pytest.approx([s for s, _ in expected], abs=1e-5)
+
+
+def test_hits_carry_document_fields_and_metadata(index: EmbeddedIndex) -> None:
+    hit = search(tier(index, "dense"), "queue put waits", k=1)[0]
+    assert (hit["doc_id"], hit["source"]) == ("queue.md", "queue.md")
+    assert hit["parent_id"] in index.parents.ids
+    assert hit["metadata"]["namespace"] == "api"
+    assert hit["metadata"]["status"] == "designed"
+    assert hit["metadata"]["section_path"] == ["Queues"]
+    parent_text = index.parents.texts[index.parents.row(hit["parent_id"]) or 0]
+    assert parent_text[hit["metadata"]["start"] : hit["metadata"]["end"]] == hit["text"]
+    assert not {"doc_id", "source", "parent_id"} & set(hit["metadata"])
+
+
+def test_parent_child_returns_parent_sections_scored_by_their_best_child(
+    index: EmbeddedIndex,
+) -> None:
+    children = search(tier(index, "dense"), "cancel a task", k=50)
+    parents = search(tier(index, "parent_child"), "cancel a task", k=2)
+    best_child = children[0]
+    top = parents[0]
+    assert top["id"] == best_child["parent_id"] and top["parent_id"] is None
+    assert top["score"] == pytest.approx(best_child["score"])
+    assert top["text"].startswith("# Tasks") and "Cancel a task" in top["text"]
+    assert top["metadata"]["matched_child_ids"][0] == best_child["id"]
+    same_parent = [c["id"] for c in children if c["parent_id"] == top["id"]]
+    assert set(top["metadata"]["matched_child_ids"]) <= set(same_parent)
+    assert len(same_parent) > 1  # the Tasks section really was cut into several children
+    assert len({p["id"] for p in parents}) == len(parents) == 2
+
+
+def test_lexical_returns_only_matching_chunks_with_bm25_scores(index: EmbeddedIndex) -> None:
+    hits = search(tier(index, "lexical"), "sockets network")
+    assert [h["doc_id"] for h in hits] == ["socket.txt"]
+    assert hits[0]["score"] > 0
+    assert search(tier(index, "lexical"), "the of and") == []  # stopwords only
+    assert search(tier(index, "lexical"), "zzzunknown") == []
+
+
+def test_lexical_stemming_is_configurable() -> None:
+    docs = [Document(page_content="cancelled tasks", metadata={"source": "a"})]
+    stemmed = EmbeddedIndex.build(docs, embedder=EMBEDDER, progress=False)
+    exact = EmbeddedIndex.build(
+        docs, embedder=EMBEDDER, progress=False, lexical=LexicalConfig(stemmer=None)
+    )
+    assert len(search(stemmed.tiers[2], "cancel task")) == 1
+    assert search(exact.tiers[2], "cancel task") == []
+
+
+def test_lexical_config_lists_valid_stemmers() -> None:
+    with pytest.raises(ValueError, match=r"stemmer must be None or one of \[.*'english'"):
+        LexicalConfig(stemmer="klingon")
+
+
+@pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
+def test_namespaces_restrict_every_tier(index: EmbeddedIndex, name: str) -> None:
+    t = tier(index, name)
+    everything = search(t, "queue task loop sockets", k=50)
+    api = search(t, "queue task loop sockets", k=50, namespaces=["api"])
+    assert {h["metadata"]["namespace"] for h in everything} == {"default", "api"}
+    assert api and {h["metadata"]["namespace"] for h in api} == {"api"}
+    assert search(t, "queue", namespaces=["nowhere"]) == []
+    assert search(t, "queue", namespaces=[]) == []
+
+
+@pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
+def test_filter_is_metadata_equality(index: EmbeddedIndex, name: str) -> None:
+    t = tier(index, name)
+    shipped = search(t, "queue task loop sockets", k=50, filter={"status": "shipped"})
+    assert shipped and {h["doc_id"] for h in shipped} == {"asyncio.md", "socket.txt"}
+    both = search(t, "queue", k=50, filter={"status": "designed", "namespace": "api"})
+    assert {h["doc_id"] for h in both} == {"queue.md"}
+    assert search(t, "queue", filter={"status": "retired"}) == []
+
+
+@pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
+def test_k_must_be_positive(index: EmbeddedIndex, name: str) -> None:
+    with pytest.raises(ValueError, match="k must be > 0, but got 0"):
+        search(tier(index, name), "task", k=0)
+
+
+@pytest.mark.parametrize("name", ["dense", "parent_child"])
+def test_vector_tiers_need_a_vector_of_the_right_dimension(index: EmbeddedIndex, name: str) -> None:
+    t = tier(index, name)
+    with pytest.raises(ValueError, match="needs a query vector"):
+        t.search(query="task", vector=None, k=3)
+    with pytest.raises(ValueError, match="query vector has 3 dimensions, the store 128"):
+        t.search(query="task", vector=[1.0, 0.0, 0.0], k=3)
+
+
+@pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
+def test_asearch_matches_search_inline_for_small_indexes(index: EmbeddedIndex, name: str) -> None:
+    t = tier(index, name)
+    vector = EMBEDDER.embed_query("cancel a task")
+    threads: list[str] = []
+    original = t.search
+
+    def spy(**kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(**kwargs)
+
+    t.search = spy  # type: ignore[method-assign]
+    try:
+        hits = asyncio.run(t.asearch(query="cancel a task", vector=vector, k=3))
+    finally:
+        del t.search  # type: ignore[method-assign]
+    assert hits == t.search(query="cancel a task", vector=vector, k=3)
+    assert threads == ["MainThread"]
+
+
+@pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
+def test_asearch_moves_large_searches_off_the_loop(
+    index: EmbeddedIndex, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_compute, "INLINE_ROWS", 0)
+    t = tier(index, name)
+    seen: list[str] = []
+
+    def spy(**kwargs: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return []
+
+    t.search = spy  # type: ignore[method-assign]
+    try:
+        asyncio.run(t.asearch(query="q", vector=None, k=3))
+    finally:
+        del t.search  # type: ignore[method-assign]
+    assert seen and seen[0] != "MainThread"
+
+
+@pytest.mark.parametrize(
+    ("scores", "k", "expected"),
+    [
+        ([0.1, 0.9, 0.5, 0.9], 2, [1, 3]),
+        ([0.1, 0.9, 0.5], 10, [1, 2, 0]),
+        ([3.0], 1, [0]),
+    ],
+)
+def test_top_k_orders_best_first_with_stable_ties(
+    scores: list[float], k: int, expected: list[int]
+) -> None:
+    assert _compute.top_k(np.array(scores), k).tolist() == expected
