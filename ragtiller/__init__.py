@@ -1,5 +1,8 @@
 """ragtiller: a quota-aware, policy-driven retrieval graph for LangChain and LangGraph.
 
+Names are imported on first use, so ``import ragtiller.stores`` (or a worker process) does not
+pay for importing LangGraph.
+
 Example:
     >>> from ragtiller import build_graph, load_policy
     >>> policy = load_policy()
@@ -7,30 +10,66 @@ Example:
     'default-retrieval-policy'
 """
 
-from ragtiller.errors import (
-    ConfigurationError,
-    EmbeddingError,
-    IndexStoreError,
-    IngestError,
-    PolicyError,
-    RagtillerError,
-    StoreUnavailableError,
-    TierUnavailable,
-)
-from ragtiller.graph import (
-    EVENT_TYPE,
-    InputState,
-    OutputState,
-    RetrievalGraph,
-    RetrievalState,
-    build_graph,
-)
-from ragtiller.manifest import RunManifest, StageSummary
-from ragtiller.policies import RetrievalPolicy, load_policy
-from ragtiller.rerankers.base import Reranker, RerankResult
-from ragtiller.types import Candidate, Hit, StageRecord, Tier
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragtiller.errors import (
+        ConfigurationError,
+        EmbeddingError,
+        IndexStoreError,
+        IngestError,
+        PolicyError,
+        RagtillerError,
+        StoreUnavailableError,
+        TierUnavailable,
+    )
+    from ragtiller.graph import (
+        EVENT_TYPE,
+        InputState,
+        OutputState,
+        RetrievalGraph,
+        RetrievalState,
+        build_graph,
+    )
+    from ragtiller.integrations import as_retriever, as_tool
+    from ragtiller.manifest import RunManifest, StageSummary
+    from ragtiller.policies import RetrievalPolicy, load_policy
+    from ragtiller.rerankers.base import Reranker, RerankResult
+    from ragtiller.types import Candidate, Hit, StageRecord, Tier
 
 __version__ = "0.1.0"
+
+_WHERE: dict[str, str] = {
+    "ConfigurationError": "ragtiller.errors",
+    "EmbeddingError": "ragtiller.errors",
+    "IndexStoreError": "ragtiller.errors",
+    "IngestError": "ragtiller.errors",
+    "PolicyError": "ragtiller.errors",
+    "RagtillerError": "ragtiller.errors",
+    "StoreUnavailableError": "ragtiller.errors",
+    "TierUnavailable": "ragtiller.errors",
+    "EVENT_TYPE": "ragtiller.graph",
+    "InputState": "ragtiller.graph",
+    "OutputState": "ragtiller.graph",
+    "RetrievalGraph": "ragtiller.graph",
+    "RetrievalState": "ragtiller.graph",
+    "build_graph": "ragtiller.graph",
+    "as_retriever": "ragtiller.integrations",
+    "as_tool": "ragtiller.integrations",
+    "RunManifest": "ragtiller.manifest",
+    "StageSummary": "ragtiller.manifest",
+    "RetrievalPolicy": "ragtiller.policies",
+    "load_policy": "ragtiller.policies",
+    "Reranker": "ragtiller.rerankers.base",
+    "RerankResult": "ragtiller.rerankers.base",
+    "Candidate": "ragtiller.types",
+    "Hit": "ragtiller.types",
+    "StageRecord": "ragtiller.types",
+    "Tier": "ragtiller.types",
+}
 
 __all__ = (
     "EVENT_TYPE",
@@ -56,6 +95,21 @@ __all__ = (
     "Tier",
     "TierUnavailable",
     "__version__",
+    "as_retriever",
+    "as_tool",
     "build_graph",
     "load_policy",
 )
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragtiller' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
