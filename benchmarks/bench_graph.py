@@ -78,9 +78,8 @@ async def direct_turn(nodes: dict[str, Any]) -> dict[str, Any]:
 
 def bare_graph() -> Any:
     """The framework's floor: seven no-op ``async def`` nodes in a line, same stream modes."""
-    from typing_extensions import TypedDict
-
     from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
 
     class S(TypedDict, total=False):
         query: str

@@ -70,3 +70,21 @@ def test_exact_identifier_finds_its_defining_chunk_first_via_bm25(
 def test_the_demo_corpus_stays_within_the_embedding_budget() -> None:
     _, chunks = chunk_documents(load_sources(stdlib_documents())[0], ChunkingConfig())
     assert 2500 <= len(chunks) <= 3500
+
+
+def test_stdlib_corpus_is_identical_across_processes() -> None:
+    """Signatures print default objects with memory addresses; those must not reach the text."""
+    import subprocess
+    import sys
+
+    script = (
+        "import hashlib\nfrom ragtiller.index import stdlib_documents\n"
+        "print(hashlib.sha256(''.join(d.page_content for d in stdlib_documents()).encode()).hexdigest())"
+    )
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    }
+    assert len(runs) == 1

@@ -41,6 +41,9 @@ TABLE: list[tuple[str, str, bool]] = [
     ("where is __init__ called for dataclasses", E, False),
     ("KeyError when reading the config", E, False),
     ("explain RetrievalPolicy fields", E, False),
+    ("TILLER_PORT", E, False),
+    ("what does TILLER_PORT do?", E, False),
+    ("E1042", E, False),
     # factual lookups
     ("What is the default timeout for HTTP requests?", F, False),
     ("how many chunks does the default policy return", F, False),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import inspect
+import re
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
@@ -216,9 +217,13 @@ def _is_exception(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, BaseException)
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _signature(obj: Any) -> str:
+    """The signature without memory addresses, which change every run (and would change ids)."""
     try:
-        return str(inspect.signature(obj))
+        return _ADDRESS.sub("", str(inspect.signature(obj)))
     except (TypeError, ValueError):
         return ""
 

@@ -33,7 +33,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
             embedder = deps.embedder
             try:
                 embedded, attempts = await aretry_call(lambda: embedder.aembed_query(text), retry)
-                vector = embedded
+                vector = [float(x) for x in embedded]  # numpy floats break checkpointers
                 records.append(
                     stage.done(
                         dim=len(embedded),

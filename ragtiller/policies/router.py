@@ -20,6 +20,7 @@ _TRIGGER_PATTERNS: dict[TriggerKind, re.Pattern[str]] = {
     TriggerKind.ERROR_MESSAGE: re.compile(
         r"\b[A-Za-z_][\w.]*(?:Error|Exception|Warning)\s*:|Traceback \(most recent call last\)"
         r"|\berror:\s|\bexit (?:code|status) \d+"
+        r"|\b[A-Z]{1,3}\d{3,5}\b"  # error codes: E1042, SQL0911
     ),
     TriggerKind.QUOTED_PHRASE: re.compile(r"\"[^\"]{2,}\"|'[^']{2,}'|`[^`]+`|“[^”]{2,}”"),
     TriggerKind.IDENTIFIER: re.compile(
@@ -27,10 +28,21 @@ _TRIGGER_PATTERNS: dict[TriggerKind, re.Pattern[str]] = {
         r"|\b[a-z][a-z0-9]*[A-Z]\w*\b"  # lowerCamel: getLogger
         r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"  # dotted: asyncio.gather, os.path.join()
         r"|\b_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*\b"  # snake_case: max_chunks, __init__
+        r"|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"  # SCREAMING_SNAKE: TILLER_PORT
         r"|\b__\w+__\b"
     ),
     TriggerKind.ACRONYM: re.compile(r"\b[A-Z][A-Z0-9]{1,5}s?\b"),
 }
+_SPECIFIC_FIRST = (
+    TriggerKind.TICKET_ID,
+    TriggerKind.POLICY_ID,
+    TriggerKind.ERROR_MESSAGE,
+    TriggerKind.QUOTED_PHRASE,
+    TriggerKind.IDENTIFIER,
+    TriggerKind.ACRONYM,
+    TriggerKind.PROPER_NOUN,
+)
+"""Match order: a text claimed by a specific kind is not reported again by a vaguer one."""
 _STRONG = {
     TriggerKind.TICKET_ID,
     TriggerKind.POLICY_ID,
@@ -104,7 +116,7 @@ def find_triggers(query: str, enabled: list[TriggerKind]) -> list[tuple[TriggerK
     """The lexical triggers of the enabled kinds that fire on ``query``, in a stable order."""
     found: list[tuple[TriggerKind, str]] = []
     seen: set[str] = set()
-    for kind in TriggerKind:
+    for kind in _SPECIFIC_FIRST:
         if kind not in enabled:
             continue
         matches = _proper_nouns(query) if kind is TriggerKind.PROPER_NOUN else _matches(kind, query)

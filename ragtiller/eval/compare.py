@@ -1,0 +1,157 @@
+"""Paired comparison of two eval runs: per-query NDCG@10 differences and bootstrap CIs per slice."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragtiller.eval._errors import EvalError
+from ragtiller.eval.datasets import OVERALL, EvalDataset
+from ragtiller.eval.report import SliceMetrics, query_scores, summarize
+from ragtiller.eval.runner import EvalRun
+
+DEFAULT_RESAMPLES = 2000
+CONFIDENCE = 0.95
+
+
+def bootstrap_ci(
+    differences: Sequence[float],
+    *,
+    seed: int,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    stream: str = "",
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of paired differences.
+
+    Resamples queries with replacement ``n_resamples`` times. The generator is seeded with
+    ``(seed, crc32(stream))``, so each slice (``stream``) gets its own reproducible draws,
+    independent of which other slices exist. Bounds are rounded to 12 decimals (as is
+    :attr:`Lift.mean`) so float noise never puts a mean outside its own CI.
+
+    Raises:
+        ValueError: No differences, fewer than 100 resamples, or a confidence outside (0, 1).
+
+    Example:
+        >>> bootstrap_ci([0.1, 0.1, 0.1], seed=7)
+        (0.1, 0.1)
+    """
+    if not differences:
+        raise ValueError("bootstrap_ci needs at least one difference")
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples must be >= 100, but got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), but got {confidence}")
+    values = np.asarray(differences, dtype=float)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(stream.encode())]))
+    draws = rng.integers(0, len(values), size=(n_resamples, len(values)))
+    means = values[draws].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return round(float(low), 12), round(float(high), 12)
+
+
+@dataclass(frozen=True)
+class Lift:
+    """Candidate minus baseline NDCG@10 over the judged queries of one slice.
+
+    Attributes:
+        n: Judged queries (with a relevant document) in the slice.
+        mean: Mean paired difference (12 decimals); None when ``n`` is 0.
+        ci_low: Lower bound of the bootstrap CI; None when ``n`` is 0.
+        ci_high: Upper bound of the bootstrap CI; None when ``n`` is 0.
+    """
+
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs of one dataset, sliced the same way.
+
+    Attributes:
+        slices: Query id -> slice, used for both runs: the dataset's labels, else the route the
+            BASELINE's router chose (so a query is paired with itself in one slice).
+        slices_from: ``labels`` or ``baseline-route``.
+        candidate: Candidate metrics per slice (``all`` first).
+        baseline: Baseline metrics per slice.
+        lifts: NDCG@10 lift per slice.
+        seed: Bootstrap seed.
+        n_resamples: Bootstrap resamples.
+        confidence: CI level.
+    """
+
+    slices: Mapping[str, str]
+    slices_from: str
+    candidate: Mapping[str, SliceMetrics]
+    baseline: Mapping[str, SliceMetrics]
+    lifts: Mapping[str, Lift]
+    seed: int
+    n_resamples: int
+    confidence: float
+
+
+def paired_differences(
+    candidate: EvalRun, baseline: EvalRun, dataset: EvalDataset
+) -> dict[str, float]:
+    """Query id -> candidate minus baseline NDCG@10, for the judged queries."""
+    cand, base = query_scores(candidate, dataset), query_scores(baseline, dataset)
+    return {
+        qid: c.ndcg_at_10 - b.ndcg_at_10
+        for qid, c in cand.items()
+        if c is not None and (b := base[qid]) is not None
+    }
+
+
+def compare_runs(
+    candidate: EvalRun,
+    baseline: EvalRun,
+    dataset: EvalDataset,
+    *,
+    seed: int = 0,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> Comparison:
+    """Compare two runs of ``dataset`` query by query.
+
+    Raises:
+        EvalError: The runs are of another dataset or do not cover the same queries.
+    """
+    for run in (candidate, baseline):
+        if run.dataset_sha256 != dataset.sha256:
+            raise EvalError(f"run of policy {run.policy_id!r} is of another dataset (hash differs)")
+    if set(candidate.results) != set(baseline.results):
+        raise EvalError("the two runs do not cover the same queries")
+    slices = baseline.slices(dataset)
+    diffs = paired_differences(candidate, baseline, dataset)
+    groups: dict[str, list[float]] = {OVERALL: list(diffs.values())}
+    for qid in baseline.results:
+        group = groups.setdefault(slices[qid], [])
+        if qid in diffs:
+            group.append(diffs[qid])
+    lifts = {}
+    for name, values in sorted(groups.items(), key=lambda kv: (kv[0] != OVERALL, kv[0])):
+        if not values:
+            lifts[name] = Lift(0, None, None, None)
+            continue
+        low, high = bootstrap_ci(
+            values, seed=seed, n_resamples=n_resamples, confidence=confidence, stream=name
+        )
+        lifts[name] = Lift(len(values), round(math.fsum(values) / len(values), 12), low, high)
+    return Comparison(
+        slices=slices,
+        slices_from="labels" if dataset.labels is not None else "baseline-route",
+        candidate=summarize(candidate, dataset, slices=slices),
+        baseline=summarize(baseline, dataset, slices=slices),
+        lifts=lifts,
+        seed=seed,
+        n_resamples=n_resamples,
+        confidence=confidence,
+    )

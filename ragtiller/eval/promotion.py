@@ -1,0 +1,165 @@
+"""The promotion decision: deterministic rules from the candidate policy's ``promotion`` block."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ragtiller.eval.compare import Comparison
+from ragtiller.eval.datasets import OVERALL, EvalDataset
+from ragtiller.eval.report import TOTAL
+from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
+
+ARTIFACT_KIND = "ragtiller.promotion-decision"
+ARTIFACT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule applied to one scope, and whether it passed.
+
+    Attributes:
+        rule: The ``promotion`` field the rule reads (``min_ndcg_lift``, ...).
+        scope: ``all`` or a slice name.
+        passed: Whether the candidate met the rule.
+        observed: The measured value (None when nothing could be measured).
+        threshold: The limit from the policy (None when the rule is not set).
+        detail: One line saying why.
+    """
+
+    rule: str
+    scope: str
+    passed: bool
+    observed: float | None
+    threshold: float | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class PromotionDecision:
+    """``promote`` when every rule passed, else ``reject``; reasons in rule order."""
+
+    decision: Literal["promote", "reject"]
+    reasons: tuple[RuleResult, ...]
+
+
+def _at_least(
+    rule: str, scope: str, observed: float | None, threshold: float, what: str
+) -> RuleResult:
+    if observed is None:
+        return RuleResult(rule, scope, False, None, threshold, f"no judged queries for {what}")
+    ok = observed >= threshold
+    detail = f"{what} {observed:+.4f} {'>=' if ok else '<'} {threshold:+.4f}"
+    return RuleResult(rule, scope, ok, observed, threshold, detail)
+
+
+def _at_most(rule: str, observed: float | None, threshold: float | None, what: str) -> RuleResult:
+    if threshold is None:
+        return RuleResult(rule, OVERALL, True, observed, None, "not set")
+    if observed is None:
+        return RuleResult(rule, OVERALL, False, None, threshold, f"no turns to measure {what}")
+    ok = observed <= threshold
+    detail = f"{what} {observed:.4g} {'<=' if ok else '>'} {threshold:.4g}"
+    return RuleResult(rule, OVERALL, ok, observed, threshold, detail)
+
+
+def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
+    """Apply the candidate's promotion rules to a comparison.
+
+    Rules, in order (each a reason in the decision):
+
+    1. ``required_slices``: each required slice has at least one judged query.
+    2. ``min_ndcg_lift``: the mean NDCG@10 lift is at least ``min_ndcg_lift`` overall and in
+       each required slice.
+    3. ``max_slice_regression``: in every slice with judged queries, the mean lift is at least
+       ``-max_slice_regression``.
+    4. ``max_p95_latency_ms``: the candidate's p95 total turn latency is at most the limit.
+    5. ``max_llm_calls_per_turn``: the candidate's mean LLM calls per turn is at most the limit.
+
+    Lifts are means of paired per-query differences; their bootstrap CIs are reported in the
+    artifact next to them. A rule left unset (None) passes with the detail ``not set``.
+    """
+    lifts = comparison.lifts
+    reasons: list[RuleResult] = []
+    for name in rules.required_slices:
+        n = lifts[name].n if name in lifts else 0
+        detail = f"{n} judged queries in the slice"
+        reasons.append(RuleResult("required_slices", name, n > 0, float(n), 1.0, detail))
+    for scope in [OVERALL, *rules.required_slices]:
+        mean = lifts[scope].mean if scope in lifts else None
+        reasons.append(_at_least("min_ndcg_lift", scope, mean, rules.min_ndcg_lift, "NDCG@10 lift"))
+    floor = -rules.max_slice_regression
+    for scope, lift in lifts.items():
+        if scope != OVERALL and lift.mean is not None:
+            reasons.append(
+                _at_least("max_slice_regression", scope, lift.mean, floor, "NDCG@10 lift")
+            )
+    overall = comparison.candidate[OVERALL]
+    p95 = overall.latency_ms[TOTAL].p95 if TOTAL in overall.latency_ms else None
+    calls = overall.llm_calls_per_turn if overall.n_queries else None
+    reasons.append(
+        _at_most("max_p95_latency_ms", p95, rules.max_p95_latency_ms, "p95 turn latency (ms)")
+    )
+    reasons.append(
+        _at_most(
+            "max_llm_calls_per_turn", calls, rules.max_llm_calls_per_turn, "LLM calls per turn"
+        )
+    )
+    return PromotionDecision(
+        "promote" if all(r.passed for r in reasons) else "reject", tuple(reasons)
+    )
+
+
+def decision_artifact(
+    candidate: RetrievalPolicy,
+    baseline: RetrievalPolicy,
+    dataset: EvalDataset,
+    comparison: Comparison,
+    decision: PromotionDecision,
+) -> dict[str, Any]:
+    """The decision as JSON-ready data: policies, dataset hash, metrics, lifts, rules, reasons.
+
+    It holds no timestamp, so two runs with equal results give equal quality sections.
+    """
+    return {
+        "kind": ARTIFACT_KIND,
+        "schema_version": ARTIFACT_SCHEMA_VERSION,
+        "decision": decision.decision,
+        "candidate": {"policy_id": candidate.policy_id, "version": candidate.version},
+        "baseline": {"policy_id": baseline.policy_id, "version": baseline.version},
+        "dataset": {
+            "name": dataset.name,
+            "split": dataset.split,
+            "sha256": dataset.sha256,
+            "n_queries": len(dataset.queries),
+            "slices_from": comparison.slices_from,
+        },
+        "bootstrap": {
+            "seed": comparison.seed,
+            "n_resamples": comparison.n_resamples,
+            "confidence": comparison.confidence,
+        },
+        "metrics": {
+            "candidate": {s: m.to_json() for s, m in comparison.candidate.items()},
+            "baseline": {s: m.to_json() for s, m in comparison.baseline.items()},
+        },
+        "lifts": {
+            s: {"metric": "ndcg_at_10", **asdict(lift)} for s, lift in comparison.lifts.items()
+        },
+        "rules": candidate.promotion.model_dump(mode="json"),
+        "reasons": [asdict(r) for r in decision.reasons],
+    }
+
+
+def dumps_decision(artifact: dict[str, Any]) -> str:
+    """The artifact as JSON with sorted keys (a stable order) and a trailing newline."""
+    return json.dumps(artifact, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def write_decision(artifact: dict[str, Any], path: str | Path) -> None:
+    """Write the artifact (see :func:`dumps_decision`), creating parent folders."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dumps_decision(artifact), encoding="utf-8")

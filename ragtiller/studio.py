@@ -1,0 +1,121 @@
+"""The graph LangGraph Studio serves: ``langgraph.json`` points at :func:`make_graph`.
+
+It opens with no credentials and no network: the index is either one saved on disk
+(``RAGTILLER_INDEX``) or a small in-memory index of the standard library's own documentation,
+built when the server first needs the graph. Quota ledger, cache and reranker come from the
+usual environment (``REDIS_URL``, ``COHERE_API_KEY``) exactly as for :func:`ragtiller.build_graph`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Mapping
+
+from langgraph.graph.state import CompiledStateGraph
+
+from ragtiller.demo import DEMO_CHUNKING, demo_embedder
+from ragtiller.errors import ConfigurationError, RagtillerError
+from ragtiller.eval._index import open_index
+from ragtiller.graph.builder import build_graph
+from ragtiller.index import EmbeddedIndex, stdlib_documents
+from ragtiller.policies import load_policy
+
+logger = logging.getLogger("ragtiller.studio")
+
+INDEX_ENV = "RAGTILLER_INDEX"
+"""Directory of an index saved by ``ragtiller ingest`` (or ``EmbeddedIndex.save``)."""
+EMBEDDER_ENV = "RAGTILLER_EMBEDDER"
+"""Embedder of the demo index: ``hashing`` (default) or ``minilm``."""
+POLICY_ENV = "RAGTILLER_POLICY"
+"""Policy YAML file or shipped policy name; default: the shipped default policy."""
+
+DEMO_MODULES: tuple[str, ...] = ("asyncio", "json", "pathlib")
+"""Modules whose docstrings join the language reference topics in the demo index."""
+DEFAULT_EMBEDDER = "hashing"
+
+_lock = threading.Lock()
+_graph: CompiledStateGraph | None = None  # type: ignore[type-arg]
+
+
+def studio_index(env: Mapping[str, str] = os.environ) -> EmbeddedIndex:
+    """The index the Studio graph searches. Blocking: reads files and embeds.
+
+    With ``RAGTILLER_INDEX`` set, the saved index there, opened with the embedder its manifest
+    names. Otherwise the language reference topics plus the ``asyncio``, ``json`` and
+    ``pathlib`` docstrings (about 170 documents, 880 chunks), embedded with
+    ``RAGTILLER_EMBEDDER``: ``hashing`` by default, built in about two seconds with no model to
+    load (it matches words, not meaning); ``minilm`` embeds with the bundled all-MiniLM-L6-v2
+    (needs ``ragtiller[local]``; minutes on a small, busy CPU: save a MiniLM index once with
+    ``ragtiller ingest`` and point ``RAGTILLER_INDEX`` at it instead).
+
+    Args:
+        env: Where the variables are read.
+
+    Returns:
+        The index.
+
+    Raises:
+        ConfigurationError: ``RAGTILLER_EMBEDDER`` names an unknown embedder.
+        IndexStoreError: ``RAGTILLER_INDEX`` is not a readable index.
+    """
+    directory = env.get(INDEX_ENV, "").strip()
+    if directory:
+        logger.info("%s=%s: opening the saved index", INDEX_ENV, directory)
+        return open_index(directory)
+    kind = env.get(EMBEDDER_ENV, "").strip() or DEFAULT_EMBEDDER
+    try:
+        embedder = demo_embedder(kind)
+    except RagtillerError as e:
+        raise ConfigurationError(f"{EMBEDDER_ENV}: {e}") from e
+    documents = stdlib_documents(modules=DEMO_MODULES, include_builtins=False)
+    logger.info("building the demo index: %d stdlib documents, %s embedder", len(documents), kind)
+    return EmbeddedIndex.build(documents, embedder=embedder, chunking=DEMO_CHUNKING, progress=False)
+
+
+def build_studio_graph(env: Mapping[str, str] = os.environ) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """Build the Studio graph from the environment. Blocking; :func:`make_graph` caches it.
+
+    Args:
+        env: Where ``RAGTILLER_INDEX``, ``RAGTILLER_EMBEDDER`` and ``RAGTILLER_POLICY`` are
+            read (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
+
+    Returns:
+        The compiled graph, without a checkpointer (the server brings its own).
+
+    Raises:
+        ConfigurationError: A variable has an invalid value.
+        IndexStoreError: ``RAGTILLER_INDEX`` is not a readable index.
+        PolicyError: ``RAGTILLER_POLICY`` is not a valid policy.
+
+    Example:
+        >>> graph = build_studio_graph({})  # doctest: +SKIP
+        >>> graph.invoke({"query": "what is a coroutine?"})["context"][:4]  # doctest: +SKIP
+        '[1] '
+    """
+    policy = load_policy(env.get(POLICY_ENV, "").strip() or None)  # fail fast, before the build
+    return build_graph(policy, index=studio_index(env))
+
+
+def _shared_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The process's Studio graph, built on first use; one quota ledger and cache for all runs."""
+    global _graph
+    with _lock:
+        if _graph is None:
+            _graph = build_studio_graph()
+        return _graph
+
+
+async def make_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The graph factory ``langgraph.json`` names (``./ragtiller/studio.py:make_graph``).
+
+    The server calls it for every run. The graph is built once per server process, in a
+    worker thread, so the blocking index build never runs on the server's event loop (which
+    ``langgraph dev`` polices with ``BlockingError``); later calls return the same graph.
+
+    Returns:
+        The shared compiled graph.
+    """
+    return await asyncio.to_thread(_shared_graph)

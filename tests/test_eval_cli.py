@@ -1,0 +1,186 @@
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ragtiller.eval.commands import add_commands
+from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest
+
+TINY = Path(__file__).parent / "data" / "tiny_beir"
+DEFAULT_YAML = Path(__file__).parents[1] / "ragtiller" / "policies" / "shipped" / "default.yaml"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ragtiller")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("idx") / "tiny"
+    ingest(
+        [TINY / "corpus.jsonl"],
+        target,
+        embedder=HashingEmbedder(dim=256),
+        chunking=ChunkingConfig(chunk_tokens=512),
+        progress=False,
+    )
+    return target
+
+
+def write_policy(path: Path, **changes: Any) -> Path:
+    data = yaml.safe_load(DEFAULT_YAML.read_text("utf-8"))
+    for key, value in changes.items():
+        data[key] = value
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def small_routes(top_k: int) -> dict[str, Any]:
+    return {
+        name: {"namespace": "default", "top_k": top_k}
+        for name in ("factual_lookup", "exact_lexical_lookup", "synthesis")
+    }
+
+
+def test_eval_prints_a_table_per_slice(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "--index", str(index_dir), "--dataset", str(TINY), "--policy", "default"]
+    assert main([*argv, "--slices", str(TINY / "slices.tsv"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "policy default-retrieval-policy @ 2026-06-16" in out
+    assert out.splitlines()[1].split()[:4] == ["slice", "queries", "no-rel", "NDCG@10"]
+    assert [line.split()[0] for line in out.splitlines()[2:]] == [
+        "all",
+        "factual",
+        "lexical",
+        "synthesis",
+    ]
+
+
+def test_eval_json(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "--index", str(index_dir), "--dataset", str(TINY), "--policy", "default"]
+    assert main([*argv, "--json", "--no-progress", "--concurrency", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dataset"]["n_queries"] == 5
+    assert data["dataset"]["slices_from"] == "route"
+    overall = data["metrics"]["all"]
+    assert (overall["n_queries"], overall["n_no_relevant"]) == (5, 1)
+    assert 0.0 <= overall["ndcg_at_10"] <= 1.0
+    assert overall["latency_ms"]["total"]["p95"] > 0
+    assert overall["llm_calls_per_turn"] == 0.0
+
+
+def promote(index_dir: Path, candidate: Path, *extra: str) -> int:
+    return main(
+        [
+            "promote",
+            "--candidate",
+            str(candidate),
+            "--baseline",
+            "default",
+            "--index",
+            str(index_dir),
+            "--dataset",
+            str(TINY),
+            "--slices",
+            str(TINY / "slices.tsv"),
+            "--no-progress",
+            "--resamples",
+            "200",
+            *extra,
+        ]
+    )
+
+
+def test_promote_an_equal_candidate(
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    candidate = write_policy(
+        tmp_path / "cand.yaml",
+        policy_id="candidate",
+        promotion={"required_slices": ["lexical"], "max_llm_calls_per_turn": 0},
+    )
+    out_file = tmp_path / "out" / "decision.json"
+    assert promote(index_dir, candidate, "--out", str(out_file)) == 0
+    printed = capsys.readouterr().out
+    assert "PASS required_slices[lexical]: 2 judged queries in the slice" in printed
+    assert printed.rstrip().endswith(f"decision: promote (decision written to {out_file})")
+    artifact = json.loads(out_file.read_text("utf-8"))
+    assert artifact["decision"] == "promote"
+    assert artifact["candidate"]["policy_id"] == "candidate"
+    assert artifact["baseline"] == {
+        "policy_id": "default-retrieval-policy",
+        "version": "2026-06-16",
+    }
+    assert artifact["lifts"]["all"]["mean"] == 0.0
+
+
+def test_reject_a_worse_candidate(
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One document per query loses q1's and q3's second relevant document.
+    candidate = write_policy(tmp_path / "cand.yaml", policy_id="tiny", routes=small_routes(1))
+    assert promote(index_dir, candidate, "--json") == 1
+    artifact = json.loads(capsys.readouterr().out)
+    assert artifact["decision"] == "reject"
+    assert artifact["lifts"]["all"]["mean"] < 0
+    failed = {(r["rule"], r["scope"]) for r in artifact["reasons"] if not r["passed"]}
+    assert ("min_ndcg_lift", "all") in failed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--index", "{missing}"], "ragtiller {cmd}: error: no index at"),
+        (["--dataset", "{missing}"], "ragtiller {cmd}: error: BEIR dataset"),
+        (["--policy", "{bad}"], "ragtiller {cmd}: error: invalid retrieval policy"),
+    ],
+)
+def test_errors_are_one_line_with_exit_2(
+    index_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema_version: 1\npolicy_id: x\n", encoding="utf-8")
+    values = {
+        "--index": str(index_dir),
+        "--dataset": str(TINY),
+        "--policy": "default",
+    }
+    values[argv[0]] = argv[1].format(missing=tmp_path / "missing", bad=bad)
+    for cmd in ("eval", "promote"):
+        args = [cmd, "--index", values["--index"], "--dataset", values["--dataset"]]
+        if cmd == "eval":
+            args += ["--policy", values["--policy"]]
+        else:
+            args += ["--candidate", values["--policy"], "--baseline", "default"]
+        assert main([*args, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(message.format(cmd=cmd))
+        assert err.count("\n") == 1
+        assert "Traceback" not in err
+
+
+def test_an_index_built_with_an_unknown_embedder_is_refused(
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "idx"
+    shutil.copytree(index_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text("utf-8"))
+    manifest["embedder"]["name"] = "acme/secret-model"
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    argv = ["eval", "--index", str(copy), "--dataset", str(TINY), "--policy", "default"]
+    assert main([*argv, "--no-progress"]) == 2
+    assert "embedder 'acme/secret-model', which the command line cannot construct" in (
+        capsys.readouterr().err
+    )

@@ -1,0 +1,323 @@
+"""LangGraph Studio: langgraph.json, .env.example, the graph factory, and `langgraph dev` serving it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from langchain_core.documents import Document
+from langgraph_cli.config import get_unknown_keys, validate_config_file
+from langgraph_sdk import get_client
+
+from ragtiller import ConfigurationError, PolicyError, RunManifest, load_policy, studio
+from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.types import STAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "langgraph.json"
+ENV_EXAMPLE = ROOT / ".env.example"
+QUESTION = "how do I run several coroutines concurrently?"
+ENV_READ = [
+    re.compile(r"\b\w*_ENV\s*=\s*\"([A-Z][A-Z0-9_]+)\""),
+    re.compile(r"os\.environ(?:\.get\(|\[)\s*\"([A-Z][A-Z0-9_]+)\""),
+    re.compile(r"os\.getenv\(\s*\"([A-Z][A-Z0-9_]+)\""),
+]
+
+
+# --- configuration files -------------------------------------------------------------------
+
+
+def test_langgraph_json_is_valid_and_names_the_async_factory() -> None:
+    raw = json.loads(CONFIG.read_text("utf-8"))
+    assert get_unknown_keys(raw) == []
+    config = validate_config_file(CONFIG)
+    assert config["dependencies"] == ["."]
+    path, _, variable = config["graphs"]["ragtiller"].partition(":")
+    assert (ROOT / path).resolve() == Path(studio.__file__).resolve()
+    factory = getattr(studio, variable)
+    assert inspect.iscoroutinefunction(factory)
+    assert not inspect.signature(factory).parameters
+    assert config["env"] == ".env"
+    assert ".env" in (ROOT / ".gitignore").read_text("utf-8").splitlines()
+
+
+def variables_read_by_the_package() -> set[str]:
+    names: set[str] = set()
+    for file in (ROOT / "ragtiller").rglob("*.py"):
+        text = file.read_text("utf-8")
+        for pattern in ENV_READ:
+            names.update(pattern.findall(text))
+    return names
+
+
+def test_env_example_lists_exactly_the_variables_the_code_reads() -> None:
+    listed = {
+        line.split("=", 1)[0]
+        for line in ENV_EXAMPLE.read_text("utf-8").splitlines()
+        if line and not line.startswith("#")
+    }
+    read = variables_read_by_the_package()
+    assert {"REDIS_URL", "COHERE_API_KEY", "RAGTILLER_INDEX"} <= read
+    assert listed == read
+    assert all(
+        line.endswith("=")
+        for line in ENV_EXAMPLE.read_text("utf-8").splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+
+
+# --- the factory ---------------------------------------------------------------------------
+
+
+def test_default_studio_graph_needs_no_credentials_and_answers() -> None:
+    graph = studio.build_studio_graph({})
+    out = graph.invoke({"query": "json.dumps"})
+    sources = {d.metadata["source"] for d in out["documents"]}
+    assert "docstring:json.dumps" in sources
+    assert out["context"].startswith("[1] ")
+    assert out["manifest"].query_type == "exact_lexical_lookup"
+
+
+def test_studio_graph_opens_a_saved_index(tmp_path: Path) -> None:
+    docs = [
+        Document(
+            "# Deploying\n\nRun `tiller deploy --region eu` to ship the service.",
+            metadata={"source": "deploy.md"},
+        ),
+        Document("# Billing\n\nInvoices are sent monthly.", metadata={"source": "billing.md"}),
+    ]
+    EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False).save(tmp_path / "idx")
+    graph = studio.build_studio_graph({"RAGTILLER_INDEX": str(tmp_path / "idx")})
+    out = graph.invoke({"query": "how do I deploy the service to a region?"})
+    assert out["documents"][0].metadata["source"] == "deploy.md"
+
+
+def test_studio_graph_uses_the_policy_named_in_the_environment(tmp_path: Path) -> None:
+    variant = tmp_path / "variant.yaml"
+    policy = load_policy().model_dump(mode="json") | {"policy_id": "studio-variant"}
+    variant.write_text(yaml.safe_dump(policy), "utf-8")
+    graph = studio.build_studio_graph({"RAGTILLER_POLICY": str(variant)})
+    assert graph.invoke({"query": "json.dumps"})["manifest"].policy_id == "studio-variant"
+
+
+def test_a_bad_policy_fails_before_the_index_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_index(env: object) -> None:
+        raise AssertionError("the index was built before the policy was checked")
+
+    monkeypatch.setattr(studio, "studio_index", no_index)
+    with pytest.raises(PolicyError, match="no-such-policy"):
+        studio.build_studio_graph({"RAGTILLER_POLICY": "no-such-policy"})
+
+
+def test_an_unknown_embedder_names_the_variable() -> None:
+    with pytest.raises(ConfigurationError, match=r"RAGTILLER_EMBEDDER: unknown embedder 'bert'"):
+        studio.build_studio_graph({"RAGTILLER_EMBEDDER": "bert"})
+
+
+async def test_make_graph_builds_once_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    built_on: list[threading.Thread] = []
+    sentinel = object()
+
+    def fake_build() -> object:
+        built_on.append(threading.current_thread())
+        return sentinel
+
+    monkeypatch.setattr(studio, "_graph", None)
+    monkeypatch.setattr(studio, "build_studio_graph", fake_build)
+    first, second = await asyncio.gather(studio.make_graph(), studio.make_graph())
+    assert first is second is sentinel
+    assert len(built_on) == 1
+    assert built_on[0] is not threading.current_thread()
+
+
+def test_minilm_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    def recording_embedder(kind: str) -> HashingEmbedder:
+        asked.append(kind)
+        return HashingEmbedder()
+
+    monkeypatch.setattr(studio, "demo_embedder", recording_embedder)
+    studio.studio_index({"RAGTILLER_EMBEDDER": " minilm "})
+    studio.studio_index({})
+    assert asked == ["minilm", "hashing"]
+
+
+# --- `langgraph dev` -----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def hermetic_env() -> dict[str, str]:
+    """This process's environment without any ragtiller or backend settings, plus CLI quiet flags."""
+    drop = variables_read_by_the_package()
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGGRAPH_NO_VERSION_CHECK="true")
+    return env
+
+
+def server_config(directory: Path) -> Path:
+    """The repository's langgraph.json with paths made absolute and no ``.env`` file, so the
+    server can run from ``directory`` (its state goes there) whatever a developer's .env holds."""
+    config = json.loads(CONFIG.read_text("utf-8"))
+    config["dependencies"] = [str((ROOT / dep).resolve()) for dep in config["dependencies"]]
+    config["graphs"] = {
+        graph_id: str((ROOT / spec.partition(":")[0]).resolve()) + ":" + spec.partition(":")[2]
+        for graph_id, spec in config["graphs"].items()
+    }
+    del config["env"]
+    path = directory / "langgraph.json"
+    path.write_text(json.dumps(config), "utf-8")
+    return path
+
+
+class DevServer:
+    """`langgraph dev` in its own process group, with its output collected line by line."""
+
+    def __init__(self, directory: Path) -> None:
+        command = [
+            sys.executable, "-m", "langgraph_cli", "dev",
+            "--config", str(server_config(directory)),
+            "--no-reload", "--no-browser", "--host", "127.0.0.1", "--port", str(free_port()),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command,
+            cwd=directory,
+            env=hermetic_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def _drain(self, timeout_s: float) -> str | None:
+        try:
+            line = self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        self.log.append(line)
+        return line
+
+    def url(self, timeout_s: float) -> str:
+        """The API address the server reports (it moves to another port if ours was taken)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = self._drain(0.5)
+            if line is not None and (found := re.search(r"API: \S*?(http://[\d.]+:\d+)", line)):
+                return found[1]
+            if line is None and self.process.poll() is not None:
+                break
+        raise AssertionError("langgraph dev reported no API address:\n" + "".join(self.log))
+
+    def wait_ready(self, url: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "langgraph dev exited:\n" + "".join(self.log)
+            try:
+                if httpx.get(f"{url}/ok", timeout=2.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            while self._drain(0.2) is not None:
+                pass
+        raise AssertionError("langgraph dev never became ready:\n" + "".join(self.log))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self._pump_thread.join(timeout=10)
+        while self._drain(0) is not None:
+            pass
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+@pytest.fixture
+def dev_server(tmp_path: Path) -> Iterator[tuple[str, DevServer]]:
+    server = DevServer(tmp_path)
+    try:
+        url = server.url(timeout_s=120)
+        server.wait_ready(url, timeout_s=120)
+        yield url, server
+    finally:
+        server.stop()
+
+
+async def one_turn(url: str, query: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One run on a new thread, streamed as ``custom`` and ``values``: final values, events."""
+    events: list[dict[str, Any]] = []
+    values: dict[str, Any] = {}
+    async with get_client(url=url) as client:
+        thread = await client.threads.create()
+        async for part in client.runs.stream(
+            thread["thread_id"],
+            "ragtiller",
+            input={"query": query},
+            stream_mode=["custom", "values"],
+        ):
+            assert part.event != "error", part.data
+            if part.event == "custom":
+                events.append(part.data)
+            elif part.event == "values":
+                values = part.data
+    return values, events
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_serves_the_graph_with_stage_events(
+    dev_server: tuple[str, DevServer],
+) -> None:
+    url, server = dev_server
+    values, events = await one_turn(url, QUESTION)
+
+    assert set(values) == {"documents", "context", "manifest"}
+    assert values["context"].startswith("[1] ")
+    assert values["documents"] and values["documents"][0]["metadata"]["citation"] == 1
+    manifest = RunManifest.model_validate(values["manifest"])
+    assert manifest.rerank_query == QUESTION
+    assert manifest.step_back.reason == "no-llm"  # Studio opens without an LLM
+
+    assert all(e["type"] == "pipeline:step" for e in events)
+    final = {e["step"] for e in events if e["status"] != "active"}
+    assert final == set(STAGES)
+
+    again, _ = await one_turn(url, "json.dumps")  # the factory's graph is reused, not rebuilt
+    assert RunManifest.model_validate(again["manifest"]).query_type == "exact_lexical_lookup"
+    server.stop()
+    log = "".join(server.log)
+    assert "BlockingError" not in log
+    assert log.count("Slow graph load") <= 1  # only the first run builds the demo index
