@@ -38,8 +38,8 @@ POLICIES = [
     ("dense alone (MiniLM)", "dense.yaml"),
     ("hybrid + RRF (k=60)", "hybrid_rrf.yaml"),
     ("hybrid + z-score fusion", "hybrid_zscore.yaml"),
-    ("default policy (sizes -> 100)", "default_k100.yaml"),
-    ("default policy, hybrid always on", "default_hybrid_k100.yaml"),
+    ("previous default policy, 2026-06-16 (sizes -> 100)", "previous_default_k100.yaml"),
+    ("default policy, 2026-11-29 (sizes -> 100)", "default_k100.yaml"),
     ("hybrid + tuned fusion", "hybrid_tuned.yaml"),
 ]
 CHUNK_TOKENS = 1024

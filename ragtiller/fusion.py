@@ -117,7 +117,8 @@ def fuse_hits(
     """Merge tier hit lists into at most ``cap`` candidates, best first.
 
     Each candidate keeps every tier's raw score, 1-based rank and z-score (within that tier's
-    whole hit list). Ties break by id so the order is deterministic.
+    whole hit list). Equal fused scores break by the best rank any tier gave the candidate, then
+    by tier order (the order of ``hits_by_tier``), then by id, so the order is deterministic.
     """
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
     if method == "rrf":
@@ -138,7 +139,16 @@ def fuse_hits(
         for hit in hits:
             first_hit.setdefault(hit["id"], hit)
 
-    order = sorted(fused, key=lambda i: (-fused[i], i))[:cap]
+    ranks = {tier: {doc_id: rank for rank, doc_id in enumerate(s, start=1)} for tier, s in scored.items()}
+    tier_order = list(scored)
+
+    def tie_break(doc_id: str) -> tuple[float, int, int, str]:
+        # Equal fused scores are common under RRF (rank 1 in one tier = rank 1 in another).
+        # Prefer the candidate some tier ranked higher, then the earlier tier, then the id.
+        best = min((r[doc_id], tier_order.index(t)) for t, r in ranks.items() if doc_id in r)
+        return (-fused[doc_id], best[0], best[1], doc_id)
+
+    order = sorted(fused, key=tie_break)[:cap]
     candidates: list[Candidate] = []
     for doc_id in order:
         hit = first_hit[doc_id]
@@ -151,7 +161,7 @@ def fuse_hits(
                 source=hit["source"],
                 metadata=dict(hit["metadata"]),
                 tier_scores={t: s[doc_id] for t, s in scored.items() if doc_id in s},
-                tier_ranks={t: list(s).index(doc_id) + 1 for t, s in scored.items() if doc_id in s},
+                tier_ranks={t: r[doc_id] for t, r in ranks.items() if doc_id in r},
                 tier_z={t: z[doc_id] for t, z in z_by_tier.items() if doc_id in z},
                 fused_score=fused[doc_id],
             )

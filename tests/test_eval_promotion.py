@@ -191,7 +191,7 @@ def test_decision_artifact_is_stable_and_complete(tmp_path: Path) -> None:
     data = json.loads(text)
     assert list(data) == sorted(data)
     assert data["decision"] == "promote"
-    assert data["candidate"] == {"policy_id": "default-retrieval-policy", "version": "2026-06-16"}
+    assert data["candidate"] == {"policy_id": "default-retrieval-policy", "version": "2026-11-29"}
     assert data["dataset"]["sha256"] == LABELLED.sha256
     assert data["lifts"]["lexical"] == {
         "metric": "ndcg_at_10",

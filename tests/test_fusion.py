@@ -116,3 +116,13 @@ def test_zscore_combine_sums_tier_z_and_fills_misses() -> None:
     # dense z: a=+1, b=-1; parent_child z: b=+1, c=-1. Misses take the tier's min z (-1).
     assert scores == {"a": pytest.approx(0.0), "b": pytest.approx(0.0), "c": pytest.approx(-2.0)}
     assert ranked[-1]["id"] == "c"
+
+
+def test_rrf_ties_break_by_best_tier_rank_then_tier_order() -> None:
+    hits = {
+        "dense": [hit("dense", "z", 0.9), hit("dense", "m", 0.5)],
+        "lexical": [hit("lexical", "a", 7.0), hit("lexical", "n", 1.0)],
+    }
+    order = [c["id"] for c in fuse_hits(hits, method="rrf", cap=10)]
+    # z and a tie at 1/61, m and n at 1/62: the earlier tier (dense) wins each tie, ids aside.
+    assert order == ["z", "a", "m", "n"]

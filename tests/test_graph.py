@@ -11,7 +11,7 @@ from fixtures.fakes import RaisingTier, ScriptedChatModel, StaticTier, hit
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
-from ragtiller import EVENT_TYPE, RunManifest, build_graph, load_policy
+from ragtiller import EVENT_TYPE, RetrievalPolicy, RunManifest, build_graph, load_policy
 from ragtiller.graph.draw import mermaid
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryQuotaLedger
@@ -88,8 +88,22 @@ def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:
     assert out["documents"][0].metadata["id"] == "c3"
 
 
-def test_factual_route_disables_rerank_and_hybrid_without_trigger() -> None:
-    out, events = run(graph(), FACTUAL)
+def conditional_hybrid_policy() -> RetrievalPolicy:
+    """The default with the factual route's hybrid switch back on ``conditional``."""
+    policy = load_policy()
+    factual = policy.routes["factual_lookup"].model_copy(update={"hybrid": "conditional"})
+    return policy.model_copy(update={"routes": {**policy.routes, "factual_lookup": factual}})
+
+
+def test_default_factual_route_runs_hybrid_and_skips_rerank() -> None:
+    _, events = run(graph(), FACTUAL)
+    ran = {e["detail"]["tier"] for e in final(events, "tier-search") if e["status"] == "done"}
+    assert "lexical" in ran
+    assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
+
+
+def test_conditional_hybrid_without_trigger_skips_lexical_tier() -> None:
+    out, events = run(graph(policy=conditional_hybrid_policy()), FACTUAL)
     assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
     lexical = next(e for e in final(events, "tier-search") if e["detail"]["tier"] == "lexical")
     assert (lexical["status"], lexical["detail"]["reason"]) == ("skipped", "hybrid-off")
@@ -159,7 +173,10 @@ class FailingEmbedder(Embeddings):
 
 
 def test_embed_failure_falls_back_to_lexical_tier_labelled() -> None:
-    out, events = run(graph(embedder=FailingEmbedder()), FACTUAL)
+    # hybrid is off for this route, yet the lexical tier answers when there is no vector
+    out, events = run(
+        graph(embedder=FailingEmbedder(), policy=conditional_hybrid_policy()), FACTUAL
+    )
     assert final(events, "embed")[0]["status"] == "error"
     ran = [e["detail"]["tier"] for e in final(events, "tier-search") if e["status"] == "done"]
     assert ran == ["lexical"]

@@ -207,7 +207,7 @@ async def test_an_agent_calls_the_tool_and_reads_the_cited_context(mode: str) ->
     assert result.content.startswith("[1] ")
     assert result.artifact["manifest"]["query_type"] == "factual_lookup"
     assert result.artifact["manifest"]["rerank_query"] == FACTUAL
-    assert ids(result.artifact["documents"])[0] == "c0"
+    assert ids(result.artifact["documents"])[0] == result.artifact["manifest"]["reranked"][0]["id"]
     shown = model.seen[-1][-1]  # the model's second call sees the tool's content, not the artifact
     assert isinstance(shown, ToolMessage) and shown.content == result.content
     assert out["messages"][-1].content == "The default port is in [1]."

@@ -44,7 +44,18 @@ FACTUAL = "which port does the gateway-server listen on by default"
 LEXICAL_CHOICE = RouteChoice(
     route="exact_lexical_lookup", is_broad=False, triggers=["gateway-server"], confidence=0.9
 )
-POLICY = load_policy()
+_DEFAULT = load_policy()
+POLICY = _DEFAULT.model_copy(
+    update={
+        "routes": {
+            **_DEFAULT.routes,
+            # hybrid only on a trigger, so the LLM router's trigger visibly changes the edges
+            "factual_lookup": _DEFAULT.routes["factual_lookup"].model_copy(
+                update={"hybrid": "conditional"}
+            ),
+        }
+    }
+)
 DETAIL_KEYS = {
     "router",
     "mode",
@@ -496,8 +507,8 @@ def test_promote_artifact_with_lift_enables_the_router(tmp_path: Path) -> None:
     assert detail["eval"] == {
         "artifact": str(path),
         "reason": None,
-        "note": f"promoted by {str(path)!r}: candidate llm-router-candidate@2026-06-16 beat "
-        "baseline default-retrieval-policy@2026-06-16 on lexical",
+        "note": f"promoted by {str(path)!r}: candidate llm-router-candidate@2026-11-29 beat "
+        "baseline default-retrieval-policy@2026-11-29 on lexical",
     }
 
 

@@ -27,18 +27,19 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert isinstance(policy, RetrievalPolicy)
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
-        "2026-06-16",
+        "2026-11-29",
         1,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
     assert policy.routes["factual_lookup"].rerank is False
+    assert policy.routes["factual_lookup"].hybrid is True  # promoted on Cranfield, 2026-11-29
     assert policy.routes["synthesis"].fusion == "conditional"
     assert policy.router.llm_router == "off"
     assert policy.step_back.cache_ttl_s == 21600
     assert policy.quota.chat_gen_per_day == 20
     assert policy.reranker.provider == "zscore"
     assert policy.budgets.candidate_cap == 36
-    assert policy.eval_slices == ["exact_lexical", "factual", "synthesis", "noisy"]
+    assert policy.eval_slices == ["exact_lexical_lookup", "factual_lookup", "synthesis"]
 
 
 def test_policy_is_frozen() -> None:
