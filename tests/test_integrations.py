@@ -14,12 +14,12 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
 from ragtiller import ConfigurationError, RunManifest, build_graph
+from ragtiller.graph import checkpoint_serde
 from ragtiller.index import HashingEmbedder
 from ragtiller.integrations import MANIFEST_KEY, RagtillerRetriever, as_retriever, as_tool
 from ragtiller.types import STAGES
@@ -255,7 +255,7 @@ async def test_graph_as_a_node_under_a_checkpointed_parent() -> None:
     parent = StateGraph(SharedKeysState)
     parent.add_node("retrieve", graph())
     parent.add_edge(START, "retrieve")
-    serde = JsonPlusSerializer(allowed_msgpack_modules=[("ragtiller.manifest", "RunManifest")])
+    serde = checkpoint_serde()
     app = parent.compile(checkpointer=InMemorySaver(serde=serde))
     config: Any = {"configurable": {"thread_id": "parent-1"}}
     await app.ainvoke({"query": FACTUAL}, config)

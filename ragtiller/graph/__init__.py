@@ -1,11 +1,13 @@
 """The retrieval graph: state, builder and edges."""
 
-from ragtiller.graph.builder import RetrievalGraph, build_graph, compile_graph
+from ragtiller.graph.builder import RetrievalGraph, build_components, build_graph, compile_graph
+from ragtiller.graph.checkpoint import CHECKPOINT_TYPES, checkpoint_serde
 from ragtiller.graph.components import Components
 from ragtiller.graph.events import EVENT_TYPE
 from ragtiller.graph.state import InputState, OutputState, RetrievalState, Route, TierTask
 
 __all__ = (
+    "CHECKPOINT_TYPES",
     "EVENT_TYPE",
     "Components",
     "InputState",
@@ -14,6 +16,8 @@ __all__ = (
     "RetrievalState",
     "Route",
     "TierTask",
+    "build_components",
     "build_graph",
+    "checkpoint_serde",
     "compile_graph",
 )
