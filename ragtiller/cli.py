@@ -69,7 +69,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from ragtiller.eval._index import open_index
+    from ragtiller.index import open_index
 
     graph = build_graph(args.policy, index=open_index(args.index))
     out, events = run_turn(graph, args.question)

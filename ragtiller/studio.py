@@ -18,9 +18,8 @@ from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.demo import DEMO_CHUNKING, demo_embedder
 from ragtiller.errors import ConfigurationError, RagtillerError
-from ragtiller.eval._index import open_index
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import EmbeddedIndex, stdlib_documents
+from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents
 from ragtiller.policies import load_policy
 
 logger = logging.getLogger("ragtiller.studio")

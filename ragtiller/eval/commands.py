@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ragtiller.errors import RagtillerError
-from ragtiller.eval._index import open_index
 from ragtiller.eval.compare import DEFAULT_RESAMPLES, Comparison, compare_runs
 from ragtiller.eval.datasets import EvalDataset, load_beir
 from ragtiller.eval.promotion import (
@@ -22,7 +21,7 @@ from ragtiller.eval.promotion import (
 )
 from ragtiller.eval.report import TOTAL, SliceMetrics, summarize
 from ragtiller.eval.runner import EvalRun, run_eval
-from ragtiller.index import EmbeddedIndex
+from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.policies import RetrievalPolicy, load_policy
 
 EXIT_PROMOTE, EXIT_REJECT, EXIT_ERROR = 0, 1, 2

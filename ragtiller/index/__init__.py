@@ -13,6 +13,7 @@ from ragtiller.index.embedders import (
 )
 from ragtiller.index.lexical import LexicalConfig, LexicalTier
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
+from ragtiller.index.opening import embedder_for, open_index
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.index.sources import SkippedSource, SourceDocument, load_sources
 from ragtiller.index.stdlib_corpus import stdlib_documents
@@ -38,9 +39,11 @@ __all__ = (
     "build_corpus_map",
     "chunk_documents",
     "embed_texts",
+    "embedder_for",
     "embedder_identity",
     "ingest",
     "load_sources",
     "local_embedder",
+    "open_index",
     "stdlib_documents",
 )

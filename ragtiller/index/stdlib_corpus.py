@@ -9,7 +9,6 @@ from __future__ import annotations
 import builtins
 import importlib
 import inspect
-import re
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
@@ -32,59 +31,11 @@ DEFAULT_MODULES: tuple[str, ...] = (
     "logging",
     "argparse",
     "datetime",
-    "os",
     "os.path",
     "shutil",
     "sqlite3",
     "unittest",
     "enum",
-    "inspect",
-    "threading",
-    "queue",
-    "textwrap",
-    "string",
-    "urllib.parse",
-    "heapq",
-    "bisect",
-    "random",
-    "statistics",
-    "decimal",
-    "tempfile",
-    "csv",
-    "io",
-    "time",
-    "copy",
-    "pickle",
-    "zipfile",
-    "hashlib",
-    "uuid",
-    "abc",
-    "operator",
-    "math",
-    "glob",
-    "fnmatch",
-    "weakref",
-    "traceback",
-    "warnings",
-    "pprint",
-    "types",
-    "socket",
-    "base64",
-    "sys",
-    "signal",
-    "selectors",
-    "multiprocessing",
-    "xml.etree.ElementTree",
-    "difflib",
-    "secrets",
-    "timeit",
-    "doctest",
-    "importlib.metadata",
-    "configparser",
-    "platform",
-    "tomllib",
-    "array",
-    "gc",
 )
 """Modules whose docstrings (module, public classes with their methods, public functions) are included."""
 
@@ -193,7 +144,7 @@ def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:
     parts = [f"# {qualname}", f"{qualname}{_signature(obj)}", doc]
     if methods:
         for name, member in sorted(vars(obj).items()):
-            member_doc = _own_doc(member) if _is_method(name, member) else ""
+            member_doc = _own_doc(member) if _is_method(obj, name, member) else ""
             if member_doc:
                 heading = f"{qualname}.{name}"
                 parts.append(f"## {heading}\n\n{heading}{_signature(member)}\n\n{member_doc}")
@@ -206,26 +157,46 @@ def _own_doc(obj: Any) -> str:
     return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
 
 
-def _is_method(name: str, member: Any) -> bool:
-    public = not name.startswith("_")
-    return public and (
+def _is_method(owner: type, name: str, member: Any) -> bool:
+    """A public method, classmethod, staticmethod or property defined with the class itself.
+
+    Methods that other libraries patch onto a class at run time (transformers adds
+    ``logging.Logger.warning_once``) are left out, so the corpus is the same in every process.
+    """
+    if name.startswith("_") or not (
         inspect.isroutine(member) or isinstance(member, classmethod | staticmethod | property)
-    )
+    ):
+        return False
+    function = getattr(member, "__func__", None) or getattr(member, "fget", None) or member
+    home = getattr(function, "__module__", None)
+    return home is None or home == owner.__module__
 
 
 def _is_exception(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, BaseException)
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
 def _signature(obj: Any) -> str:
-    """The signature without memory addresses, which change every run (and would change ids)."""
+    """The signature, non-literal defaults shown as ``...``: their reprs (handler lists, memory
+    addresses) differ between processes and would change the text, hence the chunk ids."""
     try:
-        return _ADDRESS.sub("", str(inspect.signature(obj)))
+        sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return ""
+    params = [
+        p if p.default is p.empty or type(p.default) in _LITERALS else p.replace(default=_ELIDED)
+        for p in sig.parameters.values()
+    ]
+    return str(sig.replace(parameters=params))
+
+
+class _Elided:
+    def __repr__(self) -> str:
+        return "..."
+
+
+_ELIDED = _Elided()
+_LITERALS = (int, float, complex, str, bytes, bool, type(None))
 
 
 def _doc(source: str, title: str, text: str, fmt: str) -> Document:

@@ -9,9 +9,9 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from ragtiller.errors import IndexError_
-from ragtiller.index import EmbeddedIndex, EmbedderInfo, HashingEmbedder, IndexManifest
-from ragtiller.index.embedders import MiniLMEmbedder, local_embedder
-from ragtiller.index.manifest import MANIFEST_FILE
+from ragtiller.index.embedded import EmbeddedIndex
+from ragtiller.index.embedders import HashingEmbedder, MiniLMEmbedder, local_embedder
+from ragtiller.index.manifest import MANIFEST_FILE, EmbedderInfo, IndexManifest
 
 _HASHING = re.compile(r"ragtiller/hashing-v1-ngram(?P<weight>\d+(?:\.\d+)?(?:e-?\d+)?)")
 
