@@ -88,6 +88,13 @@ def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:
     assert out["documents"][0].metadata["id"] == "c3"
 
 
+def synthesis_rerank_policy() -> RetrievalPolicy:
+    """The default with rerank back on (``conditional``) for synthesis, to exercise the stage."""
+    policy = load_policy()
+    synthesis = policy.routes["synthesis"].model_copy(update={"rerank": "conditional"})
+    return policy.model_copy(update={"routes": {**policy.routes, "synthesis": synthesis}})
+
+
 def conditional_hybrid_policy() -> RetrievalPolicy:
     """The default with the factual route's hybrid switch back on ``conditional``."""
     policy = load_policy()
@@ -111,8 +118,15 @@ def test_conditional_hybrid_without_trigger_skips_lexical_tier() -> None:
     assert len(out["documents"]) <= 5
 
 
+def test_default_synthesis_route_skips_rerank_as_disabled() -> None:
+    _, events = run(graph(), BROAD)
+    assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
+
+
 def test_broad_turn_reranks_with_zscore_and_injects_corpus_map() -> None:
-    out, events = run(graph(corpus_map="asyncio: tasks, streams"), BROAD)
+    out, events = run(
+        graph(corpus_map="asyncio: tasks, streams", policy=synthesis_rerank_policy()), BROAD
+    )
     assert final(events, "step-back")[0]["detail"]["reason"] == "no-llm"
     assert final(events, "rerank")[0]["detail"]["method"] == "zscore"
     assert "<project-overview>\nasyncio: tasks, streams\n</project-overview>" in out["context"]
@@ -192,7 +206,7 @@ class BrokenReranker:
 
 
 def test_rerank_provider_that_raises_falls_back_to_identity() -> None:
-    out, events = run(graph(reranker=BrokenReranker()), BROAD)
+    out, events = run(graph(reranker=BrokenReranker(), policy=synthesis_rerank_policy()), BROAD)
     record = final(events, "rerank")[0]
     assert record["status"] == "error" and "RuntimeError: model crashed" in record["error"]
     assert out["manifest"].rerank_method == "identity"
@@ -217,7 +231,8 @@ def test_step_back_changes_embed_query_but_never_rerank_query() -> None:
     reranker = RecordingReranker()
     model = ScriptedChatModel(reply="What is asynchronous programming in Python?")
     ts = tiers()
-    out, _ = run(graph(tiers=ts, chat_model=model, reranker=reranker), BROAD)
+    g = graph(tiers=ts, chat_model=model, reranker=reranker, policy=synthesis_rerank_policy())
+    out, _ = run(g, BROAD)
     m = out["manifest"]
     assert m.embed_query == "What is asynchronous programming in Python?"
     assert m.rerank_query == BROAD

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from ragtiller.index import (
@@ -68,8 +70,27 @@ def test_exact_identifier_finds_its_defining_chunk_first_via_bm25(
 
 
 def test_the_demo_corpus_stays_within_the_embedding_budget() -> None:
+    # ~12-20 chunks/s with MiniLM on 2 busy cores: 2000 chunks is about two minutes at worst
     _, chunks = chunk_documents(load_sources(stdlib_documents())[0], ChunkingConfig())
-    assert 2500 <= len(chunks) <= 3500
+    assert 1500 <= len(chunks) <= 2000
+
+
+def test_the_corpus_is_the_same_in_every_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def source_text(name: str) -> str:
+        docs = stdlib_documents(modules=["logging"], include_topics=False, include_builtins=False)
+        return next(d.page_content for d in docs if d.metadata["source"] == name)
+
+    before = source_text("docstring:logging.Logger")
+
+    def patched_on(self: logging.Logger) -> None:
+        """Added at run time by some library."""
+
+    monkeypatch.setattr(logging.Logger, "patched_on", patched_on, raising=False)
+    assert source_text("docstring:logging.Logger") == before
+    assert "patched_on" not in before
+    assert source_text("docstring:logging.shutdown").startswith(
+        "# logging.shutdown\n\nlogging.shutdown(handlerList=...)"
+    )
 
 
 def test_stdlib_corpus_is_identical_across_processes() -> None:

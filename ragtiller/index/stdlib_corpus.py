@@ -1,7 +1,8 @@
 """A real demo corpus present on every Python install: the language reference topics and stdlib docstrings.
 
-Sized so that all-MiniLM-L6-v2 on two CPU cores embeds all of it in about a minute; see
-``benchmarks/bench_index.py`` for the measured figures.
+About 1,800 chunks at the default chunking: all-MiniLM-L6-v2 embeds it in about a minute on an
+idle two-core machine (~28 chunks/s) and in about three minutes when other work shares the cores
+(8.8 chunks/s measured at a load average of 4-5); ``benchmarks/bench_index.py`` measures a slice.
 """
 
 from __future__ import annotations
