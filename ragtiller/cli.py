@@ -15,6 +15,7 @@ from typing import Any
 from ragtiller.display import citations, stage_table, summary
 from ragtiller.errors import RagtillerError
 from ragtiller.graph.builder import build_graph
+from ragtiller.policies import load_policy
 
 EXIT_ERROR = 2
 
@@ -69,9 +70,11 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from ragtiller.index import open_index
+    from ragtiller.index import open_index, tiers_for_policy
 
-    graph = build_graph(args.policy, index=open_index(args.index))
+    policy = load_policy(args.policy)
+    index = open_index(args.index)
+    graph = build_graph(policy, index=index, tiers=tiers_for_policy(policy, index))
     out, events = run_turn(graph, args.question)
     if args.json:
         payload = {

@@ -1,6 +1,7 @@
 """The ingest door and the embedded, offline, persistent index behind the dense, parent-child and lexical tiers."""
 
 from ragtiller.index._embedding import EmbeddingStats, embed_texts
+from ragtiller.index.backends import tiers_for_policy
 from ragtiller.index.chunking import Chunk, ChunkingConfig, Section, chunk_documents
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import DenseTier, NumpyVectorStore
@@ -46,4 +47,5 @@ __all__ = (
     "local_embedder",
     "open_index",
     "stdlib_documents",
+    "tiers_for_policy",
 )

@@ -151,6 +151,22 @@ class FusionConfig(_Model):
     ] = None
 
 
+class DenseBackendConfig(_Model):
+    """Where the dense tier is served from, and what answers when that backend cannot."""
+
+    provider: Literal["embedded", "pinecone"] = "embedded"
+    fallback: Literal["embedded", "none"] = Field(
+        "embedded", description="Serve from the embedded index when Pinecone has no credentials."
+    )
+    fallback_on_outage: bool = Field(
+        False,
+        description="Also fall back on Pinecone errors (429, 5xx, timeouts), not only on missing credentials.",
+    )
+    timeout_s: Annotated[float, Field(gt=0, description="Pinecone query deadline, in seconds.")] = (
+        5.0
+    )
+
+
 class PromotionConfig(_Model):
     """Rules ``ragtiller promote`` applies to this policy as a candidate."""
 
@@ -183,6 +199,7 @@ class RetrievalPolicy(_Model):
     reranker: RerankerConfig = RerankerConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     fusion: FusionConfig = FusionConfig()
+    dense_backend: DenseBackendConfig = DenseBackendConfig()
     eval_slices: list[str] = Field(default_factory=list)
     promotion: PromotionConfig = PromotionConfig()
 

@@ -1,0 +1,100 @@
+"""The policy picks the dense backend: embedded, or Pinecone with (or without) the embedded fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fixtures.pinecone_emulator import API_KEY, PineconeEmulator
+from langchain_core.documents import Document
+from langchain_pinecone import PineconeVectorStore
+from pinecone import Pinecone
+
+from ragtiller import ConfigurationError, build_graph, load_policy
+from ragtiller.index import EmbeddedIndex, HashingEmbedder, tiers_for_policy
+from ragtiller.index.pinecone import upsert_chunks
+from ragtiller.policies import RetrievalPolicy
+
+DIM = 64
+QUERY = "which timeout does wait_for apply to a task"
+
+
+@pytest.fixture(scope="module")
+def index() -> EmbeddedIndex:
+    docs = [
+        Document(
+            page_content="# Timeouts\n\nwait_for applies a timeout to a task.",
+            metadata={"source": "t.md"},
+        ),
+        Document(
+            page_content="# Loop\n\nThe event loop runs callbacks.", metadata={"source": "l.md"}
+        ),
+    ]
+    return EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=DIM), progress=False)
+
+
+def policy(**backend: Any) -> RetrievalPolicy:
+    base = load_policy()
+    return base.model_copy(update={"dense_backend": base.dense_backend.model_copy(update=backend)})
+
+
+def dense_outcome(
+    policy: RetrievalPolicy, index: EmbeddedIndex, env: dict[str, str]
+) -> tuple[dict[str, Any], Any]:
+    graph = build_graph(policy, index=index, tiers=tiers_for_policy(policy, index, env=env))
+    events = [
+        e for e in graph.stream({"query": QUERY}, stream_mode="custom") if e["status"] != "active"
+    ]
+    (dense,) = [
+        e for e in events if e["step"] == "tier-search" and e["detail"].get("tier") == "dense"
+    ]
+    return dense, graph.invoke({"query": QUERY})
+
+
+def test_embedded_backend_keeps_the_index_tiers(index: EmbeddedIndex) -> None:
+    assert tiers_for_policy(load_policy(), index, env={}) == index.tiers
+
+
+def test_no_credentials_falls_back_to_the_embedded_dense_tier(index: EmbeddedIndex) -> None:
+    dense, out = dense_outcome(policy(provider="pinecone"), index, env={})
+    assert dense["status"] == "done"
+    served = {
+        d.metadata.get("served_by")
+        for d in out["documents"]
+        if "dense" in d.metadata["tier_scores"]
+    }
+    assert served == {"embedded"}
+
+
+def test_no_credentials_without_fallback_is_skipped(index: EmbeddedIndex) -> None:
+    dense, out = dense_outcome(policy(provider="pinecone", fallback="none"), index, env={})
+    assert (dense["status"], dense["detail"]["reason"]) == ("skipped", "no-credentials")
+    assert out["documents"]  # the other tiers still answer
+
+
+def test_half_configured_pinecone_is_a_clear_error(index: EmbeddedIndex) -> None:
+    with pytest.raises(ConfigurationError, match="PINECONE"):
+        tiers_for_policy(policy(provider="pinecone"), index, env={"PINECONE_API_KEY": "k"})
+
+
+@pytest.fixture
+def emulator(index: EmbeddedIndex) -> Iterator[PineconeEmulator]:
+    with PineconeEmulator(dimension=DIM) as server:
+        with Pinecone(api_key=API_KEY).Index(host=server.host) as remote:
+            upsert_chunks(PineconeVectorStore(index=remote, embedding=index.embedder), index)
+        yield server
+
+
+def test_configured_pinecone_serves_the_dense_tier(
+    index: EmbeddedIndex, emulator: PineconeEmulator
+) -> None:
+    env = {"PINECONE_API_KEY": API_KEY, "PINECONE_HOST": emulator.host}
+    dense, out = dense_outcome(policy(provider="pinecone"), index, env=env)
+    assert dense["status"] == "done"
+    served = {
+        d.metadata.get("served_by")
+        for d in out["documents"]
+        if "dense" in d.metadata["tier_scores"]
+    }
+    assert served == {"pinecone"}
