@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TypeVar
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from ragtiller.types import Hit
 
 T = TypeVar("T")
 
@@ -56,3 +60,39 @@ async def run_cpu(fn: Callable[[], T], *, rows: int) -> T:
     if rows <= INLINE_ROWS:
         return fn()
     return await asyncio.to_thread(fn)
+
+
+class CpuTier(ABC):
+    """A tier whose search is CPU-bound numpy/BM25 work: ``asearch`` follows :func:`run_cpu`."""
+
+    @property
+    @abstractmethod
+    def rows(self) -> int:
+        """Rows one search scans."""
+
+    @abstractmethod
+    def search(
+        self,
+        *,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """At most ``k`` hits, best first."""
+
+    async def asearch(
+        self,
+        *,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Async twin of :meth:`search`; never blocks the loop on a large tier."""
+        call = functools.partial(
+            self.search, query=query, vector=vector, k=k, namespaces=namespaces, filter=filter
+        )
+        return await run_cpu(call, rows=self.rows)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from ragtiller.errors import IndexError_
-from ragtiller.index._compute import run_cpu, top_k
+from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._embedding import Matrix, normalize_rows
 from ragtiller.index._records import RecordTable, ensure_json_metadata
 from ragtiller.types import Hit
@@ -312,7 +311,7 @@ class NumpyVectorStore(VectorStore):
         self._records, self._vectors = records, vectors
 
 
-class DenseTier:
+class DenseTier(CpuTier):
     """The ``dense`` tier: child chunks ranked by cosine with the query vector.
 
     A thin adapter from a :class:`NumpyVectorStore` to the :class:`~ragtiller.types.Tier`
@@ -350,20 +349,10 @@ class DenseTier:
         pairs = self.store.search_rows(vector, k, namespaces=namespaces, filter=filter)
         return [records.hit(row, score) for row, score in pairs]
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Async twin of :meth:`search`; never blocks the loop on a large store."""
-        call = functools.partial(
-            self.search, query=query, vector=vector, k=k, namespaces=namespaces, filter=filter
-        )
-        return await run_cpu(call, rows=len(self.store))
+    @property
+    def rows(self) -> int:
+        """Rows one search scans."""
+        return len(self.store)
 
 
 def _table(

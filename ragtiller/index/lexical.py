@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +12,7 @@ import Stemmer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragtiller.errors import IndexError_
-from ragtiller.index._compute import run_cpu, top_k
+from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._records import RecordTable
 from ragtiller.types import Hit
 
@@ -59,7 +58,7 @@ class LexicalConfig(BaseModel):
 DEFAULT_LEXICAL = LexicalConfig()
 
 
-class LexicalTier:
+class LexicalTier(CpuTier):
     """The ``lexical`` tier: BM25 (bm25s) over each chunk's indexed text.
 
     The indexed text of a chunk is its document title, a space, and the chunk text (as BEIR
@@ -159,20 +158,10 @@ class LexicalTier:
         best = rows[top_k(scores[rows], k)]
         return [self.records.hit(r, scores[r]) for r in best.tolist()]
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Async twin of :meth:`search`; never blocks the loop on a large index."""
-        call = functools.partial(
-            self.search, query=query, vector=vector, k=k, namespaces=namespaces, filter=filter
-        )
-        return await run_cpu(call, rows=len(self.records))
+    @property
+    def rows(self) -> int:
+        """Rows one search scans."""
+        return len(self.records)
 
     def _tokenize(self, texts: list[str]) -> list[list[str]]:
         tokens: list[list[str]] = bm25s.tokenize(

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ragtiller.index._compute import run_cpu, top_k
+from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._records import RecordTable
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.types import Hit
@@ -19,7 +18,7 @@ MATCHED_WINDOW = 4
 """A parent's matched children are its children among the top ``MATCHED_WINDOW * k`` children."""
 
 
-class ParentChildTier:
+class ParentChildTier(CpuTier):
     """The ``parent_child`` tier: parents ranked by the cosine of their best child.
 
     Small children make precise matches; their parent sections make readable context. Each hit
@@ -83,20 +82,10 @@ class ParentChildTier:
             hits.append(self.parents.hit(parent, float(best[parent]), matched_child_ids=matched))
         return hits
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Async twin of :meth:`search`; never blocks the loop on a large store."""
-        call = functools.partial(
-            self.search, query=query, vector=vector, k=k, namespaces=namespaces, filter=filter
-        )
-        return await run_cpu(call, rows=len(self.store))
+    @property
+    def rows(self) -> int:
+        """Rows one search scans."""
+        return len(self.store)
 
     def _parent_index(self, children: RecordTable) -> npt.NDArray[np.intp]:
         """Parent row of each child row (-1 when unknown), recomputed when the store changes."""
