@@ -45,7 +45,9 @@ ENV_READ = [
 
 def test_langgraph_json_is_valid_and_names_the_async_factory() -> None:
     raw = json.loads(CONFIG.read_text("utf-8"))
-    assert get_unknown_keys(raw) == []
+    # "$schema" is for editors (JSON Schema validation); langgraph-cli 0.4.40 only warns about it
+    assert raw["$schema"] == "https://langgra.ph/schema.json"
+    assert get_unknown_keys({k: v for k, v in raw.items() if k != "$schema"}) == []
     config = validate_config_file(CONFIG)
     assert config["dependencies"] == ["."]
     path, _, variable = config["graphs"]["ragtiller"].partition(":")
