@@ -200,3 +200,9 @@ def test_chunking_config_is_frozen() -> None:
     with pytest.raises(ValidationError):
         config.chunk_tokens = 5  # type: ignore[misc]
     assert (config.chunk_tokens, config.overlap_tokens) == (200, 40)
+
+
+def test_markdown_setext_headings_split_sections() -> None:
+    text = "Guide\n=====\n\nIntro words.\n\nInstall\n-------\n\nRun pip.\n\nA rule below a paragraph\n\n---\n\nEnd.\n"
+    paths = [path for path, *_ in split_sections(text, "markdown")]
+    assert paths == [("Guide",), ("Guide", "Install")]

@@ -15,6 +15,7 @@ from ragtiller.index.sources import SourceDocument, TextFormat
 _TOKEN = re.compile(r"\S+")
 _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
+_MD_SETEXT = re.compile(r"={3,}|-{3,}")
 _RST_ADORNMENT = re.compile(r"([=\-`:'\"~^_*+#.<>])\1+")
 
 
@@ -122,7 +123,7 @@ def split_sections(text: str, fmt: TextFormat) -> list[tuple[tuple[str, ...], in
 
     Args:
         text: The document text.
-        fmt: ``markdown`` splits on ATX ``#`` headings outside code fences, ``rst`` on
+        fmt: ``markdown`` splits on ATX and setext headings outside code fences, ``rst`` on
             underlined (optionally overlined) titles; ``text`` keeps one section.
 
     Returns:
@@ -169,19 +170,28 @@ def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
 
 
 def _markdown_headings(text: str) -> list[tuple[int, int, int, str]]:
-    """``(line_start, body_start, level, title)`` of each ATX heading outside code fences."""
+    """``(line_start, body_start, level, title)`` of each heading outside code fences.
+
+    ATX headings (``# Title``) and setext headings (a line underlined with ``===`` for level 1
+    or ``---`` for level 2, after a blank line or the start of the text).
+    """
     found: list[tuple[int, int, int, str]] = []
     fence: str | None = None
+    lines = text.splitlines(keepends=True)
     offset = 0
-    for line in text.splitlines(keepends=True):
+    for i, line in enumerate(lines):
         stripped = line.strip()
         m_fence = _MD_FENCE.match(stripped)
         if m_fence:
             fence = None if fence == m_fence.group(1) else fence or m_fence.group(1)
         elif fence is None:
             m = _MD_HEADING.fullmatch(line.rstrip("\r\n"))
+            under = _MD_SETEXT.fullmatch(lines[i + 1].strip()) if i + 1 < len(lines) else None
             if m:
                 found.append((offset, offset + len(line), len(m.group(1)), m.group(2).strip()))
+            elif under and stripped and (i == 0 or not lines[i - 1].strip()):
+                level = 1 if under.group(0)[0] == "=" else 2
+                found.append((offset, offset + len(line) + len(lines[i + 1]), level, stripped))
         offset += len(line)
     return found
 
