@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
+from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.edges import decide_fusion, decide_hybrid, decide_rerank_setting
 from ragtiller.graph.events import Stage, skipped
 from ragtiller.graph.state import RetrievalState, Route
@@ -47,7 +47,6 @@ def make_gate(deps: Components) -> NodeFn:
             "generalized": None,
             "from_cache": False,
         }
-        quota_left = await deps.quota.aremaining(CHAT_RESOURCE)
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"
             route = Route(
@@ -92,7 +91,6 @@ def make_gate(deps: Components) -> NodeFn:
                     router_fallback=router_detail.get("fallback_reason"),
                     llm_calls=int(router_detail.get("llm_calls", 0)),
                     namespaces=route["namespaces"],
-                    quota_remaining=quota_left,
                 )
             )
             if not cls.is_broad:
