@@ -85,7 +85,8 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
 
 
 def _scored(items: list[Any], key: str) -> list[ScoredId]:
-    return [ScoredId(id=c["id"], score=float(c[key])) for c in items]
+    # model_construct: ids and float scores we just computed need no validation (~100 per turn)
+    return [ScoredId.model_construct(id=c["id"], score=float(c[key])) for c in items]
 
 
 def make_assemble(deps: Components) -> NodeFn:
@@ -200,7 +201,9 @@ def make_assemble(deps: Components) -> NodeFn:
             },
             fused=_scored(state.get("candidates") or [], "fused_score"),
             reranked=[
-                ScoredId(id=d.metadata["id"], score=float(d.metadata["final_score"]))
+                ScoredId.model_construct(
+                    id=d.metadata["id"], score=float(d.metadata["final_score"])
+                )
                 for d in documents
             ],
             rerank_method=state.get("rerank_method") or ("identity" if documents else None),
