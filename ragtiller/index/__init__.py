@@ -1,5 +1,6 @@
 """The ingest door and the embedded, offline, persistent index behind the dense, parent-child and lexical tiers."""
 
+from ragtiller._retry import RetryPolicy
 from ragtiller.index._embedding import EmbeddingStats, embed_texts
 from ragtiller.index.backends import tiers_for_policy
 from ragtiller.index.chunking import Chunk, ChunkingConfig, Section, chunk_documents
@@ -34,6 +35,7 @@ __all__ = (
     "MiniLMEmbedder",
     "NumpyVectorStore",
     "ParentChildTier",
+    "RetryPolicy",
     "Section",
     "SkippedSource",
     "SourceDocument",
