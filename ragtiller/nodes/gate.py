@@ -11,9 +11,9 @@ from ragtiller.graph.edges import decide_fusion, decide_hybrid, decide_rerank_se
 from ragtiller.graph.events import Stage, skipped
 from ragtiller.graph.state import RetrievalState, Route
 from ragtiller.policies.router import Classification, classify
-from ragtiller.types import StageRecord
+from ragtiller.types import StageName, StageRecord
 
-AFTER_GATE: tuple[Any, ...] = ("step-back", "embed", "tier-search", "fuse", "rerank")
+AFTER_GATE: tuple[StageName, ...] = ("step-back", "embed", "tier-search", "fuse", "rerank")
 
 
 def _namespaces(state: RetrievalState, route_namespaces: list[str]) -> list[str]:

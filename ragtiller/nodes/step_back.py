@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
 from ragtiller.graph.events import Stage
 from ragtiller.graph.state import RetrievalState
+from ragtiller.stores import cache_key
 
 MAX_STEP_BACK_CHARS = 300
 STEP_BACK_PROMPT = (
@@ -49,7 +50,7 @@ class QuotaSpent(Exception):
 
 
 def normalize(text: str) -> str:
-    """Casefold and collapse whitespace: the cache key's view of a question."""
+    """Casefold and collapse whitespace, to tell a rephrasing from a repeat."""
     return " ".join(text.casefold().split())
 
 
@@ -101,7 +102,7 @@ def make_step_back(deps: Components) -> NodeFn:
         stage = Stage("step-back")
         original = state["rerank_query"]
         record = dict(state.get("step_back") or {}, original=original)
-        key = "step-back:" + normalize(original)
+        key = cache_key("step-back", original)
         cached = await deps.cache.aget(key)
         if isinstance(cached, str):
             record.update(status="done", reason="from-cache", generalized=cached, from_cache=True)
