@@ -48,24 +48,22 @@ def _ingest(args: argparse.Namespace) -> int:
     from ragtiller.demo import demo_embedder
     from ragtiller.index import ChunkingConfig, ingest
 
+    if args.max_file_mb <= 0:
+        raise RagtillerError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
     chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
     index = ingest(
         args.paths,
         args.index,
         embedder=demo_embedder(args.embedder),
         chunking=chunking,
+        cleanup=args.cleanup,
+        max_file_bytes=int(args.max_file_mb * 1024 * 1024),
         progress=not args.quiet,
     )
-    counts = index.manifest.counts
-    print(
-        f"indexed {counts.chunks} chunks in {counts.sections} sections of {counts.documents} documents into {args.index}"
-    )
-    if index.skipped:
-        print(
-            f"skipped {len(index.skipped)} source(s): "
-            + ", ".join(f"{s.path} ({s.reason})" for s in index.skipped),
-            file=sys.stderr,
-        )
+    assert index.report is not None
+    for skipped in index.report.skipped:
+        print(f"skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+    print(f"{args.index}: {index.report.summary()}")
     return 0
 
 
@@ -118,7 +116,9 @@ def parser() -> argparse.ArgumentParser:
         help="Markdown, reStructuredText, text or BEIR .jsonl files, or directories.",
     )
     ing.add_argument(
-        "--index", required=True, help="Index directory to write (replaced if present)."
+        "--index",
+        required=True,
+        help="Index directory: created, or brought up to date (only changed chunks are embedded).",
     )
     ing.add_argument(
         "--embedder",
@@ -129,6 +129,19 @@ def parser() -> argparse.ArgumentParser:
     ing.add_argument("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
     ing.add_argument(
         "--overlap-tokens", type=int, default=40, help="Overlap between child chunks, in tokens."
+    )
+    ing.add_argument(
+        "--cleanup",
+        choices=["full", "incremental"],
+        default="full",
+        help="full (default): the index holds exactly these paths; incremental: documents "
+        "indexed before but not given here are kept.",
+    )
+    ing.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=64.0,
+        help="Skip files larger than this, in MiB (default: 64).",
     )
     ing.add_argument("--quiet", action="store_true", help="No progress bar.")
     ing.set_defaults(func=_ingest)

@@ -19,6 +19,7 @@ from ragtiller.index import (
     LexicalConfig,
     ingest,
 )
+from ragtiller.index.versions import current_version
 
 EMBEDDER = HashingEmbedder(dim=64)
 QUERIES = ["cancel a task", "event loop callbacks", "queue full", "sqlite rows"]
@@ -87,7 +88,9 @@ def test_manifest_records_embedder_configs_counts_and_time(
     saved: tuple[EmbeddedIndex, Path],
 ) -> None:
     index, directory = saved
-    on_disk = IndexManifest.model_validate_json((directory / "manifest.json").read_text())
+    on_disk = IndexManifest.model_validate_json(
+        (current_version(directory) / "manifest.json").read_text()
+    )
     assert on_disk == index.manifest
     assert (on_disk.embedder.name, on_disk.embedder.dimension) == (EMBEDDER.model_name, 64)
     assert on_disk.chunking == ChunkingConfig(chunk_tokens=50, overlap_tokens=5)
@@ -97,7 +100,8 @@ def test_manifest_records_embedder_configs_counts_and_time(
     assert on_disk.format_version == 1
     assert on_disk.created_at.tzinfo is not None
     assert abs((datetime.now(UTC) - on_disk.created_at).total_seconds()) < 600
-    assert json.loads((directory / "manifest.json").read_text())["created_at"].endswith("Z")
+    raw = json.loads((current_version(directory) / "manifest.json").read_text())
+    assert raw["created_at"].endswith("Z")
 
 
 @pytest.mark.parametrize(
@@ -141,7 +145,8 @@ def test_partial_directory_names_the_missing_file(
     saved: tuple[EmbeddedIndex, Path], name: str
 ) -> None:
     _, directory = saved
-    (directory / name).unlink()
+    version = current_version(directory)
+    (version / name).unlink()
     with pytest.raises(IndexError_, match=rf"{Path(name).name} is missing"):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
 
@@ -175,14 +180,14 @@ def test_corrupt_files_are_named(
     saved: tuple[EmbeddedIndex, Path], name: str, damage: str, message: str
 ) -> None:
     _, directory = saved
-    (directory / name).write_text(damage)
+    (current_version(directory) / name).write_text(damage)
     with pytest.raises(IndexError_, match=message):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
 
 
 def test_vectors_with_the_wrong_row_count_are_named(saved: tuple[EmbeddedIndex, Path]) -> None:
     _, directory = saved
-    np.save(directory / "vectors.npy", np.zeros((2, 64), dtype=np.float32))
+    np.save(current_version(directory) / "vectors.npy", np.zeros((2, 64), dtype=np.float32))
     with pytest.raises(
         IndexError_,
         match=r"vectors\.npy is corrupt: .*shape \(2, 64\), expected float32 with 4 rows",
@@ -194,8 +199,9 @@ def test_a_truncated_chunk_table_disagrees_with_the_manifest(
     saved: tuple[EmbeddedIndex, Path],
 ) -> None:
     _, directory = saved
-    lines = (directory / "chunks.jsonl").read_text().splitlines(keepends=True)
-    (directory / "chunks.jsonl").write_text("".join(lines[:-1]))
+    chunks = current_version(directory) / "chunks.jsonl"
+    lines = chunks.read_text().splitlines(keepends=True)
+    chunks.write_text("".join(lines[:-1]))
     with pytest.raises(IndexError_, match=r"(chunks\.jsonl|vectors\.npy) is corrupt"):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
 
@@ -223,6 +229,8 @@ def test_save_refuses_a_non_empty_directory_that_is_not_an_index(
     precious = tmp_path / "home"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    with pytest.raises(IndexError_, match=r"refusing to save into .*home: it is not empty"):
+    with pytest.raises(
+        IndexError_, match=r"refusing to save into .*home: it is not empty and holds no index"
+    ):
         index.save(precious)
     assert (precious / "thesis.tex").read_text() == "years of work"

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller.errors import IngestError
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, load_sources
+from ragtiller.index import EmbeddedIndex, HashingEmbedder, load_sources, sources
 
 EMBEDDER = HashingEmbedder(dim=64)
 
@@ -44,13 +44,13 @@ def test_a_named_file_uses_its_name_as_doc_id(tree: Path) -> None:
     assert [d.doc_id for d in docs] == ["install.md"]
 
 
-def test_binary_and_undecodable_files_are_skipped_with_one_warning(
+def test_binary_and_undecodable_files_are_skipped_with_one_log_record(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "good.md").write_text("# Good\n\ntext\n")
     (tmp_path / "blob.txt").write_bytes(b"abc\x00def")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    with caplog.at_level(logging.WARNING, logger="ragtiller.index"):
+    with caplog.at_level(logging.INFO, logger="ragtiller.index"):
         index = EmbeddedIndex.build([tmp_path], embedder=EMBEDDER, progress=False)
     assert [(Path(s.path).name, s.reason) for s in index.skipped] == [
         ("blob.txt", "binary"),
@@ -77,14 +77,14 @@ def test_unreadable_file_is_skipped_when_reading_fails(
 ) -> None:
     target = tmp_path / "locked.md"
     target.write_text("# Locked\n")
-    real = Path.read_bytes
+    real = sources.os.open
 
-    def failing(self: Path) -> bytes:
-        if self.name == "locked.md":
+    def failing(path: str | os.PathLike[str], flags: int, *args: int) -> int:
+        if Path(path).name == "locked.md":
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(path, flags, *args)
 
-    monkeypatch.setattr(Path, "read_bytes", failing)
+    monkeypatch.setattr(sources.os, "open", failing)
     docs, skipped = load_sources([tmp_path])
     assert docs == []
     assert [(Path(s.path).name, s.reason) for s in skipped] == [

@@ -47,6 +47,7 @@ def embed_texts(
     stats: EmbeddingStats | None = None,
     progress: bool = True,
     sleep: Callable[[float], None] = time.sleep,
+    on_batch: Callable[[int], None] | None = None,
 ) -> Matrix:
     """Embed ``texts`` in batches, retrying each failed batch with backoff and full jitter.
 
@@ -58,6 +59,7 @@ def embed_texts(
         stats: Counters to add this run's calls to.
         progress: Show a tqdm bar (only when there is more than one batch).
         sleep: Called with each backoff delay in seconds; tests pass a no-op.
+        on_batch: Called with the size of each batch embedded (the ingest progress bar).
 
     Returns:
         A float32 matrix, one L2-normalised row per text.
@@ -92,6 +94,8 @@ def embed_texts(
             out[first : first + len(batch)] = block
             stats.chunks_embedded += len(batch)
             bar.update(len(batch))
+            if on_batch is not None:
+                on_batch(len(batch))
     if out is None:
         raise ValueError("texts must not be empty")
     return out

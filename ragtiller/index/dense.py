@@ -282,9 +282,12 @@ class NumpyVectorStore(VectorStore):
     ) -> NumpyVectorStore:
         """Read a store written by :meth:`save`, memory-mapping the vectors unless ``mmap=False``.
 
+        Every vector is checked once here, so a corrupt file fails the open instead of making
+        every search return nothing.
+
         Raises:
-            IndexError_: A file is missing, unreadable, or the two files disagree; the message
-                names the file.
+            IndexError_: A file is missing, unreadable, the two files disagree, or a vector
+                holds NaN or infinite values; the message names the file.
         """
         path = Path(directory)
         records = RecordTable.load(path / CHUNKS_FILE)
@@ -301,6 +304,7 @@ class NumpyVectorStore(VectorStore):
                 f"{vectors.shape}, expected float32 with {len(records)} rows (one per line of "
                 f"{path / CHUNKS_FILE})"
             )
+        _check_finite(vectors, vectors_path)
         store = cls(embedding)
         store._set(records, vectors)
         return store
@@ -370,6 +374,23 @@ def _table(
         for id_, md in zip(ids, metadatas or [{} for _ in texts], strict=True)
     ]
     return RecordTable(ids, list(texts), mds)
+
+
+_FINITE_CHECK_ROWS = 16_384
+"""Rows checked per block, so the check of a memory-mapped matrix needs little extra memory."""
+
+
+def _check_finite(vectors: npt.NDArray[Any], path: Path) -> None:
+    for first in range(0, vectors.shape[0], _FINITE_CHECK_ROWS):
+        block = np.asarray(vectors[first : first + _FINITE_CHECK_ROWS])
+        finite = np.isfinite(block).all(axis=1)
+        if not finite.all():
+            row = first + int(np.flatnonzero(~finite)[0])
+            bad = int((~np.isfinite(vectors)).any(axis=1).sum())
+            raise IndexError_(
+                f"index file {path} is corrupt: {bad} vector(s) hold NaN or infinite values "
+                f"(first: row {row}); rebuild the index"
+            )
 
 
 def _cosines(vectors: Matrix, query: Matrix) -> Matrix:

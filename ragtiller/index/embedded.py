@@ -1,53 +1,51 @@
-"""The embedded index: one ingest door, three tiers, one directory on disk."""
+"""The embedded index: one ingest door, three tiers, one versioned directory on disk."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from ragtiller._retry import RetryPolicy
-from ragtiller.errors import IndexError_, IngestError
-from ragtiller.index._embedding import DEFAULT_RETRY, EmbeddingStats, embed_texts
+from ragtiller.errors import IndexError_
+from ragtiller.index._builder import IndexBuilder, chunk_sync_record
+from ragtiller.index._embedding import DEFAULT_RETRY, EmbeddingStats
 from ragtiller.index._records import RecordTable
-from ragtiller.index.chunking import (
-    DEFAULT_CHUNKING,
-    Chunk,
-    ChunkingConfig,
-    Section,
-    chunk_documents,
-)
-from ragtiller.index.corpus_map import build_corpus_map
+from ragtiller.index.chunking import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
-from ragtiller.index.embedders import embedder_identity, embedder_name
+from ragtiller.index.embedders import embedder_identity
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LEXICAL_DIR, LexicalConfig, LexicalTier
-from ragtiller.index.manifest import (
-    FORMAT_VERSION,
-    MANIFEST_FILE,
-    EmbedderInfo,
-    IndexCounts,
-    IndexManifest,
-)
+from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
 from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
-from ragtiller.index.sources import SkippedSource, Source, load_sources
+from ragtiller.index.progress import IngestProgress
+from ragtiller.index.report import IngestReport
+from ragtiller.index.sources import DEFAULT_MAX_FILE_BYTES, SkippedSource, Source
+from ragtiller.index.sync import Cleanup, SyncRecord, identity_of
+from ragtiller.index.versions import FaultHook, Step, open_current, write_version
 from ragtiller.types import Tier
 
 CORPUS_MAP_FILE = "corpus_map.txt"
+INDEX_FILES = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR, CORPUS_MAP_FILE, MANIFEST_FILE)
+"""What one version directory holds; ``manifest.json`` is written last."""
+
+
+def _no_fault(step: str) -> None:
+    """Every save step proceeds."""
 
 
 class EmbeddedIndex:
     """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
 
-    Build it with :meth:`build` (or :func:`ingest`, which also saves), reopen it with
-    :meth:`load`. All three tiers share one chunk table, so a chunk id means the same chunk in
-    every tier.
+    Build it with :meth:`build` (or :func:`ingest`, which also saves, and re-embeds only what
+    changed), reopen it with :meth:`load`. All three tiers share one chunk table, so a chunk id
+    means the same chunk in every tier.
 
     Hits carry ``doc_id``, ``source`` and ``parent_id``; their ``metadata`` holds ``namespace``,
     ``title`` (None for files), ``section_path`` (heading titles), ``start``/``end`` (character
@@ -76,6 +74,7 @@ class EmbeddedIndex:
         corpus_map: str,
         stats: EmbeddingStats | None = None,
         skipped: Sequence[SkippedSource] = (),
+        report: IngestReport | None = None,
     ) -> None:
         self.store = store
         self.parents = parents
@@ -83,6 +82,8 @@ class EmbeddedIndex:
         self.corpus_map = corpus_map
         self.stats = stats or EmbeddingStats()
         self.skipped = tuple(skipped)
+        self.report = report
+        """What the ingest that built this index did (None for an index opened with load)."""
         self._lexical = lexical
         self._tiers: list[Tier] = [DenseTier(store), ParentChildTier(store, parents), lexical]
 
@@ -105,120 +106,156 @@ class EmbeddedIndex:
         chunking: ChunkingConfig = DEFAULT_CHUNKING,
         lexical: LexicalConfig = DEFAULT_LEXICAL,
         namespace: str = "default",
-        progress: bool = True,
+        progress: bool | IngestProgress = True,
         batch_size: int = 64,
         retry: RetryPolicy = DEFAULT_RETRY,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        previous: EmbeddedIndex | None = None,
+        cleanup: Cleanup = "full",
+        rebuild_reason: str | None = None,
     ) -> EmbeddedIndex:
-        """Read, chunk, embed and index ``sources``.
+        """Read, chunk, embed and index ``sources``, reusing what ``previous`` already holds.
+
+        Chunks of ``previous`` whose text, metadata and embedder are unchanged keep their
+        vectors; only new and edited texts are embedded. With ``previous`` unchanged in every
+        respect, ``previous`` itself is returned (with a :attr:`report`).
 
         Args:
             sources: Files, directories and/or LangChain ``Document``s.
             embedder: Any LangChain ``Embeddings``; its name and dimension go in the manifest.
-            chunking: Child chunk size and overlap.
+            chunking: Child chunk size and overlap (must equal ``previous``'s).
             lexical: BM25 parameters.
             namespace: Namespace of documents whose metadata names none.
-            progress: Show a progress bar while embedding (only for more than one batch).
-            batch_size: Chunks per embedding call.
+            progress: Show one progress bar over the whole build (or draw on this one).
+            batch_size: Texts per embedding call.
             retry: Attempts and backoff per embedding call.
+            max_file_bytes: Files larger than this are skipped, in bytes.
+            previous: The index being brought up to date, built with the same embedder and
+                chunking.
+            cleanup: ``full``: the result holds exactly ``sources``; ``incremental``: documents
+                of ``previous`` not among ``sources`` are kept.
+            rebuild_reason: Why ``previous`` is None although an index existed (for the report).
 
         Returns:
             The index, not yet saved.
 
         Raises:
-            IngestError: Nothing readable to ingest (the message lists what was skipped), or
-                a path does not exist.
+            IngestError: Nothing readable to ingest (the message lists what was skipped), a
+                path does not exist, or ``previous`` was built with another embedder or
+                chunking.
             EmbeddingError: The embedder kept failing on a batch.
         """
-        documents, skipped = load_sources(sources, namespace=namespace)
-        sections, chunks = chunk_documents(documents, chunking)
-        if not chunks:
-            detail = "; ".join(f"{s.path} ({s.reason})" for s in skipped)
-            raise IngestError(
-                f"nothing to ingest: {len(documents)} document(s) read, none with text; "
-                f"{len(skipped)} source(s) skipped"
-                + (f": {detail}" if detail else "")
-                + "; pass Markdown, reStructuredText, text or BEIR .jsonl files, or Documents"
+        bar = progress if isinstance(progress, IngestProgress) else IngestProgress(enabled=progress)
+        try:
+            parts = IndexBuilder(embedder, chunking, lexical, bar, batch_size, retry).build(
+                sources,
+                namespace=namespace,
+                max_file_bytes=max_file_bytes,
+                previous=previous,
+                cleanup=cleanup,
+                rebuild_reason=rebuild_reason,
             )
-        stats = EmbeddingStats()
-        vectors = embed_texts(
-            embedder,
-            [_indexed_text(c) for c in chunks],
-            batch_size=batch_size,
-            retry=retry,
-            stats=stats,
-            progress=progress,
-        )
-        children = [_chunk_metadata(c) for c in chunks]
-        store = NumpyVectorStore.from_vectors(
-            [c.text for c in chunks], vectors, embedder, children, ids=[c.id for c in chunks]
-        )
-        parents = RecordTable(
-            [s.id for s in sections],
-            [s.text for s in sections],
-            [_section_metadata(s) for s in sections],
-        )
-        lexical_tier = LexicalTier.build(store.records, [_indexed_text(c) for c in chunks], lexical)
-        manifest = IndexManifest(
-            embedder=EmbedderInfo(name=embedder_name(embedder), dimension=vectors.shape[1]),
-            chunking=chunking,
-            lexical=lexical,
-            counts=IndexCounts(
-                documents=len(documents), sections=len(sections), chunks=len(chunks)
-            ),
-            namespaces=store.records.namespaces,
-        )
+        finally:
+            if bar is not progress:
+                bar.close()
+        if parts.unchanged:
+            assert previous is not None
+            previous.report = parts.report
+            previous.skipped = parts.skipped
+            return previous
+        assert parts.store and parts.parents and parts.lexical and parts.manifest
         return cls(
-            store=store,
-            parents=parents,
-            lexical=lexical_tier,
-            manifest=manifest,
-            corpus_map=build_corpus_map(sections),
-            stats=stats,
-            skipped=skipped,
+            store=parts.store,
+            parents=parts.parents,
+            lexical=parts.lexical,
+            manifest=parts.manifest,
+            corpus_map=parts.corpus_map,
+            stats=parts.stats,
+            skipped=parts.skipped,
+            report=parts.report,
         )
 
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write the index into ``directory``, replacing an index already there.
+    def documents(self) -> list[Document]:
+        """Every chunk as a LangChain ``Document`` with its stable id: what
+        :func:`~ragtiller.index.sync.sync_vector_store` writes to another vector store."""
+        records = self.store.records
+        return [records.document(row) for row in range(len(records))]
 
-        Files are written into a sibling temporary directory, ``manifest.json`` last, then
-        swapped in, so a crash never leaves a half-written index under ``directory``.
+    def sync_records(self) -> list[SyncRecord]:
+        """The chunk table as sync records (id, source document, fingerprint)."""
+        info = self.manifest.embedder
+        identity = identity_of(info.name, info.dimension)
+        records = self.store.records
+        return [
+            chunk_sync_record(identity, id_, text, md, self._parent_metadata(md))
+            for id_, text, md in zip(records.ids, records.texts, records.metadatas, strict=True)
+        ]
+
+    def _parent_metadata(self, chunk_metadata: dict[str, Any]) -> dict[str, Any]:
+        row = self.parents.row(str(chunk_metadata.get("parent_id")))
+        return self.parents.metadatas[row] if row is not None else {}
+
+    def save(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fault: FaultHook | None = None,
+        progress: IngestProgress | None = None,
+    ) -> Path:
+        """Write the index as a new version of ``directory`` and make it current.
+
+        The files go into a partial version directory, are fsynced, renamed into place, and
+        only then does ``CURRENT`` switch to it (see :mod:`ragtiller.index.versions`). Readers
+        opening meanwhile get the old version; a crash leaves the old one or the new one.
+        Partial versions left by killed saves are removed.
+
+        Args:
+            directory: The index directory (created if needed).
+            fault: Called before every file operation; tests raise in it to simulate crashes.
+            progress: The ingest's bar, advanced per file written.
 
         Returns:
-            The directory.
+            The new version's directory.
 
         Raises:
             IndexError_: ``directory`` exists, is not empty and holds no index (it is never
                 overwritten).
         """
-        target = Path(directory)
-        if target.exists() and any(target.iterdir()) and not (target / MANIFEST_FILE).is_file():
-            raise IndexError_(
-                f"refusing to save into {target}: it is not empty and holds no {MANIFEST_FILE}; "
-                "choose an empty or new directory"
-            )
-        staging = target.with_name(f".{target.name}.saving-{os.getpid()}-{time.monotonic_ns()}")
-        staging.mkdir(parents=True)
-        try:
-            self.store.save(staging)
-            self.parents.dump(staging / PARENTS_FILE)
-            self._lexical.save(staging / LEXICAL_DIR)
-            (staging / CORPUS_MAP_FILE).write_text(self.corpus_map, encoding="utf-8")
-            (staging / MANIFEST_FILE).write_text(
+        if progress is not None:
+            progress.stage("save", len(INDEX_FILES), unit="file")
+
+        def write(version: Path, step: Step) -> None:
+            for name in INDEX_FILES:
+                step(f"write {name}")
+                self._write_file(version, name)
+                if progress is not None:
+                    progress.advance()
+
+        return write_version(Path(directory), write, fault=fault or _no_fault)
+
+    def _write_file(self, version: Path, name: str) -> None:
+        if name == VECTORS_FILE:
+            np.save(version / VECTORS_FILE, np.ascontiguousarray(self.store.vectors))
+        elif name == CHUNKS_FILE:
+            self.store.records.dump(version / CHUNKS_FILE)
+        elif name == PARENTS_FILE:
+            self.parents.dump(version / PARENTS_FILE)
+        elif name == LEXICAL_DIR:
+            self._lexical.save(version / LEXICAL_DIR)
+        elif name == CORPUS_MAP_FILE:
+            (version / CORPUS_MAP_FILE).write_text(self.corpus_map, encoding="utf-8")
+        else:
+            (version / MANIFEST_FILE).write_text(
                 self.manifest.model_dump_json(indent=2), encoding="utf-8"
             )
-            old = target.with_name(f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}")
-            if target.exists():
-                target.rename(old)
-            staging.rename(target)
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging)
-        return target
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder: Embeddings) -> EmbeddedIndex:
-        """Open a saved index; vectors and BM25 arrays are memory-mapped, not read.
+        """Open the current version of a saved index; vectors and BM25 arrays are memory-mapped.
+
+        Every vector is checked: NaN or infinite values, or a shape that disagrees with the
+        manifest or the chunk table, make the open fail rather than the searches go quiet.
+        An open concurrent with a save gets the old version or the new one, never an error.
 
         Args:
             directory: What :meth:`save` wrote.
@@ -228,10 +265,13 @@ class EmbeddedIndex:
             IndexError_: The directory is missing, incomplete or corrupt (the message names the
                 file), or ``embedder`` differs from the manifest's (the message names both).
         """
-        path = Path(directory)
+        return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
+
+    @classmethod
+    def _load_version(cls, path: Path, embedder: Embeddings) -> EmbeddedIndex:
         if not path.is_dir():
             raise IndexError_(f"no index at {path}: directory not found")
-        manifest = _read_manifest(path / MANIFEST_FILE)
+        manifest = read_manifest(path / MANIFEST_FILE)
         name, dimension = embedder_identity(embedder)
         built = manifest.embedder
         if (name, dimension) != (built.name, built.dimension):
@@ -247,7 +287,7 @@ class EmbeddedIndex:
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
         _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
-        if store.vectors.shape[1] != built.dimension:
+        if len(store) and store.vectors.shape[1] != built.dimension:
             raise IndexError_(
                 f"index file {path / VECTORS_FILE} is corrupt: {store.vectors.shape[1]}-dimensional "
                 f"vectors, the manifest says {built.dimension}"
@@ -262,59 +302,12 @@ class EmbeddedIndex:
         )
 
 
-def ingest(
-    sources: Iterable[Source],
-    index_dir: str | os.PathLike[str],
-    *,
-    embedder: Embeddings,
-    **options: Any,
-) -> EmbeddedIndex:
-    """Build an index from ``sources`` and save it to ``index_dir``: the one ingest door.
+def read_manifest(path: Path) -> IndexManifest:
+    """The manifest at ``path``, checked.
 
-    Args:
-        sources: Files, directories and/or LangChain ``Document``s.
-        index_dir: Where to save (replaces an index already there).
-        embedder: Any LangChain ``Embeddings``.
-        **options: Passed to :meth:`EmbeddedIndex.build` (``chunking``, ``lexical``,
-            ``namespace``, ``progress``, ``batch_size``, ``retry``).
-
-    Returns:
-        The built index.
+    Raises:
+        IndexError_: Missing, unreadable, of another format version, or invalid.
     """
-    index = EmbeddedIndex.build(sources, embedder=embedder, **options)
-    index.save(index_dir)
-    return index
-
-
-def _indexed_text(chunk: Chunk) -> str:
-    title = chunk.section.document.title
-    return f"{title} {chunk.text}" if title else chunk.text
-
-
-def _section_metadata(section: Section) -> dict[str, Any]:
-    doc = section.document
-    return {
-        **doc.metadata,
-        "doc_id": doc.doc_id,
-        "source": doc.source,
-        "namespace": doc.namespace,
-        "title": doc.title,
-        "section_path": list(section.path),
-        "start": section.start,
-        "end": section.end,
-    }
-
-
-def _chunk_metadata(chunk: Chunk) -> dict[str, Any]:
-    return {
-        **_section_metadata(chunk.section),
-        "parent_id": chunk.section.id,
-        "start": chunk.start,
-        "end": chunk.end,
-    }
-
-
-def _read_manifest(path: Path) -> IndexManifest:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:

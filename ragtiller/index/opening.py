@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
-from pydantic import ValidationError
 
 from ragtiller.errors import IndexError_
-from ragtiller.index.embedded import EmbeddedIndex
+from ragtiller.index.embedded import EmbeddedIndex, read_manifest
 from ragtiller.index.embedders import HashingEmbedder, MiniLMEmbedder, local_embedder
-from ragtiller.index.manifest import MANIFEST_FILE, EmbedderInfo, IndexManifest
+from ragtiller.index.manifest import MANIFEST_FILE, EmbedderInfo
+from ragtiller.index.versions import open_current
 
 _HASHING = re.compile(r"ragtiller/hashing-v1-ngram(?P<weight>\d+(?:\.\d+)?(?:e-?\d+)?)")
 
@@ -39,11 +39,9 @@ def open_index(directory: str | Path) -> EmbeddedIndex:
     Raises:
         IndexError_: No readable manifest, an unknown embedder, or a corrupt index.
     """
-    manifest_file = Path(directory) / MANIFEST_FILE
-    try:
-        manifest = IndexManifest.model_validate_json(manifest_file.read_bytes())
-    except FileNotFoundError as e:
-        raise IndexError_(f"no index at {directory}: {MANIFEST_FILE} not found") from e
-    except (OSError, ValidationError) as e:
-        raise IndexError_(f"index file {manifest_file} is unreadable or corrupt") from e
-    return EmbeddedIndex.load(directory, embedder=embedder_for(manifest.embedder))
+    return open_current(Path(directory), _open_version)
+
+
+def _open_version(version: Path) -> EmbeddedIndex:
+    manifest = read_manifest(version / MANIFEST_FILE)
+    return EmbeddedIndex._load_version(version, embedder_for(manifest.embedder))

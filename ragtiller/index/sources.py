@@ -6,7 +6,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +30,9 @@ SUFFIX_FORMATS: dict[str, TextFormat] = {
     ".txt": "text",
 }
 JSONL_SUFFIX = ".jsonl"
+DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Files larger than this (64 MiB) are skipped, not read: a guard against reading a log or a
+disk image whole. BEIR corpora larger than that need a higher cap (``--max-file-mb``)."""
 RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})
 """Document metadata keys that ingest reads into :class:`SourceDocument` fields."""
 
@@ -59,11 +63,12 @@ class SourceDocument:
 
 @dataclass(frozen=True)
 class SkippedSource:
-    """A file (or part of one) that ingest could not read.
+    """A path (or part of a file) that ingest did not read.
 
     Attributes:
-        path: The file path.
-        reason: Why it was skipped (``binary``, ``not UTF-8 text``, ``unreadable: ...``).
+        path: The path.
+        reason: Why it was skipped (``binary``, ``not UTF-8 text``, ``unreadable: ...``,
+            ``not a regular file (FIFO)``, ``larger than the 64.0 MiB cap (...)``, ...).
     """
 
     path: str
@@ -71,88 +76,186 @@ class SkippedSource:
 
 
 def load_sources(
-    sources: Iterable[Source], *, namespace: str = DEFAULT_NAMESPACE
+    sources: Iterable[Source],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    on_total: Callable[[int], None] | None = None,
+    on_read: Callable[[], None] | None = None,
 ) -> tuple[list[SourceDocument], list[SkippedSource]]:
     """Read every source into :class:`SourceDocument`s.
 
     Directories are walked recursively in sorted order, skipping hidden entries and keeping
     ``.md``, ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` files. A file named explicitly is
     read whatever its suffix (unknown suffixes as plain text). ``.jsonl`` files are read as BEIR
-    corpora: one ``{"_id", "title", "text"}`` object per line. Binary, undecodable and unreadable
-    files are skipped and reported in ONE warning on the ``ragtiller.index`` logger.
+    corpora: one ``{"_id", "title", "text"}`` object per line.
+
+    Only regular files are read. A symlink is followed only when it ends at a regular file;
+    symlinked directories are not descended into. FIFOs, sockets and devices, files larger
+    than ``max_file_bytes``, binary, undecodable and unreadable files are skipped; each
+    skipped path is reported once, with its reason, in the returned list and in one INFO
+    record on the ``ragtiller.index`` logger (``ragtiller ingest`` prints the list).
 
     Args:
         sources: Paths and/or LangChain ``Document``s.
         namespace: Namespace for documents that do not name one in their metadata.
+        max_file_bytes: Largest file read, in bytes.
+        on_total: Called once with the number of files and Documents to read.
+        on_read: Called after each file or Document is read (for a progress bar).
 
     Returns:
-        The documents, and the files that were skipped.
+        The documents, and the paths that were skipped.
 
     Raises:
+        ValueError: ``max_file_bytes`` is not positive.
         IngestError: A path does not exist, or a ``Document``'s metadata is not JSON-serialisable.
     """
-    documents: list[SourceDocument] = []
-    skipped: list[SkippedSource] = []
+    if max_file_bytes < 1:
+        raise ValueError(f"max_file_bytes must be > 0, but got {max_file_bytes}")
+    skipped: dict[str, SkippedSource] = {}
+
+    def skip(path: Path | str, reason: str) -> None:
+        skipped.setdefault(str(path), SkippedSource(str(path), reason))
+
+    entries: list[Document | tuple[Path, Path]] = []
     for source in sources:
         if isinstance(source, Document):
-            documents.append(_from_langchain(source, namespace))
+            entries.append(source)
             continue
         path = Path(source)
-        if path.is_dir():
-            for file in _walk(path):
-                documents.extend(_read_file(file, path, namespace, skipped))
-        elif path.exists():
-            documents.extend(_read_file(path, path.parent, namespace, skipped))
+        if path.is_dir() and not path.is_symlink():
+            entries.extend((file, path) for file in _walk(path, skip))
+        elif path.is_dir():
+            skip(path, "symlink to a directory (not followed)")
+        elif path.exists() or path.is_symlink():
+            entries.append((path, path.parent))
         else:
             raise IngestError(f"cannot ingest {path}: no such file or directory")
+    if on_total is not None:
+        on_total(len(entries))
+    documents: list[SourceDocument] = []
+    seen: set[Path] = set()
+    for entry in entries:
+        if isinstance(entry, Document):
+            documents.append(_from_langchain(entry, namespace))
+        elif entry[0] not in seen:
+            seen.add(entry[0])
+            documents.extend(_read_file(entry[0], entry[1], namespace, max_file_bytes, skip))
+        if on_read is not None:
+            on_read()
     if skipped:
-        listing = "; ".join(f"{s.path} ({s.reason})" for s in skipped)
-        logger.warning("skipped %d unreadable source(s): %s", len(skipped), listing)
-    return documents, skipped
+        listing = "; ".join(f"{s.path} ({s.reason})" for s in skipped.values())
+        logger.info("skipped %d source(s): %s", len(skipped), listing)
+    return documents, list(skipped.values())
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[Path]:
+    """Candidate files under ``root``; symlinked directories are reported, never descended."""
     files: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        visible = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = [d for d in visible if not (here / d).is_symlink()]
+        for name in visible:
+            if (here / name).is_symlink():
+                skip(here / name, "symlink to a directory (not followed)")
         for name in sorted(filenames):
             suffix = Path(name).suffix.lower()
             if not name.startswith(".") and (suffix in SUFFIX_FORMATS or suffix == JSONL_SUFFIX):
-                files.append(Path(dirpath) / name)
+                files.append(here / name)
     return files
 
 
 def _read_file(
-    path: Path, root: Path, namespace: str, skipped: list[SkippedSource]
+    path: Path,
+    root: Path,
+    namespace: str,
+    max_file_bytes: int,
+    skip: Callable[[Path, str], None],
 ) -> list[SourceDocument]:
-    text = _read_text(path, skipped)
+    text = _read_text(path, max_file_bytes, skip)
     if text is None:
         return []
     rel = path.relative_to(root).as_posix()
     if path.suffix.lower() == JSONL_SUFFIX:
-        return _read_beir(text, path, rel, namespace, skipped)
+        return _read_beir(text, path, rel, namespace, skip)
     fmt = SUFFIX_FORMATS.get(path.suffix.lower(), "text")
     return [SourceDocument(rel, text, str(path), format=fmt, namespace=namespace)]
 
 
-def _read_text(path: Path, skipped: list[SkippedSource]) -> str | None:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        skipped.append(SkippedSource(str(path), f"unreadable: {e.strerror or e}"))
+def _read_text(path: Path, max_file_bytes: int, skip: Callable[[Path, str], None]) -> str | None:
+    data = _read_regular_file(path, max_file_bytes, skip)
+    if data is None:
         return None
     if b"\x00" in data[:8192]:
-        skipped.append(SkippedSource(str(path), "binary"))
+        skip(path, "binary")
         return None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        skipped.append(SkippedSource(str(path), "not UTF-8 text"))
+        skip(path, "not UTF-8 text")
         return None
 
 
+def _read_regular_file(
+    path: Path, max_file_bytes: int, skip: Callable[[Path, str], None]
+) -> bytes | None:
+    """The bytes of ``path`` if it is (or links to) a regular file within the size cap.
+
+    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a
+    FIFO cannot block the open and a file swapped after the check is still the one checked.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        skip(path, "broken symlink" if path.is_symlink() else "vanished while ingesting")
+        return None
+    except OSError as e:
+        skip(path, f"unreadable: {e.strerror or e}")
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _kind(info.st_mode)
+            via = "symlink to " if path.is_symlink() else ""
+            skip(path, f"not a regular file ({via}{kind})")
+            return None
+        if info.st_size > max_file_bytes:
+            skip(path, f"larger than the {_size(max_file_bytes)} cap ({_size(info.st_size)})")
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_file_bytes + 1)
+        if len(data) > max_file_bytes:
+            skip(path, f"grew past the {_size(max_file_bytes)} cap while being read")
+            return None
+        return data
+    except OSError as e:
+        skip(path, f"unreadable: {e.strerror or e}")
+        return None
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "special file"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
 def _read_beir(
-    text: str, path: Path, rel: str, namespace: str, skipped: list[SkippedSource]
+    text: str, path: Path, rel: str, namespace: str, skip: Callable[[Path, str], None]
 ) -> list[SourceDocument]:
     documents: list[SourceDocument] = []
     bad: list[int] = []
@@ -187,12 +290,10 @@ def _read_beir(
             )
         )
     if bad:
-        skipped.append(
-            SkippedSource(
-                str(path),
-                f"{len(bad)} line(s) are not BEIR corpus records with _id and text "
-                f"(first: line {bad[0]})",
-            )
+        skip(
+            path,
+            f"{len(bad)} line(s) are not BEIR corpus records with _id and text "
+            f"(first: line {bad[0]})",
         )
     return documents
 

@@ -1,0 +1,74 @@
+"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from tqdm import tqdm
+
+STAGES = ("read", "chunk", "embed", "index", "save")
+
+
+class IngestProgress:
+    """A single tqdm bar that every stage of an ingest reuses.
+
+    The description names the stage and its position (``embed 3/5``), the counter counts that
+    stage's items (files, documents, texts, chunks, files), and the postfix keeps the counts of
+    the stages already done, so the finished bar reads as a summary of the whole run.
+
+    Args:
+        enabled: False draws nothing (the counts are still kept).
+
+    Example:
+        >>> with IngestProgress(enabled=False) as bar:
+        ...     bar.stage("read", 2)
+        ...     bar.advance(2)
+        >>> bar.done
+        {'read': 2}
+    """
+
+    def __init__(self, *, enabled: bool = True) -> None:
+        self._bar = tqdm(total=0, disable=not enabled, unit="item", dynamic_ncols=True)
+        self._current: str | None = None
+        self.done: dict[str, int] = {}
+
+    def stage(self, name: str, total: int, *, unit: str = "item") -> None:
+        """Start stage ``name`` with ``total`` items (closing the previous stage)."""
+        self._finish_stage()
+        self._current = name
+        self.done[name] = 0
+        position = STAGES.index(name) + 1 if name in STAGES else 0
+        self._bar.reset(total=total)
+        self._bar.unit = unit
+        self._bar.set_description(f"ingest {name} {position}/{len(STAGES)}", refresh=False)
+        self._bar.set_postfix_str(self._summary(), refresh=True)
+
+    def advance(self, n: int = 1) -> None:
+        """Count ``n`` items of the current stage as done."""
+        if self._current is not None:
+            self.done[self._current] += n
+        self._bar.update(n)
+
+    def close(self) -> None:
+        """Finish the last stage and close the bar."""
+        self._finish_stage()
+        self._bar.set_description("ingest done", refresh=False)
+        self._bar.set_postfix_str(self._summary(), refresh=True)
+        self._bar.close()
+
+    def __enter__(self) -> IngestProgress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _finish_stage(self) -> None:
+        self._current = None
+
+    def _summary(self) -> str:
+        return ", ".join(f"{name} {count}" for name, count in self.done.items())

@@ -1,0 +1,193 @@
+"""A persistent LangChain ``RecordManager`` on the standard library's sqlite3.
+
+``langchain_core`` ships only ``InMemoryRecordManager``; ``SQLRecordManager`` needs
+langchain-community and SQLAlchemy. This one is a file next to your project, so an
+incremental sync into Pinecone (or any remote store) remembers what it wrote between runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from langchain_core.indexing import RecordManager
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    group_id TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX IF NOT EXISTS records_group ON records (namespace, group_id);
+"""
+_BATCH = 500
+"""Keys per SQL statement (SQLite allows 999 host parameters by default)."""
+
+
+class SQLiteRecordManager(RecordManager):
+    """Remembers which record keys were written to a vector store, in one SQLite file.
+
+    Safe to share between threads of one process (one connection behind a lock); separate
+    processes serialise on SQLite's own file lock. The async methods run the sync ones in a
+    worker thread.
+
+    Args:
+        namespace: Separates the records of different stores in one file (e.g.
+            ``"pinecone/my-index"``).
+        path: The database file (created with its schema on :meth:`create_schema`).
+
+    Example:
+        >>> manager = SQLiteRecordManager("demo", ":memory:")
+        >>> manager.create_schema()
+        >>> manager.update(["a", "b"], group_ids=["doc1", "doc1"])
+        >>> manager.exists(["a", "c"])
+        [True, False]
+    """
+
+    def __init__(self, namespace: str, path: str | Path) -> None:
+        super().__init__(namespace)
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+
+    def create_schema(self) -> None:
+        """Create the table if it does not exist."""
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+
+    async def acreate_schema(self) -> None:
+        """Async twin of :meth:`create_schema`."""
+        await asyncio.to_thread(self.create_schema)
+
+    def get_time(self) -> float:
+        """Seconds since the epoch, from this machine's clock."""
+        return time.time()
+
+    async def aget_time(self) -> float:
+        """Async twin of :meth:`get_time`."""
+        return self.get_time()
+
+    def update(
+        self,
+        keys: Sequence[str],
+        *,
+        group_ids: Sequence[str | None] | None = None,
+        time_at_least: float | None = None,
+    ) -> None:
+        """Insert or refresh ``keys`` with their groups, in one transaction.
+
+        Raises:
+            ValueError: ``group_ids`` differs in length from ``keys``, or ``time_at_least`` is
+                in the future (the clock went backwards).
+        """
+        if group_ids is not None and len(group_ids) != len(keys):
+            raise ValueError(f"got {len(group_ids)} group_ids for {len(keys)} keys")
+        now = self.get_time()
+        if time_at_least is not None and time_at_least > now:
+            raise ValueError(f"time_at_least {time_at_least} is after the current time {now}")
+        groups = list(group_ids) if group_ids is not None else [None] * len(keys)
+        rows = [(self.namespace, k, g, now) for k, g in zip(keys, groups, strict=True)]
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "INSERT INTO records (namespace, key, group_id, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET group_id = excluded.group_id, "
+                "updated_at = excluded.updated_at",
+                rows,
+            )
+
+    async def aupdate(
+        self,
+        keys: Sequence[str],
+        *,
+        group_ids: Sequence[str | None] | None = None,
+        time_at_least: float | None = None,
+    ) -> None:
+        """Async twin of :meth:`update`."""
+        await asyncio.to_thread(self.update, keys, group_ids=group_ids, time_at_least=time_at_least)
+
+    def exists(self, keys: Sequence[str]) -> list[bool]:
+        """Whether each key is recorded."""
+        found: set[str] = set()
+        with self._lock:
+            for first in range(0, len(keys), _BATCH):
+                batch = list(keys[first : first + _BATCH])
+                marks = ",".join("?" * len(batch))
+                cursor = self._db.execute(
+                    f"SELECT key FROM records WHERE namespace = ? AND key IN ({marks})",
+                    [self.namespace, *batch],
+                )
+                found.update(row[0] for row in cursor)
+        return [k in found for k in keys]
+
+    async def aexists(self, keys: Sequence[str]) -> list[bool]:
+        """Async twin of :meth:`exists`."""
+        return await asyncio.to_thread(self.exists, keys)
+
+    def list_keys(
+        self,
+        *,
+        before: float | None = None,
+        after: float | None = None,
+        group_ids: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Keys updated before/after the given times, in the given groups, at most ``limit``."""
+        clauses = ["namespace = ?"]
+        params: list[object] = [self.namespace]
+        if before is not None:
+            clauses.append("updated_at < ?")
+            params.append(before)
+        if after is not None:
+            clauses.append("updated_at > ?")
+            params.append(after)
+        keys: list[str] = []
+        groups = list(group_ids) if group_ids is not None else [None]
+        with self._lock:
+            for first in range(0, len(groups), _BATCH):
+                where = list(clauses)
+                args = list(params)
+                if group_ids is not None:
+                    batch = groups[first : first + _BATCH]
+                    where.append(f"group_id IN ({','.join('?' * len(batch))})")
+                    args.extend(batch)
+                sql = f"SELECT key FROM records WHERE {' AND '.join(where)} ORDER BY rowid"
+                keys.extend(row[0] for row in self._db.execute(sql, args))
+        return keys[:limit] if limit else keys
+
+    async def alist_keys(
+        self,
+        *,
+        before: float | None = None,
+        after: float | None = None,
+        group_ids: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Async twin of :meth:`list_keys`."""
+        return await asyncio.to_thread(
+            self.list_keys, before=before, after=after, group_ids=group_ids, limit=limit
+        )
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Forget ``keys``, in one transaction."""
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "DELETE FROM records WHERE namespace = ? AND key = ?",
+                [(self.namespace, k) for k in keys],
+            )
+
+    async def adelete_keys(self, keys: Sequence[str]) -> None:
+        """Async twin of :meth:`delete_keys`."""
+        await asyncio.to_thread(self.delete_keys, keys)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
