@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -208,8 +209,6 @@ def test_another_embedder_or_chunking_rebuilds_in_full_and_says_why(
     assert after.report.rebuild_reason is not None
     assert after.report.chunks.added == after.manifest.counts.chunks
     assert after.report.embedded == after.manifest.counts.chunks
-    import re
-
     assert re.search(reason, after.report.summary())
     assert "full rebuild: " in after.report.summary()
     with pytest.raises(IngestError, match="cannot ingest incrementally"):

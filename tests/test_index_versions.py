@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import contextlib
 import os
 import shutil
 import signal
@@ -9,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,7 +58,7 @@ def save_steps(index: EmbeddedIndex, directory: Path) -> list[str]:
     return steps
 
 
-def crash_at(step: int) -> object:
+def crash_at(step: int) -> Callable[[str], None]:
     seen = 0
 
     def hook(name: str) -> None:
@@ -96,15 +99,13 @@ def test_a_crash_at_any_step_leaves_an_index_that_ask_answers_from(
     template = tmp_path / "template"
     old.save(template)
     old.save(template)  # two versions, so the crash may also hit the removal of the oldest
-    steps = save_steps(new, tmp_path / "count") + ["(none)"]
+    steps = [*save_steps(new, tmp_path / "count"), "(none)"]
     seen = {3: 0, 5: 0}
     for step in range(len(steps)):
         directory = tmp_path / f"crash{step}"
         shutil.copytree(template, directory)
-        try:
-            new.save(directory, fault=crash_at(step))  # type: ignore[arg-type]
-        except SimulatedCrash:
-            pass
+        with contextlib.suppress(SimulatedCrash):
+            new.save(directory, fault=crash_at(step))
         documents = open_index(directory).manifest.counts.documents
         assert documents in seen, f"crash before {steps[step]!r} left {documents} documents"
         seen[documents] += 1
@@ -123,10 +124,8 @@ def test_the_next_save_removes_partial_versions(
     directory = tmp_path / "idx"
     old.save(directory)
     steps = save_steps(new, tmp_path / "count")
-    try:
-        new.save(directory, fault=crash_at(steps.index("rename version")))  # type: ignore[arg-type]
-    except SimulatedCrash:
-        pass
+    with contextlib.suppress(SimulatedCrash):
+        new.save(directory, fault=crash_at(steps.index("rename version")))
     leftovers = [
         p.name for p in (directory / VERSIONS_DIR).iterdir() if p.name.endswith(".partial")
     ]
@@ -141,10 +140,8 @@ def test_a_first_save_that_crashed_is_no_index_and_the_next_one_is(
     new: EmbeddedIndex, tmp_path: Path
 ) -> None:
     directory = tmp_path / "idx"
-    try:
-        new.save(directory, fault=crash_at(5))  # type: ignore[arg-type]
-    except SimulatedCrash:
-        pass
+    with contextlib.suppress(SimulatedCrash):
+        new.save(directory, fault=crash_at(5))
     with pytest.raises(IndexError_, match=r"CURRENT not found"):
         open_index(directory)
     new.save(directory)
@@ -217,7 +214,7 @@ def test_200_opens_interleaved_with_50_saves_never_fail(old: EmbeddedIndex, tmp_
     assert failures == []
     assert opens >= 200
     assert during >= 50, f"only {during} opens overlapped the saves"
-    switches = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a != b)
+    switches = sum(1 for a, b in itertools.pairwise(seen) if a != b)
     assert switches >= 5, "the opens did not see the saves switch versions"
 
 
