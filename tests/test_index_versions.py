@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import contextlib
+import itertools
 import os
 import shutil
 import signal
