@@ -47,13 +47,15 @@ def sync_to_pinecone(
 
     Raises:
         IngestError: A metadata value is neither a string, number, boolean nor a list of
-            strings.
+            strings, or ``store`` has no embedding.
     """
     documents = chunks.documents() if isinstance(chunks, EmbeddedIndex) else list(chunks)
     cleaned = [
         Document(id=d.id, page_content=d.page_content, metadata=_pinecone_metadata(d))
         for d in documents
     ]
+    if store.embeddings is None:
+        raise IngestError("the Pinecone store has no embedding; pass embedding= when making it")
     name, dimension = embedder_identity(store.embeddings)
     return sync_vector_store(
         cleaned,
