@@ -253,3 +253,15 @@ def test_cli_prints_one_summary_line_with_the_same_counts(
         "documents: 0 added, 1 updated, 2 unchanged, 0 deleted; chunks: 1 added, 0 updated, "
         "6 unchanged, 1 deleted; embedded 1 text; saved as v000002"
     ) in second[0]
+
+
+def test_one_progress_bar_covers_every_stage_with_counts(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = ingest([corpus], tmp_path / "idx", embedder=HashingEmbedder(dim=64), chunking=CHUNKING)
+    err = capsys.readouterr().err
+    chunks = index.manifest.counts.chunks
+    for stage in ("read 1/5", "chunk 2/5", "embed 3/5", "index 4/5", "save 5/5"):
+        assert f"ingest {stage}" in err
+    assert f"read 3, chunk 3, embed {chunks}, index {chunks}, save 6" in err.split("ingest done")[-1]
+    assert "embedding" not in err  # no second bar of its own

@@ -28,7 +28,8 @@ class IngestProgress:
     """
 
     def __init__(self, *, enabled: bool = True) -> None:
-        self._bar = tqdm(total=0, disable=not enabled, unit="item", dynamic_ncols=True)
+        self._enabled = enabled
+        self._bar: tqdm | None = None  # drawn at the first stage, not before
         self._current: str | None = None
         self.done: dict[str, int] = {}
 
@@ -38,6 +39,8 @@ class IngestProgress:
         self._current = name
         self.done[name] = 0
         position = STAGES.index(name) + 1 if name in STAGES else 0
+        if self._bar is None:
+            self._bar = tqdm(total=total, disable=not self._enabled, dynamic_ncols=True)
         self._bar.reset(total=total)
         self._bar.unit = unit
         self._bar.set_description(f"ingest {name} {position}/{len(STAGES)}", refresh=False)
@@ -47,14 +50,18 @@ class IngestProgress:
         """Count ``n`` items of the current stage as done."""
         if self._current is not None:
             self.done[self._current] += n
-        self._bar.update(n)
+        if self._bar is not None:
+            self._bar.update(n)
 
     def close(self) -> None:
         """Finish the last stage and close the bar."""
         self._finish_stage()
+        if self._bar is None:
+            return
         self._bar.set_description("ingest done", refresh=False)
         self._bar.set_postfix_str(self._summary(), refresh=True)
         self._bar.close()
+        self._bar = None
 
     def __enter__(self) -> IngestProgress:
         return self
