@@ -24,6 +24,8 @@ from ragtiller import ConfigurationError, RunManifest, build_graph, load_policy
 from ragtiller.errors import StoreUnavailableError
 from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_artifact, load_beir
 from ragtiller.eval.promotion import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION, write_decision
+from ragtiller.policies.router import Classification, classify
+from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
 from ragtiller.routing.llm_router import (
     PROMOTION_ARTIFACT_KIND,
     PROMOTION_ARTIFACT_SCHEMA_VERSION,
@@ -34,8 +36,6 @@ from ragtiller.routing.llm_router import (
     read_eval_evidence,
     trigger_kind,
 )
-from ragtiller.policies.router import Classification, classify
-from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, cache_key
 from ragtiller.stores._quota import QuotaWindow
 
