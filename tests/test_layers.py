@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "routing": 2,
     "fusion": 2,
     "redact": 0,
+    "bulkhead": 0,
     "nodes": 3,
     "graph": 4,
     "display": 5,
