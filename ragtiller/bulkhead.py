@@ -49,7 +49,7 @@ class Bulkhead:
         3
     """
 
-    def __init__(self, name: str, *, workers: int = 4, queue: int = 8) -> None:
+    def __init__(self, name: str, *, workers: int = 4, queue: int = 16) -> None:
         if workers < 1 or queue < 0:
             raise ValueError(f"workers must be >= 1 and queue >= 0, got {workers}, {queue}")
         self.name = name
