@@ -36,7 +36,7 @@ LEGACY_ENTRIES = ("chunks.jsonl", "vectors.npy", "parents.jsonl", "corpus_map.tx
 """An index saved before versioning held these and ``manifest.json`` directly in the directory;
 the first versioned save removes them once ``CURRENT`` is in place."""
 _VERSION = re.compile(r"v(\d{6,})")
-_OPEN_ATTEMPTS = 5
+_OPEN_ATTEMPTS = 10
 
 T = TypeVar("T")
 FaultHook = Callable[[str], None]
@@ -100,16 +100,22 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
     """Open the current version with ``open_version``, resolving ``CURRENT`` again if a save
     removed the version between resolving and opening.
 
+    Only a reader slower than two whole saves needs the retry; each retry resolves the newest
+    version, so it succeeds unless saves keep overtaking it ``_OPEN_ATTEMPTS`` times.
+
     Raises:
-        IndexError_: What ``open_version`` raised, when ``CURRENT`` did not move meanwhile.
+        IndexError_: What ``open_version`` raised (a file error wrapped), when ``CURRENT`` did
+            not move meanwhile.
     """
     for attempt in range(_OPEN_ATTEMPTS):
         version = current_version(directory)
         try:
             return open_version(version)
-        except IndexError_:
+        except (IndexError_, OSError) as e:
             if attempt == _OPEN_ATTEMPTS - 1 or current_version(directory) == version:
-                raise
+                if isinstance(e, IndexError_):
+                    raise
+                raise IndexError_(f"index at {version} could not be read: {e}") from e
     raise AssertionError("unreachable")  # pragma: no cover
 
 
