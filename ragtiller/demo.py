@@ -15,7 +15,7 @@ from pathlib import Path
 from langchain_core.embeddings import Embeddings
 from platformdirs import user_cache_dir
 
-from ragtiller.errors import RagtillerError
+from ragtiller.errors import IndexError_, RagtillerError
 from ragtiller.index import (
     ChunkingConfig,
     EmbeddedIndex,
@@ -61,8 +61,13 @@ def demo_index(
     root = cache_dir or Path(user_cache_dir("ragtiller"))
     where = root / f"demo-{fingerprint.hexdigest()[:16]}"
     if where.is_dir() and not rebuild:
-        log(f"using the cached demo index at {where}")
-        return EmbeddedIndex.load(where, embedder=embedder)
+        try:
+            cached = EmbeddedIndex.load(where, embedder=embedder)
+        except IndexError_ as e:  # a first build that was interrupted, or a damaged cache
+            log(f"the cached demo index is unusable ({e}); rebuilding it")
+        else:
+            log(f"using the cached demo index at {where}")
+            return cached
     log(f"building the demo index from {len(docs)} stdlib documents (cached at {where}) ...")
     index = EmbeddedIndex.build(docs, embedder=embedder, chunking=DEMO_CHUNKING, progress=True)
     index.save(where)

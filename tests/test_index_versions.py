@@ -230,3 +230,18 @@ def test_a_killed_saver_always_leaves_an_index(old: EmbeddedIndex, tmp_path: Pat
         assert open_index(directory).manifest.counts.documents in (3, 5)
     old.save(directory)
     assert not [p for p in (directory / VERSIONS_DIR).iterdir() if p.name.endswith(".partial")]
+
+
+def test_the_demo_rebuilds_a_cache_whose_first_save_was_interrupted(tmp_path: Path) -> None:
+    from ragtiller.demo import demo_index
+
+    logs: list[str] = []
+    demo_index(EMBEDDER, cache_dir=tmp_path, log=logs.append)
+    (cached,) = tmp_path.iterdir()
+    (cached / POINTER_FILE).unlink()  # as if the first save died before the switch
+    index = demo_index(EMBEDDER, cache_dir=tmp_path, log=logs.append)
+    (unusable,) = [line for line in logs if "unusable" in line]
+    assert "CURRENT not found" in unusable
+    assert index.manifest.counts.chunks > 1000
+    assert demo_index(EMBEDDER, cache_dir=tmp_path, log=logs.append).manifest == index.manifest
+    assert logs[-1].startswith("using the cached demo index")
