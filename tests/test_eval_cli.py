@@ -9,6 +9,7 @@ import yaml
 
 from ragtiller.eval.commands import add_commands
 from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest
+from ragtiller.index.versions import current_version
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"
 DEFAULT_YAML = Path(__file__).parents[1] / "ragtiller" / "policies" / "shipped" / "default.yaml"
@@ -176,9 +177,10 @@ def test_an_index_built_with_an_unknown_embedder_is_refused(
 ) -> None:
     copy = tmp_path / "idx"
     shutil.copytree(index_dir, copy)
-    manifest = json.loads((copy / "manifest.json").read_text("utf-8"))
+    manifest_file = current_version(copy) / "manifest.json"  # the index is versioned
+    manifest = json.loads(manifest_file.read_text("utf-8"))
     manifest["embedder"]["name"] = "acme/secret-model"
-    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    manifest_file.write_text(json.dumps(manifest), encoding="utf-8")
     argv = ["eval", "--index", str(copy), "--dataset", str(TINY), "--policy", "default"]
     assert main([*argv, "--no-progress"]) == 2
     assert "embedder 'acme/secret-model', which the command line cannot construct" in (
