@@ -67,7 +67,9 @@ def test_twenty_hung_turns_leave_another_graph_answering(healthy: Embeddings) ->
         load_policy().model_copy(update={"deadlines": slow}), embedder=HungEmbedder(), tiers=tiers()
     )
     in_flight = [
-        threading.Thread(target=hung.invoke, args=({"query": "which port does it use"},), daemon=True)
+        threading.Thread(
+            target=hung.invoke, args=({"query": "which port does it use"},), daemon=True
+        )
         for _ in range(20)
     ]
     for thread in in_flight:
