@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "fusion": 2,
     "redact": 0,
     "bulkhead": 0,
+    "providers": 0,
     "nodes": 3,
     "graph": 4,
     "display": 5,
