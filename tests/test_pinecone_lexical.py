@@ -134,7 +134,7 @@ def test_statistics_are_refetched_once_their_ttl_passed(remote: Any, index: Embe
 
 
 def test_methods_without_a_sparse_form_are_refused(remote: Any) -> None:
-    with pytest.raises(ConfigurationError, match="bm25l.*lucene, robertson, atire"):
+    with pytest.raises(ConfigurationError, match=r"bm25l.*lucene, robertson, atire"):
         upsert_lexical(remote, docs(), config=LexicalConfig(method="bm25l"))
 
 

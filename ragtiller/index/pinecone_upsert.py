@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -103,6 +103,7 @@ def upsert_lexical(
     chunks: Sequence[Document] | EmbeddedIndex,
     *,
     config: LexicalConfig | None = None,
+    only_ids: Collection[str] | None = None,
     namespace: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     retry: RetryPolicy = UPSERT_RETRY,
@@ -112,7 +113,10 @@ def upsert_lexical(
 
     The statistics (documents, average length, each term's document frequency) are counted
     over all of ``chunks``, as the embedded bm25s index counts over all its chunks, so pass the
-    whole corpus: each call replaces the statistics. A chunk is indexed under its document
+    whole corpus: each call replaces the statistics. After an incremental change, pass the
+    changed chunk ids as ``only_ids``: the statistics still count the whole corpus, but only
+    those vectors are sent; the others keep weights computed with the previous average length
+    (``docs/pinecone.md`` says what that costs). A chunk is indexed under its document
     title and its text (``lexical_text``), as in the embedded tier; a chunk with no term left
     after analysis is not upserted (no query could match it). Ids, metadata, namespaces,
     batching and retries are :func:`upsert_chunks`'s. Vectors are written before the
@@ -124,6 +128,7 @@ def upsert_lexical(
         chunks: Documents, or an embedded index (all its chunks).
         config: Stopwords, stemmer and BM25 parameters; default: the embedded index's, else
             the default ``LexicalConfig``.
+        only_ids: Upsert the vectors of these chunk ids only; None: all.
         namespace: As in :func:`upsert_chunks`.
         batch_size: Vectors per upsert request, 1 to 1000.
         retry: Attempts and backoff for a batch answered with 429.
@@ -155,7 +160,7 @@ def upsert_lexical(
     records = [
         (doc, {"sparse_values": dict(vector)})
         for doc, vector in zip(documents, sparse, strict=True)
-        if vector["indices"]
+        if vector["indices"] and (only_ids is None or doc.id in only_ids)
     ]
     counts = _upsert_records(index, records, namespace, batch_size, retry, sleep)
     _write_stats(index, stats)
