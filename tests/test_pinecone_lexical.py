@@ -115,6 +115,16 @@ def test_upsert_writes_vectors_per_namespace_and_the_statistics(
     assert vector.sparse_values.indices and all(v > 0 for v in vector.sparse_values.values)
 
 
+def test_only_ids_sends_those_vectors_and_counts_the_whole_corpus(
+    remote: Any, index: EmbeddedIndex, emulator: PineconeEmulator
+) -> None:
+    first = index.store.records.ids[0]
+    assert upsert_lexical(remote, index, only_ids={first}) == {"default": 1}
+    assert emulator.vector_count("default") == 1
+    found = read_stats(remote)
+    assert found is not None and found[1].documents == len(index.store.records)
+
+
 def test_no_statistics_is_a_known_absence(remote: Any) -> None:
     with pytest.raises(TierUnavailable, match="run upsert_lexical") as info:
         search(PineconeLexicalTier(remote), namespaces=["default"])
