@@ -243,7 +243,7 @@ def lexical_outcome(
         e for e in graph.stream({"query": QUERY}, stream_mode="custom") if e["status"] != "active"
     ]
     (event,) = [
-        e for e in events if e["step"] == "tier-search" and e["detail"].get("tier") == "lexical"
+        e for e in events if e["step"] == "tier_search" and e["detail"].get("tier") == "lexical"
     ]
     (tier,) = [t for t in tiers if t.name == "lexical"]
     try:
