@@ -6,6 +6,7 @@ The emulator serves a sparse index; degradation is checked through the graph, as
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,18 +165,14 @@ def test_a_failed_statistics_write_is_an_ingest_error(
 # --- the tier -----------------------------------------------------------------------------
 
 
-def test_every_namespace_leaves_the_statistics_out(
-    loaded: Any, emulator: PineconeEmulator
-) -> None:
+def test_every_namespace_leaves_the_statistics_out(loaded: Any, emulator: PineconeEmulator) -> None:
     hits = search(PineconeLexicalTier(loaded), "put queue timeout", k=10)
     assert {h["metadata"]["namespace"] for h in hits} == {"default", "api"}
     queried = {r.body["namespace"] for r in emulator.requests if r.path == "/query"}
     assert queried == {"default", "api"}
 
 
-def test_a_query_without_known_terms_sends_nothing(
-    loaded: Any, emulator: PineconeEmulator
-) -> None:
+def test_a_query_without_known_terms_sends_nothing(loaded: Any, emulator: PineconeEmulator) -> None:
     assert search(PineconeLexicalTier(loaded), "zzzz qqqq", namespaces=["default"]) == []
     assert "/query" not in emulator.paths()
 
@@ -206,6 +203,24 @@ def test_a_slow_answer_times_out(loaded: Any, emulator: PineconeEmulator, use_as
             asyncio.run(tier.asearch(query=QUERY, vector=None, k=3, namespaces=["default"]))
         else:
             search(tier, namespaces=["default"])
+
+
+def test_the_bulkhead_refuses_calls_beyond_its_limit_until_they_end(
+    loaded: Any, emulator: PineconeEmulator
+) -> None:
+    tier = PineconeLexicalTier(loaded, timeout_s=0.2, max_in_flight=1)
+    tier.encoder()  # statistics fetched: searches now make one call per namespace
+    emulator.slow(1.0, times=1, paths={"/query"})
+    with pytest.raises(PineconeTimeoutError):
+        search(tier, namespaces=["default"])  # abandoned at 0.2 s, still holding the slot
+    with pytest.raises(PineconeTierError, match="1 Pinecone calls already in flight"):
+        search(tier, namespaces=["default"])
+    deadline = time.monotonic() + 5
+    while tier.bulkhead.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert search(tier, namespaces=["default"])  # the slow call ended: the slot is free
+    with pytest.raises(ConfigurationError, match="max_in_flight must be >= 1"):
+        PineconeLexicalTier(loaded, max_in_flight=0)
 
 
 def test_the_env_settings_hold_the_key_as_a_secret() -> None:

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from langchain_core.documents import Document
 
-from ragtiller.errors import RagtillerError
+from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.index._records import HIT_FIELDS
 from ragtiller.types import Hit
 
@@ -49,6 +49,61 @@ class PineconeTimeoutError(PineconeTierError, TimeoutError):
     """No answer within the tier's ``timeout_s`` (SDK-internal retries included)."""
 
 
+class Bulkhead:
+    """At most ``limit`` calls in flight to one Pinecone index; a call beyond that fails at once.
+
+    A call abandoned at its deadline still holds its place until the SDK gives up, so a stuck
+    index cannot pile up threads: once it holds ``limit`` calls, searches fail fast (and fall
+    back, when the policy says so) instead of starting more.
+
+    Args:
+        limit: Calls in flight allowed, at least 1.
+
+    Raises:
+        ConfigurationError: ``limit`` < 1.
+
+    Example:
+        >>> Bulkhead(4).limit
+        4
+    """
+
+    def __init__(self, limit: int = 16) -> None:
+        if limit < 1:
+            raise ConfigurationError(f"max_in_flight must be >= 1, but got {limit}")
+        self.limit = limit
+        self._in_flight = 0
+        self._lock = threading.Lock()
+
+    @property
+    def in_flight(self) -> int:
+        """Calls started and not yet ended (abandoned ones included)."""
+        with self._lock:
+            return self._in_flight
+
+    def start(self, fn: Callable[[], T], namespace: str) -> futures.Future[T]:
+        """Run ``fn`` in a new daemon thread holding one slot until it ends.
+
+        Raises:
+            PineconeTierError: Every slot is taken.
+        """
+        with self._lock:
+            full = self._in_flight >= self.limit
+            if not full:
+                self._in_flight += 1
+        if full:
+            raise PineconeTierError(
+                f"{self.limit} Pinecone calls already in flight (namespace {namespace!r}): the "
+                "index is slow or stuck; refusing more until they end",
+                status_code=None,
+                namespace=namespace,
+            )
+        return _start(fn, self._release)
+
+    def _release(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+
 def require_langchain_pinecone() -> None:
     """Fail early, with the install hint, when the ``pinecone`` extra is missing.
 
@@ -67,16 +122,18 @@ def search_namespaces(
     namespaces: Sequence[str] | None,
     k: int,
     timeout_s: float,
+    bulkhead: Bulkhead,
 ) -> list[Hit]:
     """Query each namespace in parallel under one deadline and merge the hits by score.
 
     Raises:
-        PineconeTierError: A call failed; :class:`PineconeTimeoutError` past the deadline.
+        PineconeTierError: A call failed or the bulkhead is full; :class:`PineconeTimeoutError`
+            past the deadline.
     """
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
-        namespaces = _wait(_start(list_namespaces), deadline, timeout_s, "*")
-    calls = _start_queries(query_one, namespaces)
+        namespaces = _wait(bulkhead.start(list_namespaces, "*"), deadline, timeout_s, "*")
+    calls = _start_queries(query_one, namespaces, bulkhead)
     return merge_hits([(ns, _wait(call, deadline, timeout_s, ns)) for ns, call in calls], k)
 
 
@@ -86,12 +143,13 @@ async def asearch_namespaces(
     namespaces: Sequence[str] | None,
     k: int,
     timeout_s: float,
+    bulkhead: Bulkhead,
 ) -> list[Hit]:
     """Async twin of :func:`search_namespaces`: the same threads, awaited off the event loop."""
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
-        namespaces = await _await(_start(list_namespaces), deadline, timeout_s, "*")
-    calls = _start_queries(query_one, namespaces)
+        namespaces = await _await(bulkhead.start(list_namespaces, "*"), deadline, timeout_s, "*")
+    calls = _start_queries(query_one, namespaces, bulkhead)
     return merge_hits([(ns, await _await(call, deadline, timeout_s, ns)) for ns, call in calls], k)
 
 
@@ -146,23 +204,26 @@ def call_result(get: Callable[[], T], namespace: str) -> T:
 
 
 def _start_queries(
-    query_one: QueryOne, namespaces: Sequence[str]
+    query_one: QueryOne, namespaces: Sequence[str], bulkhead: Bulkhead
 ) -> list[tuple[str, futures.Future[list[tuple[Document, float]]]]]:
     unique = list(dict.fromkeys(namespaces))
-    return [(ns, _start(functools.partial(query_one, ns))) for ns in unique]
+    return [(ns, bulkhead.start(functools.partial(query_one, ns), ns)) for ns in unique]
 
 
-def _start(fn: Callable[[], T]) -> futures.Future[T]:
-    """Run ``fn`` in a new daemon thread (one that can never delay interpreter exit)."""
+def _start(fn: Callable[[], T], done: Callable[[], None]) -> futures.Future[T]:
+    """Run ``fn`` in a new daemon thread (one that can never delay exit), then call ``done``."""
     future: futures.Future[T] = futures.Future()
 
     def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
         try:
-            future.set_result(fn())
-        except BaseException as e:  # handed to whoever waits on the future
-            future.set_exception(e)
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn())
+            except BaseException as e:  # handed to whoever waits on the future
+                future.set_exception(e)
+        finally:
+            done()
 
     threading.Thread(target=run, name="ragtiller-pinecone", daemon=True).start()
     return future

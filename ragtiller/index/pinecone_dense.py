@@ -14,7 +14,12 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from ragtiller.errors import ConfigurationError
-from ragtiller.index.pinecone_calls import asearch_namespaces, search_namespaces, searchable
+from ragtiller.index.pinecone_calls import (
+    Bulkhead,
+    asearch_namespaces,
+    search_namespaces,
+    searchable,
+)
 from ragtiller.types import Hit
 
 if TYPE_CHECKING:
@@ -51,9 +56,11 @@ class PineconeTier:
             called again on the next search.
         name: The tier's name; ``dense`` replaces the embedded dense tier.
         timeout_s: Deadline for one search, all namespaces included, in seconds.
+        max_in_flight: Calls to the index in flight at once (the tier's bulkhead); more fail
+            at once with :class:`PineconeTierError`, so a stuck index cannot pile up threads.
 
     Raises:
-        ConfigurationError: ``timeout_s`` is not positive.
+        ConfigurationError: ``timeout_s`` is not positive or ``max_in_flight`` < 1.
 
     Example:
         >>> def connect():  # called on the first search, not here
@@ -71,11 +78,13 @@ class PineconeTier:
         *,
         name: str = "dense",
         timeout_s: float = 5.0,
+        max_in_flight: int = 16,
     ) -> None:
         if timeout_s <= 0:
             raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
         self.name = name
         self.timeout_s = timeout_s
+        self.bulkhead = Bulkhead(max_in_flight)
         self._store: PineconeVectorStore | None = None
         self._make_store: Callable[[], PineconeVectorStore] | None = None
         if isinstance(store, VectorStore):
@@ -117,7 +126,9 @@ class PineconeTier:
                 at all; :class:`PineconeTimeoutError` when the deadline passed.
         """
         query_one = self._query(_query_vector(vector, k), k, filter)
-        return search_namespaces(query_one, self._list_namespaces, namespaces, k, self.timeout_s)
+        return search_namespaces(
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
+        )
 
     async def asearch(
         self,
@@ -131,7 +142,7 @@ class PineconeTier:
         """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
         query_one = self._query(_query_vector(vector, k), k, filter)
         return await asearch_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
         )
 
     def _query(

@@ -16,7 +16,12 @@ from typing import Any
 from langchain_core.documents import Document
 
 from ragtiller.errors import ConfigurationError, TierUnavailable
-from ragtiller.index.pinecone_calls import asearch_namespaces, search_namespaces, searchable
+from ragtiller.index.pinecone_calls import (
+    Bulkhead,
+    asearch_namespaces,
+    search_namespaces,
+    searchable,
+)
 from ragtiller.index.pinecone_stats import read_stats, read_version
 from ragtiller.index.sparse_bm25 import BM25SparseEncoder
 from ragtiller.types import Hit
@@ -44,11 +49,14 @@ class PineconeLexicalTier:
             first search (so that building the tier does no network I/O).
         name: The tier's name; ``lexical`` replaces the embedded lexical tier.
         timeout_s: Deadline for one search (statistics included), in seconds.
+        max_in_flight: Calls to the index in flight at once (the tier's bulkhead); more fail
+            at once with :class:`PineconeTierError`, so a stuck index cannot pile up threads.
         stats_ttl_s: How long fetched statistics are used before their version is checked.
         clock: Monotonic seconds; tests pass a fake.
 
     Raises:
-        ConfigurationError: ``timeout_s`` or ``stats_ttl_s`` is not positive.
+        ConfigurationError: ``timeout_s`` or ``stats_ttl_s`` is not positive, or
+            ``max_in_flight`` < 1.
 
     Example:
         >>> def connect():  # called on the first search, not here
@@ -66,6 +74,7 @@ class PineconeLexicalTier:
         *,
         name: str = "lexical",
         timeout_s: float = 5.0,
+        max_in_flight: int = 16,
         stats_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -75,6 +84,7 @@ class PineconeLexicalTier:
             raise ConfigurationError(f"stats_ttl_s must be > 0, but got {stats_ttl_s}")
         self.name = name
         self.timeout_s = timeout_s
+        self.bulkhead = Bulkhead(max_in_flight)
         self.stats_ttl_s = stats_ttl_s
         self._clock = clock
         self._index: Any = index if hasattr(index, "query") else None
@@ -133,7 +143,9 @@ class PineconeLexicalTier:
                 ``PineconeTimeoutError`` when the deadline passed.
         """
         query_one = self._query(query, k, filter)
-        return search_namespaces(query_one, self._list_namespaces, namespaces, k, self.timeout_s)
+        return search_namespaces(
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
+        )
 
     async def asearch(
         self,
@@ -147,7 +159,7 @@ class PineconeLexicalTier:
         """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
         query_one = self._query(query, k, filter)
         return await asearch_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
         )
 
     def _query(
