@@ -216,7 +216,7 @@ def test_the_bulkhead_refuses_calls_beyond_its_limit_until_they_end(
     with pytest.raises(PineconeTierError, match="1 Pinecone calls already in flight"):
         search(tier, namespaces=["default"])
     deadline = time.monotonic() + 5
-    while tier.bulkhead.in_flight and time.monotonic() < deadline:
+    while tier.call_limit.count and time.monotonic() < deadline:
         time.sleep(0.05)
     assert search(tier, namespaces=["default"])  # the slow call ended: the slot is free
     with pytest.raises(ConfigurationError, match="max_in_flight must be >= 1"):

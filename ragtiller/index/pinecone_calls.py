@@ -49,12 +49,14 @@ class PineconeTimeoutError(PineconeTierError, TimeoutError):
     """No answer within the tier's ``timeout_s`` (SDK-internal retries included)."""
 
 
-class Bulkhead:
+class InFlightLimit:
     """At most ``limit`` calls in flight to one Pinecone index; a call beyond that fails at once.
 
     A call abandoned at its deadline still holds its place until the SDK gives up, so a stuck
     index cannot pile up threads: once it holds ``limit`` calls, searches fail fast (and fall
-    back, when the policy says so) instead of starting more.
+    back, when the policy says so) instead of starting more. The graph's per-tier bulkhead
+    (``ragtiller/bulkhead.py``) bounds the searches running; this bounds the Pinecone calls
+    those searches fan out to (one per namespace), which outlive a search that timed out.
 
     Args:
         limit: Calls in flight allowed, at least 1.
@@ -63,7 +65,7 @@ class Bulkhead:
         ConfigurationError: ``limit`` < 1.
 
     Example:
-        >>> Bulkhead(4).limit
+        >>> InFlightLimit(4).limit
         4
     """
 
@@ -75,7 +77,7 @@ class Bulkhead:
         self._lock = threading.Lock()
 
     @property
-    def in_flight(self) -> int:
+    def count(self) -> int:
         """Calls started and not yet ended (abandoned ones included)."""
         with self._lock:
             return self._in_flight
@@ -122,18 +124,18 @@ def search_namespaces(
     namespaces: Sequence[str] | None,
     k: int,
     timeout_s: float,
-    bulkhead: Bulkhead,
+    limit: InFlightLimit,
 ) -> list[Hit]:
     """Query each namespace in parallel under one deadline and merge the hits by score.
 
     Raises:
-        PineconeTierError: A call failed or the bulkhead is full; :class:`PineconeTimeoutError`
+        PineconeTierError: A call failed or ``limit`` calls are in flight; :class:`PineconeTimeoutError`
             past the deadline.
     """
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
-        namespaces = _wait(bulkhead.start(list_namespaces, "*"), deadline, timeout_s, "*")
-    calls = _start_queries(query_one, namespaces, bulkhead)
+        namespaces = _wait(limit.start(list_namespaces, "*"), deadline, timeout_s, "*")
+    calls = _start_queries(query_one, namespaces, limit)
     return merge_hits([(ns, _wait(call, deadline, timeout_s, ns)) for ns, call in calls], k)
 
 
@@ -143,13 +145,13 @@ async def asearch_namespaces(
     namespaces: Sequence[str] | None,
     k: int,
     timeout_s: float,
-    bulkhead: Bulkhead,
+    limit: InFlightLimit,
 ) -> list[Hit]:
     """Async twin of :func:`search_namespaces`: the same threads, awaited off the event loop."""
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
-        namespaces = await _await(bulkhead.start(list_namespaces, "*"), deadline, timeout_s, "*")
-    calls = _start_queries(query_one, namespaces, bulkhead)
+        namespaces = await _await(limit.start(list_namespaces, "*"), deadline, timeout_s, "*")
+    calls = _start_queries(query_one, namespaces, limit)
     return merge_hits([(ns, await _await(call, deadline, timeout_s, ns)) for ns, call in calls], k)
 
 
@@ -204,10 +206,10 @@ def call_result(get: Callable[[], T], namespace: str) -> T:
 
 
 def _start_queries(
-    query_one: QueryOne, namespaces: Sequence[str], bulkhead: Bulkhead
+    query_one: QueryOne, namespaces: Sequence[str], limit: InFlightLimit
 ) -> list[tuple[str, futures.Future[list[tuple[Document, float]]]]]:
     unique = list(dict.fromkeys(namespaces))
-    return [(ns, bulkhead.start(functools.partial(query_one, ns), ns)) for ns in unique]
+    return [(ns, limit.start(functools.partial(query_one, ns), ns)) for ns in unique]
 
 
 def _start(fn: Callable[[], T], done: Callable[[], None]) -> futures.Future[T]:

@@ -15,7 +15,7 @@ from langchain_core.vectorstores import VectorStore
 
 from ragtiller.errors import ConfigurationError
 from ragtiller.index.pinecone_calls import (
-    Bulkhead,
+    InFlightLimit,
     asearch_namespaces,
     search_namespaces,
     searchable,
@@ -56,7 +56,7 @@ class PineconeTier:
             called again on the next search.
         name: The tier's name; ``dense`` replaces the embedded dense tier.
         timeout_s: Deadline for one search, all namespaces included, in seconds.
-        max_in_flight: Calls to the index in flight at once (the tier's bulkhead); more fail
+        max_in_flight: Calls to the index in flight at once, abandoned ones included; more fail
             at once with :class:`PineconeTierError`, so a stuck index cannot pile up threads.
 
     Raises:
@@ -84,7 +84,7 @@ class PineconeTier:
             raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
         self.name = name
         self.timeout_s = timeout_s
-        self.bulkhead = Bulkhead(max_in_flight)
+        self.call_limit = InFlightLimit(max_in_flight)
         self._store: PineconeVectorStore | None = None
         self._make_store: Callable[[], PineconeVectorStore] | None = None
         if isinstance(store, VectorStore):
@@ -127,7 +127,7 @@ class PineconeTier:
         """
         query_one = self._query(_query_vector(vector, k), k, filter)
         return search_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
         )
 
     async def asearch(
@@ -142,7 +142,7 @@ class PineconeTier:
         """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
         query_one = self._query(_query_vector(vector, k), k, filter)
         return await asearch_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
         )
 
     def _query(

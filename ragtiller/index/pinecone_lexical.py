@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 
 from ragtiller.errors import ConfigurationError, TierUnavailable
 from ragtiller.index.pinecone_calls import (
-    Bulkhead,
+    InFlightLimit,
     asearch_namespaces,
     search_namespaces,
     searchable,
@@ -49,7 +49,7 @@ class PineconeLexicalTier:
             first search (so that building the tier does no network I/O).
         name: The tier's name; ``lexical`` replaces the embedded lexical tier.
         timeout_s: Deadline for one search (statistics included), in seconds.
-        max_in_flight: Calls to the index in flight at once (the tier's bulkhead); more fail
+        max_in_flight: Calls to the index in flight at once, abandoned ones included; more fail
             at once with :class:`PineconeTierError`, so a stuck index cannot pile up threads.
         stats_ttl_s: How long fetched statistics are used before their version is checked.
         clock: Monotonic seconds; tests pass a fake.
@@ -84,7 +84,7 @@ class PineconeLexicalTier:
             raise ConfigurationError(f"stats_ttl_s must be > 0, but got {stats_ttl_s}")
         self.name = name
         self.timeout_s = timeout_s
-        self.bulkhead = Bulkhead(max_in_flight)
+        self.call_limit = InFlightLimit(max_in_flight)
         self.stats_ttl_s = stats_ttl_s
         self._clock = clock
         self._index: Any = index if hasattr(index, "query") else None
@@ -144,7 +144,7 @@ class PineconeLexicalTier:
         """
         query_one = self._query(query, k, filter)
         return search_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
         )
 
     async def asearch(
@@ -159,7 +159,7 @@ class PineconeLexicalTier:
         """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
         query_one = self._query(query, k, filter)
         return await asearch_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.bulkhead
+            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
         )
 
     def _query(
