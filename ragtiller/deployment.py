@@ -24,9 +24,9 @@ GRAPH_FACTORY = "./ragtiller/studio.py:make_graph"
 
 
 def deploy_policy() -> RetrievalPolicy:
-    """The shipped default policy with dense and lexical served by Pinecone (embedded fallback)."""
+    """The shipped default policy with dense and lexical served by Pinecone, falling back to the embedded index on missing credentials and on outages."""
     policy = load_policy()
-    pinecone = {"provider": "pinecone", "fallback": "embedded"}
+    pinecone = {"provider": "pinecone", "fallback": "embedded", "fallback_on_outage": True}
     return policy.model_copy(
         update={
             "dense_backend": policy.dense_backend.model_copy(update=pinecone),
@@ -49,13 +49,13 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
         "flowchart LR",
         "    client([client]) -->|HTTP| lb[load balancer]",
         f'    subgraph replica["each LangGraph Server replica: langgraph.json, {GRAPH_FACTORY}"]',
-        f'        graph["{"<br/>".join(held)}"]',
+        f'        app["{"<br/>".join(held)}"]',
         f'        disk[("embedded index, memory-mapped<br/>{INDEX_ENV}")]',
         "    end",
-        "    lb --> graph",
-        '    graph -->|"parent sections, corpus map"| disk',
+        "    lb --> app",
+        '    app -->|"parent sections, corpus map"| disk',
         f'    redis[("Redis<br/>{REDIS_URL_ENV}")]',
-        '    graph -->|"quota ledger, step-back and rerank caches"| redis',
+        '    app -->|"quota ledger, step-back and rerank caches"| redis',
     ]
     lines += _backend(
         "dense",
@@ -76,9 +76,9 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     if "cohere" in (reranker.provider, reranker.ceiling):
         lines += [
             f'    cohere(["Cohere Rerank<br/>{COHERE_API_KEY_ENV}"])',
-            '    graph -->|"rerank (ceiling, quota-gated)"| cohere',
+            '    app -->|"rerank (ceiling, quota-gated)"| cohere',
         ]
-    lines.append(f'    policy[/"policy {policy.policy_id}<br/>{POLICY_ENV}"/] -.-> graph')
+    lines.append(f'    policy[/"policy {policy.policy_id}<br/>{POLICY_ENV}"/] -.-> app')
     return "\n".join(lines) + "\n"
 
 
@@ -86,14 +86,14 @@ def _backend(
     tier: str, config: DenseBackendConfig, node: str, label: str, variables: str
 ) -> list[str]:
     if config.provider == "embedded":
-        return [f'    graph -->|"{tier} tier"| disk']
+        return [f'    app -->|"{tier} tier"| disk']
     lines = [
         f'    {node}[("{label}<br/>{variables}")]',
-        f'    graph -->|"{tier} tier, {config.timeout_s:g} s deadline"| {node}',
+        f'    app -->|"{tier} tier, {config.timeout_s:g} s deadline"| {node}',
     ]
     if config.fallback == "embedded":
         when = "no credentials or an outage" if config.fallback_on_outage else "no credentials"
-        lines.append(f'    graph -.->|"{tier} fallback: {when}"| disk')
+        lines.append(f'    app -.->|"{tier} fallback: {when}"| disk')
     return lines
 
 

@@ -21,9 +21,12 @@ def test_the_doc_embeds_the_generated_diagram() -> None:
 
 def test_the_diagram_follows_the_policy() -> None:
     embedded = deployment_mermaid(load_policy())
-    assert "Pinecone" not in embedded and '-->|"dense tier"| disk' in embedded
+    assert "Pinecone" not in embedded and 'app -->|"dense tier"| disk' in embedded
     remote = deployment_mermaid(deploy_policy())
-    assert "PINECONE_SPARSE_HOST" in remote and "lexical fallback: no credentials" in remote
+    assert (
+        "PINECONE_SPARSE_HOST" in remote
+        and "lexical fallback: no credentials or an outage" in remote
+    )
 
 
 def test_the_server_graph_serves_the_policy_backends(tmp_path: Path) -> None:
