@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "integrations": 5,
     "studio": 5,
     "demo": 5,
+    "deployment": 5,
     "cli": 5,
     "__init__": 5,
 }
