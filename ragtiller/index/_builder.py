@@ -17,7 +17,7 @@ from ragtiller.index.chunking import Chunk, ChunkingConfig, Section, chunk_docum
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.embedders import embedder_identity
-from ragtiller.index.lexical import LexicalConfig, LexicalTier
+from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
 from ragtiller.index.progress import IngestProgress
 from ragtiller.index.report import IngestReport
@@ -212,7 +212,7 @@ class IndexBuilder:
         if previous is not None:
             old = previous.store.records
             for row, (text, md) in enumerate(zip(old.texts, old.metadatas, strict=True)):
-                stored.setdefault(embedding_key(identity, indexed_text(text, md)), row)
+                stored.setdefault(embedding_key(identity, lexical_text(text, md.get("title"))), row)
         keys = [embedding_key(identity, text) for text in new.indexed]
         missing: dict[str, str] = {}
         for key, text in zip(keys, new.indexed, strict=True):
@@ -260,12 +260,6 @@ class IndexBuilder:
         )
 
 
-def indexed_text(text: str, metadata: dict[str, Any]) -> str:
-    """What is embedded and BM25-indexed for a chunk: its document title (if any) and text."""
-    title = metadata.get("title")
-    return f"{title} {text}" if title else text
-
-
 def chunk_sync_record(
     identity: str,
     id_: str,
@@ -285,7 +279,7 @@ def _rows(chunks: Sequence[Chunk]) -> _Rows:
         [c.id for c in chunks],
         [c.text for c in chunks],
         metadatas,
-        [indexed_text(c.text, md) for c, md in zip(chunks, metadatas, strict=True)],
+        [lexical_text(c.text, md.get("title")) for c, md in zip(chunks, metadatas, strict=True)],
     )
 
 
@@ -304,7 +298,7 @@ def _kept(previous: EmbeddedIndex | None, plan: SyncPlan) -> tuple[_Rows, list[i
         [records.ids[r] for r in rows],
         [records.texts[r] for r in rows],
         [records.metadatas[r] for r in rows],
-        [indexed_text(records.texts[r], records.metadatas[r]) for r in rows],
+        [lexical_text(records.texts[r], records.metadatas[r].get("title")) for r in rows],
     )
     parents = previous.parents
     sections = [
