@@ -263,5 +263,7 @@ def test_one_progress_bar_covers_every_stage_with_counts(
     chunks = index.manifest.counts.chunks
     for stage in ("read 1/5", "chunk 2/5", "embed 3/5", "index 4/5", "save 5/5"):
         assert f"ingest {stage}" in err
-    assert f"read 3, chunk 3, embed {chunks}, index {chunks}, save 6" in err.split("ingest done")[-1]
+    assert (
+        f"read 3, chunk 3, embed {chunks}, index {chunks}, save 6" in err.split("ingest done")[-1]
+    )
     assert "embedding" not in err  # no second bar of its own
