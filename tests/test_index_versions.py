@@ -173,20 +173,21 @@ SAVER = textwrap.dedent(
                          metadata={"source": f"part{i}.md"}) for i in range(n)]
         return EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False)
 
-    target, saves = Path(sys.argv[1]), int(sys.argv[2])
+    target, saves, pause = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     indexes = [build(3), build(5)]
     print("ready", flush=True)
     for i in range(saves):
         indexes[i % 2].save(target)
         print(i, flush=True)
+        time.sleep(pause)
     """
 )
 
 
-def saver(directory: Path, saves: int) -> subprocess.Popen[str]:
+def saver(directory: Path, saves: int, pause_s: float = 0.0) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     process = subprocess.Popen(
-        [sys.executable, "-c", SAVER, str(directory), str(saves)],
+        [sys.executable, "-c", SAVER, str(directory), str(saves), str(pause_s)],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -199,7 +200,7 @@ def saver(directory: Path, saves: int) -> subprocess.Popen[str]:
 def test_200_opens_interleaved_with_50_saves_never_fail(old: EmbeddedIndex, tmp_path: Path) -> None:
     directory = tmp_path / "idx"
     old.save(directory)
-    process = saver(directory, 50)
+    process = saver(directory, 50, pause_s=0.02)  # >= 1 s of saving, however fast the disk
     opens, failures, during, seen = 0, [], 0, []
     while opens < 200 or process.poll() is None:
         saving = process.poll() is None
