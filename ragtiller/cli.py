@@ -16,6 +16,7 @@ from ragtiller.display import citations, stage_table, summary
 from ragtiller.errors import RagtillerError
 from ragtiller.graph.builder import build_graph
 from ragtiller.policies import load_policy
+from ragtiller.policies.commands import add_policy_commands
 
 EXIT_ERROR = 2
 
@@ -164,6 +165,7 @@ def parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     add_commands(sub)
+    add_policy_commands(sub)
     return top
 
 

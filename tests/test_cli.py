@@ -81,7 +81,7 @@ def test_missing_index_is_one_line_error_not_traceback(tmp_path: Path) -> None:
 
 def test_bad_policy_is_a_clear_error(index_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("schema_version: 1\npolicy_id: x\nversion: '1'\nroutes: {}\n", "utf-8")
+    bad.write_text("schema_version: 2\npolicy_id: x\nversion: '1'\nroutes: {}\n", "utf-8")
     done = ragtiller("ask", "some question here", "--index", str(index_dir), "--policy", str(bad))
     assert done.returncode == 2
     assert f"invalid retrieval policy {bad}" in done.stderr

@@ -12,8 +12,8 @@ from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
-    decide_fusion,
     decide_hybrid,
+    decide_parent_child,
     decide_rerank_setting,
     decide_step_back,
 )
@@ -104,7 +104,7 @@ def make_gate(deps: Components) -> NodeFn:
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
-                fusion=None,
+                parent_child=None,
                 rerank=None,
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
@@ -125,7 +125,9 @@ def make_gate(deps: Components) -> NodeFn:
                 top_k=min(config.top_k, policy.budgets.max_chunks),
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
-                fusion=decide_fusion(config, is_broad=cls.is_broad, query_type=cls.query_type),
+                parent_child=decide_parent_child(
+                    config, is_broad=cls.is_broad, query_type=cls.query_type
+                ),
                 rerank=decide_rerank_setting(config),
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
