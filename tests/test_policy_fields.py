@@ -77,3 +77,40 @@ def test_shipped_default_is_schema_2_and_loads_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_policy().schema_version == 2
+
+
+def test_policy_migrate_writes_a_schema_2_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragtiller.cli import main
+
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "# my policy\nschema_version: 1\npolicy_id: p\nversion: '1'\n"
+        "default_route: {namespace: default, top_k: 5}\nrouter: {baseline: deterministic}\n"
+        "routes:\n"
+        "  factual_lookup: {fusion: false}\n  exact_lexical_lookup: {}\n  synthesis: {fusion: true}\n",
+        encoding="utf-8",
+    )
+    assert main(["policy", "migrate", str(old)]) == 0
+    assert (
+        "routes.factual_lookup.fusion -> routes.factual_lookup.parent_child"
+        in capsys.readouterr().out
+    )
+    text = old.read_text("utf-8")
+    assert text.startswith("# my policy\n") and "schema_version: 2" in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        migrated = load_policy(old)
+    assert migrated.routes["factual_lookup"].parent_child is False
+
+
+def test_policy_show_prints_the_effective_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from ragtiller.cli import main
+
+    assert main(["policy", "show", "default"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert parse_policy(shown) == load_policy()
+    assert shown["deadlines"]["turn_s"] == 15
