@@ -1,8 +1,7 @@
-"""Choosing the store backends from the environment, and the cache key."""
+"""Choosing the store backends from the environment."""
 
 from __future__ import annotations
 
-import hashlib
 import sys
 
 import pytest
@@ -13,7 +12,6 @@ from ragtiller.stores import (
     RedisCache,
     RedisQuotaLedger,
     SpendResult,
-    cache_key,
     stores_from_env,
 )
 
@@ -60,19 +58,3 @@ def test_redis_url_without_the_redis_package_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "redis", None)  # makes `import redis` fail
     with pytest.raises(ImportError, match=r"pip install 'ragtiller\[redis\]'"):
         stores_from_env({"chat_gen": 2})
-
-
-def test_cache_key_is_the_sha256_of_the_normalized_parts() -> None:
-    expected = hashlib.sha256(b"step-back\x1fhow do i start?").hexdigest()
-    assert cache_key("step-back", "how do i start?") == expected
-    assert cache_key("  STEP-back ", "How\tdo  I\n start?  ") == expected
-
-
-def test_cache_key_casefolds_beyond_lowercase() -> None:
-    assert cache_key("Straße") == cache_key("STRASSE")
-
-
-def test_cache_key_keeps_part_boundaries() -> None:
-    assert cache_key("a b", "c") != cache_key("a", "b c")
-    assert cache_key("ab") != cache_key("a", "b")
-    assert len(cache_key("x")) == 64
