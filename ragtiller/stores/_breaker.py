@@ -112,6 +112,8 @@ class CircuitBreaker:
 
     def admit(self) -> bool:
         """Whether a call may go to the store now; in half-open state, True for one probe only."""
+        if self._opened_at is None:  # closed: the common case needs no lock
+            return True
         with self._lock:
             if self._opened_at is None:
                 return True
@@ -122,6 +124,8 @@ class CircuitBreaker:
 
     def succeeded(self) -> None:
         """The store answered: close the breaker."""
+        if self._failures == 0 and self._opened_at is None:  # nothing to reset, no lock needed
+            return
         with self._lock:
             recovered = self._opened_at is not None
             self._failures = 0
