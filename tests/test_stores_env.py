@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from ragtiller.stores import (
     MemoryCache,
     MemoryQuotaLedger,
+    QuotaReading,
     RedisCache,
     RedisQuotaLedger,
     SpendResult,
@@ -46,6 +48,8 @@ async def test_with_redis_url_the_stores_live_in_redis(
         cache.set("k", "shared", ttl_s=60)
         assert await replica_cache.aget("k") == "shared"
         assert cache.key("k") == f"{redis_prefix}cache:k"
+        assert ledger.breaker is cache.breaker  # one Redis, one breaker
+        assert replica_ledger.breaker is not ledger.breaker
     finally:
         for store in (ledger, cache, replica_ledger, replica_cache):
             await store.aclose()
@@ -58,3 +62,23 @@ def test_redis_url_without_the_redis_package_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "redis", None)  # makes `import redis` fail
     with pytest.raises(ImportError, match=r"pip install 'ragtiller\[redis\]'"):
         stores_from_env({"chat_gen": 2})
+
+
+async def test_the_ledger_and_cache_of_one_dead_redis_share_one_breaker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{port}/0")
+    ledger, cache = stores_from_env({"chat_gen": 2})
+    assert isinstance(ledger, RedisQuotaLedger) and isinstance(cache, RedisCache)
+    try:
+        for _ in range(3):
+            assert cache.get("k") is None  # connection refused, three times
+        assert not ledger.available  # the cache's failures opened the ledger's breaker too
+        assert await ledger.aremaining_many() == QuotaReading({"chat_gen": 0}, available=False)
+        assert ledger.try_spend("chat_gen").reason == "quota-store-unavailable"
+    finally:
+        await ledger.aclose()
+        await cache.aclose()
