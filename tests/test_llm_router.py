@@ -24,7 +24,9 @@ from ragtiller import ConfigurationError, RunManifest, build_graph, load_policy
 from ragtiller.errors import StoreUnavailableError
 from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_artifact, load_beir
 from ragtiller.eval.promotion import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION, write_decision
-from ragtiller.policies.llm_router import (
+from ragtiller.policies.router import Classification, classify
+from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
+from ragtiller.routing.llm_router import (
     PROMOTION_ARTIFACT_KIND,
     PROMOTION_ARTIFACT_SCHEMA_VERSION,
     ROUTER_PROMPT,
@@ -34,8 +36,6 @@ from ragtiller.policies.llm_router import (
     read_eval_evidence,
     trigger_kind,
 )
-from ragtiller.policies.router import Classification, classify
-from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, cache_key
 from ragtiller.stores._quota import QuotaWindow
 
@@ -299,7 +299,7 @@ def test_each_failure_falls_back_to_the_deterministic_route(
 def test_failures_are_logged_and_recorded(
     model: StructuredRouterModel, error: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="ragtiller.policies.llm_router"):
+    with caplog.at_level(logging.WARNING, logger="ragtiller.routing.llm_router"):
         _, _, detail = route(router(model, llm_timeout_s=0.05))
     assert detail["error"] == error
     assert any("LLM router failed" in r.getMessage() for r in caplog.records)
@@ -619,7 +619,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
 
     # deterministic: a factual lookup, lexical tier off, rerank disabled by the route
     assert (baseline.router, baseline.query_type) == ("deterministic", "factual_lookup")
-    (lexical,) = [e for e in stage(base_events, "tier-search") if e["detail"]["tier"] == "lexical"]
+    (lexical,) = [e for e in stage(base_events, "tier_search") if e["detail"]["tier"] == "lexical"]
     assert (lexical["status"], lexical["detail"]["reason"]) == ("skipped", "hybrid-off")
     assert stage(base_events, "rerank")[0]["detail"]["reason"] == "disabled"
 
@@ -634,7 +634,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
         "llm",
         "exact_lexical_lookup",
     )
-    ran = {e["detail"]["tier"] for e in stage(events, "tier-search") if e["status"] == "done"}
+    ran = {e["detail"]["tier"] for e in stage(events, "tier_search") if e["status"] == "done"}
     assert ran == {"dense", "lexical"}
     rerank = stage(events, "rerank")[0]
     assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")

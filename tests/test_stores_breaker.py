@@ -17,7 +17,7 @@ from ragtiller.errors import ConfigurationError
 from ragtiller.stores import (
     BreakerSnapshot,
     CircuitBreaker,
-    QuotaReading,
+    QuotaSnapshot,
     RedisCache,
     RedisQuotaLedger,
     SpendResult,
@@ -183,8 +183,8 @@ async def test_a_frozen_redis_costs_one_timeout_per_call_until_the_breaker_opens
     second, took = _timed(lambda: cache.get("k"))
     assert second is None  # the cache fails open
     assert took < TIMEOUT_S + SLACK_S
-    third, took = await _atimed(ledger.aremaining_many())
-    assert third == QuotaReading({"chat_gen": 0}, available=False)
+    third, took = await _atimed(ledger.asnapshot())
+    assert third == QuotaSnapshot({"chat_gen": 0}, available=False)
     assert took < TIMEOUT_S + SLACK_S
 
     # Open: shared by the ledger and the cache, sync and async alike; Redis is not called.
@@ -198,7 +198,7 @@ async def test_a_frozen_redis_costs_one_timeout_per_call_until_the_breaker_opens
         computed, took = _timed(lambda: cache.get_or_compute("k", lambda: "fresh", ttl_s=60))
         assert computed == ("fresh", False)
         durations.append(took)
-        reading, took = await _atimed(ledger.aremaining_many(["chat_gen"]))
+        reading, took = await _atimed(ledger.asnapshot(["chat_gen"]))
         assert reading.available is False
         durations.append(took)
     assert max(durations) < 0.05
@@ -217,8 +217,8 @@ async def test_the_half_open_probe_restores_service_after_sigcont(stores: Stores
     assert ledger.try_spend("chat_gen") == UNAVAILABLE  # still open: Redis is not called yet
     await asyncio.sleep(stores.breaker.snapshot().retry_in_s + 0.05)
     assert ledger.available  # half-open: the next call probes
-    reading, took = await _atimed(ledger.aremaining_many())
-    assert isinstance(reading, QuotaReading) and reading.available
+    reading, took = await _atimed(ledger.asnapshot())
+    assert isinstance(reading, QuotaSnapshot) and reading.available
     assert took < SLACK_S
     assert stores.breaker.snapshot() == BreakerSnapshot("closed", 0, 0.0, available=True)
     # The resumed server may still run spends that timed out (they were refused): the ledger
@@ -244,8 +244,8 @@ async def test_a_probe_into_a_still_frozen_redis_reopens_and_others_do_not_wait(
     probing.start()
     while stores.breaker.snapshot().available:  # until the probe is admitted
         await asyncio.sleep(0.001)
-    others, took = _timed(lambda: [ledger.remaining_many() for _ in range(10)])
-    assert others == [QuotaReading({"chat_gen": 0}, available=False)] * 10
+    others, took = _timed(lambda: [ledger.snapshot() for _ in range(10)])
+    assert others == [QuotaSnapshot({"chat_gen": 0}, available=False)] * 10
     assert took < 0.05  # refused at once while the probe waits on the frozen server
     probing.join()
     snapshot = stores.breaker.snapshot()

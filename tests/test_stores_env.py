@@ -10,7 +10,7 @@ import pytest
 from ragtiller.stores import (
     MemoryCache,
     MemoryQuotaLedger,
-    QuotaReading,
+    QuotaSnapshot,
     RedisCache,
     RedisQuotaLedger,
     SpendResult,
@@ -77,7 +77,7 @@ async def test_the_ledger_and_cache_of_one_dead_redis_share_one_breaker(
         for _ in range(3):
             assert cache.get("k") is None  # connection refused, three times
         assert not ledger.available  # the cache's failures opened the ledger's breaker too
-        assert await ledger.aremaining_many() == QuotaReading({"chat_gen": 0}, available=False)
+        assert await ledger.asnapshot() == QuotaSnapshot({"chat_gen": 0}, available=False)
         assert ledger.try_spend("chat_gen").reason == "quota-store-unavailable"
     finally:
         await ledger.aclose()

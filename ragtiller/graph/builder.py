@@ -15,9 +15,9 @@ from langgraph.graph.state import CompiledStateGraph
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
 from ragtiller.graph._dual import dual
-from ragtiller.graph.components import CHAT_RESOURCE, RERANK_RESOURCE, Components
-from ragtiller.graph.state import InputState, OutputState, RetrievalState, TierTask
+from ragtiller.graph.state import InputState, OutputState, RetrievalState
 from ragtiller.nodes.assemble import make_assemble
+from ragtiller.nodes.components import Components
 from ragtiller.nodes.embed import make_embed
 from ragtiller.nodes.fuse import make_fuse
 from ragtiller.nodes.gate import make_gate
@@ -26,8 +26,9 @@ from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.records import TierTask
 from ragtiller.rerankers.base import Reranker
-from ragtiller.types import Tier
+from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, Tier
 
 RetrievalGraph = CompiledStateGraph
 """The compiled graph type ``build_graph`` returns."""
@@ -50,7 +51,7 @@ def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
     from ragtiller.stores import stores_from_env
 
-    limits = {
+    limits: dict[str, int] = {
         CHAT_RESOURCE: policy.quota.chat_gen_per_day,
         RERANK_RESOURCE: policy.reranker.daily_calls,
     }
@@ -98,7 +99,7 @@ def build_components(
         quota = quota if quota is not None else env_quota
         cache = cache if cache is not None else env_cache
     if llm_router is None:
-        from ragtiller.policies.llm_router import make_llm_router
+        from ragtiller.routing.llm_router import make_llm_router
 
         llm_router = make_llm_router(
             resolved.router,
@@ -157,7 +158,7 @@ def build_graph(
         reranker: A rerank provider; default: built from the policy's ``reranker`` section.
         corpus_map: Corpus outline for broad turns; default: the index's.
         llm_router: An LLM router strategy; default: built from the policy's ``router``
-            section (none when ``llm_router: off``). See :mod:`ragtiller.policies.llm_router`.
+            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm_router`.
         checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
         interrupt_before: Node names to pause before (notebook stepping).
         name: The compiled graph's name.
@@ -214,11 +215,11 @@ def compile_graph(
     builder.add_node("assemble", dual(make_assemble(deps), "assemble"))
 
     builder.add_edge(START, "gate")
-    builder.add_conditional_edges("gate", edges.after_gate, ["step_back", "embed", "assemble"])
+    builder.add_conditional_edges("gate", edges.edge(edges.after_gate), edges.AFTER_GATE_PATHS)
     builder.add_edge("step_back", "embed")
-    builder.add_conditional_edges("embed", edges.after_embed, ["tier_search", "fuse"])
+    builder.add_conditional_edges("embed", edges.edge(edges.after_embed), ["tier_search", "fuse"])
     builder.add_edge("tier_search", "fuse")
-    builder.add_conditional_edges("fuse", edges.after_fuse, ["rerank", "assemble"])
+    builder.add_conditional_edges("fuse", edges.edge(edges.after_fuse), edges.AFTER_FUSE_PATHS)
     builder.add_edge("rerank", "assemble")
     builder.add_edge("assemble", END)
     return builder.compile(

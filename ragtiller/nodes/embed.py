@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragtiller._retry import RetryPolicy, aretry_call
-from ragtiller.graph.components import Components, NodeFn
-from ragtiller.graph.edges import plan_tiers
-from ragtiller.graph.events import Stage, skipped
-from ragtiller.graph.state import RetrievalState, TierTask
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.policies.decisions import plan_tiers
+from ragtiller.records import TierTask
 from ragtiller.types import StageRecord
+
+if TYPE_CHECKING:
+    from ragtiller.graph.state import RetrievalState
 
 EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
 
@@ -38,21 +41,28 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                     stage.done(
                         dim=len(embedded),
                         attempts=attempts,
-                        truncated=state.get("query_truncated", False),
+                        truncated=route["truncated"],
                     )
                 )
             except Exception as e:  # final failure: the lexical tier still answers, labelled
-                records.append(stage.error(e, "embed-failed", attempts=retry.attempts))
+                records.append(
+                    stage.error(
+                        e,
+                        "embed-failed",
+                        labels=["embed failed: lexical tier only"],
+                        attempts=retry.attempts,
+                    )
+                )
 
         run, skipped_tiers = plan_tiers(
             list(deps.tiers),
             list(deps.vector_tiers),
             has_vector=vector is not None,
-            hybrid=route["hybrid"]["enabled"],
-            fusion=route["fusion"]["enabled"],
+            hybrid=bool(route["hybrid"] and route["hybrid"]["enabled"]),
+            fusion=bool(route["fusion"] and route["fusion"]["enabled"]),
         )
         records.extend(
-            skipped("tier-search", reason, tier=name) for name, reason in skipped_tiers.items()
+            skipped("tier_search", reason, tier=name) for name, reason in skipped_tiers.items()
         )
         tenant = state.get("tenant")
         tasks = [
@@ -66,6 +76,6 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
             )
             for name in run
         ]
-        return {"query_vector": vector, "tier_tasks": tasks, "stages": records}
+        return {"tier_tasks": tasks, "stages": records}
 
     return embed

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ragtiller.errors import TierUnavailable
-from ragtiller.graph.components import Components, NodeFn
-from ragtiller.graph.events import Stage
-from ragtiller.graph.state import TierTask
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.stage import Stage
+from ragtiller.records import TierTask
 
 
 def make_tier_search(deps: Components) -> NodeFn:
@@ -15,7 +15,7 @@ def make_tier_search(deps: Components) -> NodeFn:
 
     async def tier_search(task: TierTask) -> dict[str, Any]:
         name = task["tier"]
-        stage = Stage("tier-search", tier=name)
+        stage = Stage("tier_search", tier=name)
         try:
             hits = await deps.tiers[name].asearch(
                 query=task["query"],

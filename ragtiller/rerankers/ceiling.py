@@ -14,11 +14,10 @@ from ragtiller.rerankers._common import BaseReranker, describe_error, error_kind
 from ragtiller.rerankers.base import Reranker, RerankResult
 from ragtiller.rerankers.latency import LatencyWindow
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
-from ragtiller.types import Candidate
+from ragtiller.types import RERANK_RESOURCE, Candidate
 
 logger = logging.getLogger(__name__)
 
-QUOTA_RESOURCE = "rerank_calls"
 """Ledger resource spent once per ceiling call (never for a cache hit)."""
 
 CeilingOutcome = Literal["used", "skipped", "error"]
@@ -111,7 +110,7 @@ class CeilingReranker(BaseReranker):
         latency: LatencyWindow | None = None,
     ) -> None:
         if ledger is None:
-            ledger = MemoryQuotaLedger({QUOTA_RESOURCE: config.daily_calls})
+            ledger = MemoryQuotaLedger({RERANK_RESOURCE: config.daily_calls})
         elif disabled_reason is None:  # a disabled ceiling never asks the ledger
             _check_ledger(ledger, config.daily_calls)
         self.name = ceiling.name
@@ -171,6 +170,21 @@ class CeilingReranker(BaseReranker):
         )
         return RerankResult(ordered[:top_n], self.ceiling.name, detail)
 
+    @property
+    def enabled(self) -> bool:
+        """Whether the ceiling may be called at all (no ``disabled_reason``)."""
+        return self.disabled_reason is None
+
+    async def afloor(
+        self, query: str, candidates: Sequence[Candidate], top_n: int, reason: str
+    ) -> RerankResult:
+        """The floor's order, reported as the ceiling skipped for ``reason``.
+
+        The graph calls this when the turn's quota view already shows no call left, so the
+        ceiling's cache and rules are not consulted.
+        """
+        return await self._floor(query, candidates, top_n, "skipped", reason)
+
     def close(self) -> None:
         """Close the ceiling's and the floor's connections, when they hold any."""
         for part in (self.ceiling, self.floor):
@@ -191,7 +205,7 @@ class CeilingReranker(BaseReranker):
         p95 = self.latency.p95()
         if p95 is not None and p95 > self.config.max_p95_latency_ms_added:
             raise _Skipped("latency", max_p95_latency_ms_added=self.config.max_p95_latency_ms_added)
-        spend = await self.ledger.atry_spend(QUOTA_RESOURCE)
+        spend = await self.ledger.atry_spend(RERANK_RESOURCE)
         if not spend.allowed:
             reason = (
                 "quota-store-unavailable" if spend.reason == "quota-store-unavailable" else "budget"
@@ -211,7 +225,7 @@ class CeilingReranker(BaseReranker):
         if result.error is not None or result.method != self.ceiling.name:
             kind = str(result.detail.get("error_kind", "error"))
             if kind in _REFUNDED_KINDS:
-                await self.ledger.arefund(QUOTA_RESOURCE)
+                await self.ledger.arefund(RERANK_RESOURCE)
             raise _Failed(
                 result.error or f"ceiling answered with method {result.method!r}", kind, ms
             )
@@ -263,16 +277,16 @@ def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
     Raises:
         ConfigurationError: No ``rerank_calls`` limit.
     """
-    if QUOTA_RESOURCE not in ledger.limits:
+    if RERANK_RESOURCE not in ledger.limits:
         raise ConfigurationError(
-            f"the quota ledger has no {QUOTA_RESOURCE!r} limit; create it with "
-            f"limits={{{QUOTA_RESOURCE!r}: {daily_calls}}} (reranker.daily_calls)"
+            f"the quota ledger has no {RERANK_RESOURCE!r} limit; create it with "
+            f"limits={{{RERANK_RESOURCE!r}: {daily_calls}}} (reranker.daily_calls)"
         )
-    if ledger.limits[QUOTA_RESOURCE] != daily_calls:
+    if ledger.limits[RERANK_RESOURCE] != daily_calls:
         logger.warning(
             "the ledger allows %d %s a day but the policy says %d; the ledger's limit applies",
-            ledger.limits[QUOTA_RESOURCE],
-            QUOTA_RESOURCE,
+            ledger.limits[RERANK_RESOURCE],
+            RERANK_RESOURCE,
             daily_calls,
         )
 

@@ -12,7 +12,7 @@ from ragtiller.stores._env import stores_from_env
 from ragtiller.stores._keys import cache_key
 from ragtiller.stores._quota import (
     QuotaLedger,
-    QuotaReading,
+    QuotaSnapshot,
     QuotaWindow,
     SpendRefusal,
     SpendResult,
@@ -29,7 +29,7 @@ __all__ = (
     "MemoryCache",
     "MemoryQuotaLedger",
     "QuotaLedger",
-    "QuotaReading",
+    "QuotaSnapshot",
     "QuotaWindow",
     "RedisCache",
     "RedisQuotaLedger",

@@ -44,7 +44,7 @@ class SpendResult:
 
 
 @dataclass(frozen=True)
-class QuotaReading:
+class QuotaSnapshot:
     """What is left of several budgets, read in one round trip, and whether the store answered.
 
     Attributes:
@@ -229,7 +229,7 @@ class QuotaLedger(ABC):
             logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
             return 0
 
-    def remaining_many(self, resources: Iterable[str] | None = None) -> QuotaReading:
+    def snapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
         """Units left of several resources, in one store round trip; never raises on a failure.
 
         Args:
@@ -245,15 +245,15 @@ class QuotaLedger(ABC):
             return self._unread(names, e)
         return _reading(names, limits, used)
 
-    async def aremaining_many(self, resources: Iterable[str] | None = None) -> QuotaReading:
-        """Async twin of :meth:`remaining_many`: one round trip, for a gate to call once a turn.
+    async def asnapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
+        """Async twin of :meth:`snapshot`: one round trip, for a gate to call once a turn.
 
         Example:
             >>> import asyncio
             >>> from ragtiller.stores import MemoryQuotaLedger
             >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-            >>> asyncio.run(ledger.aremaining_many())
-            QuotaReading(remaining={'chat_gen': 20, 'rerank_calls': 100}, available=True)
+            >>> asyncio.run(ledger.asnapshot())
+            QuotaSnapshot(remaining={'chat_gen': 20, 'rerank_calls': 100}, available=True)
         """
         names, limits = self._many(resources)
         try:
@@ -280,11 +280,11 @@ class QuotaLedger(ABC):
         return names, [self.limit(name) for name in names]
 
     @staticmethod
-    def _unread(names: Sequence[str], error: StoreUnavailableError) -> QuotaReading:
+    def _unread(names: Sequence[str], error: StoreUnavailableError) -> QuotaSnapshot:
         logger.warning(
             "quota store unavailable; reporting 0 left of %s: %s", ", ".join(names), error
         )
-        return QuotaReading(dict.fromkeys(names, 0), available=False)
+        return QuotaSnapshot(dict.fromkeys(names, 0), available=False)
 
     @staticmethod
     def _refuse_unavailable(resource: str, n: int, error: StoreUnavailableError) -> SpendResult:
@@ -334,22 +334,24 @@ class QuotaLedger(ABC):
     async def _aused(self, resource: str, window: QuotaWindow) -> int:
         """Async twin of :meth:`_used`."""
 
-    @abstractmethod
     def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        """Units spent in the window, per resource, in the order given, in one round trip.
+        """Units spent in the window, per resource, in the order given.
+
+        Backends override it to read them all in one round trip.
 
         Raises:
             StoreUnavailableError: The store failed.
         """
+        return [self._used(resource, window) for resource in resources]
 
-    @abstractmethod
     async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
         """Async twin of :meth:`_used_many`."""
+        return [await self._aused(resource, window) for resource in resources]
 
 
-def _reading(names: Sequence[str], limits: Sequence[int], used: Sequence[int]) -> QuotaReading:
+def _reading(names: Sequence[str], limits: Sequence[int], used: Sequence[int]) -> QuotaSnapshot:
     left = {n: max(0, limit - u) for n, limit, u in zip(names, limits, used, strict=True)}
-    return QuotaReading(left, available=True)
+    return QuotaSnapshot(left, available=True)
 
 
 def _result(allowed: bool, remaining: int) -> SpendResult:

@@ -26,10 +26,10 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragtiller.errors import ConfigurationError
-from ragtiller.graph.components import CHAT_RESOURCE
 from ragtiller.policies.router import Classification, find_triggers
 from ragtiller.policies.schema import RouteName, RouterConfig, TriggerKind
 from ragtiller.stores import Cache, QuotaLedger, cache_key
+from ragtiller.types import CHAT_RESOURCE
 
 logger = logging.getLogger(__name__)
 
