@@ -60,3 +60,33 @@ def test_a_cache_accepts_a_key_built_from_lone_surrogates() -> None:
     key = cache_key("step-back", "lift \udcff")
     assert cache.get_or_compute(key, lambda: "general", ttl_s=60) == ("general", False)
     assert cache.get(key) == "general"
+
+
+@pytest.mark.redis
+def test_a_broad_turn_with_an_undecodable_byte_is_cached_in_redis(
+    redis_url: str, redis_prefix: str
+) -> None:
+    from fixtures.fakes import ScriptedChatModel, StaticTier, hit
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from ragtiller import build_graph
+    from ragtiller.stores import MemoryQuotaLedger, RedisCache
+
+    cache = RedisCache(url=redis_url, prefix=redis_prefix)
+    model = ScriptedChatModel(reply="What is lift in association rule mining?")
+    graph = build_graph(
+        tiers=[StaticTier("dense", [hit("dense", "c1", 0.9)])],
+        embedder=DeterministicFakeEmbedding(size=8),
+        chat_model=model,
+        quota=MemoryQuotaLedger({"chat_gen": 5, "rerank_calls": 5}),
+        cache=cache,
+    )
+    question = os.fsdecode(b"how do I compute lift \xff for my association rules?")
+    try:
+        first = graph.invoke({"query": question})["manifest"].stage("step_back")
+        second = graph.invoke({"query": question})["manifest"].stage("step_back")
+    finally:
+        cache.close()
+    assert (first.status, first.reason) == ("done", "generalized")
+    assert (second.status, second.reason) == ("done", "from-cache")
+    assert model.calls == 1
