@@ -25,13 +25,18 @@ _SECRET_NAME = (
 
 _HEADER = r"(?:proxy-)?authorization|[\w-]*api-key|x-auth-token"
 
+_START = r"(?<![\w-])"
+"""Where a name or a key may begin: never inside a run of word characters and hyphens. A match
+then starts once per run, not at every position in it, which keeps redaction linear in the text.
+"""
+
 _SCHEME = r"(?:bearer|basic|token|digest)\s+"
 """The scheme word of an ``Authorization`` value, kept so the reader sees what kind was sent."""
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # "Authorization: Bearer <t>", "x-api-key: <t>": the scheme word is kept, the value goes.
     (
-        re.compile(rf"(?i)\b({_HEADER})(\s*:\s*)({_SCHEME})?+{_VALUE}"),
+        re.compile(rf"(?i){_START}({_HEADER})(\s*:\s*)({_SCHEME})?+{_VALUE}"),
         rf"\1\2\3{REDACTED}",
     ),
     # {'Authorization': 'Bearer <t>'}, "api_key": "<t>": a quoted field of a dict or JSON body.
@@ -42,15 +47,18 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
         rf"\1\2\1\3\4\5{REDACTED}\4",
     ),
     # ?api_key=<t>&key=<t>, password=<t>: a query or form parameter, or a keyword argument.
-    (re.compile(rf"(?i)\b({_SECRET_NAME})=['\"]?{_VALUE}"), rf"\1={REDACTED}"),
+    (re.compile(rf"(?i)(?<![\w.-])({_SECRET_NAME})=['\"]?{_VALUE}"), rf"\1={REDACTED}"),
     # Bearer <t> anywhere else.
     (re.compile(rf"(?i)\b(bearer)\s+{_VALUE}"), rf"\1 {REDACTED}"),
     # scheme://user:password@host (a Redis or proxy URL).
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s@]+@"), rf"\1{REDACTED}@"),
+    (
+        re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s@]+@"),
+        rf"\1{REDACTED}@",
+    ),
     # Keys known by their prefix, even masked in part by the provider ("sk-abc1****xyz9").
     (
         re.compile(
-            r"\b(?:sk-[A-Za-z0-9_*-]{8,}|pcsk_[A-Za-z0-9_*]{8,}|AIza[0-9A-Za-z_-]{30,}"
+            rf"{_START}(?:sk-[A-Za-z0-9_*-]{{8,}}|pcsk_[A-Za-z0-9_*]{{8,}}|AIza[0-9A-Za-z_-]{{30,}}"
             r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|hf_[A-Za-z0-9]{20,}"
             r"|xox[abprs]-[A-Za-z0-9-]{10,}|A[KS]IA[0-9A-Z]{16}"
             r"|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ragtiller.redact import REDACTED, redact
@@ -128,3 +130,24 @@ def test_lone_surrogates_pass_through() -> None:
     assert redact("no hits for 'lift \udcff' with key=\udcffabc") == (
         f"no hits for 'lift \udcff' with key={REDACTED}"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a." * 50_000,
+        "x-api-" * 20_000,
+        "'" + "a-" * 50_000,
+        "x://" + "a:" * 50_000,
+        "eyJ-" * 25_000,
+        "hello world " * 10_000 + "api_key=abc",
+    ],
+    ids=["dotted", "header-like", "quoted", "url-like", "jwt-like", "long-text"],
+)
+def test_redaction_stays_linear_on_hostile_text(text: str) -> None:
+    # Not a speed figure: a guard against catastrophic backtracking, which took minutes on 40 kB
+    # before every name and key was anchored to the start of its run.
+    began = time.perf_counter()
+    cleaned = redact(text)
+    assert time.perf_counter() - began < 5
+    assert cleaned.endswith("api_key=[REDACTED]") or REDACTED not in cleaned
