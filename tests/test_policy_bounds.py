@@ -17,7 +17,11 @@ DEFAULT = yaml.safe_load(
 
 SECONDS_FIELDS = [
     ("router", "llm_timeout_s"),
-    ("step_back", "timeout_s"),
+    ("deadlines", "embed_s"),
+    ("deadlines", "tier_s"),
+    ("deadlines", "rerank_s"),
+    ("deadlines", "step_back_s"),
+    ("deadlines", "turn_s"),
     ("step_back", "cache_ttl_s"),
     ("reranker", "cache_ttl_s"),
     ("reranker", "max_p95_latency_ms_added"),
@@ -51,8 +55,8 @@ def test_a_duration_must_be_finite_and_positive(
 
 
 def test_yaml_infinity_is_rejected_with_the_file_and_field(tmp_path: Path) -> None:
-    text = yaml.safe_dump(_with("step_back", "timeout_s", 1.0)).replace(
-        "timeout_s: 1.0", "timeout_s: .inf"
+    text = yaml.safe_dump(_with("deadlines", "step_back_s", 1.0)).replace(
+        "step_back_s: 1.0", "step_back_s: .inf"
     )
     path = tmp_path / "policy.yaml"
     path.write_text(text, "utf-8")
@@ -60,7 +64,7 @@ def test_yaml_infinity_is_rejected_with_the_file_and_field(tmp_path: Path) -> No
         load_policy(path)
     assert str(info.value).splitlines() == [
         f"invalid retrieval policy {path}:",
-        "  step_back.timeout_s: Input should be a finite number (got inf)",
+        "  deadlines.step_back_s: Input should be a finite number (got inf)",
     ]
 
 

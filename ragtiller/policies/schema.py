@@ -15,10 +15,10 @@ RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
 ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
 
 
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
 """A duration in seconds: finite and > 0 (``.inf``, ``.nan``, 0 and negatives are rejected)."""
 
-Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In milliseconds.")]
 """A duration in milliseconds: finite and > 0."""
 
 Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -90,11 +90,27 @@ class StepBackConfig(_Model):
 
     enabled: bool = True
     cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 21600
-    timeout_s: Annotated[Seconds, Field(description="LLM call timeout, in seconds.")] = 10.0
     refund_on_failure: bool = Field(
         False,
         description="Refund the quota when the call fails. Off: a failed call still cost the provider.",
     )
+
+
+class DeadlinesConfig(_Model):
+    """How long each provider call, and the whole turn, may take before its fallback runs.
+
+    A stage past its deadline ends as ``error`` with reason ``timeout`` and a degradation label;
+    its fallback answers instead (no query vector: the lexical tier only; a tier: no hits;
+    rerank: the fused order; step-back: the original question). Each stage's deadline is also
+    cut to the time the turn has left; a stage that starts with none left is skipped with
+    reason ``turn-deadline`` and the turn answers with what it has.
+    """
+
+    embed_s: Seconds = 5.0
+    tier_s: Seconds = Field(5.0, description="Each tier search, in seconds.")
+    rerank_s: Seconds = 5.0
+    step_back_s: Seconds = 10.0
+    turn_s: Seconds = Field(15.0, description="The whole turn, in seconds.")
 
 
 class QuotaConfig(_Model):
@@ -211,6 +227,7 @@ class RetrievalPolicy(_Model):
     reranker: RerankerConfig = RerankerConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     fusion: FusionConfig = FusionConfig()
+    deadlines: DeadlinesConfig = DeadlinesConfig()
     dense_backend: DenseBackendConfig = DenseBackendConfig()
     eval_slices: list[str] = Field(default_factory=list)
     promotion: PromotionConfig = PromotionConfig()
