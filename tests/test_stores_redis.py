@@ -458,3 +458,22 @@ def test_close_runs_a_stopped_loop_to_close_its_client(
             assert _wait_for_connections(r, 1) == 1
     finally:
         loop.close()
+
+
+async def test_a_snapshot_of_several_budgets_is_one_mget(
+    disposable_redis_server: RedisServer,
+) -> None:
+    url = disposable_redis_server.url
+    ledger = RedisQuotaLedger({"chat_gen": 5, "rerank_calls": 9, "other": 1}, url=url)
+    try:
+        ledger.try_spend("chat_gen", 2)
+        with redis.Redis.from_url(url) as r:
+            r.config_resetstat()
+            snapshot = await ledger.asnapshot(["chat_gen", "rerank_calls", "other"])
+            stats = r.info("commandstats")
+    finally:
+        await ledger.aclose()
+    assert snapshot.remaining == {"chat_gen": 3, "rerank_calls": 9, "other": 1}
+    assert snapshot.available
+    assert stats["cmdstat_mget"]["calls"] == 1
+    assert not {"cmdstat_get", "cmdstat_evalsha", "cmdstat_eval"} & set(stats)
