@@ -92,6 +92,8 @@ def make_gate(deps: Components) -> NodeFn:
             labels.append(f"llm router skipped: {fallback}")
         if truncated:
             labels.append(f"query truncated to {max_chars} characters for embedding")
+        if not quota["available"]:
+            labels.append("quota-store-unavailable: no paid call this turn (quotas fail closed)")
         records: list[StageRecord] = []
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"

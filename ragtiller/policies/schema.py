@@ -18,6 +18,16 @@ RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
 ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
 
 
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
+"""A duration in seconds: finite and > 0 (``.inf``, ``.nan``, 0 and negatives are rejected)."""
+
+Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In milliseconds.")]
+"""A duration in milliseconds: finite and > 0."""
+
+Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A fusion weight: finite and >= 0 (0 mutes a tier)."""
+
+
 class TriggerKind(StrEnum):
     """Lexical triggers the deterministic router can look for."""
 
@@ -61,7 +71,9 @@ class RouterConfig(_Model):
         None, description="Path to a `ragtiller promote` decision proving the LLM router's lift."
     )
     llm_min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
-    llm_timeout_s: Annotated[float, Field(gt=0)] = 5.0
+    llm_timeout_s: Annotated[Seconds, Field(description="LLM router call timeout, in seconds.")] = (
+        5.0
+    )
     cache_ttl_s: Annotated[
         int, Field(gt=0, description="How long one query's route choice is cached, in seconds.")
     ] = 21600
@@ -82,10 +94,6 @@ class StepBackConfig(_Model):
         False,
         description="Refund the quota when the call fails. Off: a failed call still cost the provider.",
     )
-
-
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
-"""A finite, positive number of seconds."""
 
 
 class DeadlinesConfig(_Model):
@@ -132,7 +140,7 @@ class RerankerConfig(_Model):
     ceiling_eval_artifact: str | None = Field(
         None, description="Path to a `ragtiller promote` decision proving the ceiling's lift."
     )
-    max_p95_latency_ms_added: Annotated[float, Field(gt=0, description="In milliseconds.")] = 500
+    max_p95_latency_ms_added: Annotated[Milliseconds, Field(description="In milliseconds.")] = 500
     max_cost_usd_per_request_added: Annotated[float, Field(ge=0, description="In USD.")] = 0.01
     cost_usd_per_call: Annotated[float, Field(ge=0, description="In USD, per rerank call.")] = 0.002
     daily_calls: Annotated[int, Field(ge=0)] = 1000
@@ -165,7 +173,9 @@ class FusionConfig(_Model):
 
     method: Literal["rrf", "zscore", "minmax"] = "rrf"
     rrf_k: Annotated[int, Field(gt=0)] = 60
-    tier_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    tier_weights: dict[str, Weight] = Field(
+        default_factory=dict, description="Weight per tier name, finite and >= 0; default 1."
+    )
     tier_depth: Annotated[
         int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")
     ] = None
@@ -183,12 +193,10 @@ class DenseBackendConfig(_Model):
         description="Also fall back on Pinecone errors (429, 5xx, timeouts), not only on missing credentials.",
     )
     timeout_s: Annotated[
-        float,
+        Seconds,
         Field(
-            gt=0,
-            allow_inf_nan=False,
             description="Pinecone query deadline, in seconds; below `deadlines.tier_s`, so the "
-            "fallback still has time to answer.",
+            "fallback still has time to answer."
         ),
     ] = 4.0
 
@@ -207,7 +215,7 @@ class PromotionConfig(_Model):
     required_slices: list[str] = Field(default_factory=list)
     min_ndcg_lift: float = 0.0
     max_slice_regression: Annotated[float, Field(ge=0)] = 0.02
-    max_p95_latency_ms: Annotated[float | None, Field(gt=0)] = None
+    max_p95_latency_ms: Milliseconds | None = None
     max_llm_calls_per_turn: Annotated[float | None, Field(ge=0)] = None
 
 
