@@ -48,10 +48,11 @@ def print_turn(query: str, out: dict[str, Any], *, context: bool = True) -> None
 
 def _ingest(args: argparse.Namespace) -> int:
     from ragtiller.demo import demo_embedder
+    from ragtiller.errors import IngestError
     from ragtiller.index import ChunkingConfig, ingest
 
     if args.max_file_mb <= 0:
-        raise RagtillerError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
+        raise IngestError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
     chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
     index = ingest(
         args.paths,

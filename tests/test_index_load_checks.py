@@ -77,6 +77,6 @@ def test_ask_on_a_nan_index_is_one_error_line_not_a_silent_empty_answer(
     directory: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     damage(directory, "nan")
-    assert main(["ask", "quotas", "--index", str(directory)]) == 2
+    assert main(["ask", "quotas", "--index", str(directory)]) == 3  # EXIT_INDEX
     err = capsys.readouterr().err
     assert err.startswith("ragtiller: error: index file ") and "NaN or infinite" in err
