@@ -1,0 +1,429 @@
+"""A whole default-policy turn over real embedded tiers, side by side with an older commit.
+
+Run on demand (not in CI):
+
+    python benchmarks/bench_turn.py [--sizes 10000 100000] [--rounds 6] [--turns 60]
+                                    [--baseline effef0b]
+
+The index is synthetic but real: ``rows`` child chunks in namespace ``default`` (random unit
+vectors, 384-d; Zipf text over a vocabulary that holds the query's words), a parent section per
+four children, and a bm25s lexical index, searched through ``DenseTier``, ``ParentChildTier`` and
+``LexicalTier``. It is built once and cached under ``$TMPDIR/ragtiller-bench-turn/``. The
+embedder is LangChain's ``DeterministicFakeEmbedding`` (384-d), the policy the shipped default
+of each tree, and the query a broad one, so the turn routes to ``synthesis`` and searches all
+three tiers (step-back is skipped: no chat model).
+
+The baseline commit is extracted with ``git archive`` into ``$TMPDIR`` (nothing in the repository
+changes). Each round runs one worker subprocess per tree, alternating which goes first, with
+``PYTHONPATH`` set to that tree; the figures pool every round. Inside a worker every path runs
+once per turn, in rotation, so drift on a shared machine hits all paths alike:
+
+* ``direct``: the same node functions called in graph order with the graph's own edge
+  functions and reducers, no LangGraph;
+* ``ainvoke`` / ``invoke``: the compiled graph; ``astream`` / ``stream``: the same with
+  ``stream_mode=["custom", "values"]`` (what the CLI streams);
+* ``floor``: a bare 7-node LangGraph line of no-op nodes (identical in both trees: a control for
+  noise between the two columns);
+* per stage: the embed and tier-search nodes vs calling the providers directly (the cost of the
+  deadline, bulkhead and output checks of a healthy stage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-turn"
+DIM = 384
+CHILDREN_PER_PARENT = 4
+QUERY = "how do I get started with asyncio tasks and the event loop?"
+WORDS = ["asyncio", "task", "tasks", "event", "loop", "started", "coroutine", "await", "future"]
+
+
+# --- the corpus (built by the driver with the current tree, read by both trees) -------------
+
+
+def corpus_dir(rows: int) -> Path:
+    return CACHE / f"corpus-{rows}"
+
+
+def build_corpus(rows: int) -> Path:
+    """Write (once) the dense store, parent table and BM25 index for ``rows`` chunks."""
+    from ragtiller.index import HashingEmbedder, LexicalTier, NumpyVectorStore
+    from ragtiller.index._records import RecordTable
+
+    path = corpus_dir(rows)
+    if (path / "done").exists():
+        return path
+    rng = np.random.default_rng(rows)
+    vocab = np.array(WORDS + [f"w{i}x" for i in range(30_000)])
+    ranks = np.minimum(rng.zipf(1.3, size=(rows, 60)), len(vocab)) - 1
+    texts = [" ".join(row) for row in vocab[ranks]]
+    parents = rows // CHILDREN_PER_PARENT
+    metadatas = [
+        {
+            "doc_id": f"docs/file-{r // 40}.md",
+            "source": f"/data/docs/file-{r // 40}.md",
+            "namespace": "default",
+            "title": None,
+            "section_path": ["Guide", f"Part {r // CHILDREN_PER_PARENT}"],
+            "parent_id": f"p{r // CHILDREN_PER_PARENT:09d}",
+        }
+        for r in range(rows)
+    ]
+    vectors = rng.standard_normal((rows, DIM), dtype=np.float32)
+    ids = [f"c{r:09d}" for r in range(rows)]
+    store = NumpyVectorStore.from_vectors(texts, vectors, HashingEmbedder(DIM), metadatas, ids=ids)
+    store.save(path / "dense")
+    RecordTable(
+        [f"p{p:09d}" for p in range(parents)],
+        [
+            " ".join(texts[p * CHILDREN_PER_PARENT : (p + 1) * CHILDREN_PER_PARENT])
+            for p in range(parents)
+        ],
+        [{"doc_id": f"docs/file-{p // 10}.md", "source": "/data"} for p in range(parents)],
+    ).dump(path / "parents.jsonl")
+    LexicalTier.build(store.records, texts).save(path / "lexical")
+    (path / "done").touch()
+    return path
+
+
+def load_tiers(path: Path) -> list[Any]:
+    """The three real tiers over a cached corpus, through the tree on ``sys.path``."""
+    from ragtiller.index import (
+        DenseTier,
+        HashingEmbedder,
+        LexicalTier,
+        NumpyVectorStore,
+        ParentChildTier,
+    )
+    from ragtiller.index._records import RecordTable
+    from ragtiller.index.lexical import DEFAULT_LEXICAL
+
+    store = NumpyVectorStore.load(path / "dense", HashingEmbedder(DIM), mmap=False)
+    parents = RecordTable.load(path / "parents.jsonl")
+    lexical = LexicalTier.load(path / "lexical", store.records, DEFAULT_LEXICAL)
+    return [DenseTier(store), ParentChildTier(store, parents), lexical]
+
+
+# --- the worker (runs inside one tree) --------------------------------------------------------
+
+
+class Tree:
+    """The graph pieces of whichever tree is on ``sys.path`` (v2 moved some of them)."""
+
+    def __init__(self, tiers: list[Any]) -> None:
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        from ragtiller.graph import edges
+        from ragtiller.graph.builder import build_components, compile_graph
+        from ragtiller.graph.state import stage_log, tier_results
+        from ragtiller.nodes.assemble import make_assemble
+        from ragtiller.nodes.embed import make_embed
+        from ragtiller.nodes.fuse import make_fuse
+        from ragtiller.nodes.gate import make_gate
+        from ragtiller.nodes.rerank import make_rerank
+        from ragtiller.nodes.step_back import make_step_back
+        from ragtiller.nodes.tier_search import make_tier_search
+
+        self.embedder = DeterministicFakeEmbedding(size=DIM)
+        self.tiers = tiers
+        deps = build_components(None, tiers=tiers, embedder=self.embedder)  # in-process stores
+        self.graph = compile_graph(deps)
+        self.edges = edges
+        self.reducers = {"stages": stage_log, "tier_hits": tier_results}
+        self.nodes = {
+            "gate": make_gate(deps),
+            "step_back": make_step_back(deps),
+            "embed": make_embed(deps),
+            "tier_search": make_tier_search(deps),
+            "fuse": make_fuse(deps),
+            "rerank": make_rerank(deps),
+            "assemble": make_assemble(deps),
+        }
+        self.stage_ms: dict[str, float] = {}
+
+    def merge(self, state: dict[str, Any], update: dict[str, Any]) -> None:
+        for key, value in update.items():
+            reduce = self.reducers.get(key)
+            state[key] = reduce(state.get(key), value) if reduce else value
+
+    def target(self, name: str, label: Any) -> Any:
+        """An edge's result as a node name (v2 edges return path-map labels)."""
+        paths = getattr(self.edges, f"AFTER_{name.upper()}_PATHS", None)
+        return paths.get(label, label) if isinstance(paths, dict) else label
+
+    async def node(self, state: dict[str, Any], name: str) -> None:
+        started = time.perf_counter()
+        self.merge(state, await self.nodes[name](state))
+        self.stage_ms[name] = (time.perf_counter() - started) * 1000
+
+    async def direct(self) -> dict[str, Any]:
+        """The nodes in graph order, edges taken by the graph's own edge functions."""
+        state: dict[str, Any] = {"query": QUERY}
+        await self.node(state, "gate")
+        after_gate = self.target("gate", self.edges.after_gate(state))
+        if after_gate == "step_back":
+            await self.node(state, "step_back")
+        if after_gate != "assemble":
+            await self.node(state, "embed")
+            sends = self.edges.after_embed(state)
+            if sends != "fuse":
+                started = time.perf_counter()
+                for update in await asyncio.gather(
+                    *(self.nodes["tier_search"](s.arg) for s in sends)
+                ):
+                    self.merge(state, update)
+                self.stage_ms["tier_search"] = (time.perf_counter() - started) * 1000
+            await self.node(state, "fuse")
+            if self.target("fuse", self.edges.after_fuse(state)) == "rerank":
+                await self.node(state, "rerank")
+        await self.node(state, "assemble")
+        return state
+
+    def providers(self, vector: list[float], namespaces: list[str]) -> tuple[float, float]:
+        """Milliseconds of the bare provider calls: ``embed_query``, then each tier's ``search``."""
+        started = time.perf_counter()
+        self.embedder.embed_query(QUERY)
+        embedded = time.perf_counter()
+        for tier in self.tiers:
+            tier.search(query=QUERY, vector=vector, k=24, namespaces=namespaces, filter=None)
+        return (embedded - started) * 1000, (time.perf_counter() - embedded) * 1000
+
+
+def bare_line() -> Any:
+    """The framework's floor: seven no-op ``async def`` nodes in a line."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict, total=False):
+        query: str
+        n: int
+
+    async def anode(state: S) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    def node(state: S) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    from langgraph._internal._runnable import RunnableCallable
+
+    builder = StateGraph(S)
+    names = ["gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"]
+    for name in names:
+        builder.add_node(name, RunnableCallable(node, anode, name=name, trace=False))
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
+    return builder.compile()
+
+
+def worker(rows: int, turns: int) -> None:
+    """Time every path ``turns`` times (after a warm-up) and print the samples as JSON."""
+    import ragtiller
+
+    tree = Tree(load_tiers(corpus_dir(rows)))
+    graph, floor = tree.graph, bare_line()
+    inp = {"query": QUERY}
+    loop = asyncio.new_event_loop()
+
+    async def astream() -> None:
+        async for _ in graph.astream(inp, stream_mode=["custom", "values"]):
+            pass
+
+    def stream() -> None:
+        for _ in graph.stream(inp, stream_mode=["custom", "values"]):
+            pass
+
+    async def timed(make: Callable[[], Awaitable[Any]]) -> float:
+        started = time.perf_counter()
+        await make()
+        return (time.perf_counter() - started) * 1000
+
+    def run_async(make: Callable[[], Awaitable[Any]]) -> float:
+        return loop.run_until_complete(timed(make))
+
+    def run_sync(fn: Callable[[], Any]) -> float:
+        started = time.perf_counter()
+        fn()
+        return (time.perf_counter() - started) * 1000
+
+    paths: dict[str, Callable[[], float]] = {
+        "direct": lambda: run_async(tree.direct),
+        "ainvoke": lambda: run_async(lambda: graph.ainvoke(inp)),
+        "astream": lambda: run_async(astream),
+        "invoke": lambda: run_sync(lambda: graph.invoke(inp)),
+        "stream": lambda: run_sync(stream),
+        "floor ainvoke": lambda: run_async(lambda: floor.ainvoke(inp)),
+        "floor invoke": lambda: run_sync(lambda: floor.invoke(inp)),
+    }
+    result = loop.run_until_complete(tree.direct())
+    check = result["manifest"]
+    assert check.query_type == "synthesis", check.query_type
+    assert {t: len(h) for t, h in result["tier_hits"].items()}.keys() == {
+        "dense",
+        "parent_child",
+        "lexical",
+    }, result["tier_hits"].keys()
+    vector = tree.embedder.embed_query(QUERY)
+    namespaces = list(result["route"]["namespaces"])
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for key in ("node embed", "node tier_search", "provider embed", "provider tiers"):
+        samples[key] = []
+    names = list(paths)
+    for i in range(turns + 10):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            ms = paths[name]()
+            if name == "direct" and i >= 10:
+                samples["node embed"].append(tree.stage_ms["embed"])
+                samples["node tier_search"].append(tree.stage_ms["tier_search"])
+            if i >= 10:
+                samples[name].append(ms)
+        embed_ms, tiers_ms = tree.providers(vector, namespaces)
+        if i >= 10:
+            samples["provider embed"].append(embed_ms)
+            samples["provider tiers"].append(tiers_ms)
+    loop.close()
+    print(json.dumps({"tree": str(Path(ragtiller.__file__).parents[1]), "samples": samples}))
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+
+def baseline_tree(commit: str) -> Path:
+    """The baseline commit's files, extracted once with ``git archive`` (no worktree, no checkout)."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", commit],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    path = CACHE / f"tree-{sha}"
+    if not (path / "ragtiller").is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", sha, "ragtiller"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
+        with tempfile.TemporaryFile() as f:
+            f.write(archive)
+            f.seek(0)
+            with tarfile.open(fileobj=f) as tar:
+                tar.extractall(path, filter="data")
+    return path
+
+
+def run_worker(tree: Path, rows: int, turns: int) -> dict[str, list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    env.pop("REDIS_URL", None)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", str(rows), "--turns", str(turns)],
+        env=env,
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    payload = json.loads(out.stdout.strip().splitlines()[-1])
+    if Path(payload["tree"]).resolve() != tree.resolve():
+        raise RuntimeError(f"worker imported ragtiller from {payload['tree']}, not {tree}")
+    samples: dict[str, list[float]] = payload["samples"]
+    return samples
+
+
+def p50_p95(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+ROWS = [
+    ("turn, `graph.ainvoke`", "ainvoke"),
+    ("turn, `graph.invoke` (sync)", "invoke"),
+    ("turn, `graph.astream` custom + values", "astream"),
+    ("turn, `graph.stream` custom + values (sync)", "stream"),
+    ("nodes called directly (async)", "direct"),
+    ("bare 7-node LangGraph, `ainvoke` (floor; same code both sides)", "floor ainvoke"),
+    ("bare 7-node LangGraph, `invoke` (floor; same code both sides)", "floor invoke"),
+    ("embed stage: node", "node embed"),
+    ("embed stage: `embed_query` called directly", "provider embed"),
+    ("tier stage: node, three tiers in parallel", "node tier_search"),
+    ("tier stage: three `search` calls directly, in turn", "provider tiers"),
+]
+OVERHEADS = [
+    ("`ainvoke` minus direct nodes", "ainvoke", "direct"),
+    ("`invoke` minus direct nodes", "invoke", "direct"),
+    ("`astream` (custom events) minus `ainvoke`", "astream", "ainvoke"),
+    ("`stream` (custom events) minus `invoke`", "stream", "invoke"),
+    ("floor: bare `ainvoke` (7 no-op nodes)", "floor ainvoke", None),
+    (
+        "embed node minus `embed_query` (deadline + bulkhead + check)",
+        "node embed",
+        "provider embed",
+    ),
+]
+
+
+def table(rows: int, old: dict[str, list[float]], new: dict[str, list[float]], label: str) -> None:
+    n = len(new["ainvoke"])
+    print(f"\n### {rows:,} chunks ({n} turns per path per tree)\n")
+    print(f"| path | {label} p50 ms | {label} p95 ms | new p50 ms | new p95 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for title, key in ROWS:
+        (o50, o95), (n50, n95) = p50_p95(old[key]), p50_p95(new[key])
+        print(f"| {title} | {o50:.2f} | {o95:.2f} | {n50:.2f} | {n95:.2f} |")
+    print(f"\n| p50 difference | {label} ms | new ms |")
+    print("|---|---:|---:|")
+    for title, key, base in OVERHEADS:
+        o = statistics.median(old[key]) - (statistics.median(old[base]) if base else 0)
+        m = statistics.median(new[key]) - (statistics.median(new[base]) if base else 0)
+        print(f"| {title} | {o:+.2f} | {m:+.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--turns", type=int, default=60, help="timed turns per path per round")
+    parser.add_argument("--baseline", default="effef0b", help="commit to compare with")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.turns)
+        return
+    sys.path.insert(0, str(ROOT))
+    old_tree = baseline_tree(args.baseline)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at start; baseline {args.baseline} ({old_tree}), new {ROOT}"
+    )
+    for rows in args.sizes:
+        build_corpus(rows)
+        pooled: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+        for r in range(args.rounds):
+            sides = [("old", old_tree), ("new", ROOT)]
+            for side, tree in sides if r % 2 == 0 else sides[::-1]:
+                for key, values in run_worker(tree, rows, args.turns).items():
+                    pooled[side].setdefault(key, []).extend(values)
+        table(rows, pooled["old"], pooled["new"], args.baseline)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
+
+
+if __name__ == "__main__":
+    main()
