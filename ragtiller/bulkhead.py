@@ -21,13 +21,33 @@ import asyncio
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ragtiller.errors import RagtillerError
 
 T = TypeVar("T")
+
+
+class DeadlineExceeded(RagtillerError, TimeoutError):
+    """A caller's own deadline passed; a provider's own ``TimeoutError`` is never this one."""
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """Await ``awaitable`` for at most ``seconds``, cancelling it at the deadline.
+
+    Raises:
+        DeadlineExceeded: The deadline passed (the awaitable's own ``TimeoutError``, say a
+            provider's HTTP timeout, propagates as it is).
+    """
+    try:
+        async with asyncio.timeout(seconds) as scope:
+            return await awaitable
+    except TimeoutError as e:
+        if scope.expired():
+            raise DeadlineExceeded(f"no answer within {seconds:.2f}s") from e
+        raise
 
 
 class BulkheadFull(RagtillerError, RuntimeError):
@@ -97,12 +117,13 @@ class Bulkhead:
         """Run ``fn(*args)`` on a worker; wait at most ``timeout_s`` seconds.
 
         Raises:
-            TimeoutError: No result within ``timeout_s`` (the call is abandoned, not stopped).
+            DeadlineExceeded: No result within ``timeout_s`` (the call is abandoned, not
+                stopped).
             BulkheadFull: See :meth:`submit`.
         """
         future = self.submit(fn, *args)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+            return await within(asyncio.wrap_future(future), timeout_s)
         finally:
             future.cancel()  # a no-op once it ran; frees its queue slot if it never started
 

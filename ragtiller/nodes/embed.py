@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ragtiller._retry import RetryPolicy, aretry_call
-from ragtiller.bulkhead import bulkhead_for
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
@@ -42,8 +41,8 @@ async def embed_query(
         return check_vector(await pool.call(embedder.embed_query, text, timeout_s=limit.seconds))
 
     try:
-        vector, attempts = await asyncio.wait_for(aretry_call(once, retry), limit.seconds)
-    except TimeoutError:
+        vector, attempts = await within(aretry_call(once, retry), limit.seconds)
+    except DeadlineExceeded:
         return None, stage.error(limit.message(), limit.reason, labels=[LEXICAL_ONLY])
     except InvalidOutput as e:
         return None, stage.error(e, INVALID_OUTPUT, labels=[LEXICAL_ONLY])

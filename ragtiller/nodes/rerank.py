@@ -7,9 +7,9 @@ with an error record; assemble then keeps the route's ``top_k``.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ragtiller.bulkhead import DeadlineExceeded, within
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
@@ -89,9 +89,9 @@ def make_rerank(deps: Components) -> NodeFn:
         stage = Stage("rerank", provider=provider.name, candidates=len(candidates))
         try:
             # The whole list is reordered; assemble picks the distinct best top_k from it.
-            result = await asyncio.wait_for(call(state, candidates), limit.seconds)
+            result = await within(call(state, candidates), limit.seconds)
             ranked = check_ranking(result.candidates, candidates)
-        except TimeoutError:
+        except DeadlineExceeded:
             record = stage.error(limit.message(), limit.reason, method="identity")
             return fused_order(candidates, record)
         except InvalidOutput as e:

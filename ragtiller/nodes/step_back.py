@@ -13,14 +13,13 @@ let a failing model be retried on every turn, burning latency instead of quota. 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ragtiller.bulkhead import bulkhead_for
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import TURN_DEADLINE, Deadline, deadline
 from ragtiller.nodes.stage import Stage, skipped
@@ -109,7 +108,7 @@ def make_step_back(deps: Components) -> NodeFn:
         messages = [SystemMessage(STEP_BACK_PROMPT), HumanMessage(original)]
         try:
             if native_async(model):
-                reply = await asyncio.wait_for(model.ainvoke(messages), limit.seconds)
+                reply = await within(model.ainvoke(messages), limit.seconds)
             else:  # LangChain would run it on the loop's default executor: use its bulkhead
                 pool = bulkhead_for(model, "chat-model")
                 reply = await pool.call(model.invoke, messages, timeout_s=limit.seconds)
@@ -154,7 +153,7 @@ def make_step_back(deps: Components) -> NodeFn:
         except QuotaSpent as e:
             record.update({"status": "skipped", "reason": e.reason})
             return {"step_back": record, "stages": [stage.skip(e.reason, llm_calls=0)]}
-        except TimeoutError:
+        except DeadlineExceeded:
             record.update({"status": "error", "reason": limit.reason})
             return {
                 "step_back": record,

@@ -8,11 +8,10 @@ state: a tier that answers nonsense is that tier's error, never a crash in fusio
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any
 
-from ragtiller.bulkhead import bulkhead_for
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.errors import TierUnavailable
 from ragtiller.index._compute import CpuTier
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
@@ -32,7 +31,7 @@ async def search(tier: Tier, task: TierTask) -> Any:
         "filter": task["filter"],
     }
     if isinstance(tier, CpuTier):
-        return await asyncio.wait_for(tier.asearch(**kwargs), task["deadline_s"])
+        return await within(tier.asearch(**kwargs), task["deadline_s"])
     pool = bulkhead_for(tier, f"tier-{tier.name}")
     return await pool.call(functools.partial(tier.search, **kwargs), timeout_s=task["deadline_s"])
 
@@ -60,7 +59,7 @@ def make_tier_search(deps: Components) -> NodeFn:
             hits = check_hits(await search(deps.tiers[name], task), task["k"])
         except TierUnavailable as e:
             return {"tier_hits": {name: []}, "stages": [stage.skip(e.reason, tier=name)]}
-        except TimeoutError:
+        except DeadlineExceeded:
             reason = "turn-deadline" if task["turn_bound"] else "timeout"
             error = f"TimeoutError: no answer within {task['deadline_s']:.2f}s"
             return {"tier_hits": {name: []}, "stages": [stage.error(error, reason, tier=name)]}

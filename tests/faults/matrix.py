@@ -64,7 +64,9 @@ CASES: tuple[Case, ...] = (
         for tier in ("dense", "lexical")
         for case in (
             *_provider(f"{tier} tier", "tier_search", fallback="tier-failed", tier=tier),
-            Case(f"{tier} tier", "empty", "tier_search", "done", None, None, "no hits is an answer"),
+            Case(
+                f"{tier} tier", "empty", "tier_search", "done", None, None, "no hits is an answer"
+            ),
             Case(
                 f"{tier} tier",
                 "huge",

@@ -12,7 +12,7 @@ from fixtures.fakes import StaticTier, hit
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from ragtiller import build_graph, load_policy
-from ragtiller.bulkhead import Bulkhead, BulkheadFull
+from ragtiller.bulkhead import Bulkhead, BulkheadFull, DeadlineExceeded, within
 from ragtiller.policies.schema import DeadlinesConfig
 
 RELEASE = threading.Event()
@@ -67,7 +67,9 @@ def test_twenty_hung_turns_leave_another_graph_answering(healthy: Embeddings) ->
         load_policy().model_copy(update={"deadlines": slow}), embedder=HungEmbedder(), tiers=tiers()
     )
     in_flight = [
-        threading.Thread(target=hung.invoke, args=({"query": "which port does it use"},), daemon=True)
+        threading.Thread(
+            target=hung.invoke, args=({"query": "which port does it use"},), daemon=True
+        )
         for _ in range(20)
     ]
     for thread in in_flight:
@@ -118,3 +120,17 @@ def test_a_call_queued_past_its_deadline_never_runs() -> None:
 
     asyncio.run(scenario())
     assert ran == [2]
+
+
+def test_a_providers_own_timeout_is_not_our_deadline() -> None:
+    async def provider_times_out() -> None:
+        raise TimeoutError("provider's HTTP read timed out")
+
+    async def hangs() -> None:
+        await asyncio.sleep(3600)
+
+    with pytest.raises(TimeoutError) as raised:
+        asyncio.run(within(provider_times_out(), 5))
+    assert not isinstance(raised.value, DeadlineExceeded)
+    with pytest.raises(DeadlineExceeded):
+        asyncio.run(within(hangs(), 0.05))

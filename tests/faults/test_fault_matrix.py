@@ -81,7 +81,9 @@ class FaultyEmbedder(Embeddings):
 
 
 def healthy_hits(tier: str) -> list[Hit]:
-    return [hit(tier, f"{tier}{i}", 1.0 - i / 10, text=f"asyncio text {tier} {i}") for i in range(5)]
+    return [
+        hit(tier, f"{tier}{i}", 1.0 - i / 10, text=f"asyncio text {tier} {i}") for i in range(5)
+    ]
 
 
 HUGE_HITS = [hit("any", f"h{i}", 1.0 / (i + 1)) for i in range(100_000)]
@@ -111,7 +113,9 @@ class FaultyReranker:
     def __init__(self, fault: str) -> None:
         self.fault = fault
 
-    async def arerank(self, query: str, candidates: Sequence[Candidate], top_n: int) -> RerankResult:
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
         given = [dict(c, final_score=float(len(candidates) - i)) for i, c in enumerate(candidates)]
         if self.fault == "raise":
             raise RuntimeError(f"Authorization: Bearer {SECRET}")
@@ -192,7 +196,9 @@ def components(case: Case, request: pytest.FixtureRequest) -> dict[str, Any]:
 def matching(out: dict[str, Any], case: Case) -> Any:
     tier = case.slot.split()[0] if case.slot.endswith("tier") else "dense" * (case.fault == "huge")
     for stage in out["manifest"].stages:
-        if stage.step == case.stage and (case.stage != "tier_search" or stage.detail.get("tier") == tier):
+        if stage.step == case.stage and (
+            case.stage != "tier_search" or stage.detail.get("tier") == tier
+        ):
             return stage
     raise AssertionError(f"no {case.stage} record: {[s.step for s in out['manifest'].stages]}")
 
