@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -50,7 +51,16 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-turn"
 DIM = 384
 CHILDREN_PER_PARENT = 4
-QUERY = "how do I get started with asyncio tasks and the event loop?"
+QUERY = "how do I get started with asyncio tasks and the event loop, w{n}x?"
+"""Broad (routes to ``synthesis``). Every call gets its own ``n``: a new query vector and BM25
+terms, so no turn is answered from another turn's scan."""
+_queries = itertools.count()
+
+
+def next_query() -> str:
+    return QUERY.format(n=next(_queries) % 30_000)
+
+
 WORDS = ["asyncio", "task", "tasks", "event", "loop", "started", "coroutine", "await", "future"]
 
 
@@ -156,6 +166,8 @@ class Tree:
             "assemble": make_assemble(deps),
         }
         self.stage_ms: dict[str, float] = {}
+        self.depth = 0
+        """Hits asked of each tier (the policy's tier depth), as the embed node planned."""
 
     def merge(self, state: dict[str, Any], update: dict[str, Any]) -> None:
         for key, value in update.items():
@@ -174,7 +186,7 @@ class Tree:
 
     async def direct(self) -> dict[str, Any]:
         """The nodes in graph order, edges taken by the graph's own edge functions."""
-        state: dict[str, Any] = {"query": QUERY}
+        state: dict[str, Any] = {"query": next_query()}
         await self.node(state, "gate")
         after_gate = self.target("gate", self.edges.after_gate(state))
         if after_gate == "step_back":
@@ -183,6 +195,7 @@ class Tree:
             await self.node(state, "embed")
             sends = self.edges.after_embed(state)
             if sends != "fuse":
+                self.depth = sends[0].arg["k"]
                 started = time.perf_counter()
                 for update in await asyncio.gather(
                     *(self.nodes["tier_search"](s.arg) for s in sends)
@@ -195,13 +208,14 @@ class Tree:
         await self.node(state, "assemble")
         return state
 
-    def providers(self, vector: list[float], namespaces: list[str]) -> tuple[float, float]:
+    def providers(self, namespaces: list[str], k: int) -> tuple[float, float]:
         """Milliseconds of the bare provider calls: ``embed_query``, then each tier's ``search``."""
+        query = next_query()
         started = time.perf_counter()
-        self.embedder.embed_query(QUERY)
+        vector = self.embedder.embed_query(query)
         embedded = time.perf_counter()
         for tier in self.tiers:
-            tier.search(query=QUERY, vector=vector, k=24, namespaces=namespaces, filter=None)
+            tier.search(query=query, vector=vector, k=k, namespaces=namespaces, filter=None)
         return (embedded - started) * 1000, (time.perf_counter() - embedded) * 1000
 
 
@@ -237,38 +251,41 @@ def worker(rows: int, turns: int) -> None:
 
     tree = Tree(load_tiers(corpus_dir(rows)))
     graph, floor = tree.graph, bare_line()
-    inp = {"query": QUERY}
+
+    def inp() -> dict[str, Any]:
+        return {"query": next_query()}
+
     loop = asyncio.new_event_loop()
 
     async def astream() -> None:
-        async for _ in graph.astream(inp, stream_mode=["custom", "values"]):
+        async for _ in graph.astream(inp(), stream_mode=["custom", "values"]):
             pass
 
     def stream() -> None:
-        for _ in graph.stream(inp, stream_mode=["custom", "values"]):
+        for _ in graph.stream(inp(), stream_mode=["custom", "values"]):
             pass
 
-    async def timed(make: Callable[[], Awaitable[Any]]) -> float:
-        started = time.perf_counter()
+    async def timed(make: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
         await make()
-        return (time.perf_counter() - started) * 1000
+        return (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
 
-    def run_async(make: Callable[[], Awaitable[Any]]) -> float:
+    def run_async(make: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
         return loop.run_until_complete(timed(make))
 
-    def run_sync(fn: Callable[[], Any]) -> float:
-        started = time.perf_counter()
+    def run_sync(fn: Callable[[], Any]) -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
         fn()
-        return (time.perf_counter() - started) * 1000
+        return (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
 
-    paths: dict[str, Callable[[], float]] = {
+    paths: dict[str, Callable[[], tuple[float, float]]] = {
         "direct": lambda: run_async(tree.direct),
-        "ainvoke": lambda: run_async(lambda: graph.ainvoke(inp)),
+        "ainvoke": lambda: run_async(lambda: graph.ainvoke(inp())),
         "astream": lambda: run_async(astream),
-        "invoke": lambda: run_sync(lambda: graph.invoke(inp)),
+        "invoke": lambda: run_sync(lambda: graph.invoke(inp())),
         "stream": lambda: run_sync(stream),
-        "floor ainvoke": lambda: run_async(lambda: floor.ainvoke(inp)),
-        "floor invoke": lambda: run_sync(lambda: floor.invoke(inp)),
+        "floor ainvoke": lambda: run_async(lambda: floor.ainvoke(inp())),
+        "floor invoke": lambda: run_sync(lambda: floor.invoke(inp())),
     }
     result = loop.run_until_complete(tree.direct())
     check = result["manifest"]
@@ -278,22 +295,23 @@ def worker(rows: int, turns: int) -> None:
         "parent_child",
         "lexical",
     }, result["tier_hits"].keys()
-    vector = tree.embedder.embed_query(QUERY)
     namespaces = list(result["route"]["namespaces"])
     samples: dict[str, list[float]] = {name: [] for name in paths}
+    samples.update({f"cpu {name}": [] for name in paths})
     for key in ("node embed", "node tier_search", "provider embed", "provider tiers"):
         samples[key] = []
     names = list(paths)
     for i in range(turns + 10):
         order = names[i % len(names) :] + names[: i % len(names)]
         for name in order:
-            ms = paths[name]()
+            ms, cpu_ms = paths[name]()
             if name == "direct" and i >= 10:
                 samples["node embed"].append(tree.stage_ms["embed"])
                 samples["node tier_search"].append(tree.stage_ms["tier_search"])
             if i >= 10:
                 samples[name].append(ms)
-        embed_ms, tiers_ms = tree.providers(vector, namespaces)
+                samples[f"cpu {name}"].append(cpu_ms)
+        embed_ms, tiers_ms = tree.providers(namespaces, tree.depth)
         if i >= 10:
             samples["provider embed"].append(embed_ms)
             samples["provider tiers"].append(tiers_ms)
@@ -364,7 +382,7 @@ ROWS = [
     ("embed stage: node", "node embed"),
     ("embed stage: `embed_query` called directly", "provider embed"),
     ("tier stage: node, three tiers in parallel", "node tier_search"),
-    ("tier stage: three `search` calls directly, in turn", "provider tiers"),
+    ("tier stage: the three `search` calls directly, one after another", "provider tiers"),
 ]
 OVERHEADS = [
     ("`ainvoke` minus direct nodes", "ainvoke", "direct"),
@@ -383,17 +401,32 @@ OVERHEADS = [
 def table(rows: int, old: dict[str, list[float]], new: dict[str, list[float]], label: str) -> None:
     n = len(new["ainvoke"])
     print(f"\n### {rows:,} chunks ({n} turns per path per tree)\n")
-    print(f"| path | {label} p50 ms | {label} p95 ms | new p50 ms | new p95 ms |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        f"| path | {label} p50 ms | {label} p95 ms | new p50 ms | new p95 ms "
+        f"| {label} CPU p50 ms | new CPU p50 ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for title, key in ROWS:
         (o50, o95), (n50, n95) = p50_p95(old[key]), p50_p95(new[key])
-        print(f"| {title} | {o50:.2f} | {o95:.2f} | {n50:.2f} | {n95:.2f} |")
-    print(f"\n| p50 difference | {label} ms | new ms |")
-    print("|---|---:|---:|")
+        cpu = f"cpu {key}"
+        cpus = (
+            f"{statistics.median(old[cpu]):.2f} | {statistics.median(new[cpu]):.2f}"
+            if cpu in new
+            else "| "
+        )
+        print(f"| {title} | {o50:.2f} | {o95:.2f} | {n50:.2f} | {n95:.2f} | {cpus} |")
+    print(f"\n| p50 difference | {label} ms | new ms | {label} CPU ms | new CPU ms |")
+    print("|---|---:|---:|---:|---:|")
     for title, key, base in OVERHEADS:
-        o = statistics.median(old[key]) - (statistics.median(old[base]) if base else 0)
-        m = statistics.median(new[key]) - (statistics.median(new[base]) if base else 0)
-        print(f"| {title} | {o:+.2f} | {m:+.2f} |")
+        cells = []
+        for prefix in ("", "cpu "):
+            if prefix + key not in new:
+                cells += ["", ""]
+                continue
+            for side in (old, new):
+                minus = statistics.median(side[prefix + base]) if base else 0.0
+                cells.append(f"{statistics.median(side[prefix + key]) - minus:+.2f}")
+        print(f"| {title} | {' | '.join(cells)} |")
 
 
 def main() -> None:
