@@ -153,6 +153,7 @@ class Tree:
         self.embedder = DeterministicFakeEmbedding(size=DIM)
         self.tiers = tiers
         deps = build_components(None, tiers=tiers, embedder=self.embedder)  # in-process stores
+        self.deps = deps
         self.graph = compile_graph(deps)
         self.edges = edges
         self.reducers = {"stages": stage_log, "tier_hits": tier_results}
@@ -217,6 +218,55 @@ class Tree:
         for tier in self.tiers:
             tier.search(query=query, vector=vector, k=k, namespaces=namespaces, filter=None)
         return (embedded - started) * 1000, (time.perf_counter() - embedded) * 1000
+
+    async def guards(self, namespaces: list[str], k: int, flip: bool) -> dict[str, float]:
+        """The new core's guarded provider calls (deadline, bulkhead, output check) and the
+        same calls made the way the old core made them, in one process, in turn.
+
+        The old embed node awaited ``aembed_query`` (one hop to the loop's default executor)
+        and the old tier node awaited ``asearch``. Empty in a tree without deadlines."""
+        try:
+            from ragtiller.nodes.checks import check_hits
+            from ragtiller.nodes.embed import EMBED_RETRY, embed_query
+            from ragtiller.nodes.tier_search import search
+        except ImportError:
+            return {}
+        out: dict[str, float] = {}
+
+        async def old_style() -> None:
+            query = next_query()
+            started = time.perf_counter()
+            vector = await self.embedder.aembed_query(query)
+            embedded = time.perf_counter()
+            for tier in self.tiers:
+                await tier.asearch(query=query, vector=vector, k=k, namespaces=namespaces)
+            out["old-style embed"] = (embedded - started) * 1000
+            out["old-style tiers"] = (time.perf_counter() - embedded) * 1000
+
+        async def guarded() -> None:
+            query = next_query()
+            state = {"turn": {"started_at": time.perf_counter()}, "route": {"truncated": False}}
+            started = time.perf_counter()
+            vector, _ = await embed_query(self.deps, EMBED_RETRY, query, state)  # type: ignore[arg-type]
+            embedded = time.perf_counter()
+            for tier in self.tiers:
+                task = {
+                    "tier": tier.name,
+                    "query": query,
+                    "vector": vector,
+                    "k": k,
+                    "namespaces": namespaces,
+                    "filter": None,
+                    "deadline_s": 5.0,
+                    "turn_bound": False,
+                }
+                check_hits(await search(tier, task), k)  # type: ignore[arg-type]
+            out["guarded embed"] = (embedded - started) * 1000
+            out["guarded tiers"] = (time.perf_counter() - embedded) * 1000
+
+        for run in (guarded, old_style) if flip else (old_style, guarded):
+            await run()
+        return out
 
 
 def bare_line() -> Any:
@@ -312,9 +362,12 @@ def worker(rows: int, turns: int) -> None:
                 samples[name].append(ms)
                 samples[f"cpu {name}"].append(cpu_ms)
         embed_ms, tiers_ms = tree.providers(namespaces, tree.depth)
+        guards = loop.run_until_complete(tree.guards(namespaces, tree.depth, flip=i % 2 == 1))
         if i >= 10:
             samples["provider embed"].append(embed_ms)
             samples["provider tiers"].append(tiers_ms)
+            for key, ms in guards.items():
+                samples.setdefault(key, []).append(ms)
     loop.close()
     print(json.dumps({"tree": str(Path(ragtiller.__file__).parents[1]), "samples": samples}))
 
@@ -429,6 +482,27 @@ def table(rows: int, old: dict[str, list[float]], new: dict[str, list[float]], l
         print(f"| {title} | {' | '.join(cells)} |")
 
 
+GUARDS = [
+    ("`embed_query` called directly", "provider embed"),
+    ("`aembed_query` (the old node's call: one executor hop)", "old-style embed"),
+    ("the new node's guarded call (deadline, bulkhead hop, vector check)", "guarded embed"),
+    ("three `search` calls directly", "provider tiers"),
+    ("three `asearch` calls (the old node's call)", "old-style tiers"),
+    ("three guarded calls (deadline, hit check)", "guarded tiers"),
+]
+
+
+def guard_table(new: dict[str, list[float]]) -> None:
+    """The deadline guard against the same provider call unguarded, in the new tree's process."""
+    if "guarded embed" not in new:
+        return
+    print("\n| provider call, new tree's process | p50 ms | p95 ms |")
+    print("|---|---:|---:|")
+    for title, key in GUARDS:
+        p50, p95 = p50_p95(new[key])
+        print(f"| {title} | {p50:.3f} | {p95:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -455,6 +529,7 @@ def main() -> None:
                 for key, values in run_worker(tree, rows, args.turns).items():
                     pooled[side].setdefault(key, []).extend(values)
         table(rows, pooled["old"], pooled["new"], args.baseline)
+        guard_table(pooled["new"])
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 
 
