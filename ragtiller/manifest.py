@@ -78,7 +78,7 @@ class RunManifest(_Record):
     selected_namespaces: list[str] = Field(default_factory=list)
     top_k: dict[str, int] = Field(default_factory=dict, description="Size asked of each stage.")
     hybrid: Decision | None = None
-    fusion: Decision | None = None
+    parent_child: Decision | None = None
     rerank: Decision | None = None
     fusion_method: str | None = None
     step_back: StepBackRecord = Field(default_factory=StepBackRecord)

@@ -12,8 +12,8 @@ from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
-    decide_fusion,
     decide_hybrid,
+    decide_parent_child,
     decide_rerank_setting,
     decide_step_back,
 )
@@ -92,6 +92,8 @@ def make_gate(deps: Components) -> NodeFn:
             labels.append(f"llm router skipped: {fallback}")
         if truncated:
             labels.append(f"query truncated to {max_chars} characters for embedding")
+        if not quota["available"]:
+            labels.append("quota-store-unavailable: no paid call this turn (quotas fail closed)")
         records: list[StageRecord] = []
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"
@@ -104,7 +106,7 @@ def make_gate(deps: Components) -> NodeFn:
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
-                fusion=None,
+                parent_child=None,
                 rerank=None,
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
@@ -125,7 +127,9 @@ def make_gate(deps: Components) -> NodeFn:
                 top_k=min(config.top_k, policy.budgets.max_chunks),
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
-                fusion=decide_fusion(config, is_broad=cls.is_broad, query_type=cls.query_type),
+                parent_child=decide_parent_child(
+                    config, is_broad=cls.is_broad, query_type=cls.query_type
+                ),
                 rerank=decide_rerank_setting(config),
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
