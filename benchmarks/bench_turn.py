@@ -2,7 +2,7 @@
 
 Run on demand (not in CI):
 
-    python benchmarks/bench_turn.py [--sizes 10000 100000] [--rounds 6] [--turns 60]
+    python benchmarks/bench_turn.py [--sizes 10000 100000] [--rounds 4] [--turns 20]
                                     [--baseline effef0b]
 
 The index is synthetic but real: ``rows`` child chunks in namespace ``default`` (random unit
@@ -24,8 +24,12 @@ once per turn, in rotation, so drift on a shared machine hits all paths alike:
   ``stream_mode=["custom", "values"]`` (what the CLI streams);
 * ``floor``: a bare 7-node LangGraph line of no-op nodes (identical in both trees: a control for
   noise between the two columns);
-* per stage: the embed and tier-search nodes vs calling the providers directly (the cost of the
-  deadline, bulkhead and output checks of a healthy stage).
+* per stage: the embed and tier-search nodes vs calling the providers directly;
+* the deadline guard (new tree only): the nodes' guarded provider calls (deadline, bulkhead,
+  output checks) vs the same calls made as the old nodes made them, in turn.
+
+Every path also records the process's CPU time (all threads): on a shared machine the wall
+clock mostly measures waiting for a core.
 """
 
 from __future__ import annotations
@@ -506,8 +510,8 @@ def guard_table(new: dict[str, list[float]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--turns", type=int, default=60, help="timed turns per path per round")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=20, help="timed turns per path per round")
     parser.add_argument("--baseline", default="effef0b", help="commit to compare with")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
