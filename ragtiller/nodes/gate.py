@@ -3,6 +3,7 @@ the step-back edge from the policy and that quota view."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,15 @@ def _text(state: RetrievalState, key: str, *, required: bool) -> str | None:
     return value
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
+    U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _namespaces(state: RetrievalState, route_namespaces: list[str]) -> list[str]:
     override = state.get("namespace")
     if override is None or override == "" or override == []:
@@ -70,7 +80,8 @@ def make_gate(deps: Components) -> NodeFn:
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
         started = time.perf_counter()
-        query = _text(state, "query", required=True) or ""
+        raw = _text(state, "query", required=True) or ""
+        query = encodable(raw)
         _text(state, "tenant", required=False)
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
@@ -90,6 +101,8 @@ def make_gate(deps: Components) -> NodeFn:
         fallback = router_detail.get("fallback_reason")
         if fallback is not None:
             labels.append(f"llm router skipped: {fallback}")
+        if query != raw:
+            labels.append("query held undecodable characters, replaced by U+FFFD")
         if truncated:
             labels.append(f"query truncated to {max_chars} characters for embedding")
         if not quota["available"]:
@@ -160,6 +173,7 @@ def make_gate(deps: Components) -> NodeFn:
                 records.append(skipped("step_back", skip, llm_calls=0))
 
         return {
+            "query": query,
             "turn": {"run_id": uuid.uuid4().hex, "started_at": started, "quota": quota},
             "route": route,
             "embed_query": embed_text,
