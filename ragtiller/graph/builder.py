@@ -14,7 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
-from ragtiller.graph._dual import dual
+from ragtiller.graph._dual import dual, one_hop
 from ragtiller.graph.state import InputState, OutputState, RetrievalState
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components
@@ -236,8 +236,9 @@ def compile_graph(
     builder.add_conditional_edges("fuse", edges.edge(edges.after_fuse), edges.AFTER_FUSE_PATHS)
     builder.add_edge("rerank", "assemble")
     builder.add_edge("assemble", END)
-    return builder.compile(
+    compiled = builder.compile(
         checkpointer=checkpointer,
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name=name,
     )
+    return one_hop(compiled)  # sync invoke/stream: one hop to the node loop per run
