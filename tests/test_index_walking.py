@@ -53,10 +53,15 @@ def test_a_named_fifo_or_device_link_is_skipped_not_read(hostile: Path) -> None:
     assert sorted(reasons(skipped)) == ["x.md", "zero.md"]  # named twice, reported once
 
 
-def test_a_named_symlinked_directory_is_not_followed(hostile: Path) -> None:
-    docs, skipped = load_sources([hostile / "linked_dir", hostile / "good.md"])
-    assert [d.doc_id for d in docs] == ["good.md"]
-    assert reasons(skipped) == {"linked_dir": "symlink to a directory (not followed)"}
+def test_a_named_symlinked_directory_is_walked_but_links_inside_it_are_not(
+    hostile: Path,
+) -> None:
+    docs, skipped = load_sources([hostile / "linked_dir"])  # named by the user, like find -H
+    assert [d.doc_id for d in docs] == ["far.md"]
+    (hostile.parent / "outside" / "back").symlink_to(hostile, target_is_directory=True)
+    docs, skipped = load_sources([hostile / "linked_dir"])
+    assert [d.doc_id for d in docs] == ["far.md"]  # no loop through "back"
+    assert reasons(skipped) == {"back": "symlink to a directory (not followed)"}
 
 
 def test_max_file_bytes_must_be_positive(hostile: Path) -> None:

@@ -90,8 +90,9 @@ def load_sources(
     read whatever its suffix (unknown suffixes as plain text). ``.jsonl`` files are read as BEIR
     corpora: one ``{"_id", "title", "text"}`` object per line.
 
-    Only regular files are read. A symlink is followed only when it ends at a regular file;
-    symlinked directories are not descended into. FIFOs, sockets and devices, files larger
+    Only regular files are read. A symlink met while walking is followed only when it ends at
+    a regular file; symlinked directories inside a walk are not descended into (a directory
+    named in ``sources`` is walked even if it is a symlink, as ``find -H`` does). FIFOs, sockets and devices, files larger
     than ``max_file_bytes``, binary, undecodable and unreadable files are skipped; each
     skipped path is reported once, with its reason, in the returned list and in one INFO
     record on the ``ragtiller.index`` logger (``ragtiller ingest`` prints the list).
@@ -123,10 +124,8 @@ def load_sources(
             entries.append(source)
             continue
         path = Path(source)
-        if path.is_dir() and not path.is_symlink():
+        if path.is_dir():  # a directory named here is walked even through a symlink (find -H)
             entries.extend((file, path) for file in _walk(path, skip))
-        elif path.is_dir():
-            skip(path, "symlink to a directory (not followed)")
         elif path.exists() or path.is_symlink():
             entries.append((path, path.parent))
         else:
