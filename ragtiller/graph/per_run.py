@@ -24,7 +24,7 @@ from ragtiller.errors import ConfigurationError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
 from ragtiller.nodes.stage import EVENT_TYPE, final_event
-from ragtiller.policies.run_context import RunContext, run_policy
+from ragtiller.policies.run_context import EMPTY, RunContext, run_policy
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.ceiling import CeilingReranker
 
@@ -104,7 +104,7 @@ class PerRunNodes:
         Raises:
             ConfigurationError: The context's policy names a namespace the index lacks.
         """
-        if context.policy_key() == RunContext().policy_key():
+        if context.policy_key() == EMPTY.policy_key():
             return self.deps
         policy = run_policy(self.deps.policy, context)
         check_route_namespaces(policy, self.known_namespaces)

@@ -119,20 +119,26 @@ def run_policy(base: RetrievalPolicy, context: RunContext) -> RetrievalPolicy:
     return policy
 
 
+EMPTY = RunContext()
+"""The context of a run that sets nothing."""
+
+
 def context_from(value: Any, configurable: dict[str, Any] | None = None) -> RunContext:
-    """The run's context: LangGraph's ``context`` when set, else the ``configurable`` keys that
-    name context fields (how older clients and Studio assistants pass them)."""
+    """This run's context: LangGraph's ``context`` when it is ours, else the ``configurable``
+    keys that name context fields (how older clients and Studio assistants pass them).
+
+    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it);
+    any other context object or dict seen here is a parent graph's, so only the fields named
+    like ours are read from it.
+    """
     if isinstance(value, RunContext):
         return value
     if isinstance(value, dict):
-        return RunContext(**value)
-    if value is not None:
-        raise InputError(
-            f"run context must be a dict or RunContext, got {type(value).__name__}; "
-            f"fields: {', '.join(RunContext.model_fields)}"
-        )
-    known = {k: v for k, v in (configurable or {}).items() if k in RunContext.model_fields}
-    return RunContext(**known)
+        source: dict[str, Any] = value
+    else:
+        source = configurable or {}
+    known = {k: v for k, v in source.items() if k in RunContext.model_fields}
+    return RunContext(**known) if known else EMPTY
 
 
-__all__ = ("RerankSwitch", "RunContext", "cached_policy", "context_from", "run_policy")
+__all__ = ("EMPTY", "RerankSwitch", "RunContext", "cached_policy", "context_from", "run_policy")
