@@ -50,11 +50,13 @@ def test_langgraph_json_is_valid_and_names_the_async_factory() -> None:
     assert get_unknown_keys({k: v for k, v in raw.items() if k != "$schema"}) == []
     config = validate_config_file(CONFIG)
     assert config["dependencies"] == ["."]
-    path, _, variable = config["graphs"]["ragtiller"].partition(":")
-    assert (ROOT / path).resolve() == Path(studio.__file__).resolve()
-    factory = getattr(studio, variable)
-    assert inspect.iscoroutinefunction(factory)
-    assert not inspect.signature(factory).parameters
+    assert set(config["graphs"]) == {"ragtiller", "ragtiller_no_llm"}
+    for spec in config["graphs"].values():
+        path, _, variable = spec.partition(":")
+        assert (ROOT / path).resolve() == Path(studio.__file__).resolve()
+        factory = getattr(studio, variable)
+        assert inspect.iscoroutinefunction(factory)
+        assert not inspect.signature(factory).parameters
     assert config["env"] == ".env"
     assert ".env" in (ROOT / ".gitignore").read_text("utf-8").splitlines()
 
@@ -134,18 +136,44 @@ def test_an_unknown_embedder_names_the_variable() -> None:
 
 async def test_make_graph_builds_once_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     built_on: list[threading.Thread] = []
-    sentinel = object()
+    opened: list[threading.Thread] = []
+    index = object()
 
-    def fake_build() -> object:
+    def fake_open(env: object) -> object:
+        opened.append(threading.current_thread())
+        return index
+
+    def fake_build(env: object, *, policy: str | None, index: object) -> tuple[object, object]:
         built_on.append(threading.current_thread())
-        return sentinel
+        return policy, index
 
-    monkeypatch.setattr(studio, "_graph", None)
+    monkeypatch.delenv("RAGTILLER_POLICY", raising=False)
+    monkeypatch.setattr(studio, "_graphs", {})
+    monkeypatch.setattr(studio, "_index", None)
+    monkeypatch.setattr(studio, "_open", fake_open)
     monkeypatch.setattr(studio, "build_studio_graph", fake_build)
-    first, second = await asyncio.gather(studio.make_graph(), studio.make_graph())
-    assert first is second is sentinel
-    assert len(built_on) == 1
-    assert built_on[0] is not threading.current_thread()
+    first, second, lean = await asyncio.gather(
+        studio.make_graph(), studio.make_graph(), studio.make_no_llm_graph()
+    )
+    assert first is second == (None, index)
+    assert lean == ("no-llm", index)  # the second graph shares the index
+    assert len(built_on) == 2 and len(opened) == 1
+    assert threading.current_thread() not in built_on + opened
+
+
+def test_the_no_llm_graph_makes_no_model_call() -> None:
+    graph = studio.build_studio_graph({}, policy=studio.NO_LLM_POLICY)
+    out = graph.invoke({"query": "how do I get started with asyncio?"})
+    assert out["manifest"].policy_id == "no-llm"
+    assert out["manifest"].step_back.reason == "disabled"
+    assert out["manifest"].llm_calls == 0
+
+
+def test_a_bad_index_directory_is_a_configuration_error_naming_the_variable(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"RAGTILLER_INDEX='.*missing'"):
+        studio.build_studio_graph({"RAGTILLER_INDEX": str(tmp_path / "missing")})
 
 
 def test_minilm_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -306,7 +334,7 @@ async def test_langgraph_dev_serves_the_graph_with_stage_events(
     url, server = dev_server
     values, events = await one_turn(url, QUESTION)
 
-    assert set(values) == {"documents", "context", "manifest"}
+    assert set(values) == {"documents", "context", "manifest", "stages"}
     assert values["context"].startswith("[1] ")
     assert values["documents"] and values["documents"][0]["metadata"]["citation"] == 1
     manifest = RunManifest.model_validate(values["manifest"])

@@ -18,6 +18,7 @@ from ragtiller.graph._dual import dual
 from ragtiller.graph.checked import checked
 from ragtiller.graph.per_run import PerRunNodes
 from ragtiller.graph.state import InputState, OutputState, RetrievalState
+from ragtiller.graph.untracked import untrack_hits
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components
 from ragtiller.nodes.embed import make_embed
@@ -146,6 +147,7 @@ def build_graph(
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
+    checkpoint_hits: bool | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build the retrieval graph. Does no I/O beyond what the given components do.
 
@@ -169,6 +171,9 @@ def build_graph(
         namespaces: The namespaces the tiers hold; default: the index manifest's. Every
             namespace a policy route names must be one of them; a turn asking for another is
             labelled. None (and no index manifest): not checked.
+        checkpoint_hits: Also checkpoint the intermediate hit lists (tier hits, candidates,
+            rerank order, query vectors). Default: only when ``interrupt_before`` is given, so
+            a paused thread can resume; the documents and the manifest are always saved.
 
     Returns:
         A compiled LangGraph graph: input ``{"query": ...}`` or ``{"messages": [...]}``,
@@ -208,6 +213,7 @@ def build_graph(
         interrupt_before=interrupt_before,
         name=name,
         namespaces=namespaces,
+        checkpoint_hits=checkpoint_hits,
     )
 
 
@@ -218,6 +224,7 @@ def compile_graph(
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
+    checkpoint_hits: bool | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Wire nodes and edges around already-built components.
 
@@ -244,6 +251,8 @@ def compile_graph(
         input_schema=InputState,
         output_schema=OutputState,
     )
+    if not (checkpoint_hits if checkpoint_hits is not None else bool(interrupt_before)):
+        untrack_hits(builder)
     for node in ("gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"):
         builder.add_node(
             node,

@@ -57,6 +57,10 @@ class OutputState(TypedDict):
     """Prompt-ready text with numbered citations and any degradation labels."""
     manifest: RunManifest
     """What the turn decided, retrieved and spent."""
+    stages: list[StageRecord]
+    """This turn's stage records (as in the manifest). Being an output key, it is also what
+    each node's ``updates`` event shows on the LangGraph server: the records that node wrote,
+    a compact summary of what it decided, not its hit lists."""
 
 
 class Turn(TypedDict):
