@@ -351,3 +351,64 @@ async def test_langgraph_dev_serves_the_graph_with_stage_events(
     log = "".join(server.log)
     assert "BlockingError" not in log
     assert log.count("Slow graph load") <= 1  # only the first run builds the demo index
+
+
+async def errors_of(url: str, **run: Any) -> list[dict[str, Any]]:
+    """The ``error`` events of one run on a new thread."""
+    found = []
+    async with get_client(url=url) as client:
+        thread = await client.threads.create()
+        async for part in client.runs.stream(thread["thread_id"], "ragtiller", **run):
+            if part.event == "error":
+                found.append(part.data)
+    return found
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_shows_the_run_context_compact_updates_and_our_errors(
+    dev_server: tuple[str, DevServer],
+) -> None:
+    url, _ = dev_server
+    async with get_client(url=url) as client:
+        assistants = {a["graph_id"]: a for a in await client.assistants.search()}
+        assert set(assistants) == {"ragtiller", "ragtiller_no_llm"}
+        schemas = await client.assistants.get_schemas(assistants["ragtiller"]["assistant_id"])
+        fields = set(schemas["context_schema"]["properties"])
+        assert fields == {
+            "policy", "top_k", "max_chunks", "namespace", "tenant", "step_back", "rerank"
+        }  # fmt: skip
+
+        thread = await client.threads.create()
+        updates: dict[str, list[Any]] = {}
+        values: dict[str, Any] = {}
+        async for part in client.runs.stream(
+            thread["thread_id"],
+            "ragtiller",
+            input={"query": QUESTION},
+            context={"top_k": 2},
+            stream_mode=["updates", "values"],
+        ):
+            assert part.event != "error", part.data
+            if part.event == "updates":
+                for node, update in part.data.items():
+                    updates.setdefault(node, []).append(update)
+            elif part.event == "values" and "documents" in part.data:
+                values = part.data
+        assert len(values["documents"]) == 2
+        assert values["manifest"]["overrides"] == {"top_k": 2}
+        for node in ("gate", "embed", "tier_search", "fuse", "assemble"):
+            for update in updates[node]:
+                assert update is not None and update["stages"], node
+                assert {r["step"] for r in update["stages"]} >= {node} or node == "gate"
+        for node in ("gate", "embed", "tier_search", "fuse"):
+            assert max(len(json.dumps(u)) for u in updates[node]) < 4000, node
+
+        state = await client.threads.get_state(thread["thread_id"])
+        assert not {"tier_hits", "candidates", "ranked", "tier_tasks"} & set(state["values"])
+
+    bad_context = await errors_of(url, input={"query": QUESTION}, context={"top_k": 0})
+    assert [e["error"] for e in bad_context] == ["InputError"]
+    assert "top_k: Input should be greater than 0" in bad_context[0]["message"]
+    bad_input = await errors_of(url, input={"question": QUESTION})
+    assert [e["error"] for e in bad_input] == ["InputError"]
+    assert "unknown input key(s) 'question'" in bad_input[0]["message"]
