@@ -1,4 +1,4 @@
-"""The ``ragtiller`` command: ingest, ask, demo, eval, promote.
+"""The ``ragtiller`` command: ingest, ask, demo, draw, eval, promote.
 
 Library errors become one line on stderr and exit code 2, never a traceback.
 """
@@ -130,6 +130,17 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _draw(args: argparse.Namespace) -> int:
+    from ragtiller.graph.draw import mermaid, png
+
+    if args.png:
+        png(str(args.png))
+        print(f"wrote {args.png}")
+    else:
+        print(mermaid(), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     from ragtiller.eval.commands import add_commands
@@ -209,6 +220,14 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--cache-dir", type=Path, default=None, help="Where to cache the demo index.")
     demo.add_argument("--rebuild", action="store_true", help="Rebuild the cached demo index.")
     demo.set_defaults(func=_demo)
+
+    draw = sub.add_parser(
+        "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."
+    )
+    draw.add_argument(
+        "--png", type=Path, default=None, help="Write a PNG here instead of printing Mermaid."
+    )
+    draw.set_defaults(func=_draw)
 
     add_commands(sub)
     return top

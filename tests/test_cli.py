@@ -161,3 +161,11 @@ def test_demo_builds_caches_and_answers_each_route(tmp_path: Path) -> None:
     )
     assert again.returncode == 0, again.stderr
     assert "using the cached demo index" in again.stdout
+
+
+def test_draw_writes_a_png_offline_and_prints_mermaid(tmp_path: Path) -> None:
+    done = ragtiller("draw", "--png", str(tmp_path / "graph.png"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = ragtiller("draw").stdout
+    assert "gate" in text and "tier_search" in text and text.startswith("---")
