@@ -84,6 +84,10 @@ class TierTask(TypedDict):
     k: int
     namespaces: list[str]
     filter: dict[str, Any] | None
+    deadline_s: float
+    """How long the branch may wait for its tier (its deadline, cut to the turn's)."""
+    turn_bound: bool
+    """Whether the turn's remaining time set ``deadline_s``."""
 
 
 class RerankOutcome(TypedDict):

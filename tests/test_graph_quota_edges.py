@@ -71,7 +71,9 @@ class CountingCeiling:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def arerank(self, query: str, candidates: Sequence[Candidate], top_n: int) -> RerankResult:
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
         self.calls += 1
         ranked = [{**c, "final_score": float(i)} for i, c in enumerate(reversed(candidates))]
         return RerankResult(ranked[:top_n], self.name, {})  # type: ignore[misc]
@@ -84,7 +86,9 @@ def ceiling_graph(rerank_calls: int) -> tuple[Any, CountingCeiling]:
     reranker = CeilingReranker(paid, ZScoreReranker(), config, ledger=quota)
     policy = load_policy().model_copy(deep=True)
     routes = {k: v.model_copy(update={"rerank": True}) for k, v in policy.routes.items()}
-    return graph(policy=policy.model_copy(update={"routes": routes}), quota=quota, reranker=reranker), paid
+    return graph(
+        policy=policy.model_copy(update={"routes": routes}), quota=quota, reranker=reranker
+    ), paid
 
 
 def test_rerank_edge_takes_the_floor_when_no_paid_call_is_left() -> None:

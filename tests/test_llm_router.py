@@ -23,18 +23,15 @@ from pydantic import Field
 from ragtiller import ConfigurationError, RunManifest, build_graph, load_policy
 from ragtiller.errors import StoreUnavailableError
 from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_artifact, load_beir
-from ragtiller.eval.promotion import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION, write_decision
-from ragtiller.policies.router import Classification, classify
+from ragtiller.eval.promotion import ARTIFACT_KIND, write_decision
+from ragtiller.policies.evidence import read_eval_evidence
+from ragtiller.policies.router import Classification, classify, trigger_kind
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
 from ragtiller.routing.llm_router import (
-    PROMOTION_ARTIFACT_KIND,
-    PROMOTION_ARTIFACT_SCHEMA_VERSION,
     ROUTER_PROMPT,
     LLMRouter,
     RouteChoice,
     make_llm_router,
-    read_eval_evidence,
-    trigger_kind,
 )
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, cache_key
 from ragtiller.stores._quota import QuotaWindow
@@ -489,13 +486,6 @@ def gated(artifact: Path | str | None, model: StructuredRouterModel) -> LLMRoute
     return made
 
 
-def test_artifact_constants_match_the_promote_command() -> None:
-    assert (PROMOTION_ARTIFACT_KIND, PROMOTION_ARTIFACT_SCHEMA_VERSION) == (
-        ARTIFACT_KIND,
-        ARTIFACT_SCHEMA_VERSION,
-    )
-
-
 def test_promote_artifact_with_lift_enables_the_router(tmp_path: Path) -> None:
     path = promote_artifact(tmp_path, BEST, NO_LEXICAL, ["lexical"])
     assert json.loads(path.read_text())["decision"] == "promote"
@@ -523,7 +513,7 @@ def test_rejected_artifact_keeps_the_router_off(tmp_path: Path) -> None:
         "eval-rejected",
         0,
     )
-    assert detail["note"] == f"llm_eval_artifact {str(path)!r} has decision 'reject', not 'promote'"
+    assert detail["note"] == f"router.llm_eval_artifact {str(path)!r} has decision 'reject', not 'promote'"
     assert not r.enabled and model.calls == 0
 
 
@@ -531,21 +521,23 @@ def test_promote_without_lift_on_a_required_slice_is_no_evidence(tmp_path: Path)
     # min_ndcg_lift 0 lets a tie promote; "beat the deterministic router" needs a lift > 0
     path = promote_artifact(tmp_path, BEST, NO_LEXICAL, ["lexical", "factual"])
     assert json.loads(path.read_text())["decision"] == "promote"
-    evidence = read_eval_evidence(str(path))
+    evidence = read_eval_evidence(str(path), setting="router.llm_eval_artifact")
     assert evidence.reason == "no-eval-evidence"
     assert "shows no NDCG@10 lift over the baseline in slice 'factual'" in evidence.note
 
 
 def test_without_required_slices_the_overall_lift_decides(tmp_path: Path) -> None:
-    assert read_eval_evidence(str(promote_artifact(tmp_path, BEST, NO_LEXICAL, []))).allowed
+    assert read_eval_evidence(
+        str(promote_artifact(tmp_path, BEST, NO_LEXICAL, [])), setting="s"
+    ).allowed
     tie = promote_artifact(tmp_path, BEST, BEST, [])
-    assert read_eval_evidence(str(tie)).reason == "no-eval-evidence"
+    assert read_eval_evidence(str(tie), setting="s").reason == "no-eval-evidence"
 
 
 @pytest.mark.parametrize(
     ("content", "reason", "note"),
     [
-        (None, "eval-artifact-unreadable", "cannot read llm_eval_artifact"),
+        (None, "eval-artifact-unreadable", "cannot read router.llm_eval_artifact"),
         ("{not json", "eval-artifact-unreadable", "JSONDecodeError"),
         ('{"decision": "promote"}', "eval-artifact-unreadable", "is not a `ragtiller promote`"),
         (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -32,6 +32,7 @@ from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.records import TierTask
 from ragtiller.rerankers.base import Reranker
+from ragtiller.stores import Cache, QuotaLedger
 from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, Tier
 
 RetrievalGraph = CompiledStateGraph
@@ -62,27 +63,51 @@ def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     return stores_from_env(limits, timezone=policy.quota.timezone)
 
 
+class GraphParts(TypedDict, total=False):
+    """The components a graph is built from; every one is optional.
+
+    Attributes:
+        index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
+            :class:`ragtiller.index.EmbeddedIndex`); explicit parts override its own.
+        embedder: Any LangChain ``Embeddings``.
+        tiers: Retrieval tiers; names must be unique.
+        quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
+            set, else in-process, sized by the policy.
+        cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
+        chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
+        reranker: A rerank provider; default: built from the policy's ``reranker`` section.
+        corpus_map: Corpus outline for broad turns; default: the index's.
+        llm_router: An LLM router strategy; default: built from the policy's ``router``
+            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm_router`.
+    """
+
+    index: IndexLike | None
+    embedder: Embeddings | None
+    tiers: Sequence[Tier] | None
+    quota: QuotaLedger | None
+    cache: Cache | None
+    chat_model: BaseChatModel | None
+    reranker: Reranker | None
+    corpus_map: str | None
+    llm_router: Any | None
+
+
 def build_components(
-    policy: RetrievalPolicy | str | Path | None = None,
-    *,
-    index: IndexLike | None = None,
-    embedder: Embeddings | None = None,
-    tiers: Sequence[Tier] | None = None,
-    quota: Any | None = None,
-    cache: Any | None = None,
-    chat_model: BaseChatModel | None = None,
-    reranker: Reranker | None = None,
-    corpus_map: str | None = None,
-    llm_router: Any | None = None,
+    policy: RetrievalPolicy | str | Path | None = None, **parts: Unpack[GraphParts]
 ) -> Components:
     """Resolve the policy and defaults into the :class:`Components` the nodes use.
 
-    Arguments are those of :func:`build_graph`.
+    Arguments: the policy as for :func:`build_graph`, and the :class:`GraphParts`.
 
     Raises:
         ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
         PolicyError: The policy file is invalid.
     """
+    index = parts.get("index")
+    tiers, embedder = parts.get("tiers"), parts.get("embedder")
+    quota, cache = parts.get("quota"), parts.get("cache")
+    chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
+    corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
     tier_list = list(tiers if tiers is not None else (index.tiers if index is not None else []))
     if not tier_list:
@@ -134,37 +159,17 @@ def build_components(
 def build_graph(
     policy: RetrievalPolicy | str | Path | None = None,
     *,
-    index: IndexLike | None = None,
-    embedder: Embeddings | None = None,
-    tiers: Sequence[Tier] | None = None,
-    quota: Any | None = None,
-    cache: Any | None = None,
-    chat_model: BaseChatModel | None = None,
-    reranker: Reranker | None = None,
-    corpus_map: str | None = None,
-    llm_router: Any | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
     checkpoint_hits: bool | None = None,
+    **parts: Unpack[GraphParts],
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build the retrieval graph. Does no I/O beyond what the given components do.
 
     Args:
         policy: A policy object, a YAML path, a shipped policy name, or None for the default.
-        index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
-            :class:`ragtiller.index.EmbeddedIndex`); explicit arguments override its parts.
-        embedder: Any LangChain ``Embeddings``.
-        tiers: Retrieval tiers; names must be unique.
-        quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
-            set, else in-process, sized by the policy.
-        cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
-        chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
-        reranker: A rerank provider; default: built from the policy's ``reranker`` section.
-        corpus_map: Corpus outline for broad turns; default: the index's.
-        llm_router: An LLM router strategy; default: built from the policy's ``router``
-            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm_router`.
         checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
         interrupt_before: Node names to pause before (notebook stepping).
         name: The compiled graph's name.
@@ -174,10 +179,12 @@ def build_graph(
         checkpoint_hits: Also checkpoint the intermediate hit lists (tier hits, candidates,
             rerank order, query vectors). Default: only when ``interrupt_before`` is given, so
             a paused thread can resume; the documents and the manifest are always saved.
+        **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
+            ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
     Returns:
         A compiled LangGraph graph: input ``{"query": ...}`` or ``{"messages": [...]}``,
-        output ``{"documents", "context", "manifest"}``, run context
+        output ``{"documents", "context", "manifest", "stages"}``, run context
         :class:`~ragtiller.policies.run_context.RunContext` (``context={"top_k": 3}``).
 
     Raises:
@@ -192,18 +199,8 @@ def build_graph(
         >>> graph = build_graph(index=index)  # doctest: +SKIP
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
-    deps = build_components(
-        policy,
-        index=index,
-        embedder=embedder,
-        tiers=tiers,
-        quota=quota,
-        cache=cache,
-        chat_model=chat_model,
-        reranker=reranker,
-        corpus_map=corpus_map,
-        llm_router=llm_router,
-    )
+    deps = build_components(policy, **parts)
+    index = parts.get("index")
     if namespaces is None and index is not None:
         manifest = getattr(index, "manifest", None)
         namespaces = getattr(manifest, "namespaces", None)

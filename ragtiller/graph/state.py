@@ -67,6 +67,7 @@ class Turn(TypedDict):
     """Facts fixed when the gate starts a turn."""
 
     run_id: str
+    """A fresh id per turn; the manifest's ``run_id``."""
     started_at: float
     """``time.perf_counter()`` when the gate started, for the total latency."""
     quota: QuotaView
@@ -107,5 +108,8 @@ class RetrievalState(InputState, total=False):
     stages: Annotated[list[StageRecord], stage_log]
     """Every stage's final record, in the order they ended."""
     documents: list[Document]
+    """Written by assemble (see :class:`OutputState`)."""
     context: str
+    """Written by assemble."""
     manifest: RunManifest
+    """Written by assemble, from every stage's record."""

@@ -48,7 +48,9 @@ def build_manifest(
     llm_calls = sum(int(r["detail"].get("llm_calls", 0)) for r in stages)
     outcome = state.get("rerank_outcome")
     rerank_detail = outcome["detail"] if outcome else {}
-    paid = 1 if rerank_detail.get("ceiling") == "used" and not rerank_detail.get("from_cache") else 0
+    paid = (
+        1 if rerank_detail.get("ceiling") == "used" and not rerank_detail.get("from_cache") else 0
+    )
     quota = turn["quota"]
     plan = state.get("rerank")
     retrieved = route["query_type"] != "no_retrieval"

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ragtiller.bulkhead import DeadlineExceeded, within
+from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.stage import COULD_NOT_AFFORD, Stage
+from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
+from ragtiller.nodes.stage import COULD_NOT_AFFORD, Stage, skipped
 from ragtiller.records import RerankOutcome
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.rerankers.floor import identity_order
-from ragtiller.types import Candidate
+from ragtiller.types import Candidate, StageRecord
 
 if TYPE_CHECKING:
     from ragtiller.graph.state import RetrievalState
@@ -67,24 +70,36 @@ def make_rerank(deps: Components) -> NodeFn:
             return await provider.afloor(query, candidates, n, reason)
         return await provider.arerank(query, candidates, n)
 
+    def fused_order(candidates: list[Candidate], record: StageRecord) -> dict[str, Any]:
+        """The provider failed: the fused order stands."""
+        return {
+            "ranked": identity_order(candidates, len(candidates)),
+            "rerank_outcome": RerankOutcome(
+                method="identity", detail={"error": record.get("error")}
+            ),
+            "stages": [record],
+        }
+
     async def rerank(state: RetrievalState) -> dict[str, Any]:
         candidates = state["candidates"]
         provider = deps.reranker
+        limit = deadline(deps.policy, deps.policy.deadlines.rerank_s, state["turn"]["started_at"])
+        if limit.expired:
+            return fused_order_skipped(candidates)
         stage = Stage("rerank", provider=provider.name, candidates=len(candidates))
         try:
             # The whole list is reordered; assemble picks the distinct best top_k from it.
-            result = await call(state, candidates)
-            if not result.candidates:
-                raise ValueError("provider returned no candidates")
+            result = await within(call(state, candidates), limit.seconds)
+            ranked = check_ranking(result.candidates, candidates)
+        except DeadlineExceeded:
+            record = stage.error(limit.message(), limit.reason, method="identity")
+            return fused_order(candidates, record)
+        except InvalidOutput as e:
+            record = stage.error(e, INVALID_OUTPUT, method="identity", provider=provider.name)
+            return fused_order(candidates, record)
         except Exception as e:  # the provider broke its never-raise contract: identity fallback
             record = stage.error(e, "provider-failed", method="identity", provider=provider.name)
-            return {
-                "ranked": identity_order(candidates, len(candidates)),
-                "rerank_outcome": RerankOutcome(
-                    method="identity", detail={"error": record.get("error")}
-                ),
-                "stages": [record],
-            }
+            return fused_order(candidates, record)
         detail = {**result.detail, "method": result.method}
         labels = ceiling_labels(result.detail)
         if result.error:
@@ -92,9 +107,18 @@ def make_rerank(deps: Components) -> NodeFn:
         else:
             record = stage.done(labels=labels, **detail)
         return {
-            "ranked": result.candidates,
+            "ranked": ranked,
             "rerank_outcome": RerankOutcome(method=result.method, detail=result.detail),
             "stages": [record],
         }
 
     return rerank
+
+
+def fused_order_skipped(candidates: list[Candidate]) -> dict[str, Any]:
+    """No turn time left for rerank: the fused order stands, labelled."""
+    return {
+        "ranked": identity_order(candidates, len(candidates)),
+        "rerank_outcome": RerankOutcome(method="identity", detail={}),
+        "stages": [skipped("rerank", TURN_DEADLINE)],
+    }

@@ -14,12 +14,13 @@ from typing import Any
 
 from langgraph.config import get_stream_writer
 
+from ragtiller.redact import redact
 from ragtiller.types import StageName, StageRecord, StageStatus
 
 EVENT_TYPE = "pipeline:step"
 
 COULD_NOT_AFFORD = frozenset(
-    {"quota", "budget", "no-credentials", "quota-store-unavailable", "latency", "deadline"}
+    {"quota", "budget", "no-credentials", "quota-store-unavailable", "latency", "turn-deadline"}
 )
 """Skip reasons that mean "the turn was worse because something ran out", not "not needed"."""
 
@@ -128,9 +129,7 @@ class Stage:
         error: str | None,
     ) -> StageRecord:
         ms = (time.perf_counter() - self._start) * 1000.0
-        final = record(
-            self.step, status, reason, ms=ms, detail=detail, labels=labels, error=error
-        )
+        final = record(self.step, status, reason, ms=ms, detail=detail, labels=labels, error=error)
         self._write(_event(final))
         return final
 
@@ -152,6 +151,7 @@ class Stage:
         labels: Iterable[str] = (),
         **detail: Any,
     ) -> StageRecord:
-        """The stage failed; the turn goes on. ``error`` is shown as ``Type: message``."""
+        """The stage failed; the turn goes on. ``error`` is shown as ``Type: message``, with
+        credentials redacted (providers put keys in their messages)."""
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        return self._finish("error", reason, detail, labels, text[:500])
+        return self._finish("error", reason, detail, labels, redact(text)[:500])

@@ -13,14 +13,16 @@ let a failing model be retried on every turn, burning latency instead of quota. 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.stage import Stage
+from ragtiller.nodes.deadline import TURN_DEADLINE, Deadline, deadline
+from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.stores import cache_key
 from ragtiller.types import CHAT_RESOURCE
 
@@ -82,6 +84,11 @@ def validate_step_back(original: str, text: str) -> str:
     return cleaned
 
 
+def native_async(model: BaseChatModel) -> bool:
+    """Whether the model implements async calls itself (else LangChain threads its sync one)."""
+    return type(model)._agenerate is not BaseChatModel._agenerate
+
+
 def step_back_key(original: str) -> str:
     """The cache key of ``original``'s generalization (hashed: no query text in the store)."""
     return cache_key("step-back", original)
@@ -91,17 +98,20 @@ def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
     config = deps.policy.step_back
 
-    async def call_model(original: str, made: list[str]) -> str:
+    async def call_model(original: str, made: list[str], limit: Deadline) -> str:
         spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
         if not spend.allowed:
             raise QuotaSpent(spend.reason or "quota")
         made.append(original)
-        assert deps.chat_model is not None
+        model = deps.chat_model
+        assert model is not None
         messages = [SystemMessage(STEP_BACK_PROMPT), HumanMessage(original)]
         try:
-            reply = await asyncio.wait_for(
-                deps.chat_model.ainvoke(messages), timeout=config.timeout_s
-            )
+            if native_async(model):
+                reply = await within(model.ainvoke(messages), limit.seconds)
+            else:  # LangChain would run it on the loop's default executor: use its bulkhead
+                pool = bulkhead_for(model, "chat-model")
+                reply = await pool.call(model.invoke, messages, timeout_s=limit.seconds)
             return validate_step_back(original, str(reply.text))
         except Exception:
             if config.refund_on_failure:
@@ -109,13 +119,26 @@ def make_step_back(deps: Components) -> NodeFn:
             raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
+        limit = deadline(
+            deps.policy, deps.policy.deadlines.step_back_s, state["turn"]["started_at"]
+        )
+        if limit.expired:
+            record = state["step_back"] | {"status": "skipped", "reason": TURN_DEADLINE}
+            return {"step_back": record, "stages": [skipped("step_back", TURN_DEADLINE)]}
         stage = Stage("step_back")
         original = state["rerank_query"]
         record = state["step_back"].copy()
         key = step_back_key(original)
         cached = await deps.cache.aget(key)
         if isinstance(cached, str):
-            record.update({"status": "done", "reason": "from-cache", "generalized": cached, "from_cache": True})
+            record.update(
+                {
+                    "status": "done",
+                    "reason": "from-cache",
+                    "generalized": cached,
+                    "from_cache": True,
+                }
+            )
             done = stage.done("from-cache", generalized=cached, from_cache=True, llm_calls=0)
             return {"embed_query": cached, "step_back": record, "stages": [done]}
         if deps.chat_model is None:
@@ -125,17 +148,16 @@ def make_step_back(deps: Components) -> NodeFn:
 
         try:
             generalized, from_cache = await deps.cache.aget_or_compute(
-                key, lambda: call_model(original, made), config.cache_ttl_s
+                key, lambda: call_model(original, made, limit), config.cache_ttl_s
             )
         except QuotaSpent as e:
             record.update({"status": "skipped", "reason": e.reason})
             return {"step_back": record, "stages": [stage.skip(e.reason, llm_calls=0)]}
-        except TimeoutError:
-            record.update({"status": "error", "reason": "timeout"})
-            error = f"TimeoutError: no reply within {config.timeout_s}s"
+        except DeadlineExceeded:
+            record.update({"status": "error", "reason": limit.reason})
             return {
                 "step_back": record,
-                "stages": [stage.error(error, "timeout", llm_calls=len(made))],
+                "stages": [stage.error(limit.message(), limit.reason, llm_calls=len(made))],
             }
         except StepBackFailed as e:
             record.update({"status": "error", "reason": e.reason})
@@ -148,7 +170,14 @@ def make_step_back(deps: Components) -> NodeFn:
             }
         calls = len(made)
         reason = "from-cache" if from_cache else "generalized"
-        record.update({"status": "done", "reason": reason, "generalized": generalized, "from_cache": from_cache})
+        record.update(
+            {
+                "status": "done",
+                "reason": reason,
+                "generalized": generalized,
+                "from_cache": from_cache,
+            }
+        )
         done = stage.done(reason, generalized=generalized, from_cache=from_cache, llm_calls=calls)
         return {"embed_query": generalized, "step_back": record, "stages": [done]}
 

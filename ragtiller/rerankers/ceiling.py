@@ -37,11 +37,15 @@ class _Skipped(Exception):
 class _Failed(Exception):
     """The ceiling was called and failed; nothing is cached."""
 
-    def __init__(self, error: str, kind: str, ms: float) -> None:
+    def __init__(
+        self, error: str, kind: str, ms: float, floor_order: RerankResult | None = None
+    ) -> None:
         super().__init__(error)
         self.error = error
         self.kind = kind
         self.ms = ms
+        self.floor_order = floor_order
+        """The ceiling's own fallback order, when it already ran our floor (not run twice)."""
 
 
 class CeilingReranker(BaseReranker):
@@ -128,7 +132,9 @@ class CeilingReranker(BaseReranker):
     ) -> RerankResult:
         """Return the best ``top_n`` candidates, by the ceiling when allowed; never raise."""
         if self.disabled_reason is not None:
-            note = {"ceiling_note": self.disabled_note} if self.disabled_note else {}
+            note: dict[str, Any] = (
+                {"ceiling_note": self.disabled_note} if self.disabled_note else {}
+            )
             return await self._floor(
                 query, candidates, top_n, "skipped", self.disabled_reason, **note
             )
@@ -151,6 +157,7 @@ class CeilingReranker(BaseReranker):
                 "error",
                 f.kind,
                 error=f.error,
+                floor_order=f.floor_order,
                 candidates_sent=len(sent),
                 ceiling_ms=round(f.ms, 1),
             )
@@ -226,8 +233,12 @@ class CeilingReranker(BaseReranker):
             kind = str(result.detail.get("error_kind", "error"))
             if kind in _REFUNDED_KINDS:
                 await self.ledger.arefund(RERANK_RESOURCE)
+            ran_floor = result.method == self.floor.name and bool(result.candidates)
             raise _Failed(
-                result.error or f"ceiling answered with method {result.method!r}", kind, ms
+                result.error or f"ceiling answered with method {result.method!r}",
+                kind,
+                ms,
+                floor_order=result if ran_floor else None,
             )
         ranking = [[c["id"], c.get("final_score")] for c in result.candidates]
         try:
@@ -245,9 +256,14 @@ class CeilingReranker(BaseReranker):
         reason: str,
         *,
         error: str | None = None,
+        floor_order: RerankResult | None = None,
         **extra: Any,
     ) -> RerankResult:
-        result = await self.floor.arerank(query, candidates, top_n)
+        """The floor's order (``floor_order`` when the ceiling already ran the floor)."""
+        if floor_order is not None:
+            result = RerankResult(floor_order.candidates[:top_n], floor_order.method)
+        else:
+            result = await self.floor.arerank(query, candidates, top_n)
         if result.error is not None:
             error = f"{error}; floor: {result.error}" if error else f"floor: {result.error}"
         detail = self._detail(outcome, reason, **extra)
