@@ -22,7 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 from ragtiller.demo import DEMO_CHUNKING, demo_embedder
 from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents
+from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents, tiers_for_policy
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import RetrievalPolicy
 
@@ -90,8 +90,9 @@ def build_studio_graph(
     """Build a Studio graph from the environment. Blocking; the factories cache it.
 
     Args:
-        env: Where ``RAGTILLER_INDEX``, ``RAGTILLER_EMBEDDER`` and ``RAGTILLER_POLICY`` are
-            read (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
+        env: Where ``RAGTILLER_INDEX``, ``RAGTILLER_EMBEDDER``, ``RAGTILLER_POLICY`` and the
+            Pinecone variables of the policy's ``dense_backend`` / ``lexical_backend`` are read
+            (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
         policy: A policy name or path instead of ``RAGTILLER_POLICY``.
         index: An index already opened (the two Studio graphs share one).
 
@@ -113,7 +114,7 @@ def build_studio_graph(
     )
     if index is None:
         index = _open(env)
-    return build_graph(chosen, index=index)
+    return build_graph(chosen, index=index, tiers=tiers_for_policy(chosen, index, env=env))
 
 
 def _open(env: Mapping[str, str]) -> EmbeddedIndex:

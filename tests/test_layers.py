@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "fusion": 2,
     "redact": 0,
     "bulkhead": 0,
+    "providers": 0,
     "nodes": 3,
     "graph": 4,
     "display": 5,
@@ -37,6 +38,7 @@ LAYERS: dict[str, int] = {
     "integrations": 5,
     "studio": 5,
     "demo": 5,
+    "deployment": 5,
     "cli": 5,
     "__init__": 5,
 }

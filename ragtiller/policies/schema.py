@@ -187,6 +187,14 @@ class DenseBackendConfig(_Model):
     )
 
 
+class LexicalBackendConfig(DenseBackendConfig):
+    """Where the lexical tier is served from (Pinecone: BM25 sparse vectors), and its fallback.
+
+    The same fields as ``dense_backend``: ``fallback: embedded`` serves from the embedded bm25s
+    index when Pinecone has no credentials (and on Pinecone errors with ``fallback_on_outage``).
+    """
+
+
 class PromotionConfig(_Model):
     """Rules ``ragtiller promote`` applies to this policy as a candidate."""
 
@@ -221,6 +229,7 @@ class RetrievalPolicy(_Model):
     fusion: FusionConfig = FusionConfig()
     deadlines: DeadlinesConfig = DeadlinesConfig()
     dense_backend: DenseBackendConfig = DenseBackendConfig()
+    lexical_backend: LexicalBackendConfig = LexicalBackendConfig()
     eval_slices: list[str] = Field(default_factory=list)
     promotion: PromotionConfig = PromotionConfig()
 

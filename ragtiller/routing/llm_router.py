@@ -27,6 +27,7 @@ from ragtiller.errors import ConfigurationError
 from ragtiller.policies.evidence import EvalEvidence, read_eval_evidence
 from ragtiller.policies.router import Classification, trigger_kind
 from ragtiller.policies.schema import RouteName, RouterConfig, TriggerKind
+from ragtiller.providers import model_label
 from ragtiller.stores import Cache, QuotaLedger, cache_key
 from ragtiller.types import CHAT_RESOURCE
 
@@ -101,14 +102,6 @@ def _coerce(value: object) -> RouteChoice:
 def _describe(error: BaseException) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
-
-
-def _model_label(model: BaseChatModel) -> str:
-    for attr in ("model_name", "model"):
-        value = getattr(model, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
 
 
 class LLMRouter:
@@ -186,7 +179,7 @@ class LLMRouter:
         self.trigger_kinds = frozenset(trigger_kinds)
         self.cache_ttl_s = cache_ttl_s
         self.evidence = evidence
-        self.model_label = _model_label(chat_model) if chat_model is not None else None
+        self.model_label = model_label(chat_model) if chat_model is not None else None
         self._structured: Runnable[LanguageModelInput, Any] | None = None
         if chat_model is not None and (evidence is None or evidence.allowed):
             if CHAT_RESOURCE not in quota.limits:
