@@ -224,7 +224,7 @@ def server_config(directory: Path) -> Path:
 class DevServer:
     """`langgraph dev` in its own process group, with its output collected line by line."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, env: dict[str, str] | None = None) -> None:
         command = [
             sys.executable, "-m", "langgraph_cli", "dev",
             "--config", str(server_config(directory)),
@@ -233,7 +233,7 @@ class DevServer:
         self.process = subprocess.Popen(
             command,
             cwd=directory,
-            env=hermetic_env(),
+            env={**hermetic_env(), **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -412,3 +412,25 @@ async def test_langgraph_dev_shows_the_run_context_compact_updates_and_our_error
     bad_input = await errors_of(url, input={"question": QUESTION})
     assert [e["error"] for e in bad_input] == ["InputError"]
     assert "unknown input key(s) 'question'" in bad_input[0]["message"]
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_shows_a_bad_index_as_ragtiller_wrote_it(tmp_path: Path) -> None:
+    server = DevServer(tmp_path, env={"RAGTILLER_INDEX": str(tmp_path / "missing")})
+    try:
+        url = server.url(timeout_s=120)
+        server.wait_ready(url, timeout_s=120)
+        expected = f"RAGTILLER_INDEX='{tmp_path / 'missing'}': no index at"
+        async with get_client(url=url) as client:
+            assistant = next(
+                a for a in await client.assistants.search() if a["graph_id"] == "ragtiller"
+            )
+            async with httpx.AsyncClient(timeout=60) as http:
+                shape = await http.get(f"{url}/assistants/{assistant['assistant_id']}/graph")
+            assert shape.status_code == 400
+            assert expected in shape.json()["detail"]
+        errors = await errors_of(url, input={"query": QUESTION})
+        assert [e["error"] for e in errors] == ["ConfigurationError"]
+        assert expected in errors[0]["message"]
+    finally:
+        server.stop()
