@@ -276,3 +276,16 @@ def test_run_context_is_the_graph_context_schema() -> None:
     schema = graph().get_context_jsonschema()
     assert schema is not None
     assert set(schema["properties"]) == set(RunContext.model_fields)
+
+
+def test_a_context_tenant_is_not_inherited_by_the_next_turn_of_a_thread() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from ragtiller.graph import checkpoint_serde
+
+    ts = tiers()
+    g = graph(tiers=ts, checkpointer=InMemorySaver(serde=checkpoint_serde()))
+    config: Any = {"configurable": {"thread_id": "t1"}}
+    g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"})
+    g.invoke({"query": FACTUAL}, config)
+    assert [call["filter"] for call in ts[0].calls] == [{"tenant": "acme"}, None]

@@ -38,14 +38,13 @@ CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
 
 
-def _tenant(state: RetrievalState, context: RunContext) -> str | None:
+def _check_tenant(state: RetrievalState) -> None:
     value = state.get("tenant")
     if value is not None and not isinstance(value, str):
         raise InputError(
             f"input 'tenant' must be a str, got {type(value).__name__}: {value!r:.80}; "
             f"pass {ACCEPTED_SHAPES}"
         )
-    return value or context.tenant
 
 
 def _namespaces(
@@ -96,7 +95,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         started = time.perf_counter()
         query = query_of(state)
         context = current_context()
-        tenant = _tenant(state, context)
+        _check_tenant(state)  # a context tenant is shown to the nodes by the graph (per_run)
         overrides = context.overrides()
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
@@ -201,7 +200,6 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "quota": quota,
                 "overrides": overrides,
             },
-            "tenant": tenant,
             "route": route,
             "embed_query": embed_text,
             "rerank_query": query,
