@@ -3,6 +3,7 @@ quota once, and decide the step-back edge from the policy and that quota view.""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -19,8 +20,8 @@ from ragtiller.nodes.run_input import (
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
-    decide_fusion,
     decide_hybrid,
+    decide_parent_child,
     decide_rerank_setting,
     decide_step_back,
 )
@@ -45,6 +46,15 @@ def _check_tenant(state: RetrievalState) -> None:
             f"input 'tenant' must be a str, got {type(value).__name__}: {value!r:.80}; "
             f"pass {ACCEPTED_SHAPES}"
         )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
+    U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _namespaces(
@@ -93,7 +103,8 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
         started = time.perf_counter()
-        query = query_of(state)
+        raw = query_of(state)
+        query = encodable(raw)
         context = current_context()
         _check_tenant(state)  # a context tenant is shown to the nodes by the graph (per_run)
         overrides = context.overrides()
@@ -117,8 +128,12 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         fallback = router_detail.get("fallback_reason")
         if fallback is not None:
             labels.append(f"llm router skipped: {fallback}")
+        if query != raw:
+            labels.append("query held undecodable characters, replaced by U+FFFD")
         if truncated:
             labels.append(f"query truncated to {max_chars} characters for embedding")
+        if not quota["available"]:
+            labels.append("quota-store-unavailable: no paid call this turn (quotas fail closed)")
         records: list[StageRecord] = []
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"
@@ -131,7 +146,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
-                fusion=None,
+                parent_child=None,
                 rerank=None,
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
@@ -162,7 +177,9 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 top_k=top_k,
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
-                fusion=decide_fusion(config, is_broad=cls.is_broad, query_type=cls.query_type),
+                parent_child=decide_parent_child(
+                    config, is_broad=cls.is_broad, query_type=cls.query_type
+                ),
                 rerank=decide_rerank_setting(config),
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
@@ -194,6 +211,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 records.append(skipped("step_back", skip, llm_calls=0))
 
         return {
+            **({"query": query} if state.get("query") is not None else {}),
             "turn": {
                 "run_id": uuid.uuid4().hex,
                 "started_at": started,
