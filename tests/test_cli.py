@@ -92,13 +92,16 @@ def test_every_argument_has_help_and_eval_defaults_its_policy() -> None:
 
     from ragtiller.cli import parser
 
+    def check(name: str, command: argparse.ArgumentParser) -> None:
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):  # check each subcommand instead
+                for sub_name, sub in action.choices.items():
+                    check(f"{name} {sub_name}", sub)
+            elif not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{name} {action.dest} has no help text"
+
     top = parser()
-    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in commands.choices.items():
-        for action in sub._actions:
-            if isinstance(action, argparse._HelpAction):
-                continue
-            assert action.help, f"{name} {action.dest} has no help text"
+    check("ragtiller", top)
     args = top.parse_args(["eval", "--index", "i", "--dataset", "d"])
     assert args.policy is None
 
