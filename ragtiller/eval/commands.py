@@ -45,7 +45,9 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
         description="Run every query of a BEIR split through the graph built from --policy "
         "and --index; print NDCG@10, MRR@10, Recall@10/100, latency and LLM calls per slice.",
     )
-    ev.add_argument("--policy", required=True, help="Policy YAML file or shipped policy name.")
+    ev.add_argument(
+        "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
+    )
     _common(ev)
     ev.add_argument("--json", action="store_true", help="Print the metrics as JSON.")
     ev.set_defaults(func=_eval)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragtiller.fusion import fuse_hits
 from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import decide_rerank
 from ragtiller.types import StageRecord
@@ -25,7 +26,9 @@ def make_fuse(deps: Components) -> NodeFn:
         records: list[StageRecord] = []
         if not hits:
             candidates = []
-            records.append(skipped("fuse", "no-candidates"))
+            tier_hits = state.get("tier_hits") or {}
+            labels = nothing_matched_labels(state.get("tenant"), tier_hits)
+            records.append(skipped("fuse", "no-candidates", labels=labels))
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             candidates = fuse_hits(
