@@ -26,6 +26,7 @@ from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.query_tiers import apply_query_options
 from ragtiller.rerankers.base import Reranker
 from ragtiller.types import Tier
 
@@ -84,6 +85,7 @@ def build_components(
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
         )
+    tier_list = apply_query_options(resolved, tier_list, index)
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragtiller.doc_ranking import collapse_to_documents
 from ragtiller.fusion import fuse_hits
 from ragtiller.graph.components import Components, NodeFn
 from ragtiller.graph.edges import decide_rerank
@@ -27,7 +28,7 @@ def make_fuse(deps: Components) -> NodeFn:
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             candidates = fuse_hits(
-                hits,
+                collapse_to_documents(hits, policy.fusion.doc_aggregation),
                 method=policy.fusion.method,
                 cap=cap,
                 rrf_k=policy.fusion.rrf_k,
