@@ -26,6 +26,8 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.eval import EvalDataset, load_beir, run_eval, summarize
+from ragtiller.eval.query_cache import QueryVectorCache
+from ragtiller.eval.report import query_scores
 from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import EmbeddedIndex, ingest, local_embedder, open_index
@@ -54,54 +56,31 @@ REFERENCE = {  # dataset READMEs: NDCG@10, MRR@10, Recall@100 (document level, s
 FUSIONS = ("RRF", "z-score", "min-max")
 
 ROWS: list[tuple[str, str]] = [
-    ("**shipped default** (`ragtiller/policies/shipped/default.yaml`)", "default"),
+    ("**shipped default, 2026-11-30** (`ragtiller/policies/shipped/default.yaml`)", "default"),
     (
         "previous default, 2026-11-29 (`previous_default_2026-11-29.yaml`)",
         "previous_default_2026-11-29.yaml",
     ),
-    ("BM25 alone, chunks (`bm25.yaml`)", "bm25.yaml"),
-    ("dense alone, chunks (`dense.yaml`)", "dense.yaml"),
-    ("hybrid RRF k=60, chunks (`hybrid_rrf.yaml`)", "hybrid_rrf.yaml"),
-    ("hybrid z-score, chunks (`hybrid_zscore.yaml`)", "hybrid_zscore.yaml"),
+    ("BM25 alone over chunks (`bm25.yaml`)", "bm25.yaml"),
+    ("dense alone over chunks (`dense.yaml`)", "dense.yaml"),
 ]
 
 # Each mechanism as an override of the shipped default: switched OFF (when the default has it)
 # or ON (when it does not). The rows say which.
 MECHANISMS: list[tuple[str, dict[str, Any]]] = [
-    ("default", {}),
-    ("chunks, not documents (doc_aggregation off)", {"fusion.doc_aggregation": "off"}),
-    ("doc_aggregation sum", {"fusion.doc_aggregation": "sum"}),
-    ("lexical_unit chunk (not section)", {"fusion.lexical_unit": "chunk"}),
-    ("no RM3", {"feedback.lexical": "off"}),
-    ("no Rocchio", {"feedback.dense": "off"}),
-    ("no feedback at all", {"feedback.lexical": "off", "feedback.dense": "off"}),
-    ("fusion rrf", {"fusion.method": "rrf"}),
-    ("fusion zscore", {"fusion.method": "zscore"}),
-    ("fusion minmax", {"fusion.method": "minmax"}),
+    ("shipped default (doc max, section BM25, z-score, parent-child weight 0, Rocchio)", {}),
+    ("- chunks, not documents (doc_aggregation off)", {"fusion.doc_aggregation": "off"}),
+    ("~ doc_aggregation sum instead of max", {"fusion.doc_aggregation": "sum"}),
+    ("- chunk BM25 instead of section BM25 (lexical_unit chunk)", {"fusion.lexical_unit": "chunk"}),
+    ("- Rocchio off", {"feedback.dense": "off"}),
+    ("+ RM3 on (10 docs, 10 terms, original weight 0.5)", {"feedback.lexical": "rm3"}),
+    ("~ RRF k=60 instead of z-score", {"fusion.method": "rrf"}),
+    ("~ min-max instead of z-score", {"fusion.method": "minmax"}),
+    (
+        "~ parent-child weight 1 (counted beside dense)",
+        {"fusion.tier_weights": {"parent_child": 1.0}},
+    ),
 ]
-
-
-class QueryCache(Embeddings):
-    """Memoises query vectors of one model (every row runs the same queries)."""
-
-    def __init__(self, inner: Embeddings) -> None:
-        self.inner = inner
-        self.model_name = getattr(inner, "model_name", "cached")
-        self._vectors: dict[str, list[float]] = {}
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents with the wrapped model (not cached)."""
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """The query's vector, computed once."""
-        if text not in self._vectors:
-            self._vectors[text] = self.inner.embed_query(text)
-        return self._vectors[text]
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """The query's vector, computed once."""
-        return self.embed_query(text)
 
 
 def default_index(name: str, cache_dir: Path) -> EmbeddedIndex:
@@ -121,14 +100,20 @@ def load(name: str) -> RetrievalPolicy:
 
 
 def evaluate(
-    policy: RetrievalPolicy, index: EmbeddedIndex, dataset: EvalDataset, embedder: Embeddings
+    policy: RetrievalPolicy,
+    index: EmbeddedIndex,
+    dataset: EvalDataset,
+    embedder: Embeddings,
+    halves: Sequence[EvalDataset] = (),
+    concurrency: int = 4,
 ) -> dict[str, float]:
-    """NDCG@10, MRR@10, Recall@100, p50/p95 turn ms and LLM calls per turn of one run."""
+    """NDCG@10, MRR@10, Recall@100, p50/p95 turn ms and LLM calls per turn of one run; with
+    ``halves``, also the NDCG@10 of each half (``half0``, ``half1``) from the same run."""
     graph = build_graph(policy, index=index, embedder=embedder)
-    run = run_eval(graph, dataset, progress=False, concurrency=1)
+    run = run_eval(graph, dataset, progress=False, concurrency=concurrency)
     m = summarize(run, dataset)["all"]
     total = m.latency_ms["total"]
-    return {
+    out = {
         "ndcg": m.ndcg_at_10 or 0.0,
         "mrr": m.mrr_at_10 or 0.0,
         "r100": m.recall_at_100 or 0.0,
@@ -136,6 +121,11 @@ def evaluate(
         "p95": total.p95 or 0.0,
         "llm": m.llm_calls_per_turn,
     }
+    scores = query_scores(run, dataset)
+    for i, half in enumerate(halves):
+        judged = [s.ndcg_at_10 for q in half.queries if (s := scores[q]) is not None]
+        out[f"half{i}"] = sum(judged) / len(judged)
+    return out
 
 
 def table(cache_dir: Path, seed: int) -> None:
@@ -144,7 +134,7 @@ def table(cache_dir: Path, seed: int) -> None:
         index = default_index(name, cache_dir)
         full = load_beir(DATA / name)
         tune, held = full.split_halves(seed=seed)
-        emb = QueryCache(index.embedder)
+        emb = QueryVectorCache(index.embedder)
         c = index.manifest.counts
         chunking = index.manifest.chunking
         print(
@@ -157,9 +147,8 @@ def table(cache_dir: Path, seed: int) -> None:
         print("|---|---|---|---|---|---|---|")
         for label, file in ROWS:
             policy = load(file)
-            m = evaluate(policy, index, full, emb)
-            t = evaluate(policy, index, tune, emb)["ndcg"]
-            h = evaluate(policy, index, held, emb)["ndcg"]
+            m = evaluate(policy, index, full, emb, (tune, held))
+            t, h = m["half0"], m["half1"]
             print(
                 f"| {label} | {m['ndcg']:.4f} | {m['mrr']:.4f} | {m['r100']:.4f} "
                 f"| {t:.4f} | {h:.4f} | {m['llm']:.0f} |"
@@ -176,8 +165,6 @@ def mechanisms(cache_dir: Path, seed: int) -> None:
     """Each mechanism switched against the shipped default, on both halves of both collections."""
     base = load("default")
     variants = list(MECHANISMS)
-    off_pc = {f"routes.{r}.fusion": False for r in base.routes}
-    variants.append(("parent_child tier off", off_pc))
     print(
         "| variant | "
         + " | ".join(f"{n} tune | {n} held-out | {n} all" for n in COLLECTIONS)
@@ -189,10 +176,11 @@ def mechanisms(cache_dir: Path, seed: int) -> None:
         index = default_index(name, cache_dir)
         full = load_beir(DATA / name)
         halves = full.split_halves(seed=seed)
-        emb = QueryCache(index.embedder)
+        emb = QueryVectorCache(index.embedder)
         for label, overrides in variants:
             policy = with_overrides(base, overrides)
-            cells = [evaluate(policy, index, d, emb)["ndcg"] for d in (*halves, full)]
+            m = evaluate(policy, index, full, emb, halves)
+            cells = [m["half0"], m["half1"], m["ndcg"]]
             results[label] += [f"{v:.4f}" for v in cells]
             print(f"{name} {label}: {cells}", file=sys.stderr)
     for label, cells in results.items():
@@ -229,13 +217,13 @@ def latency(cache_dir: Path, repeats: int) -> None:
     for name in COLLECTIONS:
         index = default_index(name, cache_dir)
         full = load_beir(DATA / name)
-        emb = QueryCache(index.embedder)
+        emb = QueryVectorCache(index.embedder)
         policies = [(label, with_overrides(base, o)) for label, o in variants]
         evaluate(policies[0][1], index, full, emb)  # warm: query vectors, section BM25
         best: dict[str, dict[str, float]] = {}
         for _ in range(repeats):  # interleaved, so load drift hits every variant alike
             for label, policy in policies:
-                m = evaluate(policy, index, full, emb)
+                m = evaluate(policy, index, full, emb, concurrency=1)
                 if label not in best or m["p50"] < best[label]["p50"]:
                     best[label] = m
                 llm[label] = max(llm.get(label, 0.0), m["llm"])

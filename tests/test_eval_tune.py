@@ -61,7 +61,7 @@ def test_with_depth_and_overrides_leave_the_original_alone() -> None:
 
 
 def test_bad_overrides_name_the_field() -> None:
-    with pytest.raises(PolicyError, match="fusion.doc_aggregation"):
+    with pytest.raises(PolicyError, match=r"fusion\.doc_aggregation"):
         with_overrides(load_policy(), {"fusion.doc_aggregation": False})  # YAML's bare off
 
 
@@ -104,7 +104,7 @@ def test_promotion_artifact_records_files_index_and_policy_hashes(
     )  # fmt: skip
     assert code == 0
     artifact = json.loads(out.read_text("utf-8"))
-    assert artifact["schema_version"] == 2
+    assert artifact["schema_version"] == 1
     assert artifact["dataset"]["files"] == {
         "corpus.jsonl": file_sha256(TINY / "corpus.jsonl"),
         "queries.jsonl": file_sha256(TINY / "queries.jsonl"),

@@ -508,7 +508,7 @@ def test_promote_artifact_with_lift_enables_the_router(tmp_path: Path) -> None:
         "artifact": str(path),
         "reason": None,
         "note": f"promoted by {str(path)!r}: candidate llm-router-candidate@2026-11-29 beat "
-        "baseline default-retrieval-policy@2026-11-29 on lexical",
+        "baseline default-retrieval-policy@2026-11-30 on lexical",
     }
 
 

@@ -121,12 +121,29 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
     parser.add_argument(
+        "--half",
+        choices=["tune", "heldout"],
+        default=None,
+        help="Only this half of a seeded split of the queries (the split `tune` uses).",
+    )
+    parser.add_argument(
+        "--half-seed", type=int, default=0, help="Seed of the --half split (default 0)."
+    )
+    parser.add_argument(
         "--top-k",
         type=_positive,
         default=None,
         help="Evaluate with every route returning this many results (top_k and max_chunks), "
         "e.g. 100 so Recall@100 is defined; the policy file is not changed.",
     )
+
+
+def _dataset(args: argparse.Namespace) -> EvalDataset:
+    dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+    if args.half is None:
+        return dataset
+    tune_half, held_out = dataset.split_halves(seed=args.half_seed)
+    return tune_half if args.half == "tune" else held_out
 
 
 def _fail(command: str, error: BaseException) -> int:
@@ -154,7 +171,7 @@ def _evaluate(
 def _eval(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.policy)
-        dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+        dataset = _dataset(args)
         run = _evaluate(policy, open_index(args.index), dataset, args)
     except _HANDLED as e:
         return _fail("eval", e)
@@ -175,7 +192,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _promote(args: argparse.Namespace) -> int:
     try:
         candidate, baseline = load_policy(args.candidate), load_policy(args.baseline)
-        dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+        dataset = _dataset(args)
         index = open_index(args.index)
         embedder = QueryVectorCache(index.embedder)
         cand_run = _evaluate(candidate, index, dataset, args, embedder)

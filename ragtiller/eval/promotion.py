@@ -16,8 +16,8 @@ from ragtiller.eval.variants import policy_sha256
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
 
 ARTIFACT_KIND = "ragtiller.promotion-decision"
-ARTIFACT_SCHEMA_VERSION = 2
-"""2: the dataset's file hashes, the index fingerprint and both policies' hashes."""
+ARTIFACT_SCHEMA_VERSION = 1
+"""Additive fields (file hashes, index fingerprint, policy hashes) keep version 1 readable."""
 
 
 @dataclass(frozen=True)
