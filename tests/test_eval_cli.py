@@ -54,7 +54,7 @@ def test_eval_prints_a_table_per_slice(index_dir: Path, capsys: pytest.CaptureFi
     argv = ["eval", "--index", str(index_dir), "--dataset", str(TINY), "--policy", "default"]
     assert main([*argv, "--slices", str(TINY / "slices.tsv"), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "policy default-retrieval-policy @ 2026-11-30" in out
+    assert "policy default-retrieval-policy @ 2026-11-29" in out
     assert out.splitlines()[1].split()[:4] == ["slice", "queries", "no-rel", "NDCG@10"]
     assert [line.split()[0] for line in out.splitlines()[2:]] == [
         "all",

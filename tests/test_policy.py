@@ -27,7 +27,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert isinstance(policy, RetrievalPolicy)
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
-        "2026-11-30",
+        "2026-11-29",
         1,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
