@@ -21,6 +21,9 @@ class StageSummary(_Record):
     reason: str | None = None
     ms: float = Field(0.0, description="Wall time of the stage, in milliseconds.")
     detail: dict[str, Any] = Field(default_factory=dict)
+    labels: list[str] = Field(
+        default_factory=list, description="What made this stage worse than the best path."
+    )
     error: str | None = None
 
 
@@ -50,12 +53,19 @@ class StepBackRecord(_Record):
 
 
 class RunManifest(_Record):
-    """Everything a turn decided, retrieved and spent (DESIGN.md section 3).
+    """Everything a turn decided, retrieved and spent; built once per turn by assemble.
 
     Example:
-        >>> out = graph.invoke({"query": "how do I cancel a task?"})  # doctest: +SKIP
-        >>> out["manifest"].stages[0].step
-        'gate'
+        >>> from langchain_core.documents import Document
+        >>> from ragtiller import build_graph
+        >>> from ragtiller.index import EmbeddedIndex, HashingEmbedder
+        >>> docs = [Document("asyncio.gather runs awaitables at once.", metadata={"source": "a.md"})]
+        >>> index = EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False)
+        >>> out = build_graph(index=index).invoke({"query": "how do I run coroutines at once?"})
+        >>> [stage.step for stage in out["manifest"].stages][:3]
+        ['gate', 'step_back', 'embed']
+        >>> out["manifest"].step_back.reason
+        'no-llm'
     """
 
     run_id: str
@@ -75,7 +85,7 @@ class RunManifest(_Record):
     selected_namespaces: list[str] = Field(default_factory=list)
     top_k: dict[str, int] = Field(default_factory=dict, description="Size asked of each stage.")
     hybrid: Decision | None = None
-    fusion: Decision | None = None
+    parent_child: Decision | None = None
     rerank: Decision | None = None
     fusion_method: str | None = None
     step_back: StepBackRecord = Field(default_factory=StepBackRecord)
@@ -92,7 +102,7 @@ class RunManifest(_Record):
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
     degraded: list[str] = Field(
-        default_factory=list, description="Honest labels, e.g. 'step-back skipped: quota'."
+        default_factory=list, description="Honest labels, e.g. 'step_back skipped: quota'."
     )
     stages: list[StageSummary] = Field(default_factory=list)
 

@@ -13,11 +13,8 @@ from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import dataset_fingerprint
 from ragtiller.eval.report import TOTAL
 from ragtiller.eval.variants import policy_sha256
+from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
-
-ARTIFACT_KIND = "ragtiller.promotion-decision"
-ARTIFACT_SCHEMA_VERSION = 1
-"""Additive fields (file hashes, index fingerprint, policy hashes) keep version 1 readable."""
 
 
 @dataclass(frozen=True)

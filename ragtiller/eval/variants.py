@@ -27,9 +27,7 @@ def with_depth(policy: RetrievalPolicy, depth: int) -> RetrievalPolicy:
         100
     """
     routes = {name: {"top_k": depth} for name in policy.routes}
-    return with_overrides(
-        policy, {"routes": routes, "default_route.top_k": depth, "budgets.max_chunks": depth}
-    )
+    return with_overrides(policy, {"routes": routes, "budgets.max_chunks": depth})
 
 
 def with_overrides(policy: RetrievalPolicy, overrides: Mapping[str, Any]) -> RetrievalPolicy:

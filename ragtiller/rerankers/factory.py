@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from langchain_core.documents import BaseDocumentCompressor
 
 from ragtiller.errors import ConfigurationError
+from ragtiller.policies.evidence import read_eval_evidence
 from ragtiller.policies.schema import RerankerConfig
 from ragtiller.rerankers.base import Reranker
 from ragtiller.rerankers.ceiling import CeilingReranker
@@ -33,6 +32,7 @@ def reranker_from_policy(
     cross_encoder: CrossEncoderLike | None = None,
     cohere: Reranker | None = None,
     env: Mapping[str, str] = os.environ,
+    tier_weights: Mapping[str, float] | None = None,
 ) -> Reranker:
     """The reranker for ``config``: the floor, wrapped in a :class:`CeilingReranker` if asked.
 
@@ -57,6 +57,8 @@ def reranker_from_policy(
         cohere: A ready Cohere ceiling (e.g. pointed at a test server); default: a
             :class:`CohereReranker` reading ``COHERE_API_KEY`` from ``env``.
         env: Environment the Cohere key is read from.
+        tier_weights: The policy's `fusion.tier_weights`, so the z-score floor weighs tiers as
+            fusion does.
 
     Returns:
         A reranker that never raises.
@@ -73,7 +75,7 @@ def reranker_from_policy(
         >>> ceiling.rerank("q", [], top_n=3).detail["ceiling_reason"]
         'no-eval-lift'
     """
-    floor = _floor(config, cross_encoder)
+    floor = _floor(config, cross_encoder, tier_weights)
     ceiling_name = "cohere" if config.provider == "cohere" else config.ceiling
     if ceiling_name == "none":
         return floor
@@ -97,12 +99,16 @@ def reranker_from_policy(
     )
 
 
-def _floor(config: RerankerConfig, cross_encoder: CrossEncoderLike | None) -> Reranker:
+def _floor(
+    config: RerankerConfig,
+    cross_encoder: CrossEncoderLike | None,
+    tier_weights: Mapping[str, float] | None,
+) -> Reranker:
     if config.provider == "identity":
         return IdentityReranker()
     if config.provider == "cross-encoder":
-        return _cross_encoder(cross_encoder, ZScoreReranker())
-    return ZScoreReranker()
+        return _cross_encoder(cross_encoder, ZScoreReranker(tier_weights))
+    return ZScoreReranker(tier_weights)
 
 
 def _cross_encoder(model: CrossEncoderLike | None, floor: Reranker) -> Reranker:
@@ -121,14 +127,7 @@ def _missing_eval_lift(config: RerankerConfig) -> str | None:
     """Why the ceiling lacks eval evidence, or None when it has it (or none is required)."""
     if not config.require_eval_lift:
         return None
-    path = config.ceiling_eval_artifact
-    if not path:
-        return "require_eval_lift is set but ceiling_eval_artifact is not"
-    try:
-        decision = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        return f"cannot read ceiling_eval_artifact {path!r}: {type(e).__name__}"
-    verdict = decision.get("decision") if isinstance(decision, dict) else None
-    if verdict != "promote":
-        return f"ceiling_eval_artifact {path!r} has decision {verdict!r}, not 'promote'"
-    return None
+    evidence = read_eval_evidence(
+        config.ceiling_eval_artifact, setting="reranker.ceiling_eval_artifact"
+    )
+    return None if evidence.allowed else evidence.note
