@@ -52,7 +52,7 @@ def test_with_depth_and_overrides_leave_the_original_alone() -> None:
     deep = with_depth(base, 100)
     assert {r.top_k for r in deep.routes.values()} == {100}
     assert deep.budgets.max_chunks == 100
-    assert deep.routes["synthesis"].fusion == base.routes["synthesis"].fusion
+    assert deep.routes["synthesis"].parent_child == base.routes["synthesis"].parent_child
     assert base.budgets.max_chunks == 12
     changed = with_overrides(base, {"fusion.method": "zscore", "routes.synthesis.rerank": True})
     assert (changed.fusion.method, changed.routes["synthesis"].rerank) == ("zscore", True)
