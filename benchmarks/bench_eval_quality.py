@@ -130,9 +130,9 @@ def evaluate(
     return out
 
 
-def table(cache_dir: Path, seed: int) -> None:
+def table(cache_dir: Path, seed: int, names: Sequence[str] = COLLECTIONS) -> None:
     """The headline table: one block per collection, reference baselines beside it."""
-    for name in COLLECTIONS:
+    for name in names:
         index = default_index(name, cache_dir)
         full = load_beir(DATA / name)
         tune, held = full.split_halves(seed=seed)
@@ -242,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="Seed of the tune/held-out split.")
     parser.add_argument("--mechanisms", action="store_true", help="Ablate each mechanism.")
     parser.add_argument("--latency", action="store_true", help="Latency with/without each.")
+    parser.add_argument(
+        "--collection", choices=COLLECTIONS, action="append", help="Only these (repeatable)."
+    )
     parser.add_argument("--repeats", type=int, default=1, help="Latency: runs per variant.")
     args = parser.parse_args(argv)
     if args.mechanisms:
@@ -249,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.latency:
         latency(args.cache_dir, args.repeats)
     else:
-        table(args.cache_dir, args.seed)
+        table(args.cache_dir, args.seed, args.collection or COLLECTIONS)
 
 
 if __name__ == "__main__":
