@@ -1,6 +1,6 @@
 """The optional LLM router: a chat model reads the query, the deterministic router stays the floor.
 
-ADR-011: the deterministic router is the trusted default; an LLM router is an evaluated,
+The deterministic router is the trusted default; an LLM router is an evaluated,
 policy-selected strategy and never a foundational dependency. Every way the LLM cannot answer
 (no model, no quota, timeout, error, invalid or unsure output, no eval evidence) returns the
 deterministic classification unchanged, with the reason in the detail the manifest records.

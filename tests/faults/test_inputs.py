@@ -25,19 +25,23 @@ def graph(**parts: Any) -> Any:
 @pytest.mark.redis
 def test_undecodable_bytes_from_argv_pass_every_store_and_checkpoint(redis_url: str) -> None:
     query = b"how do I compute lift \xff?".decode("utf-8", "surrogateescape")
+    cache = RedisCache(url=redis_url)
     g = graph(
         chat_model=ScriptedChatModel(),
         quota=MemoryQuotaLedger({"chat_gen": 5}),
-        cache=RedisCache(url=redis_url),
+        cache=cache,
         checkpointer=InMemorySaver(),
     )
-    out = g.invoke({"query": query}, {"configurable": {"thread_id": "t"}})
+    try:
+        out = g.invoke({"query": query}, {"configurable": {"thread_id": "t"}})
+        again = g.invoke({"query": query}, {"configurable": {"thread_id": "t"}})
+    finally:
+        cache.close()
     manifest = out["manifest"]
     assert manifest.step_back.status == "done"
     assert "\ufffd" in manifest.rerank_query
     assert "query held undecodable characters, replaced by U+FFFD" in manifest.degraded
     assert manifest.model_dump_json()
-    again = g.invoke({"query": query}, {"configurable": {"thread_id": "t"}})
     assert again["manifest"].step_back.from_cache
 
 
