@@ -30,6 +30,7 @@ from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.query_tiers import apply_query_options
 from ragtiller.records import TierTask
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
@@ -131,6 +132,7 @@ def build_components(
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
         )
+    tier_list = apply_query_options(resolved, tier_list, index)
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ragtiller.doc_ranking import collapse_to_documents
 from ragtiller.fusion import fuse_hits
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
@@ -32,7 +33,7 @@ def make_fuse(deps: Components) -> NodeFn:
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             candidates = fuse_hits(
-                hits,
+                collapse_to_documents(hits, policy.fusion.doc_aggregation),
                 method=policy.fusion.method,
                 cap=cap,
                 rrf_k=policy.fusion.rrf_k,
