@@ -181,9 +181,3 @@ class OneHopGraph(CompiledStateGraph):  # type: ignore[type-arg]
             return False  # a sync-only checkpointer (its async methods raise)
         configurable = ensure_config(config).get("configurable", {})
         return not any(key.startswith("__pregel_") for key in configurable)
-
-
-def one_hop(graph: CompiledStateGraph) -> OneHopGraph:  # type: ignore[type-arg]
-    """``graph``, with the sync API of :class:`OneHopGraph` (same object, same state)."""
-    graph.__class__ = OneHopGraph
-    return graph  # type: ignore[return-value]
