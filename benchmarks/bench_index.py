@@ -42,6 +42,7 @@ from ragtiller.index import (
     stdlib_documents,
 )
 from ragtiller.index._records import RecordTable
+from ragtiller.types import SearchRequest
 
 DIM = 384
 K = 10
@@ -131,9 +132,9 @@ def bench_tiers(rows: int, queries: int, rng: np.random.Generator) -> dict[str, 
     qvecs = rng.standard_normal((queries + 10, DIM), dtype=np.float32).tolist()
     dense, parent_child = DenseTier(store), ParentChildTier(store, parents)
     out: dict[str, Any] = {"rows": rows}
-    out["dense"] = latency_ms(lambda i: dense.search(query="", vector=qvecs[i], k=K), queries)
+    out["dense"] = latency_ms(lambda i: dense.search(SearchRequest(query="", vector=qvecs[i], k=K)), queries)
     out["parent_child"] = latency_ms(
-        lambda i: parent_child.search(query="", vector=qvecs[i], k=K), queries
+        lambda i: parent_child.search(SearchRequest(query="", vector=qvecs[i], k=K)), queries
     )
     texts = synthetic_texts(rows, 120, rng)
     started = time.perf_counter()
@@ -142,7 +143,7 @@ def bench_tiers(rows: int, queries: int, rng: np.random.Generator) -> dict[str, 
     words = [t.split() for t in texts[: queries + 10]]
     qtexts = [" ".join(w[j] for j in (3, 40, 90)) for w in words]
     out["lexical"] = latency_ms(
-        lambda i: lexical.search(query=qtexts[i], vector=None, k=K), queries
+        lambda i: lexical.search(SearchRequest(query=qtexts[i], vector=None, k=K)), queries
     )
     return out
 
@@ -166,7 +167,7 @@ def rss_probe(directory: str) -> None:
     store = NumpyVectorStore.load(directory, HashingEmbedder(DIM))
     tier = DenseTier(store)
     for _ in range(3):
-        tier.search(query="", vector=[1.0] * DIM, k=K)
+        tier.search(SearchRequest(query="", vector=[1.0] * DIM, k=K))
     print(rss_mb() - before)
 
 

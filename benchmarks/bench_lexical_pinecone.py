@@ -41,6 +41,7 @@ from ragtiller.index import (
     upsert_lexical,
 )
 from ragtiller.policies import load_policy
+from ragtiller.types import SearchRequest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -104,8 +105,8 @@ def compare(queries: Any, reference: Any, candidate: Any) -> None:
     same = tie_same = 0
     worst = 0.0
     for text in queries.values():
-        a = reference.search(query=text, vector=None, k=K)
-        b = candidate.search(query=text, vector=None, k=K)
+        a = reference.search(SearchRequest(query=text, vector=None, k=K))
+        b = candidate.search(SearchRequest(query=text, vector=None, k=K))
         same += [h["id"] for h in a] == [h["id"] for h in b]
         tie_same += groups(a)[:-1] == groups(b)[:-1] and len(a) == len(b)
         for x, y in zip(a, b, strict=False):
@@ -152,7 +153,7 @@ def stale(dataset: Any, index: EmbeddedIndex) -> None:
                 upsert_lexical(remote, index)
             scores = []
             for qid, text in dataset.queries.items():
-                ranking = [h["doc_id"] for h in tier.search(query=text, vector=None, k=K)]
+                ranking = [h["doc_id"] for h in tier.search(SearchRequest(query=text, vector=None, k=K))]
                 score = ndcg_at_k(ranking, dataset.qrels[qid], K)
                 if score is not None:
                     scores.append(score)

@@ -51,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from ragtiller.types import SearchRequest
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-turn"
 DIM = 384
@@ -220,7 +222,7 @@ class Tree:
         vector = self.embedder.embed_query(query)
         embedded = time.perf_counter()
         for tier in self.tiers:
-            tier.search(query=query, vector=vector, k=k, namespaces=namespaces, filter=None)
+            tier.search(SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces, filter=None))
         return (embedded - started) * 1000, (time.perf_counter() - embedded) * 1000
 
     async def guards(self, namespaces: list[str], k: int, flip: bool) -> dict[str, float]:
@@ -243,7 +245,7 @@ class Tree:
             vector = await self.embedder.aembed_query(query)
             embedded = time.perf_counter()
             for tier in self.tiers:
-                await tier.asearch(query=query, vector=vector, k=k, namespaces=namespaces)
+                await tier.asearch(SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces))
             out["old-style embed"] = (embedded - started) * 1000
             out["old-style tiers"] = (time.perf_counter() - embedded) * 1000
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FeedbackConfig
-from ragtiller.types import Hit, Tier
+from ragtiller.types import Hit, SearchRequest, Tier
 
 
 def rm3_weights(
@@ -88,28 +89,21 @@ class RM3Tier(CpuTier):
         """Rows one search scans (twice)."""
         return self.inner.rows
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` hits of the expanded query, best first."""
-        first = self.inner.search(
-            query=query, vector=vector, k=max(k, self.config.lexical_docs),
-            namespaces=namespaces, filter=filter,
-        )  # fmt: skip
+        first = self.inner.search(replace(request, k=max(request.k, self.config.lexical_docs)))
         if not first:
             return first
         try:
             return self._second_pass(
-                query, first[: self.config.lexical_docs], k, namespaces, filter
+                request.query,
+                first[: self.config.lexical_docs],
+                request.k,
+                request.namespaces,
+                request.filter,
             )
         except Exception as e:  # feedback is an improvement, never a reason to lose the tier
-            return [_mark(h, f"failed: {type(e).__name__}: {e}") for h in first[:k]]
+            return [_mark(h, f"failed: {type(e).__name__}: {e}") for h in first[: request.k]]
 
     def _second_pass(
         self,
@@ -159,33 +153,26 @@ class RocchioTier(CpuTier):
         """Rows one search scans (twice)."""
         return len(self.store)
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` hits of the moved query vector, best first."""
-        moved: Sequence[float] | None = vector
+        moved: Sequence[float] | None = request.vector
         status = "rocchio"
-        if vector is not None:
+        if request.vector is not None:
             try:
                 top = self.store.search_rows(
-                    vector, self.config.dense_docs, namespaces=namespaces, filter=filter
+                    request.vector,
+                    self.config.dense_docs,
+                    namespaces=request.namespaces,
+                    filter=request.filter,
                 )
                 if top:
                     rows = [row for row, _ in top]
                     moved = rocchio_vector(
-                        vector, self.store.vectors[rows], weight=self.config.dense_weight
+                        request.vector, self.store.vectors[rows], weight=self.config.dense_weight
                     )
             except Exception as e:  # fall back to the plain query vector, labelled
-                moved, status = vector, f"failed: {type(e).__name__}: {e}"
-        hits = self.inner.search(
-            query=query, vector=moved, k=k, namespaces=namespaces, filter=filter
-        )
+                moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
+        hits = self.inner.search(replace(request, vector=moved))
         return [_mark(h, status) for h in hits]
 
 

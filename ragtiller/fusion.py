@@ -139,7 +139,9 @@ def fuse_hits(
         for hit in hits:
             first_hit.setdefault(hit["id"], hit)
 
-    ranks = {tier: {doc_id: rank for rank, doc_id in enumerate(s, start=1)} for tier, s in scored.items()}
+    ranks = {
+        tier: {doc_id: rank for rank, doc_id in enumerate(s, start=1)} for tier, s in scored.items()
+    }
     tier_order = list(scored)
 
     def tie_break(doc_id: str) -> tuple[float, int, int, str]:

@@ -7,6 +7,7 @@ They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph serve
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict
@@ -84,6 +85,25 @@ class StageRecord(TypedDict):
     error: NotRequired[str]
 
 
+@dataclass(frozen=True)
+class SearchRequest:
+    """One tier search: the query (text and vector), how many hits, and where to look.
+
+    Attributes:
+        query: The text lexical tiers read (``embed_query``, which step-back may generalize).
+        vector: The query vector dense tiers read; None when the query was not embedded.
+        k: Hits wanted, at most.
+        namespaces: Namespaces to search; None searches every one.
+        filter: Metadata key -> required value (equality), e.g. ``{"tenant": "acme"}``.
+    """
+
+    query: str
+    vector: Sequence[float] | None
+    k: int
+    namespaces: Sequence[str] | None = None
+    filter: Mapping[str, Any] | None = None
+
+
 @runtime_checkable
 class Tier(Protocol):
     """One retrieval tier. Implementations: the embedded numpy/BM25 tiers, Pinecone, test fakes.
@@ -95,26 +115,10 @@ class Tier(Protocol):
     name: TierName
     needs_vector: bool
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """Return at most ``k`` hits, best first."""
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """Return at most ``request.k`` hits, best first."""
         ...
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Async twin of :meth:`search`; must not block the event loop."""
         ...

@@ -18,7 +18,7 @@ from pinecone import Pinecone
 
 from ragtiller.index import DenseTier, HashingEmbedder, NumpyVectorStore
 from ragtiller.index.pinecone import PineconeTier, upsert_chunks
-from ragtiller.types import Hit, Tier
+from ragtiller.types import Hit, SearchRequest, Tier
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)
@@ -99,7 +99,7 @@ def vector(text: str) -> list[float]:
 
 
 def search(backend: DenseBackend, text: str, k: int, **kwargs: Any) -> list[Hit]:
-    return backend.tier.search(query=text, vector=vector(text), k=k, **kwargs)
+    return backend.tier.search(SearchRequest(query=text, vector=vector(text), k=k, **kwargs))
 
 
 def oracle(text: str, docs: Sequence[Document]) -> dict[str, float]:
@@ -184,7 +184,7 @@ def test_hit_fields(backend: DenseBackend) -> None:
 
 async def test_asearch_equals_search(backend: DenseBackend) -> None:
     backend.upsert(CORPUS)
-    args: dict[str, Any] = {"query": "q", "vector": vector("event loop"), "k": 4}
-    assert await backend.tier.asearch(**args, namespaces=["default", "api"]) == backend.tier.search(
-        **args, namespaces=["default", "api"]
+    request = SearchRequest(
+        query="q", vector=vector("event loop"), k=4, namespaces=["default", "api"]
     )
+    assert await backend.tier.asearch(request) == backend.tier.search(request)

@@ -15,6 +15,7 @@ from ragtiller.index import EmbeddedIndex, HashingEmbedder
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import FeedbackConfig
 from ragtiller.query_tiers import apply_query_options, section_lexical_tier
+from ragtiller.types import SearchRequest
 
 
 def test_max_keeps_a_documents_best_chunk_and_sum_adds_them() -> None:
@@ -79,19 +80,16 @@ def index() -> EmbeddedIndex:
         "heat": "Heat transfer. Stagnation heat transfer in hypersonic flow at the nose.",
         "boundary": "Boundary layers. Laminar boundary layer transition on a flat plate. " * 3,
     }
-    docs = [
-        Document(page_content=t, metadata={"source": k})
-        for k, t in texts.items()
-    ]
+    docs = [Document(page_content=t, metadata={"source": k}) for k, t in texts.items()]
     return EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=64), progress=False)
 
 
 def test_rm3_expands_with_terms_of_the_first_pass(index: EmbeddedIndex) -> None:
     lexical = next(t for t in index.tiers if t.name == "lexical")
-    plain = lexical.search(query="swept wing", vector=None, k=4)
+    plain = lexical.search(SearchRequest(query="swept wing", vector=None, k=4))
     assert [h["doc_id"] for h in plain] == ["wing"]  # only the wing doc has the query terms
     rm3 = RM3Tier(lexical, FeedbackConfig(lexical="rm3", lexical_docs=1, lexical_terms=5))  # type: ignore[arg-type]
-    expanded = rm3.search(query="swept wing", vector=None, k=4)
+    expanded = rm3.search(SearchRequest(query="swept wing", vector=None, k=4))
     # "flutter" comes from the wing doc and reaches the panel doc
     assert [h["doc_id"] for h in expanded] == ["wing", "panel"]
     assert all(h["metadata"]["feedback"] == "rm3" for h in expanded)
@@ -105,7 +103,7 @@ def test_rm3_failure_returns_the_first_pass_labelled(index: EmbeddedIndex) -> No
             raise RuntimeError("boom")
 
     hits = Broken(lexical, FeedbackConfig(lexical="rm3")).search(  # type: ignore[arg-type]
-        query="swept wing", vector=None, k=3
+        SearchRequest(query="swept wing", vector=None, k=3)
     )
     assert [h["doc_id"] for h in hits] == ["wing"]
     assert hits[0]["metadata"]["feedback"] == "failed: RuntimeError: boom"
@@ -118,17 +116,19 @@ def test_rocchio_searches_with_the_moved_vector(index: EmbeddedIndex) -> None:
     tier = RocchioTier(
         dense, store, FeedbackConfig(dense="rocchio", dense_docs=1, dense_weight=1.0)
     )
-    hits = tier.search(query="flutter", vector=vector, k=2)
+    hits = tier.search(SearchRequest(query="flutter", vector=vector, k=2))
     top_row = store.search_rows(vector, 1)[0][0]
     moved = rocchio_vector(vector, store.vectors[[top_row]], weight=1.0)
-    assert [h["id"] for h in hits] == [h["id"] for h in dense.search(query="", vector=moved, k=2)]
+    assert [h["id"] for h in hits] == [
+        h["id"] for h in dense.search(SearchRequest(query="", vector=moved, k=2))
+    ]
     assert hits[0]["metadata"]["feedback"] == "rocchio"
 
 
 def test_section_lexical_scores_whole_sections(index: EmbeddedIndex) -> None:
     tier = section_lexical_tier(index)
     assert tier is section_lexical_tier(index)  # built once per index
-    hits = tier.search(query="flutter", vector=None, k=5)
+    hits = tier.search(SearchRequest(query="flutter", vector=None, k=5))
     assert {h["doc_id"] for h in hits} == {"wing", "panel"}
     assert all(h["parent_id"] is None for h in hits)  # sections, like the parent-child tier
     assert {h["id"] for h in hits} <= set(index.parents.ids)

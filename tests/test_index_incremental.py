@@ -19,6 +19,7 @@ from ragtiller.index import (
     ingest,
 )
 from ragtiller.index.versions import current_version
+from ragtiller.types import SearchRequest
 
 CHUNKING = ChunkingConfig(chunk_tokens=12, overlap_tokens=2)
 FILES = {
@@ -60,7 +61,7 @@ def run(
 def snapshot(index: EmbeddedIndex) -> dict[str, object]:
     """Everything a search can see: chunk rows with their vectors, sections, map, BM25 hits."""
     records = index.store.records
-    lexical = index.tiers[2].search(query="budget graph install", vector=None, k=10)
+    lexical = index.tiers[2].search(SearchRequest(query="budget graph install", vector=None, k=10))
     return {
         "chunks": sorted(
             (i, t, repr(sorted(md.items())), tuple(np.round(index.store.vectors[r], 6)))

@@ -20,6 +20,7 @@ from ragtiller.index import (
     ingest,
 )
 from ragtiller.index.versions import current_version
+from ragtiller.types import SearchRequest
 
 EMBEDDER = HashingEmbedder(dim=64)
 QUERIES = ["cancel a task", "event loop callbacks", "queue full", "sqlite rows"]
@@ -59,7 +60,7 @@ def results(index: EmbeddedIndex) -> list[list[tuple[str, float]]]:
     out = []
     for tier in index.tiers:
         for q in QUERIES:
-            hits = tier.search(query=q, vector=EMBEDDER.embed_query(q), k=5)
+            hits = tier.search(SearchRequest(query=q, vector=EMBEDDER.embed_query(q), k=5))
             out.append([(h["id"], round(h["score"], 5)) for h in hits])
     return out
 

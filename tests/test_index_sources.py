@@ -12,6 +12,7 @@ from langchain_core.documents import Document
 
 from ragtiller.errors import IngestError
 from ragtiller.index import EmbeddedIndex, HashingEmbedder, load_sources, sources
+from ragtiller.types import SearchRequest
 
 EMBEDDER = HashingEmbedder(dim=64)
 
@@ -140,7 +141,7 @@ def test_beir_hits_carry_the_beir_id_and_title(tmp_path: Path) -> None:
     corpus.write_text("\n".join(json.dumps(r) for r in rows))
     index = EmbeddedIndex.build([corpus], embedder=EMBEDDER, progress=False)
     lexical = index.tiers[2]
-    hits = lexical.search(query="zebra", vector=None, k=5)  # the title alone matches
+    hits = lexical.search(SearchRequest(query="zebra", vector=None, k=5))  # the title alone matches
     assert [(h["doc_id"], h["metadata"]["title"]) for h in hits] == [("d1", "Zebra")]
 
 

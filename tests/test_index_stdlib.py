@@ -15,6 +15,7 @@ from ragtiller.index import (
     stdlib_documents,
 )
 from ragtiller.index.stdlib_corpus import DEFAULT_MODULES
+from ragtiller.types import SearchRequest
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_exact_identifier_finds_its_defining_chunk_first_via_bm25(
     small_index: EmbeddedIndex, identifier: str
 ) -> None:
     lexical = next(t for t in small_index.tiers if t.name == "lexical")
-    hits = lexical.search(query=identifier, vector=None, k=5)
+    hits = lexical.search(SearchRequest(query=identifier, vector=None, k=5))
     assert hits[0]["doc_id"] == f"docstring:builtins.{identifier}"
     assert hits[0]["metadata"]["title"] == identifier
     assert len(hits) > 1, "other chunks mention it too, so the ranking is a real test"

@@ -20,7 +20,7 @@ from ragtiller.index import (
     ParentChildTier,
     _compute,
 )
-from ragtiller.types import Tier
+from ragtiller.types import SearchRequest, Tier
 
 EMBEDDER = HashingEmbedder(dim=128)
 FILLER = " ".join(f"filler{i}" for i in range(40))
@@ -58,7 +58,7 @@ def tier(index: EmbeddedIndex, name: str) -> Tier:
 
 
 def search(t: Tier, query: str, k: int = 10, **kwargs: Any) -> list[Any]:
-    return t.search(query=query, vector=EMBEDDER.embed_query(query), k=k, **kwargs)
+    return t.search(SearchRequest(query=query, vector=EMBEDDER.embed_query(query), k=k, **kwargs))
 
 
 def test_tiers_implement_the_protocol(index: EmbeddedIndex) -> None:
@@ -166,9 +166,9 @@ def test_k_must_be_positive(index: EmbeddedIndex, name: str) -> None:
 def test_vector_tiers_need_a_vector_of_the_right_dimension(index: EmbeddedIndex, name: str) -> None:
     t = tier(index, name)
     with pytest.raises(ValueError, match="needs a query vector"):
-        t.search(query="task", vector=None, k=3)
+        t.search(SearchRequest(query="task", vector=None, k=3))
     with pytest.raises(ValueError, match="query vector has 3 dimensions, the store 128"):
-        t.search(query="task", vector=[1.0, 0.0, 0.0], k=3)
+        t.search(SearchRequest(query="task", vector=[1.0, 0.0, 0.0], k=3))
 
 
 @pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
@@ -178,16 +178,16 @@ def test_asearch_matches_search_inline_for_small_indexes(index: EmbeddedIndex, n
     threads: list[str] = []
     original = t.search
 
-    def spy(**kwargs: Any) -> Any:
+    def spy(request: SearchRequest) -> Any:
         threads.append(threading.current_thread().name)
-        return original(**kwargs)
+        return original(request)
 
     t.search = spy  # type: ignore[method-assign]
     try:
-        hits = asyncio.run(t.asearch(query="cancel a task", vector=vector, k=3))
+        hits = asyncio.run(t.asearch(SearchRequest(query="cancel a task", vector=vector, k=3)))
     finally:
         del t.search  # type: ignore[method-assign]
-    assert hits == t.search(query="cancel a task", vector=vector, k=3)
+    assert hits == t.search(SearchRequest(query="cancel a task", vector=vector, k=3))
     assert threads == ["MainThread"]
 
 
@@ -199,13 +199,13 @@ def test_asearch_moves_large_searches_off_the_loop(
     t = tier(index, name)
     seen: list[str] = []
 
-    def spy(**kwargs: Any) -> Any:
+    def spy(request: SearchRequest) -> Any:
         seen.append(threading.current_thread().name)
         return []
 
     t.search = spy  # type: ignore[method-assign]
     try:
-        asyncio.run(t.asearch(query="q", vector=None, k=3))
+        asyncio.run(t.asearch(SearchRequest(query="q", vector=None, k=3)))
     finally:
         del t.search  # type: ignore[method-assign]
     assert seen and seen[0] != "MainThread"

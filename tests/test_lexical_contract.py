@@ -24,7 +24,7 @@ from ragtiller.index import (
     stdlib_documents,
     upsert_lexical,
 )
-from ragtiller.types import Hit, Tier
+from ragtiller.types import Hit, SearchRequest, Tier
 
 REL_TOL = 1e-4
 """Relative score tolerance between the two backends."""
@@ -84,7 +84,7 @@ def embedded(index: EmbeddedIndex) -> Tier:
 
 
 def search(tier: Tier, text: str, k: int = TOP, **kwargs: Any) -> list[Hit]:
-    return tier.search(query=text, vector=None, k=k, **kwargs)
+    return tier.search(SearchRequest(query=text, vector=None, k=k, **kwargs))
 
 
 def assert_same_ranking(got: list[Hit], expected: list[Hit], everything: dict[str, float]) -> None:
@@ -182,7 +182,5 @@ def test_k_caps_the_hits_best_first(tier: Tier) -> None:
 
 
 async def test_asearch_equals_search(tier: Tier) -> None:
-    args: dict[str, Any] = {"query": "task timeout", "vector": None, "k": 5}
-    assert await tier.asearch(**args, namespaces=["default", "api"]) == tier.search(
-        **args, namespaces=["default", "api"]
-    )
+    request = SearchRequest(query="task timeout", vector=None, k=5, namespaces=["default", "api"])
+    assert await tier.asearch(request) == tier.search(request)

@@ -32,6 +32,7 @@ from ragtiller.index import (
 )
 from ragtiller.index.pinecone_stats import STATS_NAMESPACE, read_stats, write_stats
 from ragtiller.policies import RetrievalPolicy
+from ragtiller.types import SearchRequest
 
 QUERY = "which timeout does wait_for apply to a task"
 
@@ -76,7 +77,7 @@ def loaded(remote: Any, index: EmbeddedIndex) -> Any:
 
 
 def search(tier: Any, text: str = QUERY, k: int = 5, **kwargs: Any) -> list[Any]:
-    hits: list[Any] = tier.search(query=text, vector=None, k=k, **kwargs)
+    hits: list[Any] = tier.search(SearchRequest(query=text, vector=None, k=k, **kwargs))
     return hits
 
 
@@ -200,7 +201,7 @@ def test_a_slow_answer_times_out(loaded: Any, emulator: PineconeEmulator, use_as
     tier = PineconeLexicalTier(loaded, timeout_s=0.3)
     with pytest.raises(PineconeTimeoutError):
         if use_async:
-            asyncio.run(tier.asearch(query=QUERY, vector=None, k=3, namespaces=["default"]))
+            asyncio.run(tier.asearch(SearchRequest(query=QUERY, vector=None, k=3, namespaces=["default"])))
         else:
             search(tier, namespaces=["default"])
 

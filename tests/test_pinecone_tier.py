@@ -27,7 +27,7 @@ from ragtiller.index.pinecone import (
     pinecone_tier_from_env,
     upsert_chunks,
 )
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)
@@ -86,7 +86,7 @@ def dense(embedded: EmbeddedIndex) -> Any:
 
 
 def search(tier: Any, text: str, k: int = 5, **kwargs: Any) -> list[Hit]:
-    hits: list[Hit] = tier.search(query=text, vector=EMBEDDER.embed_query(text), k=k, **kwargs)
+    hits: list[Hit] = tier.search(SearchRequest(query=text, vector=EMBEDDER.embed_query(text), k=k, **kwargs))
     return hits
 
 
@@ -151,7 +151,7 @@ def test_several_namespaces_are_queried_and_merged_by_score(
     index.upsert(
         vectors=[("x", near, {"text": "x in b"}), ("z", shared, {"text": "z"})], namespace="b"
     )
-    hits = PineconeTier(store).search(query="", vector=shared, k=3, namespaces=["b", "a", "b"])
+    hits = PineconeTier(store).search(SearchRequest(query="", vector=shared, k=3, namespaces=["b", "a", "b"]))
     assert [(h["id"], h["metadata"]["namespace"]) for h in hits] == [
         ("z", "b"),  # ties keep the order of the namespaces given
         ("x", "a"),  # x is in both: its best score (from a) is kept, once
@@ -177,8 +177,8 @@ def test_no_namespaces_lists_them_with_describe_index_stats(
 async def test_asearch_equals_search(loaded: PineconeVectorStore) -> None:
     tier = PineconeTier(loaded)
     vector = EMBEDDER.embed_query("event loop policy")
-    sync = tier.search(query="", vector=vector, k=4, namespaces=["default", "api"])
-    got = await tier.asearch(query="", vector=vector, k=4, namespaces=["default", "api"])
+    sync = tier.search(SearchRequest(query="", vector=vector, k=4, namespaces=["default", "api"]))
+    got = await tier.asearch(SearchRequest(query="", vector=vector, k=4, namespaces=["default", "api"]))
     assert got == sync
 
 
@@ -195,9 +195,7 @@ async def test_asearch_does_not_block_the_event_loop(
             ticks += 1
 
     task = asyncio.create_task(ticker())
-    hits = await PineconeTier(loaded).asearch(
-        query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"]
-    )
+    hits = await PineconeTier(loaded).asearch(SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"]))
     task.cancel()
     assert len(hits) == 2
     assert ticks >= 5  # the loop kept running (about 20 ticks) while the query waited 0.4 s
@@ -210,19 +208,19 @@ async def test_concurrent_asearches_do_not_interfere(
     tier = PineconeTier(loaded)
     vectors = [EMBEDDER.embed_query(q) for q in QUERIES]
     results = await asyncio.gather(
-        *(tier.asearch(query="", vector=v, k=2, namespaces=["default"]) for v in vectors)
+        *(tier.asearch(SearchRequest(query="", vector=v, k=2, namespaces=["default"])) for v in vectors)
     )
     assert [r[0]["id"] for r in results] == [
-        tier.search(query="", vector=v, k=2, namespaces=["default"])[0]["id"] for v in vectors
+        tier.search(SearchRequest(query="", vector=v, k=2, namespaces=["default"]))[0]["id"] for v in vectors
     ]
 
 
 def test_bad_arguments_are_refused(loaded: PineconeVectorStore) -> None:
     tier = PineconeTier(loaded)
     with pytest.raises(ValueError, match="needs a query vector"):
-        tier.search(query="q", vector=None, k=1)
+        tier.search(SearchRequest(query="q", vector=None, k=1))
     with pytest.raises(ValueError, match="k must be > 0, but got 0"):
-        tier.search(query="q", vector=[1.0] * DIM, k=0)
+        tier.search(SearchRequest(query="q", vector=[1.0] * DIM, k=0))
     with pytest.raises(ValueError, match="timeout_s must be > 0"):
         PineconeTier(loaded, timeout_s=0)
 
@@ -274,9 +272,9 @@ def test_a_lasting_503_raises_within_the_deadline(
     started = time.monotonic()
     with pytest.raises(PineconeTimeoutError, match=r"did not answer within 0\.6 s") as info:
         if use_async:
-            asyncio.run(tier.asearch(query="", vector=vector, k=3, namespaces=["default"]))
+            asyncio.run(tier.asearch(SearchRequest(query="", vector=vector, k=3, namespaces=["default"])))
         else:
-            tier.search(query="", vector=vector, k=3, namespaces=["default"])
+            tier.search(SearchRequest(query="", vector=vector, k=3, namespaces=["default"]))
     assert time.monotonic() - started < 1.5
     assert isinstance(info.value, TimeoutError) and isinstance(info.value, PineconeTierError)
     assert 503 in {r.status for r in emulator.requests if r.path == "/query"}
@@ -303,9 +301,9 @@ def test_a_slow_answer_times_out(
     vector = EMBEDDER.embed_query("task")
     with pytest.raises(PineconeTimeoutError) as info:
         if use_async:
-            asyncio.run(tier.asearch(query="", vector=vector, k=3, namespaces=["default", "api"]))
+            asyncio.run(tier.asearch(SearchRequest(query="", vector=vector, k=3, namespaces=["default", "api"])))
         else:
-            tier.search(query="", vector=vector, k=3, namespaces=["default", "api"])
+            tier.search(SearchRequest(query="", vector=vector, k=3, namespaces=["default", "api"]))
     assert info.value.namespace == "default"
 
 
@@ -420,10 +418,10 @@ async def test_no_api_key_gives_a_tier_skipped_for_no_credentials() -> None:
     tier = pinecone_tier_from_env(EMBEDDER, env={"PINECONE_HOST": "http://127.0.0.1:9"})
     assert isinstance(tier, UnavailableTier) and tier.name == "dense"
     with pytest.raises(TierUnavailable, match="set PINECONE_API_KEY") as info:
-        tier.search(query="q", vector=[1.0] * DIM, k=1)
+        tier.search(SearchRequest(query="q", vector=[1.0] * DIM, k=1))
     assert info.value.reason == "no-credentials"
     with pytest.raises(TierUnavailable):
-        await tier.asearch(query="q", vector=[1.0] * DIM, k=1)
+        await tier.asearch(SearchRequest(query="q", vector=[1.0] * DIM, k=1))
 
 
 def test_api_key_without_host_or_index_is_a_configuration_error() -> None:
@@ -469,9 +467,7 @@ async def test_fallback_marks_the_primarys_hits_too(
     loaded: PineconeVectorStore, embedded: EmbeddedIndex
 ) -> None:
     tier = FallbackTier(PineconeTier(loaded), dense(embedded), primary_label="pinecone")
-    hits = await tier.asearch(
-        query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"]
-    )
+    hits = await tier.asearch(SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"]))
     assert [h["metadata"]["served_by"] for h in hits] == ["pinecone", "pinecone"]
     assert "fallback_reason" not in hits[0]["metadata"]
 
@@ -480,9 +476,9 @@ async def test_an_outage_raises_unless_listed_in_fallback_on() -> None:
     outage = RaisingTier("dense", [])
     backup = StaticTier("dense", [hit("dense", "c1", 0.5)])
     with pytest.raises(ConnectionError, match="dense is down"):
-        await FallbackTier(outage, backup).asearch(query="q", vector=[1.0], k=1)
+        await FallbackTier(outage, backup).asearch(SearchRequest(query="q", vector=[1.0], k=1))
     tier = FallbackTier(outage, backup, name="dense_or_backup", fallback_on=(ConnectionError,))
-    hits = await tier.asearch(query="q", vector=[1.0], k=1)
+    hits = await tier.asearch(SearchRequest(query="q", vector=[1.0], k=1))
     assert hits[0]["metadata"] == {"served_by": "fallback", "fallback_reason": "ConnectionError"}
     assert tier.name == "dense_or_backup"
-    assert tier.search(query="q", vector=[1.0], k=1) == hits
+    assert tier.search(SearchRequest(query="q", vector=[1.0], k=1)) == hits

@@ -22,7 +22,6 @@ OVERALL = OVERALL_SLICE
 """Reserved slice name for metrics over every query (the artifacts' ``all``)."""
 
 
-
 @dataclass(frozen=True)
 class EvalDataset:
     """The queries of one split of a BEIR collection, with their judgments.

@@ -6,14 +6,14 @@ import asyncio
 import functools
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ragtiller.bulkhead import Bulkhead
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 T = TypeVar("T")
 
@@ -76,28 +76,9 @@ class CpuTier(ABC):
         """Rows one search scans."""
 
     @abstractmethod
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
-        """At most ``k`` hits, best first."""
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """At most ``request.k`` hits, best first."""
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Async twin of :meth:`search`; never blocks the loop on a large tier."""
-        call = functools.partial(
-            self.search, query=query, vector=vector, k=k, namespaces=namespaces, filter=filter
-        )
-        return await run_cpu(call, rows=self.rows)
+        return await run_cpu(functools.partial(self.search, request), rows=self.rows)

@@ -6,11 +6,10 @@ They know nothing of any backend, so the embedded and remote (Pinecone) paths sh
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragtiller.errors import TierUnavailable
-from ragtiller.types import Hit, Tier
+from ragtiller.types import Hit, SearchRequest, Tier
 
 logger = logging.getLogger("ragtiller.index.combinators")
 
@@ -28,7 +27,7 @@ class UnavailableTier:
 
     Example:
         >>> tier = UnavailableTier("dense", "no-credentials", "set PINECONE_API_KEY")
-        >>> tier.search(query="q", vector=None, k=1)
+        >>> tier.search(SearchRequest(query="q", vector=None, k=1))
         Traceback (most recent call last):
         ...
         ragtiller.errors.TierUnavailable: set PINECONE_API_KEY
@@ -40,15 +39,7 @@ class UnavailableTier:
         self.message = message
         self.needs_vector = needs_vector
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """Raise :class:`TierUnavailable`.
 
         Raises:
@@ -56,15 +47,7 @@ class UnavailableTier:
         """
         raise TierUnavailable(self.reason, self.message)
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Raise :class:`TierUnavailable`.
 
         Raises:
@@ -97,7 +80,7 @@ class FallbackTier:
         >>> primary = UnavailableTier("dense", "no-credentials", "no key")
         >>> backup = UnavailableTier("dense", "offline", "no index either")
         >>> tier = FallbackTier(primary, backup)
-        >>> tier.search(query="q", vector=None, k=1)
+        >>> tier.search(SearchRequest(query="q", vector=None, k=1))
         Traceback (most recent call last):
         ...
         ragtiller.errors.TierUnavailable: no index either
@@ -121,56 +104,26 @@ class FallbackTier:
         self.fallback_label = fallback_label
         self.fallback_on = fallback_on
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """The primary's hits, or the fallback's when the primary raised one of ``fallback_on``.
 
         Raises:
             Exception: Whatever the fallback raises, or the primary raises outside
                 ``fallback_on``.
         """
-        args: dict[str, Any] = {
-            "query": query,
-            "vector": vector,
-            "k": k,
-            "namespaces": namespaces,
-            "filter": filter,
-        }
         try:
-            return _served_by(self.primary.search(**args), self.primary_label)
+            return _served_by(self.primary.search(request), self.primary_label)
         except self.fallback_on as e:
             self._log(e)
-            return _served_by(self.fallback.search(**args), self.fallback_label, _reason(e))
+            return _served_by(self.fallback.search(request), self.fallback_label, _reason(e))
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Async twin of :meth:`search`."""
-        args: dict[str, Any] = {
-            "query": query,
-            "vector": vector,
-            "k": k,
-            "namespaces": namespaces,
-            "filter": filter,
-        }
         try:
-            return _served_by(await self.primary.asearch(**args), self.primary_label)
+            return _served_by(await self.primary.asearch(request), self.primary_label)
         except self.fallback_on as e:
             self._log(e)
-            hits = await self.fallback.asearch(**args)
+            hits = await self.fallback.asearch(request)
             return _served_by(hits, self.fallback_label, _reason(e))
 
     def _log(self, error: Exception) -> None:

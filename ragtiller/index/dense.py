@@ -18,7 +18,7 @@ from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._embedding import Matrix, normalize_rows
 from ragtiller.index._records import RecordTable, ensure_json_metadata
 from ragtiller.index._scans import SharedScans, scan_key
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 VECTORS_FILE = "vectors.npy"
 CHUNKS_FILE = "chunks.jsonl"
@@ -361,24 +361,18 @@ class DenseTier(CpuTier):
     def __init__(self, store: NumpyVectorStore) -> None:
         self.store = store
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks, best first, scored by cosine similarity.
 
         Raises:
             ValueError: ``vector`` is None, has the wrong dimension, or ``k`` < 1.
         """
-        if vector is None:
+        if request.vector is None:
             raise ValueError("the dense tier needs a query vector, but got None")
         records = self.store.records
-        pairs = self.store.search_rows(vector, k, namespaces=namespaces, filter=filter)
+        pairs = self.store.search_rows(
+            request.vector, request.k, namespaces=request.namespaces, filter=request.filter
+        )
         return [records.hit(row, score) for row, score in pairs]
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import bm25s
 import numpy as np
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragtiller.errors import IndexError_
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._records import RecordTable
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 LEXICAL_DIR = "lexical"
 BM25_FILES = (
@@ -129,33 +129,25 @@ class LexicalTier(CpuTier):
             )
         return cls(records, retriever, config)
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.
 
         Raises:
             ValueError: ``k`` < 1.
         """
-        if k < 1:
-            raise ValueError(f"k must be > 0, but got {k}")
-        tokens = analyze([query], self.config, self._stemmer)[0]
+        if request.k < 1:
+            raise ValueError(f"k must be > 0, but got {request.k}")
+        tokens = analyze([request.query], self.config, self._stemmer)[0]
         if not tokens or not len(self.records):
             return []
         scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
-        mask = self.records.mask(namespaces, filter)
+        mask = self.records.mask(request.namespaces, request.filter)
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
         rows = np.flatnonzero(scores > 0)
         if not len(rows):
             return []
-        best = rows[top_k(scores[rows], k)]
+        best = rows[top_k(scores[rows], request.k)]
         return [self.records.hit(r, scores[r]) for r in best.tolist()]
 
     @property
@@ -181,6 +173,7 @@ class LexicalTier(CpuTier):
                     self._retriever.get_scores_from_ids([vocab[term]]), dtype=np.float32
                 )
         return scores
+
 
 def analyze(
     texts: Sequence[str], config: LexicalConfig, stemmer: Stemmer.Stemmer | None = None

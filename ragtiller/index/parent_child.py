@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._records import RecordTable
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 PARENTS_FILE = "parents.jsonl"
 MATCHED_WINDOW = 4
@@ -42,26 +39,20 @@ class ParentChildTier(CpuTier):
         self._seen: RecordTable | None = None
         self._child_parent: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` parent sections, best first.
 
         Raises:
             ValueError: ``vector`` is None, has the wrong dimension, or ``k`` < 1.
         """
-        if vector is None:
+        if request.vector is None:
             raise ValueError("the parent_child tier needs a query vector, but got None")
-        if k < 1:
-            raise ValueError(f"k must be > 0, but got {k}")
+        if request.k < 1:
+            raise ValueError(f"k must be > 0, but got {request.k}")
         children = self.store.records
-        rows, scores = self.store.score_rows(vector, namespaces=namespaces, filter=filter)
+        rows, scores = self.store.score_rows(
+            request.vector, namespaces=request.namespaces, filter=request.filter
+        )
         parent_of = self._parent_index(children)[rows]
         known = parent_of >= 0
         rows, scores, parent_of = rows[known], scores[known], parent_of[known]
@@ -70,8 +61,8 @@ class ParentChildTier(CpuTier):
         best = np.full(len(self.parents), -np.inf, dtype=np.float32)
         np.maximum.at(best, parent_of, scores)
         touched = np.flatnonzero(best > -np.inf)
-        chosen = touched[top_k(best[touched], k)]
-        window = top_k(scores, MATCHED_WINDOW * k)
+        chosen = touched[top_k(best[touched], request.k)]
+        window = top_k(scores, MATCHED_WINDOW * request.k)
         hits: list[Hit] = []
         for parent in chosen.tolist():
             mine = window[parent_of[window] == parent]

@@ -20,7 +20,7 @@ from ragtiller.index.pinecone_calls import (
     search_namespaces,
     searchable,
 )
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 if TYPE_CHECKING:
     from langchain_pinecone import PineconeVectorStore
@@ -102,15 +102,7 @@ class PineconeTier:
                 self._store = self._make_store()
             return self._store
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` hits, best first, scored by Pinecone's cosine similarity.
 
         Args:
@@ -125,24 +117,26 @@ class PineconeTier:
             PineconeTierError: Pinecone answered with an error (``status_code`` set) or not
                 at all; :class:`PineconeTimeoutError` when the deadline passed.
         """
-        query_one = self._query(_query_vector(vector, k), k, filter)
+        query_one = self._query(_query_vector(request.vector, request.k), request.k, request.filter)
         return search_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
+            query_one,
+            self._list_namespaces,
+            request.namespaces,
+            request.k,
+            self.timeout_s,
+            self.call_limit,
         )
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
-        query_one = self._query(_query_vector(vector, k), k, filter)
+        query_one = self._query(_query_vector(request.vector, request.k), request.k, request.filter)
         return await asearch_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
+            query_one,
+            self._list_namespaces,
+            request.namespaces,
+            request.k,
+            self.timeout_s,
+            self.call_limit,
         )
 
     def _query(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.documents import Document
@@ -24,7 +24,7 @@ from ragtiller.index.pinecone_calls import (
 )
 from ragtiller.index.pinecone_stats import read_stats, read_version
 from ragtiller.index.sparse_bm25 import BM25SparseEncoder
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 TEXT_KEY = "text"
 """Metadata key holding a chunk's text, as in the dense index."""
@@ -125,15 +125,7 @@ class PineconeLexicalTier:
             self._checked_at = now
             return self._encoder[1]
 
-    def search(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.
 
         Raises:
@@ -142,24 +134,26 @@ class PineconeLexicalTier:
             PineconeTierError: Pinecone answered with an error or not at all;
                 ``PineconeTimeoutError`` when the deadline passed.
         """
-        query_one = self._query(query, k, filter)
+        query_one = self._query(request.query, request.k, request.filter)
         return search_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
+            query_one,
+            self._list_namespaces,
+            request.namespaces,
+            request.k,
+            self.timeout_s,
+            self.call_limit,
         )
 
-    async def asearch(
-        self,
-        *,
-        query: str,
-        vector: Sequence[float] | None,
-        k: int,
-        namespaces: Sequence[str] | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
-        query_one = self._query(query, k, filter)
+        query_one = self._query(request.query, request.k, request.filter)
         return await asearch_namespaces(
-            query_one, self._list_namespaces, namespaces, k, self.timeout_s, self.call_limit
+            query_one,
+            self._list_namespaces,
+            request.namespaces,
+            request.k,
+            self.timeout_s,
+            self.call_limit,
         )
 
     def _query(

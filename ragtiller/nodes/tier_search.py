@@ -8,7 +8,6 @@ state: a tier that answers nonsense is that tier's error, never a crash in fusio
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
@@ -18,22 +17,22 @@ from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.stage import Stage
 from ragtiller.records import TierTask
-from ragtiller.types import Hit, Tier
+from ragtiller.types import Hit, SearchRequest, Tier
 
 
 async def search(tier: Tier, task: TierTask) -> Any:
     """One tier's raw answer to ``task``, within the task's deadline."""
-    kwargs: dict[str, Any] = {
-        "query": task["query"],
-        "vector": task["vector"],
-        "k": task["k"],
-        "namespaces": task["namespaces"],
-        "filter": task["filter"],
-    }
+    request = SearchRequest(
+        query=task["query"],
+        vector=task["vector"],
+        k=task["k"],
+        namespaces=task["namespaces"],
+        filter=task["filter"],
+    )
     if isinstance(tier, CpuTier):
-        return await within(tier.asearch(**kwargs), task["deadline_s"])
+        return await within(tier.asearch(request), task["deadline_s"])
     pool = bulkhead_for(tier, f"tier-{tier.name}")
-    return await pool.call(functools.partial(tier.search, **kwargs), timeout_s=task["deadline_s"])
+    return await pool.call(tier.search, request, timeout_s=task["deadline_s"])
 
 
 def fallback_labels(name: str, hits: list[Hit]) -> list[str]:

@@ -33,6 +33,8 @@ class Reranker(Protocol):
 
     name: str
 
-    async def arerank(self, query: str, candidates: Sequence[Candidate], top_n: int) -> RerankResult:
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
         """Return the best ``top_n`` candidates for ``query``; never raise."""
         ...

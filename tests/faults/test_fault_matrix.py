@@ -22,7 +22,7 @@ from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisCache, RedisQuotaLedger
-from ragtiller.types import Candidate, Hit
+from ragtiller.types import Candidate, Hit, SearchRequest
 
 BROAD = "how do I get started with asyncio?"
 STAGE_S = 0.3
@@ -94,14 +94,14 @@ class FaultyTier(StaticTier):
         super().__init__(name, healthy_hits(name), needs_vector=needs_vector)
         self.fault = fault
 
-    def search(self, **kwargs: Any) -> list[Hit]:  # type: ignore[override]
+    def search(self, request: SearchRequest) -> list[Hit]:
         dupes = [self.hits[0], self.hits[0]]
         nan = [{**h, "score": math.nan} for h in self.hits]
         huge = HUGE_HITS if self.fault == "huge" else []
         out = misbehave(self.fault, self.hits, ["x", "y"], nan, [], huge)
         return dupes if self.fault == "duplicate ids" else out  # type: ignore[no-any-return]
 
-    async def asearch(self, **kwargs: Any) -> list[Hit]:
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
         raise AssertionError("a third-party tier's blocking search runs on its bulkhead")
 
 
