@@ -102,6 +102,19 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_prepare(args: argparse.Namespace) -> int:
+    import time
+
+    from ragtiller.index.onnx_model import prepare_model, prepared_model
+
+    cached = prepared_model(args.variant).onnx_path.is_file() and not args.force
+    started = time.perf_counter()
+    model = prepare_model(args.variant, force=args.force)
+    took = "already cached" if cached else f"exported in {time.perf_counter() - started:.1f} s"
+    print(f"all-MiniLM-L6-v2 onnx-{model.variant}: {model.onnx_path} ({took})")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     from ragtiller.eval.commands import add_commands
@@ -162,6 +175,16 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--cache-dir", type=Path, default=None, help="Where to cache the demo index.")
     demo.add_argument("--rebuild", action="store_true", help="Rebuild the cached demo index.")
     demo.set_defaults(func=_demo)
+
+    model = sub.add_parser("model", help="Manage the bundled local model.")
+    model_sub = model.add_subparsers(dest="model_command", required=True)
+    prepare = model_sub.add_parser(
+        "prepare",
+        help="Export the bundled all-MiniLM-L6-v2 to ONNX once and cache it (needs torch).",
+    )
+    prepare.add_argument("--variant", choices=["int8", "fp32"], default="int8")
+    prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
+    prepare.set_defaults(func=_model_prepare)
 
     add_commands(sub)
     return top

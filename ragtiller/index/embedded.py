@@ -26,7 +26,7 @@ from ragtiller.index.chunking import (
 )
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
-from ragtiller.index.embedders import embedder_identity, embedder_name
+from ragtiller.index.embedders import embedder_identity, embedder_name, embedder_variant
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LEXICAL_DIR, LexicalConfig, LexicalTier
 from ragtiller.index.manifest import (
     FORMAT_VERSION,
@@ -166,6 +166,7 @@ class EmbeddedIndex:
                 documents=len(documents), sections=len(sections), chunks=len(chunks)
             ),
             namespaces=store.records.namespaces,
+            embedder_variant=embedder_variant(embedder),
         )
         return cls(
             store=store,
