@@ -47,12 +47,15 @@ def print_turn(query: str, out: dict[str, Any], *, context: bool = True) -> None
 def _ingest(args: argparse.Namespace) -> int:
     from ragtiller.demo import demo_embedder
     from ragtiller.index import ChunkingConfig, ingest
+    from ragtiller.index.variant_check import rebuild_reason_at
 
     chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
+    embedder = demo_embedder(args.embedder)
+    variant_reason = rebuild_reason_at(args.index, embedder)
     index = ingest(
         args.paths,
         args.index,
-        embedder=demo_embedder(args.embedder),
+        embedder=embedder,
         chunking=chunking,
         progress=not args.quiet,
     )
@@ -60,6 +63,8 @@ def _ingest(args: argparse.Namespace) -> int:
     print(
         f"indexed {counts.chunks} chunks in {counts.sections} sections of {counts.documents} documents into {args.index}"
     )
+    if variant_reason:
+        print(f"rebuilt every vector: {variant_reason}")
     if index.skipped:
         print(
             f"skipped {len(index.skipped)} source(s): "

@@ -156,3 +156,18 @@ def test_an_index_from_another_variant_is_kept_only_while_vectors_agree(
     reason = variant_rebuild_reason(torch_index, onnx)
     assert reason is not None
     assert "from torch-fp32 to onnx-int8" in reason and "< 0.99" in reason
+
+
+def test_ingest_over_a_disagreeing_variant_says_why_it_rebuilt(
+    prepared: PreparedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text("\n\n".join(f"# Part {i}\n\n{text}" for i, text in enumerate(TEXTS)))
+    old = EmbeddedIndex.build([source], embedder=MiniLMEmbedder(), progress=False)
+    old.store.vectors[:] = old.store.vectors[::-1].copy()  # as if another model had made them
+    old.save(tmp_path / "idx")
+    assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "rebuilt every vector: embedder variant changed from torch-fp32 to onnx-int8" in out
+    assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
+    assert "rebuilt every vector" not in capsys.readouterr().out  # same variant: no check

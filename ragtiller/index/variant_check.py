@@ -8,14 +8,18 @@ cosine, the index has to be rebuilt, and the reason says why.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from ragtiller.errors import RagtillerError
 from ragtiller.index._embedding import embed_texts
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.embedders import embedder_variant
+from ragtiller.index.manifest import MANIFEST_FILE
 
 MIN_AGREEMENT = 0.99
 """Mean cosine the new variant's vectors must reach against the index's stored vectors."""
@@ -52,6 +56,21 @@ def variant_rebuild_reason(index: EmbeddedIndex, embedder: Embeddings) -> str | 
         f"embedder variant changed from {built or 'unrecorded'} to {now} and the vectors agree to a mean "
         f"cosine of {agreement:.3f} (< {MIN_AGREEMENT})"
     )
+
+
+def rebuild_reason_at(directory: str | os.PathLike[str], embedder: Embeddings) -> str | None:
+    """:func:`variant_rebuild_reason` for the index saved in ``directory``, if it has one.
+
+    An index that cannot be loaded with ``embedder`` (none there, another model, corrupt)
+    gives None: the ingest's own checks report those.
+    """
+    if not (Path(directory) / MANIFEST_FILE).is_file():
+        return None
+    try:
+        previous = EmbeddedIndex.load(directory, embedder=embedder)
+    except RagtillerError:
+        return None
+    return variant_rebuild_reason(previous, embedder)
 
 
 def _embedded_text(text: str, metadata: dict[str, Any]) -> str:
