@@ -43,7 +43,7 @@ VALUE = {
     "ids": [f"doc-{i:04d}#chunk-{i}" for i in range(12)],
     "scores": [round(1 - i / 12, 4) for i in range(12)],
 }
-KEY = cache_key("step-back", "how do I get started?")
+KEY = cache_key("step_back", "how do I get started?")
 
 
 def spends_per_s(ledger: QuotaLedger, seconds: float, threads: int) -> float:

@@ -31,6 +31,10 @@ class ConfigurationError(RagtillerError, ValueError):
     """Components passed to ``build_graph`` (or read from the environment) do not fit together."""
 
 
+class InputError(RagtillerError, ValueError):
+    """A turn's input is not one the graph accepts; the message names the key and the shapes."""
+
+
 class TierUnavailable(RagtillerError, RuntimeError):
     """A tier cannot run this turn for a known reason (e.g. ``no-credentials``); reported as skipped.
 

@@ -21,6 +21,9 @@ class StageSummary(_Record):
     reason: str | None = None
     ms: float = Field(0.0, description="Wall time of the stage, in milliseconds.")
     detail: dict[str, Any] = Field(default_factory=dict)
+    labels: list[str] = Field(
+        default_factory=list, description="What made this stage worse than the best path."
+    )
     error: str | None = None
 
 
@@ -92,7 +95,7 @@ class RunManifest(_Record):
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
     degraded: list[str] = Field(
-        default_factory=list, description="Honest labels, e.g. 'step-back skipped: quota'."
+        default_factory=list, description="Honest labels, e.g. 'step_back skipped: quota'."
     )
     stages: list[StageSummary] = Field(default_factory=list)
 

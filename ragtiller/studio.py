@@ -19,7 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from ragtiller.demo import DEMO_CHUNKING, demo_embedder
 from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents
+from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents, tiers_for_policy
 from ragtiller.policies import load_policy
 
 logger = logging.getLogger("ragtiller.studio")
@@ -78,8 +78,9 @@ def build_studio_graph(env: Mapping[str, str] = os.environ) -> CompiledStateGrap
     """Build the Studio graph from the environment. Blocking; :func:`make_graph` caches it.
 
     Args:
-        env: Where ``RAGTILLER_INDEX``, ``RAGTILLER_EMBEDDER`` and ``RAGTILLER_POLICY`` are
-            read (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
+        env: Where ``RAGTILLER_INDEX``, ``RAGTILLER_EMBEDDER``, ``RAGTILLER_POLICY`` and the
+            Pinecone variables of the policy's ``dense_backend`` / ``lexical_backend`` are read
+            (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
 
     Returns:
         The compiled graph, without a checkpointer (the server brings its own).
@@ -95,7 +96,8 @@ def build_studio_graph(env: Mapping[str, str] = os.environ) -> CompiledStateGrap
         '[1] '
     """
     policy = load_policy(env.get(POLICY_ENV, "").strip() or None)  # fail fast, before the build
-    return build_graph(policy, index=studio_index(env))
+    index = studio_index(env)
+    return build_graph(policy, index=index, tiers=tiers_for_policy(policy, index, env=env))
 
 
 def _shared_graph() -> CompiledStateGraph:  # type: ignore[type-arg]

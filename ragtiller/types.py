@@ -1,4 +1,4 @@
-"""Plain-data records that travel through the graph state.
+"""Plain-data records shared by every layer: hits, candidates, stage records, the tier protocol.
 
 They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph server and
 ``json.dumps`` all handle them without custom serialisers.
@@ -14,17 +14,24 @@ from typing_extensions import TypedDict
 TierName = str
 """A tier's name: ``dense``, ``parent_child`` and ``lexical`` are built in; other tiers may add names."""
 
-StageName = Literal["gate", "step-back", "embed", "tier-search", "fuse", "rerank", "assemble"]
+StageName = Literal["gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"]
 STAGES: tuple[StageName, ...] = (
     "gate",
-    "step-back",
+    "step_back",
     "embed",
-    "tier-search",
+    "tier_search",
     "fuse",
     "rerank",
     "assemble",
 )
 StageStatus = Literal["active", "done", "skipped", "error"]
+
+Resource = Literal["chat_gen", "rerank_calls"]
+"""A daily quota resource."""
+CHAT_RESOURCE: Resource = "chat_gen"
+"""Spent by every chat-model call (step-back, LLM router)."""
+RERANK_RESOURCE: Resource = "rerank_calls"
+"""Spent by every paid rerank call."""
 
 
 class Hit(TypedDict):
@@ -72,6 +79,8 @@ class StageRecord(TypedDict):
     reason: str | None
     ms: float
     detail: dict[str, Any]
+    labels: list[str]
+    """Degradation labels: what made this stage worse than the policy's best path."""
     error: NotRequired[str]
 
 

@@ -47,7 +47,7 @@ def dense_outcome(
         e for e in graph.stream({"query": QUERY}, stream_mode="custom") if e["status"] != "active"
     ]
     (dense,) = [
-        e for e in events if e["step"] == "tier-search" and e["detail"].get("tier") == "dense"
+        e for e in events if e["step"] == "tier_search" and e["detail"].get("tier") == "dense"
     ]
     return dense, graph.invoke({"query": QUERY})
 

@@ -47,7 +47,7 @@ def fake_graph(*, routes: dict[str, str] | None = None, fail_on: str | None = No
             policy_id="fake",
             policy_version="1",
             query_type=(routes or {}).get(query, "factual_lookup"),
-            latency_ms={"embed": 2.0, "tier-search": 8.0},
+            latency_ms={"embed": 2.0, "tier_search": 8.0},
             llm_calls=1 if "how" in query else 0,
         )
         return {"documents": docs, "context": "", "manifest": manifest.model_dump()}

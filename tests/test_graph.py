@@ -77,7 +77,7 @@ def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:
     m: RunManifest = out["manifest"]
     assert m.query_type == "exact_lexical_lookup"
     assert m.hybrid is not None and m.hybrid.enabled
-    ran = {e["detail"]["tier"] for e in final(events, "tier-search") if e["status"] == "done"}
+    ran = {e["detail"]["tier"] for e in final(events, "tier_search") if e["status"] == "done"}
     assert ran == {
         "dense",
         "parent_child",
@@ -104,7 +104,7 @@ def conditional_hybrid_policy() -> RetrievalPolicy:
 
 def test_default_factual_route_runs_hybrid_and_skips_rerank() -> None:
     _, events = run(graph(), FACTUAL)
-    ran = {e["detail"]["tier"] for e in final(events, "tier-search") if e["status"] == "done"}
+    ran = {e["detail"]["tier"] for e in final(events, "tier_search") if e["status"] == "done"}
     assert "lexical" in ran
     assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
 
@@ -112,7 +112,7 @@ def test_default_factual_route_runs_hybrid_and_skips_rerank() -> None:
 def test_conditional_hybrid_without_trigger_skips_lexical_tier() -> None:
     out, events = run(graph(policy=conditional_hybrid_policy()), FACTUAL)
     assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
-    lexical = next(e for e in final(events, "tier-search") if e["detail"]["tier"] == "lexical")
+    lexical = next(e for e in final(events, "tier_search") if e["detail"]["tier"] == "lexical")
     assert (lexical["status"], lexical["detail"]["reason"]) == ("skipped", "hybrid-off")
     assert out["manifest"].rerank_method == "identity"
     assert len(out["documents"]) <= 5
@@ -127,7 +127,7 @@ def test_broad_turn_reranks_with_zscore_and_injects_corpus_map() -> None:
     out, events = run(
         graph(corpus_map="asyncio: tasks, streams", policy=synthesis_rerank_policy()), BROAD
     )
-    assert final(events, "step-back")[0]["detail"]["reason"] == "no-llm"
+    assert final(events, "step_back")[0]["detail"]["reason"] == "no-llm"
     assert final(events, "rerank")[0]["detail"]["method"] == "zscore"
     assert "<project-overview>\nasyncio: tasks, streams\n</project-overview>" in out["context"]
     assert out["manifest"].fusion is not None and out["manifest"].fusion.enabled
@@ -153,29 +153,29 @@ def test_step_back_edge_per_policy_and_quota(
     model = ScriptedChatModel() if chat else None
     quota = MemoryQuotaLedger({"chat_gen": budget, "rerank_calls": 10})
     out, events = run(graph(policy=policy, chat_model=model, quota=quota), query)
-    record = final(events, "step-back")[0]
+    record = final(events, "step_back")[0]
     assert (record["status"], record["detail"]["reason"]) == expected
     assert out["manifest"].llm_calls == (1 if expected[0] == "done" else 0)
-    assert ("step-back skipped: quota" in out["manifest"].degraded) == (expected[1] == "quota")
+    assert ("step_back skipped: quota" in out["manifest"].degraded) == (expected[1] == "quota")
 
 
 def test_spent_day_still_answers_labelled() -> None:
     quota = MemoryQuotaLedger({"chat_gen": 0, "rerank_calls": 0})
     out, _ = run(graph(chat_model=ScriptedChatModel(), quota=quota, corpus_map="MAP"), BROAD)
     assert out["documents"]
-    assert "step-back skipped: quota" in out["context"]
+    assert "step_back skipped: quota" in out["context"]
     assert "<project-overview>" in out["context"]
 
 
 def test_a_raising_tier_emits_error_and_turn_goes_on() -> None:
     broken = RaisingTier("lexical", [], needs_vector=False)
     out, events = run(graph(tiers=[*tiers()[:2], broken]), EXACT)
-    lexical = final(events, "tier-search")[-1]
+    lexical = final(events, "tier_search")[-1]
     assert (lexical["status"], lexical["detail"]["tier"]) == ("error", "lexical")
     assert "ConnectionError: lexical is down" in lexical["error"]
     assert out["documents"]
     assert out["manifest"].tier_errors == {"lexical": "ConnectionError: lexical is down"}
-    assert "tier-search (lexical) failed: tier-failed" in out["manifest"].degraded
+    assert "tier_search (lexical) failed: tier-failed" in out["manifest"].degraded
 
 
 class FailingEmbedder(Embeddings):
@@ -192,7 +192,7 @@ def test_embed_failure_falls_back_to_lexical_tier_labelled() -> None:
         graph(embedder=FailingEmbedder(), policy=conditional_hybrid_policy()), FACTUAL
     )
     assert final(events, "embed")[0]["status"] == "error"
-    ran = [e["detail"]["tier"] for e in final(events, "tier-search") if e["status"] == "done"]
+    ran = [e["detail"]["tier"] for e in final(events, "tier_search") if e["status"] == "done"]
     assert ran == ["lexical"]
     assert "embed failed: lexical tier only" in out["manifest"].degraded
     assert out["documents"]

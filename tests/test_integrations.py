@@ -67,8 +67,8 @@ def test_retriever_returns_the_graph_documents_with_the_manifest_on_each() -> No
     assert json.loads(json.dumps(manifest)) == manifest
     parsed = RunManifest.model_validate(manifest)
     assert parsed.query_type == expected["manifest"].query_type == "factual_lookup"
-    assert [s.step for s in parsed.stages if s.step != "tier-search"] == [
-        s for s in STAGES if s != "tier-search"
+    assert [s.step for s in parsed.stages if s.step != "tier_search"] == [
+        s for s in STAGES if s != "tier_search"
     ]
     assert MANIFEST_KEY not in expected["documents"][0].metadata  # the graph's output is untouched
 

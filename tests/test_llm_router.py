@@ -23,19 +23,16 @@ from pydantic import Field
 from ragtiller import ConfigurationError, RunManifest, build_graph, load_policy
 from ragtiller.errors import StoreUnavailableError
 from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_artifact, load_beir
-from ragtiller.eval.promotion import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION, write_decision
-from ragtiller.policies.llm_router import (
-    PROMOTION_ARTIFACT_KIND,
-    PROMOTION_ARTIFACT_SCHEMA_VERSION,
+from ragtiller.eval.promotion import ARTIFACT_KIND, write_decision
+from ragtiller.policies.evidence import read_eval_evidence
+from ragtiller.policies.router import Classification, classify, trigger_kind
+from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
+from ragtiller.routing.llm_router import (
     ROUTER_PROMPT,
     LLMRouter,
     RouteChoice,
     make_llm_router,
-    read_eval_evidence,
-    trigger_kind,
 )
-from ragtiller.policies.router import Classification, classify
-from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, cache_key
 from ragtiller.stores._quota import QuotaWindow
 
@@ -299,7 +296,7 @@ def test_each_failure_falls_back_to_the_deterministic_route(
 def test_failures_are_logged_and_recorded(
     model: StructuredRouterModel, error: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="ragtiller.policies.llm_router"):
+    with caplog.at_level(logging.WARNING, logger="ragtiller.routing.llm_router"):
         _, _, detail = route(router(model, llm_timeout_s=0.05))
     assert detail["error"] == error
     assert any("LLM router failed" in r.getMessage() for r in caplog.records)
@@ -489,13 +486,6 @@ def gated(artifact: Path | str | None, model: StructuredRouterModel) -> LLMRoute
     return made
 
 
-def test_artifact_constants_match_the_promote_command() -> None:
-    assert (PROMOTION_ARTIFACT_KIND, PROMOTION_ARTIFACT_SCHEMA_VERSION) == (
-        ARTIFACT_KIND,
-        ARTIFACT_SCHEMA_VERSION,
-    )
-
-
 def test_promote_artifact_with_lift_enables_the_router(tmp_path: Path) -> None:
     path = promote_artifact(tmp_path, BEST, NO_LEXICAL, ["lexical"])
     assert json.loads(path.read_text())["decision"] == "promote"
@@ -523,7 +513,7 @@ def test_rejected_artifact_keeps_the_router_off(tmp_path: Path) -> None:
         "eval-rejected",
         0,
     )
-    assert detail["note"] == f"llm_eval_artifact {str(path)!r} has decision 'reject', not 'promote'"
+    assert detail["note"] == f"router.llm_eval_artifact {str(path)!r} has decision 'reject', not 'promote'"
     assert not r.enabled and model.calls == 0
 
 
@@ -531,21 +521,23 @@ def test_promote_without_lift_on_a_required_slice_is_no_evidence(tmp_path: Path)
     # min_ndcg_lift 0 lets a tie promote; "beat the deterministic router" needs a lift > 0
     path = promote_artifact(tmp_path, BEST, NO_LEXICAL, ["lexical", "factual"])
     assert json.loads(path.read_text())["decision"] == "promote"
-    evidence = read_eval_evidence(str(path))
+    evidence = read_eval_evidence(str(path), setting="router.llm_eval_artifact")
     assert evidence.reason == "no-eval-evidence"
     assert "shows no NDCG@10 lift over the baseline in slice 'factual'" in evidence.note
 
 
 def test_without_required_slices_the_overall_lift_decides(tmp_path: Path) -> None:
-    assert read_eval_evidence(str(promote_artifact(tmp_path, BEST, NO_LEXICAL, []))).allowed
+    assert read_eval_evidence(
+        str(promote_artifact(tmp_path, BEST, NO_LEXICAL, [])), setting="s"
+    ).allowed
     tie = promote_artifact(tmp_path, BEST, BEST, [])
-    assert read_eval_evidence(str(tie)).reason == "no-eval-evidence"
+    assert read_eval_evidence(str(tie), setting="s").reason == "no-eval-evidence"
 
 
 @pytest.mark.parametrize(
     ("content", "reason", "note"),
     [
-        (None, "eval-artifact-unreadable", "cannot read llm_eval_artifact"),
+        (None, "eval-artifact-unreadable", "cannot read router.llm_eval_artifact"),
         ("{not json", "eval-artifact-unreadable", "JSONDecodeError"),
         ('{"decision": "promote"}', "eval-artifact-unreadable", "is not a `ragtiller promote`"),
         (
@@ -619,7 +611,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
 
     # deterministic: a factual lookup, lexical tier off, rerank disabled by the route
     assert (baseline.router, baseline.query_type) == ("deterministic", "factual_lookup")
-    (lexical,) = [e for e in stage(base_events, "tier-search") if e["detail"]["tier"] == "lexical"]
+    (lexical,) = [e for e in stage(base_events, "tier_search") if e["detail"]["tier"] == "lexical"]
     assert (lexical["status"], lexical["detail"]["reason"]) == ("skipped", "hybrid-off")
     assert stage(base_events, "rerank")[0]["detail"]["reason"] == "disabled"
 
@@ -634,7 +626,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
         "llm",
         "exact_lexical_lookup",
     )
-    ran = {e["detail"]["tier"] for e in stage(events, "tier-search") if e["status"] == "done"}
+    ran = {e["detail"]["tier"] for e in stage(events, "tier_search") if e["status"] == "done"}
     assert ran == {"dense", "lexical"}
     rerank = stage(events, "rerank")[0]
     assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")

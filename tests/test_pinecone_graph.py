@@ -60,7 +60,7 @@ def run(dense: Tier, embedded: EmbeddedIndex) -> tuple[dict[str, Any], dict[str,
     for mode, chunk in graph.stream({"query": QUERY}, stream_mode=["custom", "values"]):
         if mode == "values":
             out = chunk
-        elif chunk["step"] == "tier-search" and chunk["status"] != "active":
+        elif chunk["step"] == "tier_search" and chunk["status"] != "active":
             tier_events[chunk["detail"]["tier"]] = chunk
     return out, tier_events
 

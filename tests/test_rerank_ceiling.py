@@ -323,3 +323,35 @@ async def test_no_candidates_skips_the_ceiling(stub: CohereStub, cohere: CohereR
 def test_ledger_without_rerank_calls_is_refused(cohere: CohereReranker) -> None:
     with pytest.raises(ConfigurationError, match="the quota ledger has no 'rerank_calls' limit"):
         ceiling_over(cohere, ledger=MemoryQuotaLedger({"chat_gen": 20}))
+
+
+class CountingFloor(ZScoreReranker):
+    """The z-score floor, counting how often it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
+        self.runs += 1
+        return await super().arerank(query, candidates, top_n)
+
+
+@pytest.mark.parametrize("mode", ["500", "malformed"])
+async def test_a_failing_cohere_ceiling_runs_the_floor_once(mode: StubMode) -> None:
+    floor = CountingFloor()
+    with CohereStub(mode) as server:
+        cohere = CohereReranker(api_key=KEY, base_url=server.url, env={}, floor=floor)
+        config = RerankerConfig(ceiling="cohere", require_eval_lift=False)
+        ledger = MemoryQuotaLedger({"rerank_calls": 5})
+        try:
+            result = await CeilingReranker(cohere, floor, config, ledger).arerank(
+                "reset password", candidates(), top_n=2
+            )
+        finally:
+            cohere.close()
+    assert result.method == "zscore"
+    assert result.detail["ceiling"] == "error"
+    assert floor.runs == 1

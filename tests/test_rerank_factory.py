@@ -12,6 +12,7 @@ from fixtures.fakes import hit
 
 from ragtiller.errors import ConfigurationError
 from ragtiller.fusion import fuse_hits
+from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import RerankerConfig
 from ragtiller.rerankers import (
     CeilingReranker,
@@ -32,9 +33,19 @@ def candidates() -> list[Candidate]:
     return fuse_hits({"dense": hits}, method="rrf", cap=5)
 
 
-def artifact(tmp_path: Path, decision: str) -> str:
+def artifact(
+    tmp_path: Path, decision: str, *, lift: float = 0.04, kind: str = ARTIFACT_KIND
+) -> str:
+    """A `ragtiller promote` artifact with the given decision and overall NDCG@10 lift."""
     path = tmp_path / "decision.json"
-    path.write_text(json.dumps({"decision": decision, "ndcg_lift": 0.04}), encoding="utf-8")
+    body = {
+        "kind": kind,
+        "schema_version": ARTIFACT_SCHEMA_VERSION,
+        "decision": decision,
+        "lifts": {"all": {"mean": lift}},
+        "rules": {"required_slices": []},
+    }
+    path.write_text(json.dumps(body), encoding="utf-8")
     return str(path)
 
 
@@ -86,7 +97,9 @@ async def test_promoted_cohere_ceiling_is_used(stub: CohereStub, tmp_path: Path)
     [
         ("reject", "has decision 'reject', not 'promote'"),
         (None, "ceiling_eval_artifact is not"),
-        ("missing-file", "cannot read ceiling_eval_artifact"),
+        ("missing-file", "cannot read reranker.ceiling_eval_artifact"),
+        ("no-lift", "shows no NDCG@10 lift"),
+        ("not-an-artifact", "is not a `ragtiller promote` decision"),
     ],
 )
 async def test_ceiling_without_eval_lift_is_disabled(
@@ -95,6 +108,10 @@ async def test_ceiling_without_eval_lift_is_disabled(
     path = None
     if decision == "missing-file":
         path = str(tmp_path / "absent.json")
+    elif decision == "no-lift":
+        path = artifact(tmp_path, "promote", lift=-0.01)
+    elif decision == "not-an-artifact":
+        path = artifact(tmp_path, "promote", kind="something-else")
     elif decision is not None:
         path = artifact(tmp_path, decision)
     config = RerankerConfig(ceiling="cohere", ceiling_eval_artifact=path)

@@ -32,7 +32,7 @@ def graph(model: ScriptedChatModel | None, *, budget: int = 20, **kwargs: Any) -
 
 
 def step_back_of(out: dict[str, Any]) -> tuple[str, str | None]:
-    record = out["manifest"].stage("step-back")
+    record = out["manifest"].stage("step_back")
     return record.status, record.reason
 
 
@@ -77,12 +77,12 @@ async def test_fifty_concurrent_identical_broad_turns_cost_one_call() -> None:
 def test_llm_failure_is_a_labelled_no_op(model: ScriptedChatModel, reason: str) -> None:
     policy = load_policy()
     policy = policy.model_copy(
-        update={"step_back": policy.step_back.model_copy(update={"timeout_s": 0.1})}
+        update={"deadlines": policy.deadlines.model_copy(update={"step_back_s": 0.1})}
     )
     out = graph(model, policy=policy).invoke({"query": BROAD})
     assert step_back_of(out) == ("error", reason)
     assert out["manifest"].embed_query == BROAD  # no-op: the original text is embedded
-    assert f"step-back failed: {reason}" in out["manifest"].degraded
+    assert f"step_back failed: {reason}" in out["manifest"].degraded
     assert out["documents"]
 
 
@@ -113,7 +113,7 @@ def test_spent_day_every_turn_still_returns_documents_labelled() -> None:
     ]
     for out in outs[2:]:
         assert out["documents"]
-        assert "step-back skipped: quota" in out["manifest"].degraded
+        assert "step_back skipped: quota" in out["manifest"].degraded
         assert "<project-overview>" in out["context"]
 
 
@@ -180,6 +180,6 @@ def test_redis_stopped_mid_run_turns_still_answer_labelled(
     after = g.invoke({"query": "how do I get started with sockets?"})
     assert after["documents"]
     assert step_back_of(after) == ("skipped", "quota-store-unavailable")
-    assert "step-back skipped: quota-store-unavailable" in after["manifest"].degraded
+    assert "step_back skipped: quota-store-unavailable" in after["manifest"].degraded
     assert model.calls == 1
     close_all(quota, cache)

@@ -13,12 +13,14 @@ from typing import Any
 import numpy as np
 
 from ragtiller.eval._errors import EvalError
+from ragtiller.policies.evidence import OVERALL_SLICE
 
 Qrels = Mapping[str, Mapping[str, int]]
 """Query id -> corpus id -> graded relevance (``> 0`` is relevant; higher is better)."""
 
-OVERALL = "all"
-"""Reserved slice name for metrics over every query."""
+OVERALL = OVERALL_SLICE
+"""Reserved slice name for metrics over every query (the artifacts' ``all``)."""
+
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,8 @@ from typing import Any, Literal
 from ragtiller.eval.compare import Comparison
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.report import TOTAL
+from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
-
-ARTIFACT_KIND = "ragtiller.promotion-decision"
-ARTIFACT_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)

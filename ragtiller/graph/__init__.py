@@ -2,9 +2,10 @@
 
 from ragtiller.graph.builder import RetrievalGraph, build_components, build_graph, compile_graph
 from ragtiller.graph.checkpoint import CHECKPOINT_TYPES, checkpoint_serde
-from ragtiller.graph.components import Components
-from ragtiller.graph.events import EVENT_TYPE
-from ragtiller.graph.state import InputState, OutputState, RetrievalState, Route, TierTask
+from ragtiller.graph.state import InputState, OutputState, RetrievalState
+from ragtiller.nodes.components import Components
+from ragtiller.nodes.stage import EVENT_TYPE
+from ragtiller.records import Route, TierTask
 
 __all__ = (
     "CHECKPOINT_TYPES",

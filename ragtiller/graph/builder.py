@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -15,9 +15,9 @@ from langgraph.graph.state import CompiledStateGraph
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
 from ragtiller.graph._dual import dual
-from ragtiller.graph.components import CHAT_RESOURCE, RERANK_RESOURCE, Components
-from ragtiller.graph.state import InputState, OutputState, RetrievalState, TierTask
+from ragtiller.graph.state import InputState, OutputState, RetrievalState
 from ragtiller.nodes.assemble import make_assemble
+from ragtiller.nodes.components import Components
 from ragtiller.nodes.embed import make_embed
 from ragtiller.nodes.fuse import make_fuse
 from ragtiller.nodes.gate import make_gate
@@ -26,8 +26,10 @@ from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.records import TierTask
 from ragtiller.rerankers.base import Reranker
-from ragtiller.types import Tier
+from ragtiller.stores import Cache, QuotaLedger
+from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, Tier
 
 RetrievalGraph = CompiledStateGraph
 """The compiled graph type ``build_graph`` returns."""
@@ -50,34 +52,58 @@ def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
     from ragtiller.stores import stores_from_env
 
-    limits = {
+    limits: dict[str, int] = {
         CHAT_RESOURCE: policy.quota.chat_gen_per_day,
         RERANK_RESOURCE: policy.reranker.daily_calls,
     }
     return stores_from_env(limits, timezone=policy.quota.timezone)
 
 
+class GraphParts(TypedDict, total=False):
+    """The components a graph is built from; every one is optional.
+
+    Attributes:
+        index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
+            :class:`ragtiller.index.EmbeddedIndex`); explicit parts override its own.
+        embedder: Any LangChain ``Embeddings``.
+        tiers: Retrieval tiers; names must be unique.
+        quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
+            set, else in-process, sized by the policy.
+        cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
+        chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
+        reranker: A rerank provider; default: built from the policy's ``reranker`` section.
+        corpus_map: Corpus outline for broad turns; default: the index's.
+        llm_router: An LLM router strategy; default: built from the policy's ``router``
+            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm_router`.
+    """
+
+    index: IndexLike | None
+    embedder: Embeddings | None
+    tiers: Sequence[Tier] | None
+    quota: QuotaLedger | None
+    cache: Cache | None
+    chat_model: BaseChatModel | None
+    reranker: Reranker | None
+    corpus_map: str | None
+    llm_router: Any | None
+
+
 def build_components(
-    policy: RetrievalPolicy | str | Path | None = None,
-    *,
-    index: IndexLike | None = None,
-    embedder: Embeddings | None = None,
-    tiers: Sequence[Tier] | None = None,
-    quota: Any | None = None,
-    cache: Any | None = None,
-    chat_model: BaseChatModel | None = None,
-    reranker: Reranker | None = None,
-    corpus_map: str | None = None,
-    llm_router: Any | None = None,
+    policy: RetrievalPolicy | str | Path | None = None, **parts: Unpack[GraphParts]
 ) -> Components:
     """Resolve the policy and defaults into the :class:`Components` the nodes use.
 
-    Arguments are those of :func:`build_graph`.
+    Arguments: the policy as for :func:`build_graph`, and the :class:`GraphParts`.
 
     Raises:
         ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
         PolicyError: The policy file is invalid.
     """
+    index = parts.get("index")
+    tiers, embedder = parts.get("tiers"), parts.get("embedder")
+    quota, cache = parts.get("quota"), parts.get("cache")
+    chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
+    corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
     tier_list = list(tiers if tiers is not None else (index.tiers if index is not None else []))
     if not tier_list:
@@ -98,7 +124,7 @@ def build_components(
         quota = quota if quota is not None else env_quota
         cache = cache if cache is not None else env_cache
     if llm_router is None:
-        from ragtiller.policies.llm_router import make_llm_router
+        from ragtiller.routing.llm_router import make_llm_router
 
         llm_router = make_llm_router(
             resolved.router,
@@ -129,38 +155,20 @@ def build_components(
 def build_graph(
     policy: RetrievalPolicy | str | Path | None = None,
     *,
-    index: IndexLike | None = None,
-    embedder: Embeddings | None = None,
-    tiers: Sequence[Tier] | None = None,
-    quota: Any | None = None,
-    cache: Any | None = None,
-    chat_model: BaseChatModel | None = None,
-    reranker: Reranker | None = None,
-    corpus_map: str | None = None,
-    llm_router: Any | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
+    **parts: Unpack[GraphParts],
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build the retrieval graph. Does no I/O beyond what the given components do.
 
     Args:
         policy: A policy object, a YAML path, a shipped policy name, or None for the default.
-        index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
-            :class:`ragtiller.index.EmbeddedIndex`); explicit arguments override its parts.
-        embedder: Any LangChain ``Embeddings``.
-        tiers: Retrieval tiers; names must be unique.
-        quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
-            set, else in-process, sized by the policy.
-        cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
-        chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
-        reranker: A rerank provider; default: built from the policy's ``reranker`` section.
-        corpus_map: Corpus outline for broad turns; default: the index's.
-        llm_router: An LLM router strategy; default: built from the policy's ``router``
-            section (none when ``llm_router: off``). See :mod:`ragtiller.policies.llm_router`.
         checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
         interrupt_before: Node names to pause before (notebook stepping).
         name: The compiled graph's name.
+        **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
+            ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
     Returns:
         A compiled LangGraph graph: input ``{"query": ...}``, output
@@ -177,18 +185,7 @@ def build_graph(
         >>> graph = build_graph(index=index)  # doctest: +SKIP
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
-    deps = build_components(
-        policy,
-        index=index,
-        embedder=embedder,
-        tiers=tiers,
-        quota=quota,
-        cache=cache,
-        chat_model=chat_model,
-        reranker=reranker,
-        corpus_map=corpus_map,
-        llm_router=llm_router,
-    )
+    deps = build_components(policy, **parts)
     return compile_graph(
         deps, checkpointer=checkpointer, interrupt_before=interrupt_before, name=name
     )
@@ -214,11 +211,11 @@ def compile_graph(
     builder.add_node("assemble", dual(make_assemble(deps), "assemble"))
 
     builder.add_edge(START, "gate")
-    builder.add_conditional_edges("gate", edges.after_gate, ["step_back", "embed", "assemble"])
+    builder.add_conditional_edges("gate", edges.edge(edges.after_gate), edges.AFTER_GATE_PATHS)
     builder.add_edge("step_back", "embed")
-    builder.add_conditional_edges("embed", edges.after_embed, ["tier_search", "fuse"])
+    builder.add_conditional_edges("embed", edges.edge(edges.after_embed), ["tier_search", "fuse"])
     builder.add_edge("tier_search", "fuse")
-    builder.add_conditional_edges("fuse", edges.after_fuse, ["rerank", "assemble"])
+    builder.add_conditional_edges("fuse", edges.edge(edges.after_fuse), edges.AFTER_FUSE_PATHS)
     builder.add_edge("rerank", "assemble")
     builder.add_edge("assemble", END)
     return builder.compile(

@@ -11,10 +11,11 @@ import argparse
 from typing import Any
 
 from ragtiller.graph.builder import compile_graph
-from ragtiller.graph.components import CHAT_RESOURCE, Components
+from ragtiller.nodes.components import Components
 from ragtiller.policies.loader import load_policy
 from ragtiller.rerankers import IdentityReranker
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
+from ragtiller.types import CHAT_RESOURCE
 
 
 def shape_graph() -> Any:

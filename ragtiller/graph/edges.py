@@ -1,144 +1,46 @@
-"""Edge decisions. Each is a pure function of state and policy, made by the node BEFORE the edge.
+"""Edge functions: each reads the decision its source node stored and names where to go.
 
-That node stores the decision in the state and announces any stage it skips, so the event
-stream always lists all seven stages in order; the router functions at the bottom only read the
-stored decision and return a ``Literal`` so the drawn graph is right.
+The decisions themselves are made in :mod:`ragtiller.policies.decisions`, by the node before
+the edge, which also announces every stage the edge bypasses; so the event stream always lists
+all seven stages in order. Each edge is an ``async`` function as well as a sync one, so an
+``ainvoke`` never hops to a worker thread to take an edge.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.types import Send
 
-from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
-from ragtiller.types import Candidate, Hit
-
-LEXICAL = "lexical"
-PARENT_CHILD = "parent_child"
-
-
-def decision(enabled: bool, setting: Toggle, reason: str) -> dict[str, Any]:
-    """A switch's outcome, in the shape the manifest records."""
-    return {"enabled": enabled, "setting": str(setting).lower(), "reason": reason}
-
-
-def decide_hybrid(route: RouteConfig, triggers: list[str]) -> dict[str, Any]:
-    """Lexical tier on when the route says so, or when conditional and a trigger fired."""
-    if route.hybrid is True:
-        return decision(True, True, "route enables hybrid")
-    if route.hybrid is False:
-        return decision(False, False, "route disables hybrid")
-    if triggers:
-        return decision(True, "conditional", f"lexical trigger fired: {triggers[0]}")
-    return decision(False, "conditional", "no lexical trigger")
+STEP_BACK = "step-back affordable"
+NO_STEP_BACK = "narrow, off or quota spent"
+NO_RETRIEVAL = "no retrieval"
+RERANK = "rerank: ceiling if quota left, else floor"
+NO_RERANK = "no rerank"
+AFTER_GATE_PATHS: dict[Hashable, str] = {
+    STEP_BACK: "step_back",
+    NO_STEP_BACK: "embed",
+    NO_RETRIEVAL: "assemble",
+}
+"""Where each named edge out of the gate goes; the names label the drawn edges."""
+AFTER_FUSE_PATHS: dict[Hashable, str] = {RERANK: "rerank", NO_RERANK: "assemble"}
+"""Where each named edge out of fuse goes. Ceiling and floor share the rerank node; the fuse
+node's decision (``rerank.mode``) says which one runs."""
 
 
-def decide_fusion(route: RouteConfig, *, is_broad: bool, query_type: str) -> dict[str, Any]:
-    """Parent-child tier (wider context) on when the route says so, or conditional and broad."""
-    if route.fusion is True:
-        return decision(True, True, "route enables fusion")
-    if route.fusion is False:
-        return decision(False, False, "route disables fusion")
-    if is_broad or query_type == "synthesis":
-        return decision(True, "conditional", "broad or synthesis question wants section context")
-    return decision(False, "conditional", "narrow question")
+def after_gate(state: dict[str, Any]) -> str:
+    """No retrieval -> assemble; a step-back that may run -> step_back; else embed.
 
-
-def decide_rerank_setting(route: RouteConfig) -> dict[str, Any]:
-    """The route's rerank switch before candidates are known (refined by :func:`decide_rerank`)."""
-    if route.rerank is False:
-        return decision(False, False, "route disables rerank")
-    if route.rerank is True:
-        return decision(True, True, "route enables rerank")
-    return decision(True, "conditional", "rerank unless an exact match settles it")
-
-
-def exact_match(lexical_hits: list[Hit], triggers: list[str], margin: float) -> str | None:
-    """The trigger token that an exact sparse match confidently answers, or None.
-
-    Confident means: the top BM25 hit's score is at least ``margin`` times the next hit's
-    (or it is the only hit), and its text contains the trigger token verbatim.
+    The gate sets ``step_back.status`` to ``active`` only when the quota view (or the cache)
+    lets step-back produce something, so a quota-spent turn never enters the node.
     """
-    if not lexical_hits or not triggers:
-        return None
-    top = lexical_hits[0]
-    runner_up = lexical_hits[1]["score"] if len(lexical_hits) > 1 else 0.0
-    if top["score"] <= 0 or (runner_up > 0 and top["score"] < margin * runner_up):
-        return None
-    for label in triggers:
-        token = label.split(":", 1)[1].strip("\"'`“”")
-        if token and token in top["text"]:
-            return token
-    return None
-
-
-def decide_rerank(
-    setting: dict[str, Any],
-    candidates: list[Candidate],
-    tier_hits: dict[str, list[Hit]],
-    triggers: list[str],
-    policy: RetrievalPolicy,
-) -> dict[str, Any]:
-    """Run rerank or skip it: ``no-candidates``, ``disabled`` or ``exact-match``."""
-    if not candidates:
-        return {**setting, "enabled": False, "reason": "no-candidates"}
-    if not setting["enabled"]:
-        return {**setting, "reason": "disabled"}
-    if setting["setting"] == "conditional":
-        token = exact_match(
-            tier_hits.get(LEXICAL, []), triggers, policy.reranker.exact_match_margin
-        )
-        if token is not None:
-            return {**setting, "enabled": False, "reason": "exact-match", "token": token}
-    return {
-        **setting,
-        "reason": setting["reason"]
-        if setting["setting"] != "conditional"
-        else "conditional: no exact match",
-    }
-
-
-def plan_tiers(
-    tier_names: list[str],
-    vector_tiers: list[str],
-    *,
-    has_vector: bool,
-    hybrid: bool,
-    fusion: bool,
-) -> tuple[list[str], dict[str, str]]:
-    """Which tiers run this turn, and why each other tier does not.
-
-    Returns:
-        Tiers to run, and a reason per skipped tier (``hybrid-off``, ``fusion-off``,
-        ``no-vector``). When the query could not be embedded the lexical tier runs regardless,
-        so the turn still answers.
-    """
-    run: list[str] = []
-    skipped: dict[str, str] = {}
-    for name in tier_names:
-        if name in vector_tiers and not has_vector:
-            skipped[name] = "no-vector"
-        elif name == LEXICAL and not hybrid and has_vector:
-            skipped[name] = "hybrid-off"
-        elif name == PARENT_CHILD and not fusion:
-            skipped[name] = "fusion-off"
-        else:
-            run.append(name)
-    return run, skipped
-
-
-# --- router functions: read the stored decision, return where to go -----------------------
-
-
-def after_gate(state: dict[str, Any]) -> Literal["step_back", "embed", "assemble"]:
-    """No retrieval -> assemble; broad and step-back enabled -> step_back; else embed."""
-    route = state["route"]
-    if route["query_type"] == "no_retrieval":
-        return "assemble"
-    if state.get("step_back", {}).get("status") == "active":
-        return "step_back"
-    return "embed"
+    if state["route"]["query_type"] == "no_retrieval":
+        return NO_RETRIEVAL
+    if state["step_back"]["status"] == "active":
+        return STEP_BACK
+    return NO_STEP_BACK
 
 
 def after_embed(state: dict[str, Any]) -> list[Send] | Literal["fuse"]:
@@ -149,6 +51,16 @@ def after_embed(state: dict[str, Any]) -> list[Send] | Literal["fuse"]:
     return [Send("tier_search", task) for task in tasks]
 
 
-def after_fuse(state: dict[str, Any]) -> Literal["rerank", "assemble"]:
-    """Rerank when the fuse node's decision says so."""
-    return "rerank" if state["rerank_decision"]["enabled"] else "assemble"
+def after_fuse(state: dict[str, Any]) -> str:
+    """Rerank (the paid ceiling or the free floor, as the fuse node decided from the quota view)
+    or not."""
+    return RERANK if state["rerank"]["enabled"] else NO_RERANK
+
+
+def edge(fn: Callable[[dict[str, Any]], Any]) -> RunnableCallable:
+    """``fn`` as an edge with a native async path (no thread hop under ``ainvoke``)."""
+
+    async def afn(state: dict[str, Any]) -> Any:
+        return fn(state)
+
+    return RunnableCallable(fn, afn, name=fn.__name__, trace=False)

@@ -1,13 +1,14 @@
-"""Graph state: a narrow input, a narrow output, and the internal fields in between."""
+"""Graph state: a narrow input, a narrow output, and the documented fields in between."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, NotRequired
 
 from langchain_core.documents import Document
 from typing_extensions import TypedDict
 
 from ragtiller.manifest import RunManifest
+from ragtiller.records import QuotaView, RerankDecision, RerankOutcome, Route, StepBack, TierTask
 from ragtiller.types import Candidate, Hit, StageRecord
 
 
@@ -54,62 +55,51 @@ class OutputState(TypedDict):
     """What the turn decided, retrieved and spent."""
 
 
-class Route(TypedDict):
-    """The gate's decision for this turn."""
+class Turn(TypedDict):
+    """Facts fixed when the gate starts a turn."""
 
-    query_type: str
-    """``exact_lexical_lookup``, ``factual_lookup``, ``synthesis`` or ``no_retrieval``."""
-    no_retrieval_reason: str | None
-    is_broad: bool
-    triggers: list[str]
-    """Lexical triggers that fired, as ``kind:text``."""
-    namespaces: list[str]
-    top_k: int
-    hybrid: dict[str, Any]
-    """``{"enabled": bool, "setting": str, "reason": str}``; same shape for fusion and rerank."""
-    fusion: dict[str, Any]
-    rerank: dict[str, Any]
-    router: str
-    """``deterministic`` or ``llm``."""
-    router_detail: dict[str, Any]
-
-
-class TierTask(TypedDict):
-    """The payload sent to one parallel tier-search branch."""
-
-    tier: str
-    query: str
-    vector: list[float] | None
-    k: int
-    namespaces: list[str]
-    filter: dict[str, Any] | None
+    run_id: str
+    """A fresh id per turn; the manifest's ``run_id``."""
+    started_at: float
+    """``time.perf_counter()`` when the gate started, for the total latency."""
+    quota: QuotaView
+    """The one quota read of this turn; it advises the step-back and rerank edges."""
 
 
 class RetrievalState(InputState, total=False):
-    """Everything a turn knows. ``embed_query`` and ``rerank_query`` are separate on purpose."""
+    """Everything a turn knows, written by the node named after each field's first word.
 
-    run_id: str
+    ``embed_query`` and ``rerank_query`` are separate on purpose: step-back may generalize the
+    first, the second is always the user's original text.
+    """
+
+    turn: Turn
+    """Written by the gate."""
     route: Route
-    is_broad: bool
+    """The gate's routing decision."""
     embed_query: str
     """Text that is embedded and searched; step-back may generalize it."""
     rerank_query: str
     """Text the reranker scores against: always the user's original question."""
-    query_truncated: bool
-    step_back: dict[str, Any]
-    """``{status, reason, original, generalized, from_cache}``."""
-    query_vector: list[float] | None
+    step_back: StepBack
+    """Set by the gate (skipped, or pending) and completed by the step-back node."""
     tier_tasks: list[TierTask]
     """Tiers the embed node planned for this turn, one parallel branch each."""
     tier_hits: Annotated[dict[str, list[Hit]], tier_results]
+    """Each tier's hits, best first, merged from the parallel branches."""
     candidates: list[Candidate]
-    rerank_decision: dict[str, Any]
-    chunks: list[Candidate]
-    rerank_method: str | None
-    rerank_detail: dict[str, Any]
+    """The fuse node's candidates, best first."""
+    rerank: RerankDecision | None
+    """The fuse node's decision for the rerank edge (None until fuse runs)."""
+    ranked: list[Candidate]
+    """The rerank node's order of the candidates (absent when rerank did not run)."""
+    rerank_outcome: RerankOutcome | None
+    """How the rerank node ordered them (None when it did not run)."""
     stages: Annotated[list[StageRecord], stage_log]
-    started_at: float
-    """``time.perf_counter()`` when the gate started, for the total latency."""
+    """Every stage's final record, in the order they ended."""
     documents: list[Document]
+    """Written by assemble (see :class:`OutputState`)."""
     context: str
+    """Written by assemble."""
     manifest: RunManifest
+    """Written by assemble, from every stage's record."""

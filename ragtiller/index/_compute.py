@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ragtiller.bulkhead import Bulkhead
 from ragtiller.types import Hit
 
 T = TypeVar("T")
@@ -20,8 +22,11 @@ INLINE_ROWS = 10_000
 
 Below it an exact search (a 10k x 384 float32 mat-vec plus a partial sort, or a BM25 pass)
 takes well under a millisecond, which is about the price of a hop to a worker thread and back;
-above it the work goes to :func:`asyncio.to_thread`, where numpy releases the GIL.
+above it the work goes to a worker thread, where numpy releases the GIL.
 """
+_CPU = Bulkhead("cpu-search", workers=os.cpu_count() or 2, queue=1024)
+"""Workers of the large in-process searches; never the loop's default executor, which a hung
+third-party provider may have filled (see :mod:`ragtiller.bulkhead`)."""
 
 
 def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
@@ -59,7 +64,7 @@ async def run_cpu(fn: Callable[[], T], *, rows: int) -> T:
     """
     if rows <= INLINE_ROWS:
         return fn()
-    return await asyncio.to_thread(fn)
+    return await asyncio.wrap_future(_CPU.submit(fn))
 
 
 class CpuTier(ABC):

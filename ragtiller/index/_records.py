@@ -94,7 +94,7 @@ class RecordTable:
             A boolean row mask, or None when nothing is filtered out.
         """
         mask: npt.NDArray[np.bool_] | None = None
-        if namespaces is not None:
+        if namespaces is not None and not self._namespaces.keys() <= set(namespaces):
             wanted = [self._namespaces[n] for n in namespaces if n in self._namespaces]
             mask = np.isin(self._namespace_codes, np.asarray(wanted, dtype=np.int32))
         if filter:

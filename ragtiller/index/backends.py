@@ -6,46 +6,60 @@ import os
 from collections.abc import Mapping
 
 from ragtiller.errors import TierUnavailable
+from ragtiller.index.combinators import FallbackTier
 from ragtiller.index.embedded import EmbeddedIndex
-from ragtiller.index.pinecone import FallbackTier, PineconeTierError, pinecone_tier_from_env
-from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.index.pinecone_calls import PineconeTierError
+from ragtiller.index.pinecone_env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
+from ragtiller.policies.schema import DenseBackendConfig, RetrievalPolicy
 from ragtiller.types import Tier
 
 
 def tiers_for_policy(
     policy: RetrievalPolicy, index: EmbeddedIndex, *, env: Mapping[str, str] = os.environ
 ) -> list[Tier]:
-    """The index's tiers, with the dense tier served by the backend ``policy.dense_backend`` names.
+    """The index's tiers, with dense and lexical served by the backends the policy names.
 
-    With ``provider: pinecone`` the dense tier queries Pinecone (configured from ``env``:
-    ``PINECONE_API_KEY`` and ``PINECONE_HOST`` or ``PINECONE_INDEX``). With
-    ``fallback: embedded`` the embedded dense tier answers when Pinecone has no credentials
-    (and on Pinecone errors too when ``fallback_on_outage``); each hit's ``served_by`` says
-    which one answered. With ``fallback: none`` a missing key reports the tier as
-    ``skipped (no-credentials)``.
+    ``policy.dense_backend`` picks the dense tier's backend, ``policy.lexical_backend`` the
+    lexical tier's. With ``provider: pinecone`` the tier queries Pinecone (configured from
+    ``env``: ``PINECONE_API_KEY``, and ``PINECONE_HOST`` or ``PINECONE_INDEX`` for dense,
+    ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX`` for lexical). With
+    ``fallback: embedded`` the embedded tier of the same name answers when Pinecone has no
+    credentials (or, lexical, no BM25 statistics), and on Pinecone errors too when
+    ``fallback_on_outage``; each hit's ``served_by`` says which one answered. With
+    ``fallback: none`` a missing key reports the tier as ``skipped (no-credentials)``.
 
     Raises:
-        ConfigurationError: A Pinecone key is set without a host or index name.
+        ConfigurationError: A Pinecone key is set without a host or index name for a tier
+            served by Pinecone.
 
     Example:
         >>> tiers = tiers_for_policy(load_policy(), index)  # doctest: +SKIP
     """
-    config = policy.dense_backend
     tiers = index.tiers
-    if config.provider == "embedded":
-        return tiers
-    remote = pinecone_tier_from_env(index.embedder, env=env, timeout_s=config.timeout_s)
-    embedded = next(t for t in tiers if t.name == "dense")
-    dense: Tier = remote
-    if config.fallback == "embedded":
-        fallback_on: tuple[type[Exception], ...] = (TierUnavailable,)
-        if config.fallback_on_outage:
-            fallback_on += (PineconeTierError,)
-        dense = FallbackTier(
-            remote,
-            embedded,
-            primary_label="pinecone",
-            fallback_label="embedded",
-            fallback_on=fallback_on,
+    remote: dict[str, tuple[Tier, DenseBackendConfig]] = {}
+    dense, lexical = policy.dense_backend, policy.lexical_backend
+    if dense.provider == "pinecone":
+        tier = pinecone_tier_from_env(index.embedder, env=env, timeout_s=dense.timeout_s)
+        remote["dense"] = (tier, dense)
+    if lexical.provider == "pinecone":
+        remote["lexical"] = (
+            pinecone_lexical_tier_from_env(env, timeout_s=lexical.timeout_s),
+            lexical,
         )
-    return [dense if t.name == "dense" else t for t in tiers]
+    return [_served(t, *remote[t.name]) if t.name in remote else t for t in tiers]
+
+
+def _served(embedded: Tier, remote: Tier, config: DenseBackendConfig) -> Tier:
+    """``remote``, behind the embedded tier when the policy asks for the fallback."""
+    if config.fallback != "embedded":
+        return remote
+    fallback_on: tuple[type[Exception], ...] = (TierUnavailable,)
+    if config.fallback_on_outage:
+        fallback_on += (PineconeTierError,)
+    return FallbackTier(
+        remote,
+        embedded,
+        primary_label="pinecone",
+        fallback_label="embedded",
+        fallback_on=fallback_on,
+    )

@@ -97,7 +97,7 @@ class LexicalTier(CpuTier):
             raise ValueError(f"got {len(texts)} texts for {len(records)} records")
         retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)
         tier = cls(records, retriever, config)
-        retriever.index(tier._tokenize(list(texts)), show_progress=False)
+        retriever.index(analyze(texts, config, tier._stemmer), show_progress=False)
         return tier
 
     def save(self, directory: str | Path) -> None:
@@ -145,7 +145,7 @@ class LexicalTier(CpuTier):
         """
         if k < 1:
             raise ValueError(f"k must be > 0, but got {k}")
-        tokens = self._tokenize([query])[0]
+        tokens = analyze([query], self.config, self._stemmer)[0]
         if not tokens or not len(self.records):
             return []
         scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
@@ -163,12 +163,43 @@ class LexicalTier(CpuTier):
         """Rows one search scans."""
         return len(self.records)
 
-    def _tokenize(self, texts: list[str]) -> list[list[str]]:
-        tokens: list[list[str]] = bm25s.tokenize(
-            texts,
-            stopwords=self.config.stopwords or [],
-            stemmer=self._stemmer,
-            return_ids=False,
-            show_progress=False,
-        )
-        return tokens
+
+def analyze(
+    texts: Sequence[str], config: LexicalConfig, stemmer: Stemmer.Stemmer | None = None
+) -> list[list[str]]:
+    """The terms BM25 sees in each text: bm25s' tokenizer, ``config``'s stopwords and stemmer.
+
+    The one analysis of the lexical tier, shared by the embedded bm25s index and the BM25 sparse
+    vectors (:mod:`ragtiller.index.sparse_bm25`), so both count the same terms.
+
+    Args:
+        texts: Texts to analyse.
+        config: Stopwords and stemmer to apply.
+        stemmer: A ready ``Stemmer.Stemmer`` for ``config.stemmer`` (saves building one per call).
+
+    Example:
+        >>> analyze(["Running the tests", ""], LexicalConfig())
+        [['run', 'test'], []]
+    """
+    if stemmer is None and config.stemmer:
+        stemmer = Stemmer.Stemmer(config.stemmer)
+    tokens: list[list[str]] = bm25s.tokenize(
+        list(texts),
+        stopwords=config.stopwords or [],
+        stemmer=stemmer,
+        return_ids=False,
+        show_progress=False,
+    )
+    return tokens
+
+
+def lexical_text(text: str, title: str | None) -> str:
+    """The text a chunk is indexed under: its document title, a space, the chunk text.
+
+    BEIR baselines index ``title + " " + text``; a chunk without a title is its text.
+
+    Example:
+        >>> lexical_text("Run make.", "Setup")
+        'Setup Run make.'
+    """
+    return f"{title} {text}" if title else text

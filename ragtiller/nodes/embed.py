@@ -2,16 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragtiller._retry import RetryPolicy, aretry_call
-from ragtiller.graph.components import Components, NodeFn
-from ragtiller.graph.edges import plan_tiers
-from ragtiller.graph.events import Stage, skipped
-from ragtiller.graph.state import RetrievalState, TierTask
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
+from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
+from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.policies.decisions import plan_tiers
+from ragtiller.records import TierTask
 from ragtiller.types import StageRecord
 
+if TYPE_CHECKING:
+    from ragtiller.graph.state import RetrievalState
+
+LEXICAL_ONLY = "embed failed: lexical tier only"
 EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
+
+
+async def embed_query(
+    deps: Components, retry: RetryPolicy, text: str, state: RetrievalState
+) -> tuple[list[float] | None, StageRecord]:
+    """The query vector and the stage's record; no vector when the embedder fails or hangs.
+
+    The embedder's sync ``embed_query`` runs on its own bulkhead, whatever its async method
+    does, so a hung embedder holds only its own threads; retries share the one deadline.
+    """
+    limit = deadline(deps.policy, deps.policy.deadlines.embed_s, state["turn"]["started_at"])
+    if limit.expired:
+        return None, skipped("embed", TURN_DEADLINE, labels=[LEXICAL_ONLY])
+    stage = Stage("embed", chars=len(text))
+    embedder = deps.embedder
+    assert embedder is not None
+    pool = bulkhead_for(embedder, "embedder")
+
+    async def once() -> list[float]:
+        return check_vector(await pool.call(embedder.embed_query, text, timeout_s=limit.seconds))
+
+    try:
+        vector, attempts = await within(aretry_call(once, retry), limit.seconds)
+    except DeadlineExceeded:
+        return None, stage.error(limit.message(), limit.reason, labels=[LEXICAL_ONLY])
+    except InvalidOutput as e:
+        return None, stage.error(e, INVALID_OUTPUT, labels=[LEXICAL_ONLY])
+    except Exception as e:  # final failure: the lexical tier still answers, labelled
+        return None, stage.error(
+            e,
+            "embed-failed",
+            labels=[LEXICAL_ONLY],
+            attempts=retry.attempts,
+        )
+    return vector, stage.done(
+        dim=len(vector), attempts=attempts, truncated=state["route"]["truncated"]
+    )
 
 
 def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
@@ -29,32 +73,24 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
         elif deps.embedder is None:
             records.append(skipped("embed", "no-embedder"))
         else:
-            stage = Stage("embed", chars=len(text))
-            embedder = deps.embedder
-            try:
-                embedded, attempts = await aretry_call(lambda: embedder.aembed_query(text), retry)
-                vector = [float(x) for x in embedded]  # numpy floats break checkpointers
-                records.append(
-                    stage.done(
-                        dim=len(embedded),
-                        attempts=attempts,
-                        truncated=state.get("query_truncated", False),
-                    )
-                )
-            except Exception as e:  # final failure: the lexical tier still answers, labelled
-                records.append(stage.error(e, "embed-failed", attempts=retry.attempts))
+            vector, record = await embed_query(deps, retry, text, state)
+            records.append(record)
 
         run, skipped_tiers = plan_tiers(
             list(deps.tiers),
             list(deps.vector_tiers),
             has_vector=vector is not None,
-            hybrid=route["hybrid"]["enabled"],
-            fusion=route["fusion"]["enabled"],
+            hybrid=bool(route["hybrid"] and route["hybrid"]["enabled"]),
+            fusion=bool(route["fusion"] and route["fusion"]["enabled"]),
         )
         records.extend(
-            skipped("tier-search", reason, tier=name) for name, reason in skipped_tiers.items()
+            skipped("tier_search", reason, tier=name) for name, reason in skipped_tiers.items()
         )
         tenant = state.get("tenant")
+        limit = deadline(policy, policy.deadlines.tier_s, state["turn"]["started_at"])
+        if limit.expired:
+            records.extend(skipped("tier_search", TURN_DEADLINE, tier=name) for name in run)
+            run = []
         tasks = [
             TierTask(
                 tier=name,
@@ -63,9 +99,11 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 k=depth,
                 namespaces=route["namespaces"],
                 filter={"tenant": tenant} if tenant else None,
+                deadline_s=limit.seconds,
+                turn_bound=limit.turn_bound,
             )
             for name in run
         ]
-        return {"query_vector": vector, "tier_tasks": tasks, "stages": records}
+        return {"tier_tasks": tasks, "stages": records}
 
     return embed

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragtiller.fusion import fuse_hits
-from ragtiller.graph.components import Components, NodeFn
-from ragtiller.graph.edges import decide_rerank
-from ragtiller.graph.events import Stage, skipped
-from ragtiller.graph.state import RetrievalState
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.policies.decisions import decide_rerank
 from ragtiller.types import StageRecord
+
+if TYPE_CHECKING:
+    from ragtiller.graph.state import RetrievalState
 
 
 def make_fuse(deps: Components) -> NodeFn:
@@ -34,13 +36,19 @@ def make_fuse(deps: Components) -> NodeFn:
                 weights=policy.fusion.tier_weights or None,
             )
             records.append(stage.done(candidates=len(candidates), cap=cap))
-        rerank = decide_rerank(route["rerank"], candidates, hits, route["triggers"], policy)
-        if not rerank["enabled"]:
-            records.append(
-                skipped(
-                    "rerank", rerank["reason"], **{k: v for k, v in rerank.items() if k == "token"}
-                )
-            )
-        return {"candidates": candidates, "rerank_decision": rerank, "stages": records}
+        assert route["rerank"] is not None  # set by the gate on every retrieval route
+        plan = decide_rerank(
+            route["rerank"],
+            candidates,
+            hits,
+            route["triggers"],
+            policy,
+            has_ceiling=deps.has_ceiling,
+            quota=state["turn"]["quota"],
+        )
+        if not plan["enabled"]:  # the edge bypasses the rerank node: say so here
+            token = {"token": plan["token"]} if "token" in plan else {}
+            records.append(skipped("rerank", plan["reason"], **token))
+        return {"candidates": candidates, "rerank": plan, "stages": records}
 
     return fuse

@@ -1,26 +1,67 @@
-"""Gate: route the query (no LLM by default), set both query fields, decide the step-back edge."""
+"""Gate: check the input, route the query (no LLM by default), read the quota once, and decide
+the step-back edge from the policy and that quota view."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ragtiller.graph.components import Components, NodeFn
-from ragtiller.graph.edges import decide_fusion, decide_hybrid, decide_rerank_setting
-from ragtiller.graph.events import Stage, skipped
-from ragtiller.graph.state import RetrievalState, Route
+from ragtiller.errors import InputError
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.step_back import step_back_key
+from ragtiller.policies.decisions import (
+    decide_fusion,
+    decide_hybrid,
+    decide_rerank_setting,
+    decide_step_back,
+)
 from ragtiller.policies.router import Classification, classify
-from ragtiller.types import StageName, StageRecord
+from ragtiller.records import QuotaView, Route, StepBack
+from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
 
-AFTER_GATE: tuple[StageName, ...] = ("step-back", "embed", "tier-search", "fuse", "rerank")
+if TYPE_CHECKING:
+    from ragtiller.graph.state import RetrievalState
+
+AFTER_GATE = STAGES[1:-1]
+"""The stages a no-retrieval turn bypasses, announced by the gate that takes that edge."""
+CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
+"""Step-back skip reasons that a cached generalization overrides (it costs no call)."""
+
+
+def _text(state: RetrievalState, key: str, *, required: bool) -> str | None:
+    value = state.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise InputError(
+            f"input {key!r} must be a str, got {type(value).__name__}: {value!r:.80}; "
+            'pass {"query": "your question"}'
+        )
+    return value
 
 
 def _namespaces(state: RetrievalState, route_namespaces: list[str]) -> list[str]:
     override = state.get("namespace")
-    if override:
-        return [override] if isinstance(override, str) else list(override)
-    return route_namespaces
+    if override is None or override == "" or override == []:
+        return route_namespaces
+    names = [override] if isinstance(override, str) else override
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"input 'namespace' must be a str or a list of str, got {override!r:.80}")
+    return list(names)
+
+
+async def read_quota(deps: Components) -> QuotaView:
+    """One read of the chat and rerank budgets (a single round trip on Redis)."""
+    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in deps.quota.limits]
+    snapshot = await deps.quota.asnapshot(resources)
+    left = snapshot.remaining
+    return QuotaView(
+        chat_left=left.get(CHAT_RESOURCE, 0),
+        rerank_left=left.get(RERANK_RESOURCE, 0),
+        available=snapshot.available,
+    )
 
 
 def make_gate(deps: Components) -> NodeFn:
@@ -29,24 +70,29 @@ def make_gate(deps: Components) -> NodeFn:
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
         started = time.perf_counter()
+        query = _text(state, "query", required=True) or ""
+        _text(state, "tenant", required=False)
         stage = Stage("gate")
-        query = state.get("query") or ""
         max_chars = policy.budgets.max_query_chars
         truncated = len(query) > max_chars
-        embed_text = query[:max_chars] if truncated else query
+        embed_text = query[:max_chars]
 
-        cls: Classification = classify(query[:max_chars], policy)
+        cls: Classification = classify(embed_text, policy)
         router_name, router_detail = "deterministic", {}
         if deps.llm_router is not None and cls.query_type is not None:
-            cls, router_name, router_detail = await deps.llm_router(query[:max_chars], cls)
+            cls, router_name, router_detail = await deps.llm_router(embed_text, cls)
+        quota = await read_quota(deps)
 
+        step_back = StepBack(
+            status="skipped", reason=None, original=query, generalized=None, from_cache=False
+        )
+        labels = []
+        fallback = router_detail.get("fallback_reason")
+        if fallback is not None:
+            labels.append(f"llm router skipped: {fallback}")
+        if truncated:
+            labels.append(f"query truncated to {max_chars} characters for embedding")
         records: list[StageRecord] = []
-        step_back: dict[str, Any] = {
-            "status": "skipped",
-            "original": query,
-            "generalized": None,
-            "from_cache": False,
-        }
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"
             route = Route(
@@ -56,72 +102,71 @@ def make_gate(deps: Components) -> NodeFn:
                 triggers=[],
                 namespaces=[],
                 top_k=0,
-                hybrid={},
-                fusion={},
-                rerank={},
-                router=router_name,
+                truncated=truncated,
+                hybrid=None,
+                fusion=None,
+                rerank=None,
+                router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
             )
-            records.append(stage.done(reason, query_type="no_retrieval", router=router_name))
+            records.append(
+                stage.done(reason, labels=labels, query_type="no_retrieval", router=router_name)
+            )
             records.extend(skipped(step, reason) for step in AFTER_GATE)
             step_back["reason"] = reason
         else:
             config = policy.route(cls.query_type)
-            labels = cls.trigger_labels
             route = Route(
                 query_type=cls.query_type,
                 no_retrieval_reason=None,
                 is_broad=cls.is_broad,
-                triggers=labels,
+                triggers=cls.trigger_labels,
                 namespaces=_namespaces(state, config.namespaces),
                 top_k=min(config.top_k, policy.budgets.max_chunks),
-                hybrid=decide_hybrid(config, labels),
+                truncated=truncated,
+                hybrid=decide_hybrid(config, cls.trigger_labels),
                 fusion=decide_fusion(config, is_broad=cls.is_broad, query_type=cls.query_type),
                 rerank=decide_rerank_setting(config),
-                router=router_name,
+                router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
             )
             records.append(
                 stage.done(
                     cls.reason,
+                    labels=labels,
                     query_type=cls.query_type,
                     is_broad=cls.is_broad,
-                    triggers=labels,
+                    triggers=route["triggers"],
                     router=router_name,
-                    router_fallback=router_detail.get("fallback_reason"),
+                    router_fallback=fallback,
                     llm_calls=int(router_detail.get("llm_calls", 0)),
                     namespaces=route["namespaces"],
+                    quota=quota,
                 )
             )
-            if not cls.is_broad:
-                step_back["reason"] = "narrow"
-            elif not policy.step_back.enabled:
-                step_back["reason"] = "disabled"
+            skip = decide_step_back(
+                policy, is_broad=cls.is_broad, has_model=deps.chat_model is not None, quota=quota
+            )
+            if skip in CACHE_ANSWERS and await deps.cache.aget(step_back_key(query)) is not None:
+                skip = None
+            if skip is None:
+                step_back["status"] = "active"
             else:
-                step_back = {**step_back, "status": "active", "reason": None}
-            if step_back["status"] == "skipped":
-                records.append(skipped("step-back", step_back["reason"]))
+                step_back["reason"] = skip
+                records.append(skipped("step_back", skip, llm_calls=0))
 
         return {
-            "run_id": uuid.uuid4().hex,
-            "started_at": started,
+            "turn": {"run_id": uuid.uuid4().hex, "started_at": started, "quota": quota},
             "route": route,
-            "is_broad": route["is_broad"],
             "embed_query": embed_text,
             "rerank_query": query,
-            "query_truncated": truncated,
             "step_back": step_back,
-            "query_vector": None,
             "tier_tasks": [],
             "tier_hits": None,
             "candidates": [],
-            "chunks": [],
-            "rerank_decision": {
-                "enabled": False,
-                "reason": route["no_retrieval_reason"] or "pending",
-            },
-            "rerank_method": None,
-            "rerank_detail": {},
+            "rerank": None,
+            "ranked": [],
+            "rerank_outcome": None,
             "stages": records,
         }
 

@@ -1,7 +1,9 @@
 """Step-back: at most ONE chat call per broad turn turns the question into a more general one.
 
-Order (DESIGN.md section 1): cache hit -> done(from_cache); no LLM -> skipped(``no-llm``);
-quota spent -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
+The gate sends a turn here only when step-back can produce something: a chat model with quota
+left in its quota view, or a cached generalization. Here, in order: cache hit ->
+done(from_cache); quota spent after all (the view only advises; another turn may have spent the
+last unit) -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
 The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touched here.
 
 A failed call is NOT refunded by default: the provider may have billed it, and a refund would
@@ -11,16 +13,21 @@ let a failing model be retried on every turn, burning latency instead of quota. 
 
 from __future__ import annotations
 
-import asyncio
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ragtiller.graph.components import CHAT_RESOURCE, Components, NodeFn
-from ragtiller.graph.events import Stage
-from ragtiller.graph.state import RetrievalState
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.deadline import TURN_DEADLINE, Deadline, deadline
+from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.stores import cache_key
+from ragtiller.types import CHAT_RESOURCE
+
+if TYPE_CHECKING:
+    from ragtiller.graph.state import RetrievalState
 
 MAX_STEP_BACK_CHARS = 300
 STEP_BACK_PROMPT = (
@@ -77,21 +84,34 @@ def validate_step_back(original: str, text: str) -> str:
     return cleaned
 
 
+def native_async(model: BaseChatModel) -> bool:
+    """Whether the model implements async calls itself (else LangChain threads its sync one)."""
+    return type(model)._agenerate is not BaseChatModel._agenerate
+
+
+def step_back_key(original: str) -> str:
+    """The cache key of ``original``'s generalization (hashed: no query text in the store)."""
+    return cache_key("step-back", original)
+
+
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
     config = deps.policy.step_back
 
-    async def call_model(original: str, made: list[str]) -> str:
+    async def call_model(original: str, made: list[str], limit: Deadline) -> str:
         spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
         if not spend.allowed:
             raise QuotaSpent(spend.reason or "quota")
         made.append(original)
-        assert deps.chat_model is not None
+        model = deps.chat_model
+        assert model is not None
         messages = [SystemMessage(STEP_BACK_PROMPT), HumanMessage(original)]
         try:
-            reply = await asyncio.wait_for(
-                deps.chat_model.ainvoke(messages), timeout=config.timeout_s
-            )
+            if native_async(model):
+                reply = await within(model.ainvoke(messages), limit.seconds)
+            else:  # LangChain would run it on the loop's default executor: use its bulkhead
+                pool = bulkhead_for(model, "chat-model")
+                reply = await pool.call(model.invoke, messages, timeout_s=limit.seconds)
             return validate_step_back(original, str(reply.text))
         except Exception:
             if config.refund_on_failure:
@@ -99,46 +119,65 @@ def make_step_back(deps: Components) -> NodeFn:
             raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
-        stage = Stage("step-back")
+        limit = deadline(
+            deps.policy, deps.policy.deadlines.step_back_s, state["turn"]["started_at"]
+        )
+        if limit.expired:
+            record = state["step_back"] | {"status": "skipped", "reason": TURN_DEADLINE}
+            return {"step_back": record, "stages": [skipped("step_back", TURN_DEADLINE)]}
+        stage = Stage("step_back")
         original = state["rerank_query"]
-        record = dict(state.get("step_back") or {}, original=original)
-        key = cache_key("step-back", original)
+        record = state["step_back"].copy()
+        key = step_back_key(original)
         cached = await deps.cache.aget(key)
         if isinstance(cached, str):
-            record.update(status="done", reason="from-cache", generalized=cached, from_cache=True)
+            record.update(
+                {
+                    "status": "done",
+                    "reason": "from-cache",
+                    "generalized": cached,
+                    "from_cache": True,
+                }
+            )
             done = stage.done("from-cache", generalized=cached, from_cache=True, llm_calls=0)
             return {"embed_query": cached, "step_back": record, "stages": [done]}
         if deps.chat_model is None:
-            record.update(status="skipped", reason="no-llm")
+            record.update({"status": "skipped", "reason": "no-llm"})
             return {"step_back": record, "stages": [stage.skip("no-llm", llm_calls=0)]}
         made: list[str] = []  # this turn's own model calls; single-flight waiters make none
 
         try:
             generalized, from_cache = await deps.cache.aget_or_compute(
-                key, lambda: call_model(original, made), config.cache_ttl_s
+                key, lambda: call_model(original, made, limit), config.cache_ttl_s
             )
         except QuotaSpent as e:
-            record.update(status="skipped", reason=e.reason)
+            record.update({"status": "skipped", "reason": e.reason})
             return {"step_back": record, "stages": [stage.skip(e.reason, llm_calls=0)]}
-        except TimeoutError:
-            record.update(status="error", reason="timeout")
-            error = f"TimeoutError: no reply within {config.timeout_s}s"
+        except DeadlineExceeded:
+            record.update({"status": "error", "reason": limit.reason})
             return {
                 "step_back": record,
-                "stages": [stage.error(error, "timeout", llm_calls=len(made))],
+                "stages": [stage.error(limit.message(), limit.reason, llm_calls=len(made))],
             }
         except StepBackFailed as e:
-            record.update(status="error", reason=e.reason)
+            record.update({"status": "error", "reason": e.reason})
             return {"step_back": record, "stages": [stage.error(e, e.reason, llm_calls=len(made))]}
         except Exception as e:  # any provider failure: the turn goes on with the original text
-            record.update(status="error", reason="llm-error")
+            record.update({"status": "error", "reason": "llm-error"})
             return {
                 "step_back": record,
                 "stages": [stage.error(e, "llm-error", llm_calls=len(made))],
             }
         calls = len(made)
         reason = "from-cache" if from_cache else "generalized"
-        record.update(status="done", reason=reason, generalized=generalized, from_cache=from_cache)
+        record.update(
+            {
+                "status": "done",
+                "reason": reason,
+                "generalized": generalized,
+                "from_cache": from_cache,
+            }
+        )
         done = stage.done(reason, generalized=generalized, from_cache=from_cache, llm_calls=calls)
         return {"embed_query": generalized, "step_back": record, "stages": [done]}
 

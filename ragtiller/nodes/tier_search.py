@@ -1,13 +1,52 @@
-"""Tier search: one parallel branch per tier. A failing tier returns [] and an error event."""
+"""Tier search: one parallel branch per tier. A failing tier costs its own hits, labelled.
+
+Each tier is waited for at most its deadline. Ragtiller's own in-process tiers (numpy, BM25)
+are CPU work that cannot hang, so they run through their ``asearch``; any other tier's
+blocking ``search`` runs on that tier's own bulkhead. Hits are checked before they enter the
+state: a tier that answers nonsense is that tier's error, never a crash in fusion.
+"""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.errors import TierUnavailable
-from ragtiller.graph.components import Components, NodeFn
-from ragtiller.graph.events import Stage
-from ragtiller.graph.state import TierTask
+from ragtiller.index._compute import CpuTier
+from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.stage import Stage
+from ragtiller.records import TierTask
+from ragtiller.types import Hit, Tier
+
+
+async def search(tier: Tier, task: TierTask) -> Any:
+    """One tier's raw answer to ``task``, within the task's deadline."""
+    kwargs: dict[str, Any] = {
+        "query": task["query"],
+        "vector": task["vector"],
+        "k": task["k"],
+        "namespaces": task["namespaces"],
+        "filter": task["filter"],
+    }
+    if isinstance(tier, CpuTier):
+        return await within(tier.asearch(**kwargs), task["deadline_s"])
+    pool = bulkhead_for(tier, f"tier-{tier.name}")
+    return await pool.call(functools.partial(tier.search, **kwargs), timeout_s=task["deadline_s"])
+
+
+def fallback_labels(name: str, hits: list[Hit]) -> list[str]:
+    """A label when a fallback tier served this tier's hits (e.g. Pinecone -> embedded)."""
+    served = {h["metadata"].get("served_by") for h in hits if "fallback_reason" in h["metadata"]}
+    if not served:
+        return []
+    reason = next(
+        h["metadata"]["fallback_reason"] for h in hits if "fallback_reason" in h["metadata"]
+    )
+    return [
+        f"tier_search ({name}) served by fallback {', '.join(sorted(map(str, served)))}: {reason}"
+    ]
 
 
 def make_tier_search(deps: Components) -> NodeFn:
@@ -15,17 +54,17 @@ def make_tier_search(deps: Components) -> NodeFn:
 
     async def tier_search(task: TierTask) -> dict[str, Any]:
         name = task["tier"]
-        stage = Stage("tier-search", tier=name)
+        stage = Stage("tier_search", tier=name)
         try:
-            hits = await deps.tiers[name].asearch(
-                query=task["query"],
-                vector=task["vector"],
-                k=task["k"],
-                namespaces=task["namespaces"],
-                filter=task["filter"],
-            )
+            hits = check_hits(await search(deps.tiers[name], task), task["k"])
         except TierUnavailable as e:
             return {"tier_hits": {name: []}, "stages": [stage.skip(e.reason, tier=name)]}
+        except DeadlineExceeded:
+            reason = "turn-deadline" if task["turn_bound"] else "timeout"
+            error = f"TimeoutError: no answer within {task['deadline_s']:.2f}s"
+            return {"tier_hits": {name: []}, "stages": [stage.error(error, reason, tier=name)]}
+        except InvalidOutput as e:
+            return {"tier_hits": {name: []}, "stages": [stage.error(e, INVALID_OUTPUT, tier=name)]}
         except Exception as e:  # one tier's failure never fails the turn
             return {
                 "tier_hits": {name: []},
@@ -34,7 +73,11 @@ def make_tier_search(deps: Components) -> NodeFn:
         top = hits[0]["score"] if hits else None
         return {
             "tier_hits": {name: hits},
-            "stages": [stage.done(tier=name, hits=len(hits), top_score=top)],
+            "stages": [
+                stage.done(
+                    labels=fallback_labels(name, hits), tier=name, hits=len(hits), top_score=top
+                )
+            ],
         }
 
     return tier_search

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,22 @@ def _format_errors(source: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Move renamed keys to their new place, with a warning that names the change."""
+    step_back = data.get("step_back")
+    if isinstance(step_back, dict) and "timeout_s" in step_back:
+        warnings.warn(
+            f"{source}: step_back.timeout_s is now deadlines.step_back_s; update the file",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        deadlines = dict(data.get("deadlines") or {})
+        deadlines.setdefault("step_back_s", step_back["timeout_s"])
+        rest = {k: v for k, v in step_back.items() if k != "timeout_s"}
+        return {**data, "step_back": rest, "deadlines": deadlines}
+    return data
+
+
 def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
     """Validate already-loaded policy data.
 
@@ -45,7 +62,7 @@ def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
             f"invalid retrieval policy {source}: expected a mapping at the top level, got {type(data).__name__}"
         )
     try:
-        return RetrievalPolicy.model_validate(data)
+        return RetrievalPolicy.model_validate(_upgrade(data, source))
     except ValidationError as e:
         raise PolicyError(_format_errors(source, e)) from e
 

@@ -193,3 +193,23 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
     return Classification(
         "factual_lookup", triggers=triggers, reason="a specific question without exact identifiers"
     )
+
+
+def trigger_kind(text: str) -> TriggerKind:
+    """The kind of one trigger the chat model named.
+
+    The deterministic patterns decide when one matches the whole text (``ABC-123`` is a ticket
+    id, ``HTTP`` an acronym, ``asyncio.gather`` an identifier, a quoted text a quoted phrase).
+    Otherwise: several words are an exact phrase (``quoted_phrase``), a capitalised word a
+    ``proper_noun``, anything else an ``identifier``.
+
+    Example:
+        >>> [trigger_kind(t).value for t in ("PROJ-42", "connection refused", "Kafka")]
+        ['ticket_id', 'quoted_phrase', 'proper_noun']
+    """
+    for kind, found in find_triggers(text, list(TriggerKind)):
+        if found == text:
+            return kind
+    if len(text.split()) > 1:
+        return TriggerKind.QUOTED_PHRASE
+    return TriggerKind.PROPER_NOUN if text[:1].isupper() else TriggerKind.IDENTIFIER

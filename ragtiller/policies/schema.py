@@ -78,11 +78,31 @@ class StepBackConfig(_Model):
 
     enabled: bool = True
     cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 21600
-    timeout_s: Annotated[float, Field(gt=0, description="LLM call timeout, in seconds.")] = 10.0
     refund_on_failure: bool = Field(
         False,
         description="Refund the quota when the call fails. Off: a failed call still cost the provider.",
     )
+
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
+"""A finite, positive number of seconds."""
+
+
+class DeadlinesConfig(_Model):
+    """How long each provider call, and the whole turn, may take before its fallback runs.
+
+    A stage past its deadline ends as ``error`` with reason ``timeout`` and a degradation label;
+    its fallback answers instead (no query vector: the lexical tier only; a tier: no hits;
+    rerank: the fused order; step-back: the original question). Each stage's deadline is also
+    cut to the time the turn has left; a stage that starts with none left is skipped with
+    reason ``turn-deadline`` and the turn answers with what it has.
+    """
+
+    embed_s: Seconds = 5.0
+    tier_s: Seconds = Field(5.0, description="Each tier search, in seconds.")
+    rerank_s: Seconds = 5.0
+    step_back_s: Seconds = 10.0
+    turn_s: Seconds = Field(15.0, description="The whole turn, in seconds.")
 
 
 class QuotaConfig(_Model):
@@ -167,6 +187,14 @@ class DenseBackendConfig(_Model):
     )
 
 
+class LexicalBackendConfig(DenseBackendConfig):
+    """Where the lexical tier is served from (Pinecone: BM25 sparse vectors), and its fallback.
+
+    The same fields as ``dense_backend``: ``fallback: embedded`` serves from the embedded bm25s
+    index when Pinecone has no credentials (and on Pinecone errors with ``fallback_on_outage``).
+    """
+
+
 class PromotionConfig(_Model):
     """Rules ``ragtiller promote`` applies to this policy as a candidate."""
 
@@ -199,7 +227,9 @@ class RetrievalPolicy(_Model):
     reranker: RerankerConfig = RerankerConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     fusion: FusionConfig = FusionConfig()
+    deadlines: DeadlinesConfig = DeadlinesConfig()
     dense_backend: DenseBackendConfig = DenseBackendConfig()
+    lexical_backend: LexicalBackendConfig = LexicalBackendConfig()
     eval_slices: list[str] = Field(default_factory=list)
     promotion: PromotionConfig = PromotionConfig()
 

@@ -5,7 +5,7 @@ See ``docs/rerank.md`` for the scale of ``final_score`` under each method.
 
 from ragtiller.rerankers._common import BaseReranker
 from ragtiller.rerankers.base import Reranker, RerankResult
-from ragtiller.rerankers.ceiling import QUOTA_RESOURCE, CeilingReranker
+from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.rerankers.cohere_rerank import CohereReranker, MissingCredentialsError
 from ragtiller.rerankers.cross_encoder import CANDIDATE_ID_KEY, CrossEncoderReranker, PairScorer
 from ragtiller.rerankers.factory import reranker_from_policy
@@ -14,7 +14,6 @@ from ragtiller.rerankers.latency import LatencyWindow
 
 __all__ = (
     "CANDIDATE_ID_KEY",
-    "QUOTA_RESOURCE",
     "BaseReranker",
     "CeilingReranker",
     "CohereReranker",

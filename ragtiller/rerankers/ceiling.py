@@ -14,11 +14,10 @@ from ragtiller.rerankers._common import BaseReranker, describe_error, error_kind
 from ragtiller.rerankers.base import Reranker, RerankResult
 from ragtiller.rerankers.latency import LatencyWindow
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
-from ragtiller.types import Candidate
+from ragtiller.types import RERANK_RESOURCE, Candidate
 
 logger = logging.getLogger(__name__)
 
-QUOTA_RESOURCE = "rerank_calls"
 """Ledger resource spent once per ceiling call (never for a cache hit)."""
 
 CeilingOutcome = Literal["used", "skipped", "error"]
@@ -38,11 +37,15 @@ class _Skipped(Exception):
 class _Failed(Exception):
     """The ceiling was called and failed; nothing is cached."""
 
-    def __init__(self, error: str, kind: str, ms: float) -> None:
+    def __init__(
+        self, error: str, kind: str, ms: float, floor_order: RerankResult | None = None
+    ) -> None:
         super().__init__(error)
         self.error = error
         self.kind = kind
         self.ms = ms
+        self.floor_order = floor_order
+        """The ceiling's own fallback order, when it already ran our floor (not run twice)."""
 
 
 class CeilingReranker(BaseReranker):
@@ -111,7 +114,7 @@ class CeilingReranker(BaseReranker):
         latency: LatencyWindow | None = None,
     ) -> None:
         if ledger is None:
-            ledger = MemoryQuotaLedger({QUOTA_RESOURCE: config.daily_calls})
+            ledger = MemoryQuotaLedger({RERANK_RESOURCE: config.daily_calls})
         elif disabled_reason is None:  # a disabled ceiling never asks the ledger
             _check_ledger(ledger, config.daily_calls)
         self.name = ceiling.name
@@ -129,7 +132,9 @@ class CeilingReranker(BaseReranker):
     ) -> RerankResult:
         """Return the best ``top_n`` candidates, by the ceiling when allowed; never raise."""
         if self.disabled_reason is not None:
-            note = {"ceiling_note": self.disabled_note} if self.disabled_note else {}
+            note: dict[str, Any] = (
+                {"ceiling_note": self.disabled_note} if self.disabled_note else {}
+            )
             return await self._floor(
                 query, candidates, top_n, "skipped", self.disabled_reason, **note
             )
@@ -152,6 +157,7 @@ class CeilingReranker(BaseReranker):
                 "error",
                 f.kind,
                 error=f.error,
+                floor_order=f.floor_order,
                 candidates_sent=len(sent),
                 ceiling_ms=round(f.ms, 1),
             )
@@ -170,6 +176,21 @@ class CeilingReranker(BaseReranker):
             candidates_sent=0 if from_cache else len(sent),
         )
         return RerankResult(ordered[:top_n], self.ceiling.name, detail)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the ceiling may be called at all (no ``disabled_reason``)."""
+        return self.disabled_reason is None
+
+    async def afloor(
+        self, query: str, candidates: Sequence[Candidate], top_n: int, reason: str
+    ) -> RerankResult:
+        """The floor's order, reported as the ceiling skipped for ``reason``.
+
+        The graph calls this when the turn's quota view already shows no call left, so the
+        ceiling's cache and rules are not consulted.
+        """
+        return await self._floor(query, candidates, top_n, "skipped", reason)
 
     def close(self) -> None:
         """Close the ceiling's and the floor's connections, when they hold any."""
@@ -191,7 +212,7 @@ class CeilingReranker(BaseReranker):
         p95 = self.latency.p95()
         if p95 is not None and p95 > self.config.max_p95_latency_ms_added:
             raise _Skipped("latency", max_p95_latency_ms_added=self.config.max_p95_latency_ms_added)
-        spend = await self.ledger.atry_spend(QUOTA_RESOURCE)
+        spend = await self.ledger.atry_spend(RERANK_RESOURCE)
         if not spend.allowed:
             reason = (
                 "quota-store-unavailable" if spend.reason == "quota-store-unavailable" else "budget"
@@ -211,9 +232,13 @@ class CeilingReranker(BaseReranker):
         if result.error is not None or result.method != self.ceiling.name:
             kind = str(result.detail.get("error_kind", "error"))
             if kind in _REFUNDED_KINDS:
-                await self.ledger.arefund(QUOTA_RESOURCE)
+                await self.ledger.arefund(RERANK_RESOURCE)
+            ran_floor = result.method == self.floor.name and bool(result.candidates)
             raise _Failed(
-                result.error or f"ceiling answered with method {result.method!r}", kind, ms
+                result.error or f"ceiling answered with method {result.method!r}",
+                kind,
+                ms,
+                floor_order=result if ran_floor else None,
             )
         ranking = [[c["id"], c.get("final_score")] for c in result.candidates]
         try:
@@ -231,9 +256,14 @@ class CeilingReranker(BaseReranker):
         reason: str,
         *,
         error: str | None = None,
+        floor_order: RerankResult | None = None,
         **extra: Any,
     ) -> RerankResult:
-        result = await self.floor.arerank(query, candidates, top_n)
+        """The floor's order (``floor_order`` when the ceiling already ran the floor)."""
+        if floor_order is not None:
+            result = RerankResult(floor_order.candidates[:top_n], floor_order.method)
+        else:
+            result = await self.floor.arerank(query, candidates, top_n)
         if result.error is not None:
             error = f"{error}; floor: {result.error}" if error else f"floor: {result.error}"
         detail = self._detail(outcome, reason, **extra)
@@ -263,16 +293,16 @@ def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
     Raises:
         ConfigurationError: No ``rerank_calls`` limit.
     """
-    if QUOTA_RESOURCE not in ledger.limits:
+    if RERANK_RESOURCE not in ledger.limits:
         raise ConfigurationError(
-            f"the quota ledger has no {QUOTA_RESOURCE!r} limit; create it with "
-            f"limits={{{QUOTA_RESOURCE!r}: {daily_calls}}} (reranker.daily_calls)"
+            f"the quota ledger has no {RERANK_RESOURCE!r} limit; create it with "
+            f"limits={{{RERANK_RESOURCE!r}: {daily_calls}}} (reranker.daily_calls)"
         )
-    if ledger.limits[QUOTA_RESOURCE] != daily_calls:
+    if ledger.limits[RERANK_RESOURCE] != daily_calls:
         logger.warning(
             "the ledger allows %d %s a day but the policy says %d; the ledger's limit applies",
-            ledger.limits[QUOTA_RESOURCE],
-            QUOTA_RESOURCE,
+            ledger.limits[RERANK_RESOURCE],
+            RERANK_RESOURCE,
             daily_calls,
         )
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from langchain_core.documents import BaseDocumentCompressor
 
 from ragtiller.errors import ConfigurationError
+from ragtiller.policies.evidence import read_eval_evidence
 from ragtiller.policies.schema import RerankerConfig
 from ragtiller.rerankers.base import Reranker
 from ragtiller.rerankers.ceiling import CeilingReranker
@@ -121,14 +120,7 @@ def _missing_eval_lift(config: RerankerConfig) -> str | None:
     """Why the ceiling lacks eval evidence, or None when it has it (or none is required)."""
     if not config.require_eval_lift:
         return None
-    path = config.ceiling_eval_artifact
-    if not path:
-        return "require_eval_lift is set but ceiling_eval_artifact is not"
-    try:
-        decision = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        return f"cannot read ceiling_eval_artifact {path!r}: {type(e).__name__}"
-    verdict = decision.get("decision") if isinstance(decision, dict) else None
-    if verdict != "promote":
-        return f"ceiling_eval_artifact {path!r} has decision {verdict!r}, not 'promote'"
-    return None
+    evidence = read_eval_evidence(
+        config.ceiling_eval_artifact, setting="reranker.ceiling_eval_artifact"
+    )
+    return None if evidence.allowed else evidence.note

@@ -10,6 +10,7 @@ from ragtiller.stores._env import stores_from_env
 from ragtiller.stores._keys import cache_key
 from ragtiller.stores._quota import (
     QuotaLedger,
+    QuotaSnapshot,
     QuotaWindow,
     SpendRefusal,
     SpendResult,
@@ -23,6 +24,7 @@ __all__ = (
     "MemoryCache",
     "MemoryQuotaLedger",
     "QuotaLedger",
+    "QuotaSnapshot",
     "QuotaWindow",
     "RedisCache",
     "RedisQuotaLedger",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from types import MappingProxyType
@@ -54,6 +54,19 @@ class QuotaWindow:
 
     id: str
     seconds_left: float
+
+
+@dataclass(frozen=True)
+class QuotaSnapshot:
+    """Units left per resource, read in one round trip, and whether the store answered.
+
+    Attributes:
+        remaining: Units left in the current window per resource asked (0 when unavailable).
+        available: False when the store failed; quotas fail closed, so every count is 0.
+    """
+
+    remaining: Mapping[str, int]
+    available: bool
 
 
 def _utc_now() -> datetime:
@@ -209,6 +222,26 @@ class QuotaLedger(ABC):
         except StoreUnavailableError as e:
             logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
             return 0
+
+    async def asnapshot(self, resources: Sequence[str]) -> QuotaSnapshot:
+        """Units left of each resource, read together (one round trip on Redis); never raises
+        on a store failure, which reads as unavailable with 0 left.
+
+        Raises:
+            UnknownResourceError: A resource has no limit.
+        """
+        limits = [self.limit(r) for r in resources]
+        try:
+            used = await self._aused_many(resources, self.window())
+        except StoreUnavailableError as e:
+            logger.warning("quota store unavailable; reporting 0 left: %s", e)
+            return QuotaSnapshot(dict.fromkeys(resources, 0), available=False)
+        left = {r: max(0, lim - u) for r, lim, u in zip(resources, limits, used, strict=True)}
+        return QuotaSnapshot(left, available=True)
+
+    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        """Units spent of each resource; backends override it to read them in one round trip."""
+        return [await self._aused(r, window) for r in resources]
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
         """Release connections this ledger opened (nothing to do in memory)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -129,6 +129,11 @@ class RedisQuotaLedger(QuotaLedger):
     async def _aused(self, resource: str, window: QuotaWindow) -> int:
         key = self.key(resource, window)
         return int(await self._redis.acall(lambda c: c.get(key)) or 0)
+
+    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        keys = [self.key(r, window) for r in resources]
+        values = await self._redis.acall(lambda c: c.mget(keys))
+        return [int(v or 0) for v in values]
 
     def close(self) -> None:
         """Close the clients the ledger built from ``url`` (inside an event loop: :meth:`aclose`)."""

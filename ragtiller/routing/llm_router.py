@@ -11,12 +11,10 @@ A call is NOT refunded when it fails: the provider may have billed it (as for st
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from langchain_core.exceptions import OutputParserException
@@ -26,25 +24,21 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragtiller.errors import ConfigurationError
-from ragtiller.graph.components import CHAT_RESOURCE
-from ragtiller.policies.router import Classification, find_triggers
+from ragtiller.policies.evidence import EvalEvidence, read_eval_evidence
+from ragtiller.policies.router import Classification, trigger_kind
 from ragtiller.policies.schema import RouteName, RouterConfig, TriggerKind
+from ragtiller.providers import model_label
 from ragtiller.stores import Cache, QuotaLedger, cache_key
+from ragtiller.types import CHAT_RESOURCE
 
 logger = logging.getLogger(__name__)
 
 RouterName = Literal["llm", "deterministic"]
-EvalRefusal = Literal["no-eval-evidence", "eval-rejected", "eval-artifact-unreadable"]
-"""Why ``evaluated_optional`` keeps the LLM router off: no artifact, a reject, or a bad file."""
 
 CACHE_TTL_S = 21600
 """How long one query's route choice is cached, in seconds (6 hours)."""
 MAX_TRIGGERS = 10
 MAX_TRIGGER_CHARS = 200
-PROMOTION_ARTIFACT_KIND = "ragtiller.promotion-decision"
-"""The ``kind`` of a ``ragtiller promote`` artifact (``ragtiller.eval.promotion.ARTIFACT_KIND``)."""
-PROMOTION_ARTIFACT_SCHEMA_VERSION = 1
-OVERALL_SLICE = "all"
 
 ROUTER_PROMPT = """\
 You classify one search query for a document retrieval system. Choose ONE route:
@@ -79,126 +73,6 @@ class RouteChoice(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0, description="Confidence in the route, 0 to 1.")
 
 
-@dataclass(frozen=True)
-class EvalEvidence:
-    """What a ``ragtiller promote`` artifact says about the LLM router.
-
-    Attributes:
-        artifact: The path read (``router.llm_eval_artifact``), or None when not set.
-        reason: None when the artifact proves a lift; else why the LLM router stays off.
-        note: One line saying why, shown in the manifest.
-    """
-
-    artifact: str | None
-    reason: EvalRefusal | None
-    note: str
-
-    @property
-    def allowed(self) -> bool:
-        """Whether the evidence lets the LLM router run."""
-        return self.reason is None
-
-    def to_json(self) -> dict[str, Any]:
-        """The evidence as JSON-ready data for the router detail."""
-        return {"artifact": self.artifact, "reason": self.reason, "note": self.note}
-
-
-def read_eval_evidence(path: str | None) -> EvalEvidence:
-    """Read the eval gate of ``evaluated_optional`` from a ``ragtiller promote`` artifact.
-
-    The LLM router may run only when the file (a path relative to the working directory) is a
-    promotion-decision artifact whose ``decision`` is ``promote`` AND whose NDCG@10 lift is
-    positive (the candidate beat the baseline) in every slice of its ``rules.required_slices``
-    (in the overall slice ``all`` when none are required). Never raises: every problem is a
-    refusal with a note.
-
-    Args:
-        path: ``router.llm_eval_artifact``.
-
-    Returns:
-        ``reason`` None when the artifact proves the lift; else ``no-eval-evidence`` (no path,
-        or no positive lift on a required slice), ``eval-rejected`` (the decision is not
-        ``promote``) or ``eval-artifact-unreadable`` (unreadable, not JSON, or not a promotion
-        artifact).
-
-    Example:
-        >>> read_eval_evidence(None).reason
-        'no-eval-evidence'
-        >>> read_eval_evidence("missing.json").reason
-        'eval-artifact-unreadable'
-    """
-    if not path:
-        return EvalEvidence(
-            None,
-            "no-eval-evidence",
-            "router.llm_eval_artifact is not set; run `ragtiller promote` with the LLM router "
-            "as candidate and set llm_eval_artifact to its --out file",
-        )
-    try:
-        artifact = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        note = f"cannot read llm_eval_artifact {path!r}: {type(e).__name__}: {e}"
-        return EvalEvidence(path, "eval-artifact-unreadable", note)
-    shape = (PROMOTION_ARTIFACT_KIND, PROMOTION_ARTIFACT_SCHEMA_VERSION)
-    if not isinstance(artifact, dict) or (
-        (artifact.get("kind"), artifact.get("schema_version")) != shape
-    ):
-        note = (
-            f"llm_eval_artifact {path!r} is not a `ragtiller promote` decision "
-            f"(kind {PROMOTION_ARTIFACT_KIND!r}, schema_version {PROMOTION_ARTIFACT_SCHEMA_VERSION})"
-        )
-        return EvalEvidence(path, "eval-artifact-unreadable", note)
-    verdict = artifact.get("decision")
-    if verdict != "promote":
-        note = f"llm_eval_artifact {path!r} has decision {verdict!r}, not 'promote'"
-        return EvalEvidence(path, "eval-rejected", note)
-    lifts, rules = artifact.get("lifts"), artifact.get("rules")
-    if not isinstance(lifts, dict) or not isinstance(rules, dict):
-        note = f"llm_eval_artifact {path!r} has no 'lifts' or 'rules' section"
-        return EvalEvidence(path, "eval-artifact-unreadable", note)
-    slices = [str(s) for s in rules.get("required_slices") or []] or [OVERALL_SLICE]
-    for name in slices:
-        lift = lifts.get(name)
-        mean = lift.get("mean") if isinstance(lift, dict) else None
-        if not isinstance(mean, int | float) or mean <= 0:
-            note = (
-                f"llm_eval_artifact {path!r} promotes but shows no NDCG@10 lift over the "
-                f"baseline in slice {name!r} (mean lift {mean!r})"
-            )
-            return EvalEvidence(path, "no-eval-evidence", note)
-    note = (
-        f"promoted by {path!r}: candidate {_policy_label(artifact.get('candidate'))} beat "
-        f"baseline {_policy_label(artifact.get('baseline'))} on {', '.join(slices)}"
-    )
-    return EvalEvidence(path, None, note)
-
-
-def _policy_label(policy: object) -> str:
-    if not isinstance(policy, dict):
-        return "?"
-    return f"{policy.get('policy_id', '?')}@{policy.get('version', '?')}"
-
-
-def trigger_kind(text: str) -> TriggerKind:
-    """The kind of one trigger the chat model named.
-
-    The deterministic patterns decide when one matches the whole text (``ABC-123`` is a ticket
-    id, ``HTTP`` an acronym, ``asyncio.gather`` an identifier, a quoted text a quoted phrase).
-    Otherwise: several words are an exact phrase (``quoted_phrase``), a capitalised word a
-    ``proper_noun``, anything else an ``identifier``.
-
-    Example:
-        >>> [trigger_kind(t).value for t in ("PROJ-42", "connection refused", "Kafka")]
-        ['ticket_id', 'quoted_phrase', 'proper_noun']
-    """
-    for kind, found in find_triggers(text, list(TriggerKind)):
-        if found == text:
-            return kind
-    if len(text.split()) > 1:
-        return TriggerKind.QUOTED_PHRASE
-    return TriggerKind.PROPER_NOUN if text[:1].isupper() else TriggerKind.IDENTIFIER
-
-
 class _Fallback(Exception):
     """The LLM's answer cannot be used; raised inside the cache computation so nothing is cached."""
 
@@ -228,14 +102,6 @@ def _coerce(value: object) -> RouteChoice:
 def _describe(error: BaseException) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
-
-
-def _model_label(model: BaseChatModel) -> str:
-    for attr in ("model_name", "model"):
-        value = getattr(model, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
 
 
 class LLMRouter:
@@ -313,7 +179,7 @@ class LLMRouter:
         self.trigger_kinds = frozenset(trigger_kinds)
         self.cache_ttl_s = cache_ttl_s
         self.evidence = evidence
-        self.model_label = _model_label(chat_model) if chat_model is not None else None
+        self.model_label = model_label(chat_model) if chat_model is not None else None
         self._structured: Runnable[LanguageModelInput, Any] | None = None
         if chat_model is not None and (evidence is None or evidence.allowed):
             if CHAT_RESOURCE not in quota.limits:
@@ -530,7 +396,7 @@ def make_llm_router(
         return None
     evidence = None
     if config.llm_router == "evaluated_optional":
-        evidence = read_eval_evidence(config.llm_eval_artifact)
+        evidence = read_eval_evidence(config.llm_eval_artifact, setting="router.llm_eval_artifact")
         if evidence.reason is not None:
             logger.info("LLM router off (%s): %s", evidence.reason, evidence.note)
     return LLMRouter(

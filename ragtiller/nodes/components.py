@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.base import Reranker
+from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.types import Tier
 
 if TYPE_CHECKING:
@@ -19,15 +20,12 @@ if TYPE_CHECKING:
 NodeFn = Callable[[Any], Coroutine[Any, Any, dict[str, Any]]]
 """A node: an ``async def`` taking the state (or a Send payload), returning a partial update."""
 
-CHAT_RESOURCE = "chat_gen"
-"""Quota resource spent by every chat-model call (step-back, LLM router)."""
-RERANK_RESOURCE = "rerank_calls"
-"""Quota resource spent by every paid rerank call."""
-
 
 @dataclass(frozen=True)
 class Components:
     """Everything the nodes use. Built by :func:`ragtiller.build_graph`; immutable per graph.
+
+    The nodes layer owns this type: the graph layer builds it and wires the nodes around it.
 
     Attributes:
         policy: The retrieval policy that drives the edges.
@@ -38,7 +36,7 @@ class Components:
         chat_model: Step-back model; None skips step-back with reason ``no-llm``.
         reranker: The rerank provider (the z-score floor by default).
         corpus_map: Outline of the corpus, injected for broad turns without step-back.
-        llm_router: Optional router strategy; see :mod:`ragtiller.policies.llm_router`.
+        llm_router: Optional router strategy; see :mod:`ragtiller.routing.llm_router`.
     """
 
     policy: RetrievalPolicy
@@ -50,6 +48,11 @@ class Components:
     reranker: Reranker
     corpus_map: str | None = None
     llm_router: Callable[..., Any] | None = None
+
+    @property
+    def has_ceiling(self) -> bool:
+        """Whether the reranker has an enabled paid ceiling (its edge then reads the quota)."""
+        return isinstance(self.reranker, CeilingReranker) and self.reranker.enabled
 
     @property
     def vector_tiers(self) -> Sequence[str]:

@@ -1,0 +1,97 @@
+"""Provider output is checked at the node boundary: what fails a check is that provider's error.
+
+A tier, reranker or embedder that answers nonsense costs its own results (with a label and the
+stage's fallback), never the turn, and never puts a document it was not given into the answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ragtiller.types import Candidate, Hit
+
+INVALID_OUTPUT = "invalid-output"
+
+
+class InvalidOutput(ValueError):
+    """A provider's answer broke its contract; the message says how."""
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_vector(vector: Any) -> list[float]:
+    """A non-empty sequence of finite numbers, as plain floats (numpy floats break checkpoints)."""
+    if isinstance(vector, str | bytes) or (
+        not isinstance(vector, Sequence) and not hasattr(vector, "tolist")
+    ):
+        raise InvalidOutput(f"embedding is a {type(vector).__name__}, not a sequence of floats")
+    values = vector.tolist() if hasattr(vector, "tolist") else list(vector)
+    if not values:
+        raise InvalidOutput("embedding is empty")
+    if not all(_finite(x) for x in values):
+        raise InvalidOutput("embedding holds a non-number, NaN or infinity")
+    return [float(x) for x in values]
+
+
+def check_hits(hits: Any, k: int) -> list[Hit]:
+    """Each hit needs a str ``id`` and ``text`` and a finite ``score``; ids appear once.
+
+    Missing optional fields get their defaults (``doc_id`` = the id, no parent, no source);
+    more than ``k`` hits are cut to the best ``k`` as given.
+    """
+    if not isinstance(hits, list):
+        raise InvalidOutput(f"tier returned a {type(hits).__name__}, not a list of hits")
+    checked: list[Hit] = []
+    seen: set[str] = set()
+    for position, hit in enumerate(hits[:k]):
+        if not isinstance(hit, dict):
+            raise InvalidOutput(f"hit {position} is a {type(hit).__name__}, not a dict")
+        id_, text, score = hit.get("id"), hit.get("text"), hit.get("score", None)
+        if not isinstance(id_, str) or not id_ or not isinstance(text, str):
+            raise InvalidOutput(f"hit {position} lacks a str id or text")
+        if not _finite(score):
+            raise InvalidOutput(f"hit {id_!r} has score {score!r}, not a finite number")
+        if id_ in seen:
+            raise InvalidOutput(f"hit {id_!r} appears twice")
+        seen.add(id_)
+        metadata = hit.get("metadata")
+        checked.append(
+            Hit(
+                id=id_,
+                text=text,
+                score=float(score),  # type: ignore[arg-type]  # checked finite above
+                doc_id=str(hit.get("doc_id") or id_),
+                parent_id=hit.get("parent_id") if isinstance(hit.get("parent_id"), str) else None,
+                source=str(hit.get("source") or ""),
+                metadata=metadata if isinstance(metadata, dict) else {},
+            )
+        )
+    return checked
+
+
+def check_ranking(ranked: Any, given: Sequence[Candidate]) -> list[Candidate]:
+    """A reranker's answer must be a subset of the candidates it was given, each once, with
+    finite scores; returns OUR candidate records (with the new ``final_score``), so a provider
+    can reorder the candidates but never change or add one."""
+    if not isinstance(ranked, list) or not ranked:
+        raise InvalidOutput("reranker returned no candidates")
+    ours = {c["id"]: c for c in given}
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for position, item in enumerate(ranked):
+        id_ = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(id_, str) or id_ not in ours:
+            raise InvalidOutput(f"reranked item {position} is not one of the candidates given")
+        if id_ in seen:
+            raise InvalidOutput(f"reranked {id_!r} appears twice")
+        seen.add(id_)
+        score = item.get("final_score", ours[id_]["fused_score"])
+        if not _finite(score):
+            raise InvalidOutput(f"reranked {id_!r} has score {score!r}, not a finite number")
+        reranked: Candidate = {**ours[id_], "final_score": float(score)}
+        out.append(reranked)
+    return out

@@ -1,0 +1,166 @@
+"""The policy's per-turn decisions: pure functions of the route, the query and the quota view.
+
+The nodes call these before each conditional edge and store the result in the state; the
+graph's edge functions only read it. Nothing here does I/O or imports LangGraph.
+"""
+
+from __future__ import annotations
+
+from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
+from ragtiller.records import Decision, QuotaView, RerankDecision
+from ragtiller.types import Candidate, Hit
+
+LEXICAL = "lexical"
+PARENT_CHILD = "parent_child"
+
+
+def decision(enabled: bool, setting: Toggle, reason: str) -> Decision:
+    """A switch's outcome, in the shape the manifest records."""
+    return Decision(enabled=enabled, setting=str(setting).lower(), reason=reason)
+
+
+def decide_hybrid(route: RouteConfig, triggers: list[str]) -> Decision:
+    """Lexical tier on when the route says so, or when conditional and a trigger fired."""
+    if route.hybrid is True:
+        return decision(True, True, "route enables hybrid")
+    if route.hybrid is False:
+        return decision(False, False, "route disables hybrid")
+    if triggers:
+        return decision(True, "conditional", f"lexical trigger fired: {triggers[0]}")
+    return decision(False, "conditional", "no lexical trigger")
+
+
+def decide_fusion(route: RouteConfig, *, is_broad: bool, query_type: str) -> Decision:
+    """Parent-child tier (wider context) on when the route says so, or conditional and broad."""
+    if route.fusion is True:
+        return decision(True, True, "route enables fusion")
+    if route.fusion is False:
+        return decision(False, False, "route disables fusion")
+    if is_broad or query_type == "synthesis":
+        return decision(True, "conditional", "broad or synthesis question wants section context")
+    return decision(False, "conditional", "narrow question")
+
+
+def decide_rerank_setting(route: RouteConfig) -> Decision:
+    """The route's rerank switch before candidates are known (refined by :func:`decide_rerank`)."""
+    if route.rerank is False:
+        return decision(False, False, "route disables rerank")
+    if route.rerank is True:
+        return decision(True, True, "route enables rerank")
+    return decision(True, "conditional", "rerank unless an exact match settles it")
+
+
+def decide_step_back(
+    policy: RetrievalPolicy, *, is_broad: bool, has_model: bool, quota: QuotaView
+) -> str | None:
+    """Why step-back cannot run this turn before its cache is asked, or None when it may.
+
+    ``narrow`` and ``disabled`` are final. ``no-llm``, ``quota`` and
+    ``quota-store-unavailable`` hold only when no cached generalization exists, which the gate
+    asks the cache before taking the edge.
+    """
+    if not is_broad:
+        return "narrow"
+    if not policy.step_back.enabled:
+        return "disabled"
+    if not has_model:
+        return "no-llm"
+    if not quota["available"]:
+        return "quota-store-unavailable"
+    if quota["chat_left"] <= 0:
+        return "quota"
+    return None
+
+
+def exact_match(lexical_hits: list[Hit], triggers: list[str], margin: float) -> str | None:
+    """The trigger token that an exact sparse match confidently answers, or None.
+
+    Confident means: the top BM25 hit's score is at least ``margin`` times the next hit's
+    (or it is the only hit), and its text contains the trigger token verbatim.
+    """
+    if not lexical_hits or not triggers:
+        return None
+    top = lexical_hits[0]
+    runner_up = lexical_hits[1]["score"] if len(lexical_hits) > 1 else 0.0
+    if top["score"] <= 0 or (runner_up > 0 and top["score"] < margin * runner_up):
+        return None
+    for label in triggers:
+        token = label.split(":", 1)[1].strip("\"'`“”")
+        if token and token in top["text"]:
+            return token
+    return None
+
+
+def decide_rerank(
+    setting: Decision,
+    candidates: list[Candidate],
+    tier_hits: dict[str, list[Hit]],
+    triggers: list[str],
+    policy: RetrievalPolicy,
+    *,
+    has_ceiling: bool,
+    quota: QuotaView,
+) -> RerankDecision:
+    """Rerank or skip (``no-candidates``, ``disabled``, ``exact-match``); if run, ceiling or floor.
+
+    The paid ceiling is chosen only when the reranker has one and the quota view shows rerank
+    units left; the view only advises, and the ceiling still spends atomically (a refused spend
+    falls back to the floor with the same label).
+    """
+    if not candidates or not setting["enabled"]:
+        return RerankDecision(
+            enabled=False,
+            setting=setting["setting"],
+            reason="disabled" if candidates else "no-candidates",
+            mode=None,
+        )
+    reason = setting["reason"]
+    if setting["setting"] == "conditional":
+        token = exact_match(
+            tier_hits.get(LEXICAL, []), triggers, policy.reranker.exact_match_margin
+        )
+        if token is not None:
+            return RerankDecision(
+                enabled=False,
+                setting=setting["setting"],
+                reason="exact-match",
+                mode=None,
+                token=token,
+            )
+        reason = "conditional: no exact match"
+    affordable = quota["available"] and quota["rerank_left"] > 0
+    return RerankDecision(
+        enabled=True,
+        setting=setting["setting"],
+        reason=reason,
+        mode="ceiling" if has_ceiling and affordable else "floor",
+    )
+
+
+def plan_tiers(
+    tier_names: list[str],
+    vector_tiers: list[str],
+    *,
+    has_vector: bool,
+    hybrid: bool,
+    fusion: bool,
+) -> tuple[list[str], dict[str, str]]:
+    """Which tiers run this turn, and why each other tier does not.
+
+    Returns:
+        Tiers to run, and a reason per skipped tier (``hybrid-off``, ``fusion-off``,
+        ``no-vector``). When the query could not be embedded the lexical tier runs regardless,
+        so the turn still answers.
+    """
+    run: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in tier_names:
+        if name in vector_tiers and not has_vector:
+            skipped[name] = "no-vector"
+        elif name == LEXICAL and not hybrid and has_vector:
+            skipped[name] = "hybrid-off"
+        elif name == PARENT_CHILD and not fusion:
+            skipped[name] = "fusion-off"
+        else:
+            run.append(name)
+    return run, skipped

@@ -1,0 +1,121 @@
+"""Eval evidence: the one reader of ``ragtiller promote`` artifacts.
+
+An eval-gated component (the LLM router, a paid rerank ceiling) runs only when the artifact its
+policy setting names says ``promote`` with a positive NDCG@10 lift. The writer is
+:mod:`ragtiller.eval.promotion`; both use the constants defined here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+ARTIFACT_KIND = "ragtiller.promotion-decision"
+"""The ``kind`` of a ``ragtiller promote`` artifact."""
+ARTIFACT_SCHEMA_VERSION = 1
+OVERALL_SLICE = "all"
+EvalRefusal = Literal["no-eval-evidence", "eval-rejected", "eval-artifact-unreadable"]
+"""Why a gated component stays off: no artifact or no lift, a reject, or a bad file."""
+
+
+@dataclass(frozen=True)
+class EvalEvidence:
+    """What a ``ragtiller promote`` artifact says about an eval-gated component.
+
+    Attributes:
+        artifact: The path read, or None when not set.
+        reason: None when the artifact proves a lift; else why the component stays off.
+        note: One line saying why, shown in the manifest.
+    """
+
+    artifact: str | None
+    reason: EvalRefusal | None
+    note: str
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the evidence lets the LLM router run."""
+        return self.reason is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The evidence as JSON-ready data for the router detail."""
+        return {"artifact": self.artifact, "reason": self.reason, "note": self.note}
+
+
+def read_eval_evidence(path: str | None, *, setting: str) -> EvalEvidence:
+    """Read an eval gate from a ``ragtiller promote`` artifact: the one reader of the artifacts.
+
+    The gated component (the LLM router, a paid rerank ceiling) may run only when the file (a path relative to the working directory) is a
+    promotion-decision artifact whose ``decision`` is ``promote`` AND whose NDCG@10 lift is
+    positive (the candidate beat the baseline) in every slice of its ``rules.required_slices``
+    (in the overall slice ``all`` when none are required). Never raises: every problem is a
+    refusal with a note.
+
+    Args:
+        path: The artifact's path, from the policy setting named ``setting``.
+        setting: The policy field that names the file (for the notes).
+
+    Returns:
+        ``reason`` None when the artifact proves the lift; else ``no-eval-evidence`` (no path,
+        or no positive lift on a required slice), ``eval-rejected`` (the decision is not
+        ``promote``) or ``eval-artifact-unreadable`` (unreadable, not JSON, or not a promotion
+        artifact).
+
+    Example:
+        >>> read_eval_evidence(None, setting="router.llm_eval_artifact").reason
+        'no-eval-evidence'
+        >>> read_eval_evidence("missing.json", setting="router.llm_eval_artifact").reason
+        'eval-artifact-unreadable'
+    """
+    if not path:
+        return EvalEvidence(
+            None,
+            "no-eval-evidence",
+            f"{setting} is not set; run `ragtiller promote` with this component in the "
+            "candidate policy and point the setting at its --out file",
+        )
+    try:
+        artifact = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        note = f"cannot read {setting} {path!r}: {type(e).__name__}: {e}"
+        return EvalEvidence(path, "eval-artifact-unreadable", note)
+    shape = (ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION)
+    if not isinstance(artifact, dict) or (
+        (artifact.get("kind"), artifact.get("schema_version")) != shape
+    ):
+        note = (
+            f"{setting} {path!r} is not a `ragtiller promote` decision "
+            f"(kind {ARTIFACT_KIND!r}, schema_version {ARTIFACT_SCHEMA_VERSION})"
+        )
+        return EvalEvidence(path, "eval-artifact-unreadable", note)
+    verdict = artifact.get("decision")
+    if verdict != "promote":
+        note = f"{setting} {path!r} has decision {verdict!r}, not 'promote'"
+        return EvalEvidence(path, "eval-rejected", note)
+    lifts, rules = artifact.get("lifts"), artifact.get("rules")
+    if not isinstance(lifts, dict) or not isinstance(rules, dict):
+        note = f"{setting} {path!r} has no 'lifts' or 'rules' section"
+        return EvalEvidence(path, "eval-artifact-unreadable", note)
+    slices = [str(s) for s in rules.get("required_slices") or []] or [OVERALL_SLICE]
+    for name in slices:
+        lift = lifts.get(name)
+        mean = lift.get("mean") if isinstance(lift, dict) else None
+        if not isinstance(mean, int | float) or mean <= 0:
+            note = (
+                f"{setting} {path!r} promotes but shows no NDCG@10 lift over the "
+                f"baseline in slice {name!r} (mean lift {mean!r})"
+            )
+            return EvalEvidence(path, "no-eval-evidence", note)
+    note = (
+        f"promoted by {path!r}: candidate {_policy_label(artifact.get('candidate'))} beat "
+        f"baseline {_policy_label(artifact.get('baseline'))} on {', '.join(slices)}"
+    )
+    return EvalEvidence(path, None, note)
+
+
+def _policy_label(policy: object) -> str:
+    if not isinstance(policy, dict):
+        return "?"
+    return f"{policy.get('policy_id', '?')}@{policy.get('version', '?')}"

@@ -1,0 +1,39 @@
+"""docs/deploy.md shows the diagram the code draws, and the server graph honours the backends."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from ragtiller import studio
+from ragtiller.deployment import deploy_policy, deployment_mermaid
+from ragtiller.policies import load_policy
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"
+
+
+def test_the_doc_embeds_the_generated_diagram() -> None:
+    blocks = re.findall(r"```mermaid\n(.*?)```", DOC.read_text("utf-8"), flags=re.S)
+    assert blocks == [deployment_mermaid(deploy_policy())]
+
+
+def test_the_diagram_follows_the_policy() -> None:
+    embedded = deployment_mermaid(load_policy())
+    assert "Pinecone" not in embedded and 'app -->|"dense tier"| disk' in embedded
+    remote = deployment_mermaid(deploy_policy())
+    assert (
+        "PINECONE_SPARSE_HOST" in remote
+        and "lexical fallback: no credentials or an outage" in remote
+    )
+
+
+def test_the_server_graph_serves_the_policy_backends(tmp_path: Path) -> None:
+    policy_file = tmp_path / "deploy.yaml"
+    policy_file.write_text(yaml.safe_dump(deploy_policy().model_dump(mode="json")), "utf-8")
+    graph = studio.build_studio_graph({studio.POLICY_ENV: str(policy_file)})
+    out = graph.invoke({"query": "json.dumps"})
+    assert out["documents"]  # no Pinecone key: the embedded tiers answer, labelled
+    served = {d.metadata.get("served_by") for d in out["documents"]}
+    assert served == {"embedded"}
