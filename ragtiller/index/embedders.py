@@ -236,9 +236,7 @@ def _runtime(value: str | None) -> Runtime:
     for known in get_args(Runtime):
         if chosen == known:
             return known  # type: ignore[no-any-return]
-    raise ValueError(
-        f"unknown embedder runtime {chosen!r}; valid: {', '.join(get_args(Runtime))}"
-    )
+    raise ValueError(f"unknown embedder runtime {chosen!r}; valid: {', '.join(get_args(Runtime))}")
 
 
 def embedder_variant(embedder: Embeddings) -> str | None:
