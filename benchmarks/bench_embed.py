@@ -66,10 +66,10 @@ REFERENCE_DENSE = {"cranfield": 0.3817, "cacm": 0.4091}
 """Dense all-MiniLM-L6-v2 NDCG@10 from each dataset's README (the torch path reproduces it)."""
 
 
-def quality(makers: dict[str, Factory], torch_sample: int) -> None:
+def quality(makers: dict[str, Factory], torch_sample: int, datasets: list[str]) -> None:
     print("## quality: dense-only NDCG@10, whole documents (title + text), exact cosine")
     torch = makers.pop("torch-fp32")()
-    for dataset in ("cranfield", "cacm"):
+    for dataset in datasets:
         ids, texts = corpus(dataset)
         evals = load_beir(DATA / dataset)
         qids = list(evals.queries)
@@ -99,10 +99,10 @@ def quality(makers: dict[str, Factory], torch_sample: int) -> None:
             )
 
 
-def query_latency(makers: dict[str, Factory], rounds: int) -> None:
-    print("## query: one-query embedding, ms (interleaved rounds)")
+def query_latency(makers: dict[str, Factory], rounds: int, count: int) -> None:
+    print(f"## query: one-query embedding, ms ({count} queries x {rounds} interleaved rounds)")
     evals = load_beir(DATA / "cranfield")
-    queries = list(evals.queries.values())[:100]
+    queries = list(evals.queries.values())[:count]
     embedders = {name: make() for name, make in makers.items()}
     times: dict[str, list[float]] = {name: [] for name in embedders}
     for emb in embedders.values():
@@ -158,14 +158,19 @@ def ask(rounds: int) -> None:
         _cli(["ingest", str(corpus_file), "--index", index, "--quiet"], {})
         question = "what is the boundary layer on a flat plate in hypersonic flow?"
         times: dict[str, list[float]] = {"torch": [], "auto": []}
+        cpu: dict[str, list[float]] = {"torch": [], "auto": []}
         for _ in range(rounds):
             for runtime in times:
                 started = time.perf_counter()
-                _cli(["ask", question, "--index", index], {"RAGTILLER_EMBEDDER_RUNTIME": runtime})
+                env = {"RAGTILLER_EMBEDDER_RUNTIME": runtime}
+                cpu[runtime].append(_cli(["ask", question, "--index", index], env))
                 times[runtime].append(time.perf_counter() - started)
         for runtime, values in times.items():
             label = "torch (today)" if runtime == "torch" else "onnx-int8 (default)"
-            print(f"{label:22} median {statistics.median(values):5.2f} s  {_spread(values)}")
+            print(
+                f"{label:22} median {statistics.median(values):5.2f} s wall, "
+                f"{statistics.median(cpu[runtime]):5.2f} s CPU  {_spread(values)}"
+            )
 
 
 def demo() -> None:
@@ -210,16 +215,20 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sections, default=sections[:-1])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--docs", type=int, default=1000, help="Abstracts for the ingest run.")
+    parser.add_argument("--queries", type=int, default=100, help="Queries per latency round.")
+    parser.add_argument("--datasets", nargs="+", default=["cranfield", "cacm"])
+    parser.add_argument("--quality-variants", nargs="+", default=["fp32", "int8"])
     parser.add_argument(
         "--torch-sample", type=int, default=200, help="Documents torch embeds for the cosines."
     )
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if "quality" in args.only:
-        quality(variants((("fp32", None, 32), ("int8", None, 32))), args.torch_sample)
+        chosen = tuple((v, None, 32) for v in args.quality_variants)
+        quality(variants(chosen), args.torch_sample, args.datasets)
     if "query" in args.only:
         configs = tuple((v, t, 32) for v in ("fp32", "int8") for t in (1, 2))
-        query_latency(variants(configs), args.rounds)
+        query_latency(variants(configs), args.rounds, args.queries)
     if "ingest" in args.only:
         configs = (
             ("fp32", 2, 32),
