@@ -22,7 +22,7 @@ from ragtiller.cli import main
 from ragtiller.errors import ModelPrepareError
 from ragtiller.index import EmbeddedIndex, MiniLMEmbedder, local_embedder
 from ragtiller.index.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.index.onnx_model import PreparedModel, prepare_model
+from ragtiller.index.onnx_model import DEFAULT_VARIANT, PreparedModel, prepare_model
 from ragtiller.index.variant_check import (
     MIN_AGREEMENT,
     variant_rebuild_reason,
@@ -45,6 +45,9 @@ DOCS = [
 ]
 
 
+DEFAULT = f"onnx-{DEFAULT_VARIANT}"
+
+
 @pytest.fixture(scope="module")
 def prepared() -> PreparedModel:
     return prepare_model()
@@ -56,14 +59,13 @@ def reference() -> np.ndarray[Any, Any]:
     return np.asarray(MiniLMEmbedder().embed_documents(TEXTS))
 
 
-def test_onnx_vectors_match_sentence_transformers(
-    prepared: PreparedModel, reference: np.ndarray[Any, Any]
-) -> None:
-    vectors = np.asarray(OnnxMiniLMEmbedder(prepared, batch_size=4).embed_documents(TEXTS))
+def test_int8_vectors_match_sentence_transformers(reference: np.ndarray[Any, Any]) -> None:
+    int8 = OnnxMiniLMEmbedder(prepare_model("int8"), batch_size=4)
+    vectors = np.asarray(int8.embed_documents(TEXTS))
     assert vectors.shape == (len(TEXTS), 384)
     assert np.linalg.norm(vectors, axis=1) == pytest.approx(1.0, abs=1e-5)
     cosines = (vectors * reference).sum(axis=1)
-    assert cosines.mean() >= 0.99 and cosines.min() >= 0.97, cosines  # int8 weights
+    assert cosines.mean() >= 0.99 and cosines.min() >= 0.97, cosines
 
 
 def test_fp32_export_pools_and_normalises_exactly_like_sentence_transformers(
@@ -80,10 +82,11 @@ def test_batching_and_length_order_do_not_change_fp32_vectors() -> None:
     assert np.allclose(one_batch, singles, atol=1e-5)  # input order kept, padding masked out
 
 
-def test_int8_vectors_depend_on_the_batch_only_slightly(prepared: PreparedModel) -> None:
+def test_int8_vectors_depend_on_the_batch_only_slightly() -> None:
     # Dynamic quantization scales activations per batch, so neighbours shift a vector a bit.
-    one_batch = np.asarray(OnnxMiniLMEmbedder(prepared, batch_size=64).embed_documents(TEXTS))
-    singles = np.asarray([OnnxMiniLMEmbedder(prepared).embed_query(t) for t in TEXTS])
+    int8 = prepare_model("int8")
+    one_batch = np.asarray(OnnxMiniLMEmbedder(int8, batch_size=64).embed_documents(TEXTS))
+    singles = np.asarray([OnnxMiniLMEmbedder(int8).embed_query(t) for t in TEXTS])
     cosines = (one_batch * singles).sum(axis=1)
     assert cosines.min() >= 0.97 and cosines.mean() >= 0.98, cosines
 
@@ -107,14 +110,14 @@ print(json.dumps({{"code": code, "variant": emb.variant, "heavy": heavy}}), file
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=600
     )
     result = json.loads(run.stderr.strip().splitlines()[-1])
-    assert result == {"code": 0, "variant": "onnx-int8", "heavy": []}
+    assert result == {"code": 0, "variant": DEFAULT, "heavy": []}
 
 
 def test_manifest_records_the_variant_and_the_cli_finds_the_cached_model(
     prepared: PreparedModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
     index = EmbeddedIndex.build(DOCS, embedder=local_embedder(), progress=False)
-    assert index.manifest.embedder_variant == "onnx-int8"
+    assert index.manifest.embedder_variant == DEFAULT
     assert main(["model", "prepare"]) == 0
     assert f"{prepared.onnx_path} (already cached)" in capsys.readouterr().out
 
@@ -155,7 +158,7 @@ def test_an_index_from_another_variant_is_kept_only_while_vectors_agree(
     torch_index.store.vectors[:] = torch_index.store.vectors[::-1].copy()
     reason = variant_rebuild_reason(torch_index, onnx)
     assert reason is not None
-    assert "from torch-fp32 to onnx-int8" in reason and "< 0.99" in reason
+    assert f"from torch-fp32 to {DEFAULT}" in reason and "< 0.99" in reason
 
 
 def test_ingest_over_a_disagreeing_variant_says_why_it_rebuilt(
@@ -168,6 +171,6 @@ def test_ingest_over_a_disagreeing_variant_says_why_it_rebuilt(
     old.save(tmp_path / "idx")
     assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "rebuilt every vector: embedder variant changed from torch-fp32 to onnx-int8" in out
+    assert f"rebuilt every vector: embedder variant changed from torch-fp32 to {DEFAULT}" in out
     assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
     assert "rebuilt every vector" not in capsys.readouterr().out  # same variant: no check
