@@ -1,23 +1,25 @@
 """The ``ragtiller`` command: ingest, ask, demo, eval, promote.
 
-Library errors become one line on stderr and exit code 2, never a traceback.
+Every error becomes one line on stderr and an exit code per kind (see
+:mod:`ragtiller.exit_codes`); the traceback only with ``ragtiller --debug``.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ragtiller.display import citations, stage_table, summary
-from ragtiller.errors import RagtillerError
+from ragtiller.exit_codes import error_line, exit_code
 from ragtiller.graph.builder import build_graph
 from ragtiller.policies import load_policy
-
-EXIT_ERROR = 2
+from ragtiller.policies.commands import add_policy_commands
 
 
 def run_turn(graph: Any, query: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -127,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="ragtiller", description="Quota-aware, policy-driven retrieval graph."
     )
+    top.add_argument(
+        "--debug", action="store_true", help="On an error, also print the Python traceback."
+    )
     sub = top.add_subparsers(dest="command", required=True)
 
     ing = sub.add_parser("ingest", help="Ingest files or directories into an index directory.")
@@ -192,20 +197,28 @@ def parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=_model_prepare)
 
     add_commands(sub)
+    add_policy_commands(sub)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ragtiller`` command; returns the exit code."""
+    """Entry point of the ``ragtiller`` command; returns the exit code.
+
+    Nothing escapes: any exception is one line on stderr and its exit code
+    (:func:`ragtiller.exit_codes.exit_code`), with the traceback first under ``--debug``.
+    Text that cannot be encoded for the terminal (a lone surrogate from argv) is escaped.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     args = parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except RagtillerError as e:
-        print(f"ragtiller: error: {e}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("ragtiller: interrupted", file=sys.stderr)
-        return 130
+    except (Exception, KeyboardInterrupt) as e:
+        if args.debug:
+            traceback.print_exc()
+        print(error_line(e, debug=args.debug), file=sys.stderr)
+        return exit_code(e)
     return code
 
 

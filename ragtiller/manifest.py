@@ -53,12 +53,19 @@ class StepBackRecord(_Record):
 
 
 class RunManifest(_Record):
-    """Everything a turn decided, retrieved and spent (DESIGN.md section 3).
+    """Everything a turn decided, retrieved and spent; built once per turn by assemble.
 
     Example:
-        >>> out = graph.invoke({"query": "how do I cancel a task?"})  # doctest: +SKIP
-        >>> out["manifest"].stages[0].step
-        'gate'
+        >>> from langchain_core.documents import Document
+        >>> from ragtiller import build_graph
+        >>> from ragtiller.index import EmbeddedIndex, HashingEmbedder
+        >>> docs = [Document("asyncio.gather runs awaitables at once.", metadata={"source": "a.md"})]
+        >>> index = EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False)
+        >>> out = build_graph(index=index).invoke({"query": "how do I run coroutines at once?"})
+        >>> [stage.step for stage in out["manifest"].stages][:3]
+        ['gate', 'step_back', 'embed']
+        >>> out["manifest"].step_back.reason
+        'no-llm'
     """
 
     run_id: str
@@ -78,7 +85,7 @@ class RunManifest(_Record):
     selected_namespaces: list[str] = Field(default_factory=list)
     top_k: dict[str, int] = Field(default_factory=dict, description="Size asked of each stage.")
     hybrid: Decision | None = None
-    fusion: Decision | None = None
+    parent_child: Decision | None = None
     rerank: Decision | None = None
     fusion_method: str | None = None
     step_back: StepBackRecord = Field(default_factory=StepBackRecord)

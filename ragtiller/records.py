@@ -58,7 +58,7 @@ class Route(TypedDict):
     truncated: bool
     """Whether the query was cut to ``budgets.max_query_chars`` for embedding."""
     hybrid: Decision | None
-    fusion: Decision | None
+    parent_child: Decision | None
     rerank: Decision | None
     """The route's rerank setting before candidates are known (see :class:`RerankDecision`)."""
     router: Literal["deterministic", "llm"]

@@ -73,7 +73,7 @@ def test_ask_json_is_one_object_with_events(index_dir: Path) -> None:
 
 def test_missing_index_is_one_line_error_not_traceback(tmp_path: Path) -> None:
     done = ragtiller("ask", "anything at all here", "--index", str(tmp_path / "nope"))
-    assert done.returncode == 2
+    assert done.returncode == 3  # the index exit code (ragtiller.exit_codes.EXIT_INDEX)
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert "ragtiller: error: no index at" in done.stderr
@@ -81,7 +81,7 @@ def test_missing_index_is_one_line_error_not_traceback(tmp_path: Path) -> None:
 
 def test_bad_policy_is_a_clear_error(index_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("schema_version: 1\npolicy_id: x\nversion: '1'\nroutes: {}\n", "utf-8")
+    bad.write_text("schema_version: 2\npolicy_id: x\nversion: '1'\nroutes: {}\n", "utf-8")
     done = ragtiller("ask", "some question here", "--index", str(index_dir), "--policy", str(bad))
     assert done.returncode == 2
     assert f"invalid retrieval policy {bad}" in done.stderr

@@ -151,7 +151,7 @@ def test_errors_are_one_line_with_exit_2(
     message: str,
 ) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("schema_version: 1\npolicy_id: x\n", encoding="utf-8")
+    bad.write_text("schema_version: 2\npolicy_id: x\n", encoding="utf-8")
     values = {
         "--index": str(index_dir),
         "--dataset": str(TINY),

@@ -130,7 +130,7 @@ def test_broad_turn_reranks_with_zscore_and_injects_corpus_map() -> None:
     assert final(events, "step_back")[0]["detail"]["reason"] == "no-llm"
     assert final(events, "rerank")[0]["detail"]["method"] == "zscore"
     assert "<project-overview>\nasyncio: tasks, streams\n</project-overview>" in out["context"]
-    assert out["manifest"].fusion is not None and out["manifest"].fusion.enabled
+    assert out["manifest"].parent_child is not None and out["manifest"].parent_child.enabled
 
 
 @pytest.mark.parametrize(
@@ -253,7 +253,7 @@ def test_manifest_is_complete_and_json_serialisable() -> None:
         "selected_namespaces",
         "top_k",
         "hybrid",
-        "fusion",
+        "parent_child",
         "rerank",
         "step_back",
         "tiers",

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "demo": 5,
     "deployment": 5,
     "cli": 5,
+    "exit_codes": 5,
     "__init__": 5,
 }
 """Each top-level module or package of ragtiller, by layer; a new one must be placed here."""

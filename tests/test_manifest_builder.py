@@ -30,7 +30,7 @@ def state(**overrides: Any) -> dict[str, Any]:
             "top_k": 8,
             "truncated": False,
             "hybrid": decision(True, True, "route enables hybrid"),
-            "fusion": decision(False, False, "route disables fusion"),
+            "parent_child": decision(False, False, "route disables parent-child"),
             "rerank": decision(True, True, "route enables rerank"),
             "router": "deterministic",
             "router_detail": {},
@@ -79,7 +79,7 @@ def test_labels_latency_and_spends_come_from_the_records() -> None:
     assert manifest.cost_usd == 0.002
     assert manifest.tier_errors == {"dense": ""}
     assert manifest.rerank is not None and manifest.rerank.enabled
-    assert manifest.fusion is not None and not manifest.fusion.enabled
+    assert manifest.parent_child is not None and not manifest.parent_child.enabled
     assert [r.id for r in manifest.reranked] == ["c1"]
 
 
@@ -88,7 +88,7 @@ def test_no_retrieval_turn_asks_no_stage_for_anything() -> None:
         "query_type": "no_retrieval",
         "no_retrieval_reason": "greeting",
         "hybrid": None,
-        "fusion": None,
+        "parent_child": None,
         "rerank": None,
     }
     manifest = build_manifest(

@@ -28,18 +28,18 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
         "2026-11-29",
-        1,
+        2,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
     assert policy.routes["factual_lookup"].rerank is False
     assert policy.routes["factual_lookup"].hybrid is True  # promoted on Cranfield, 2026-11-29
-    assert policy.routes["synthesis"].fusion == "conditional"
+    assert policy.routes["synthesis"].parent_child == "conditional"
     assert policy.router.llm_router == "off"
     assert policy.step_back.cache_ttl_s == 21600
     assert policy.quota.chat_gen_per_day == 20
     assert policy.reranker.provider == "zscore"
     assert policy.budgets.candidate_cap == 36
-    assert policy.eval_slices == ["exact_lexical_lookup", "factual_lookup", "synthesis"]
+    assert policy.deadlines.turn_s == 15
 
 
 def test_policy_is_frozen() -> None:
@@ -81,7 +81,7 @@ def _broken(**changes: object) -> dict[str, object]:
             r"routes\.lookup_everything\.\[key\]: Input should be 'exact_lexical_lookup'",
         ),
         ({"routes__synthesis": ...}, r"routes must define synthesis"),
-        ({"schema_version": 2}, r"schema_version: Input should be 1"),
+        ({"schema_version": 3}, r"schema_version: Input should be 2"),
         (
             {"reranker__provider": "magic"},
             r"reranker\.provider: Input should be 'zscore', 'identity', 'cross-encoder' or 'cohere'",

@@ -1,8 +1,8 @@
-"""Choosing the store backends from the environment, and the cache key."""
+"""Choosing the store backends from the environment."""
 
 from __future__ import annotations
 
-import hashlib
+import socket
 import sys
 
 import pytest
@@ -10,10 +10,10 @@ import pytest
 from ragtiller.stores import (
     MemoryCache,
     MemoryQuotaLedger,
+    QuotaSnapshot,
     RedisCache,
     RedisQuotaLedger,
     SpendResult,
-    cache_key,
     stores_from_env,
 )
 
@@ -48,6 +48,8 @@ async def test_with_redis_url_the_stores_live_in_redis(
         cache.set("k", "shared", ttl_s=60)
         assert await replica_cache.aget("k") == "shared"
         assert cache.key("k") == f"{redis_prefix}cache:k"
+        assert ledger.breaker is cache.breaker  # one Redis, one breaker
+        assert replica_ledger.breaker is not ledger.breaker
     finally:
         for store in (ledger, cache, replica_ledger, replica_cache):
             await store.aclose()
@@ -62,17 +64,21 @@ def test_redis_url_without_the_redis_package_says_how_to_install_it(
         stores_from_env({"chat_gen": 2})
 
 
-def test_cache_key_is_the_sha256_of_the_normalized_parts() -> None:
-    expected = hashlib.sha256(b"step-back\x1fhow do i start?").hexdigest()
-    assert cache_key("step-back", "how do i start?") == expected
-    assert cache_key("  STEP-back ", "How\tdo  I\n start?  ") == expected
-
-
-def test_cache_key_casefolds_beyond_lowercase() -> None:
-    assert cache_key("Straße") == cache_key("STRASSE")
-
-
-def test_cache_key_keeps_part_boundaries() -> None:
-    assert cache_key("a b", "c") != cache_key("a", "b c")
-    assert cache_key("ab") != cache_key("a", "b")
-    assert len(cache_key("x")) == 64
+async def test_the_ledger_and_cache_of_one_dead_redis_share_one_breaker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{port}/0")
+    ledger, cache = stores_from_env({"chat_gen": 2})
+    assert isinstance(ledger, RedisQuotaLedger) and isinstance(cache, RedisCache)
+    try:
+        for _ in range(3):
+            assert cache.get("k") is None  # connection refused, three times
+        assert not ledger.available  # the cache's failures opened the ledger's breaker too
+        assert await ledger.asnapshot() == QuotaSnapshot({"chat_gen": 0}, available=False)
+        assert ledger.try_spend("chat_gen").reason == "quota-store-unavailable"
+    finally:
+        await ledger.aclose()
+        await cache.aclose()

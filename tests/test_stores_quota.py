@@ -14,6 +14,7 @@ from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.stores import (
     MemoryQuotaLedger,
     QuotaLedger,
+    QuotaSnapshot,
     RedisQuotaLedger,
     SpendResult,
     UnknownResourceError,
@@ -77,6 +78,13 @@ class Api:
         else:
             ledger.refund(resource, n)
 
+    async def snapshot(
+        self, ledger: QuotaLedger, resources: list[str] | None = None
+    ) -> QuotaSnapshot:
+        if self.use_async:
+            return await ledger.asnapshot(resources)
+        return ledger.snapshot(resources)
+
     async def remaining(self, ledger: QuotaLedger, resource: str) -> int:
         if self.use_async:
             return await ledger.aremaining(resource)
@@ -97,6 +105,23 @@ async def test_spend_remaining_refund(make_ledger: MakeLedger, api: Api) -> None
     await api.refund(ledger, "chat_gen")
     assert await api.remaining(ledger, "chat_gen") == 1
     assert await api.spend(ledger, "chat_gen") == SpendResult(allowed=True, remaining=0)
+
+
+async def test_snapshot_reads_several_budgets_at_once(make_ledger: MakeLedger, api: Api) -> None:
+    ledger = make_ledger()
+    assert ledger.available
+    await api.spend(ledger, "chat_gen", 2)
+    await api.spend(ledger, "rerank_calls", 5)
+    reading = await api.snapshot(ledger, ["rerank_calls", "chat_gen", "rerank_calls"])
+    assert reading == QuotaSnapshot({"rerank_calls": 15, "chat_gen": 1}, available=True)
+    assert list(reading.remaining) == ["rerank_calls", "chat_gen"]
+    everything = await api.snapshot(ledger)
+    assert everything == QuotaSnapshot(
+        {"chat_gen": 1, "rerank_calls": 15, "disabled": 0}, available=True
+    )
+    assert await api.snapshot(ledger, []) == QuotaSnapshot({}, available=True)
+    with pytest.raises(UnknownResourceError, match="unknown quota resource 'chat'"):
+        await api.snapshot(ledger, ["chat_gen", "chat"])
 
 
 async def test_refund_never_raises_the_budget_above_the_limit(

@@ -19,7 +19,7 @@ import redis
 from fixtures.redis_server import RedisServer
 
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
-from ragtiller.stores import RedisCache, RedisQuotaLedger, SpendResult
+from ragtiller.stores import CircuitBreaker, RedisCache, RedisQuotaLedger, SpendResult
 
 pytestmark = pytest.mark.redis
 
@@ -300,8 +300,10 @@ async def test_a_server_that_dies_mid_test_degrades_then_recovers(
     disposable_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = disposable_redis_server.url
-    ledger = RedisQuotaLedger({"chat_gen": 5}, url=url, prefix="t:")
-    cache = RedisCache(url=url, prefix="t:")
+    now = [0.0]
+    breaker = CircuitBreaker(reset_after_s=5, clock=lambda: now[0])
+    ledger = RedisQuotaLedger({"chat_gen": 5}, url=url, prefix="t:", breaker=breaker)
+    cache = RedisCache(url=url, prefix="t:", breaker=breaker)
     try:
         assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
         assert (await ledger.atry_spend("chat_gen")).allowed
@@ -313,7 +315,10 @@ async def test_a_server_that_dies_mid_test_degrades_then_recovers(
         messages = [r.getMessage() for r in caplog.records if r.name == "ragtiller.stores"]
         assert any("refusing 1 chat_gen (fail closed)" in m for m in messages)
         assert any(m.startswith("cache unavailable; k is a miss") for m in messages)
+        assert breaker.snapshot().state == "open"
         disposable_redis_server.start()  # empty again: the server keeps nothing on disk
+        assert ledger.try_spend("chat_gen") == UNAVAILABLE  # not called until the pause is over
+        now[0] += 5
         assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
         assert (await ledger.atry_spend("chat_gen")).allowed
         assert cache.get_or_compute("k", lambda: "again", ttl_s=60) == ("again", False)
@@ -329,8 +334,10 @@ async def test_an_unreachable_url_degrades_from_the_start() -> None:
     cache = RedisCache(url=url)
     began = time.monotonic()
     try:
-        await _assert_degraded(ledger, cache)
         with pytest.raises(StoreUnavailableError, match=r"^Redis failed: ConnectionError"):
+            cache.clear()
+        await _assert_degraded(ledger, cache)
+        with pytest.raises(StoreUnavailableError, match=r"^Redis circuit open after 3 "):
             cache.clear()
     finally:
         await ledger.aclose()
@@ -451,3 +458,22 @@ def test_close_runs_a_stopped_loop_to_close_its_client(
             assert _wait_for_connections(r, 1) == 1
     finally:
         loop.close()
+
+
+async def test_a_snapshot_of_several_budgets_is_one_mget(
+    disposable_redis_server: RedisServer,
+) -> None:
+    url = disposable_redis_server.url
+    ledger = RedisQuotaLedger({"chat_gen": 5, "rerank_calls": 9, "other": 1}, url=url)
+    try:
+        ledger.try_spend("chat_gen", 2)
+        with redis.Redis.from_url(url) as r:
+            r.config_resetstat()
+            snapshot = await ledger.asnapshot(["chat_gen", "rerank_calls", "other"])
+            stats = r.info("commandstats")
+    finally:
+        await ledger.aclose()
+    assert snapshot.remaining == {"chat_gen": 3, "rerank_calls": 9, "other": 1}
+    assert snapshot.available
+    assert stats["cmdstat_mget"]["calls"] == 1
+    assert not {"cmdstat_get", "cmdstat_evalsha", "cmdstat_eval"} & set(stats)

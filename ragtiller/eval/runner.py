@@ -1,4 +1,4 @@
-"""Run an eval dataset through the compiled graph that serves queries (ADR-011: one pipeline)."""
+"""Run an eval dataset through the compiled graph that serves queries."""
 
 from __future__ import annotations
 

@@ -88,6 +88,16 @@ class GraphParts(TypedDict, total=False):
     llm_router: Any | None
 
 
+def _index_tiers(policy: RetrievalPolicy, index: IndexLike | None) -> list[Tier]:
+    """The index's tiers; for an embedded index, served by the policy's dense and lexical
+    backends (Pinecone, with the embedded tier as fallback) as ``tiers_for_policy`` says."""
+    from ragtiller.index import EmbeddedIndex, tiers_for_policy
+
+    if isinstance(index, EmbeddedIndex):
+        return tiers_for_policy(policy, index)
+    return list(index.tiers) if index is not None else []
+
+
 def build_components(
     policy: RetrievalPolicy | str | Path | None = None, **parts: Unpack[GraphParts]
 ) -> Components:
@@ -105,7 +115,7 @@ def build_components(
     chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
     corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    tier_list = list(tiers if tiers is not None else (index.tiers if index is not None else []))
+    tier_list = list(tiers) if tiers is not None else _index_tiers(resolved, index)
     if not tier_list:
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
@@ -113,6 +123,12 @@ def build_components(
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")
+    unknown = sorted(set(resolved.fusion.tier_weights) - set(names))
+    if unknown:
+        raise ConfigurationError(
+            f"fusion.tier_weights names tiers this graph does not have: {unknown}; "
+            f"its tiers are {sorted(names)}"
+        )
     emb = embedder if embedder is not None else (index.embedder if index is not None else None)
     if emb is None and any(t.needs_vector for t in tier_list):
         vector = [t.name for t in tier_list if t.needs_vector]
@@ -136,7 +152,9 @@ def build_components(
     if reranker is None:
         from ragtiller.rerankers import reranker_from_policy
 
-        reranker = reranker_from_policy(resolved.reranker, ledger=quota, cache=cache)
+        reranker = reranker_from_policy(
+            resolved.reranker, ledger=quota, cache=cache, tier_weights=resolved.fusion.tier_weights
+        )
     return Components(
         policy=resolved,
         embedder=emb,

@@ -81,7 +81,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
             list(deps.vector_tiers),
             has_vector=vector is not None,
             hybrid=bool(route["hybrid"] and route["hybrid"]["enabled"]),
-            fusion=bool(route["fusion"] and route["fusion"]["enabled"]),
+            parent_child=bool(route["parent_child"] and route["parent_child"]["enabled"]),
         )
         records.extend(
             skipped("tier_search", reason, tier=name) for name, reason in skipped_tiers.items()

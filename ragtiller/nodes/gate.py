@@ -3,6 +3,7 @@ the step-back edge from the policy and that quota view."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -12,8 +13,8 @@ from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
-    decide_fusion,
     decide_hybrid,
+    decide_parent_child,
     decide_rerank_setting,
     decide_step_back,
 )
@@ -40,6 +41,15 @@ def _text(state: RetrievalState, key: str, *, required: bool) -> str | None:
             'pass {"query": "your question"}'
         )
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
+    U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _namespaces(state: RetrievalState, route_namespaces: list[str]) -> list[str]:
@@ -70,7 +80,8 @@ def make_gate(deps: Components) -> NodeFn:
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
         started = time.perf_counter()
-        query = _text(state, "query", required=True) or ""
+        raw = _text(state, "query", required=True) or ""
+        query = encodable(raw)
         _text(state, "tenant", required=False)
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
@@ -90,8 +101,12 @@ def make_gate(deps: Components) -> NodeFn:
         fallback = router_detail.get("fallback_reason")
         if fallback is not None:
             labels.append(f"llm router skipped: {fallback}")
+        if query != raw:
+            labels.append("query held undecodable characters, replaced by U+FFFD")
         if truncated:
             labels.append(f"query truncated to {max_chars} characters for embedding")
+        if not quota["available"]:
+            labels.append("quota-store-unavailable: no paid call this turn (quotas fail closed)")
         records: list[StageRecord] = []
         if cls.query_type is None:
             reason = cls.no_retrieval_reason or "no-retrieval"
@@ -104,7 +119,7 @@ def make_gate(deps: Components) -> NodeFn:
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
-                fusion=None,
+                parent_child=None,
                 rerank=None,
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
@@ -125,7 +140,9 @@ def make_gate(deps: Components) -> NodeFn:
                 top_k=min(config.top_k, policy.budgets.max_chunks),
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
-                fusion=decide_fusion(config, is_broad=cls.is_broad, query_type=cls.query_type),
+                parent_child=decide_parent_child(
+                    config, is_broad=cls.is_broad, query_type=cls.query_type
+                ),
                 rerank=decide_rerank_setting(config),
                 router="llm" if router_name == "llm" else "deterministic",
                 router_detail=router_detail,
@@ -156,6 +173,7 @@ def make_gate(deps: Components) -> NodeFn:
                 records.append(skipped("step_back", skip, llm_calls=0))
 
         return {
+            "query": query,
             "turn": {"run_id": uuid.uuid4().hex, "started_at": started, "quota": quota},
             "route": route,
             "embed_query": embed_text,

@@ -81,7 +81,7 @@ def build_manifest(
         if retrieved
         else {},
         hybrid=_decision(route["hybrid"]),
-        fusion=_decision(route["fusion"]),
+        parent_child=_decision(route["parent_child"]),
         rerank=_decision(plan),
         fusion_method=policy.fusion.method if state.get("candidates") else None,
         step_back=StepBackRecord(

@@ -30,12 +30,12 @@ def decide_hybrid(route: RouteConfig, triggers: list[str]) -> Decision:
     return decision(False, "conditional", "no lexical trigger")
 
 
-def decide_fusion(route: RouteConfig, *, is_broad: bool, query_type: str) -> Decision:
+def decide_parent_child(route: RouteConfig, *, is_broad: bool, query_type: str) -> Decision:
     """Parent-child tier (wider context) on when the route says so, or conditional and broad."""
-    if route.fusion is True:
-        return decision(True, True, "route enables fusion")
-    if route.fusion is False:
-        return decision(False, False, "route disables fusion")
+    if route.parent_child is True:
+        return decision(True, True, "route enables parent-child")
+    if route.parent_child is False:
+        return decision(False, False, "route disables parent-child")
     if is_broad or query_type == "synthesis":
         return decision(True, "conditional", "broad or synthesis question wants section context")
     return decision(False, "conditional", "narrow question")
@@ -143,12 +143,12 @@ def plan_tiers(
     *,
     has_vector: bool,
     hybrid: bool,
-    fusion: bool,
+    parent_child: bool,
 ) -> tuple[list[str], dict[str, str]]:
     """Which tiers run this turn, and why each other tier does not.
 
     Returns:
-        Tiers to run, and a reason per skipped tier (``hybrid-off``, ``fusion-off``,
+        Tiers to run, and a reason per skipped tier (``hybrid-off``, ``parent-child-off``,
         ``no-vector``). When the query could not be embedded the lexical tier runs regardless,
         so the turn still answers.
     """
@@ -159,8 +159,8 @@ def plan_tiers(
             skipped[name] = "no-vector"
         elif name == LEXICAL and not hybrid and has_vector:
             skipped[name] = "hybrid-off"
-        elif name == PARENT_CHILD and not fusion:
-            skipped[name] = "fusion-off"
+        elif name == PARENT_CHILD and not parent_child:
+            skipped[name] = "parent-child-off"
         else:
             run.append(name)
     return run, skipped

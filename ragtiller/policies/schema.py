@@ -11,8 +11,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 Toggle = bool | Literal["conditional"]
 """A stage switch: always on, always off, or decided per query (each decision carries a reason)."""
 
+SCHEMA_VERSION = 2
+"""The policy schema this code reads; version 1 files are upgraded on load (with a warning)."""
+
 RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
 ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
+
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
+"""A duration in seconds: finite and > 0 (``.inf``, ``.nan``, 0 and negatives are rejected)."""
+
+Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In milliseconds.")]
+"""A duration in milliseconds: finite and > 0."""
+
+Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A fusion weight: finite and >= 0 (0 mutes a tier)."""
 
 
 class TriggerKind(StrEnum):
@@ -39,7 +52,9 @@ class RouteConfig(_Model):
     )
     top_k: Annotated[int, Field(gt=0, description="Chunks returned to the caller.")] = 5
     hybrid: Toggle = Field("conditional", description="Add the lexical (BM25) tier.")
-    fusion: Toggle = Field(True, description="Add the parent-child tier and fuse tiers.")
+    parent_child: Toggle = Field(
+        True, description="Add the parent-child tier (whole sections scored by their best child)."
+    )
     rerank: Toggle = Field("conditional", description="Run the rerank stage.")
 
     @property
@@ -48,23 +63,20 @@ class RouteConfig(_Model):
         return [self.namespace] if isinstance(self.namespace, str) else list(self.namespace)
 
 
-class DefaultRoute(_Model):
-    """Fallback namespace and size, used for fields a route leaves out."""
-
-    namespace: str = "default"
-    top_k: Annotated[int, Field(gt=0)] = 5
-
-
 class RouterConfig(_Model):
     """Which router classifies queries."""
 
-    baseline: Literal["deterministic"] = "deterministic"
     llm_router: Literal["off", "evaluated_optional", "on"] = "off"
     llm_eval_artifact: str | None = Field(
         None, description="Path to a `ragtiller promote` decision proving the LLM router's lift."
     )
     llm_min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
-    llm_timeout_s: Annotated[float, Field(gt=0)] = 5.0
+    llm_timeout_s: Annotated[Seconds, Field(description="LLM router call timeout, in seconds.")] = (
+        5.0
+    )
+    cache_ttl_s: Annotated[
+        int, Field(gt=0, description="How long one query's route choice is cached, in seconds.")
+    ] = 21600
 
     @field_validator("llm_router", mode="before")
     @classmethod
@@ -82,10 +94,6 @@ class StepBackConfig(_Model):
         False,
         description="Refund the quota when the call fails. Off: a failed call still cost the provider.",
     )
-
-
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
-"""A finite, positive number of seconds."""
 
 
 class DeadlinesConfig(_Model):
@@ -132,7 +140,7 @@ class RerankerConfig(_Model):
     ceiling_eval_artifact: str | None = Field(
         None, description="Path to a `ragtiller promote` decision proving the ceiling's lift."
     )
-    max_p95_latency_ms_added: Annotated[float, Field(gt=0, description="In milliseconds.")] = 500
+    max_p95_latency_ms_added: Annotated[Milliseconds, Field(description="In milliseconds.")] = 500
     max_cost_usd_per_request_added: Annotated[float, Field(ge=0, description="In USD.")] = 0.01
     cost_usd_per_call: Annotated[float, Field(ge=0, description="In USD, per rerank call.")] = 0.002
     daily_calls: Annotated[int, Field(ge=0)] = 1000
@@ -165,7 +173,9 @@ class FusionConfig(_Model):
 
     method: Literal["rrf", "zscore", "minmax"] = "rrf"
     rrf_k: Annotated[int, Field(gt=0)] = 60
-    tier_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    tier_weights: dict[str, Weight] = Field(
+        default_factory=dict, description="Weight per tier name, finite and >= 0; default 1."
+    )
     tier_depth: Annotated[
         int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")
     ] = None
@@ -182,9 +192,13 @@ class DenseBackendConfig(_Model):
         False,
         description="Also fall back on Pinecone errors (429, 5xx, timeouts), not only on missing credentials.",
     )
-    timeout_s: Annotated[float, Field(gt=0, description="Pinecone query deadline, in seconds.")] = (
-        5.0
-    )
+    timeout_s: Annotated[
+        Seconds,
+        Field(
+            description="Pinecone query deadline, in seconds; below `deadlines.tier_s`, so the "
+            "fallback still has time to answer."
+        ),
+    ] = 4.0
 
 
 class LexicalBackendConfig(DenseBackendConfig):
@@ -201,12 +215,12 @@ class PromotionConfig(_Model):
     required_slices: list[str] = Field(default_factory=list)
     min_ndcg_lift: float = 0.0
     max_slice_regression: Annotated[float, Field(ge=0)] = 0.02
-    max_p95_latency_ms: Annotated[float | None, Field(gt=0)] = None
+    max_p95_latency_ms: Milliseconds | None = None
     max_llm_calls_per_turn: Annotated[float | None, Field(ge=0)] = None
 
 
 class RetrievalPolicy(_Model):
-    """A versioned retrieval policy (DESIGN.md section 4).
+    """A versioned retrieval policy: every field is read by the code its description names.
 
     Example:
         >>> from ragtiller import load_policy
@@ -215,10 +229,9 @@ class RetrievalPolicy(_Model):
         8
     """
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     policy_id: Annotated[str, Field(min_length=1)]
     version: str
-    default_route: DefaultRoute = DefaultRoute()
     routes: dict[RouteName, RouteConfig]
     router: RouterConfig = RouterConfig()
     lexical_triggers: list[TriggerKind] = Field(default_factory=lambda: list(TriggerKind))
@@ -230,7 +243,6 @@ class RetrievalPolicy(_Model):
     deadlines: DeadlinesConfig = DeadlinesConfig()
     dense_backend: DenseBackendConfig = DenseBackendConfig()
     lexical_backend: LexicalBackendConfig = LexicalBackendConfig()
-    eval_slices: list[str] = Field(default_factory=list)
     promotion: PromotionConfig = PromotionConfig()
 
     @field_validator("version", mode="before")
@@ -238,6 +250,17 @@ class RetrievalPolicy(_Model):
     def _version_as_text(cls, value: object) -> object:
         # YAML reads 2026-06-16 as a date; the version is an opaque label.
         return value.isoformat() if isinstance(value, date) else value
+
+    @model_validator(mode="after")
+    def _backend_deadline_leaves_time_for_the_fallback(self) -> RetrievalPolicy:
+        for name, backend in (("dense", self.dense_backend), ("lexical", self.lexical_backend)):
+            if backend.provider != "embedded" and backend.timeout_s >= self.deadlines.tier_s:
+                raise ValueError(
+                    f"{name}_backend.timeout_s ({backend.timeout_s}) must be below "
+                    f"deadlines.tier_s ({self.deadlines.tier_s}), or the tier's deadline passes "
+                    "before its fallback can answer"
+                )
+        return self
 
     @model_validator(mode="after")
     def _every_route_defined(self) -> RetrievalPolicy:

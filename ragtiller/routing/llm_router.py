@@ -1,6 +1,6 @@
 """The optional LLM router: a chat model reads the query, the deterministic router stays the floor.
 
-ADR-011: the deterministic router is the trusted default; an LLM router is an evaluated,
+The deterministic router is the trusted default; an LLM router is an evaluated,
 policy-selected strategy and never a foundational dependency. Every way the LLM cannot answer
 (no model, no quota, timeout, error, invalid or unsure output, no eval evidence) returns the
 deterministic classification unchanged, with the reason in the detail the manifest records.
@@ -35,8 +35,6 @@ logger = logging.getLogger(__name__)
 
 RouterName = Literal["llm", "deterministic"]
 
-CACHE_TTL_S = 21600
-"""How long one query's route choice is cached, in seconds (6 hours)."""
 MAX_TRIGGERS = 10
 MAX_TRIGGER_CHARS = 200
 
@@ -114,7 +112,7 @@ class LLMRouter:
        ``eval-artifact-unreadable`` (with ``note``);
     3. no chat model -> ``no-llm``;
     4. the cache, keyed by the normalized query (casefolded, whitespace collapsed), the prompt
-       and the model name, kept ``cache_ttl_s``: a hit costs nothing (``from_cache``), and
+       and the model name, kept ``config.cache_ttl_s``: a hit costs nothing (``from_cache``), and
        concurrent identical queries share one call (single-flight);
     5. one unit of the ledger's ``chat_gen`` (the step-back budget): refused -> ``quota``, or
        ``quota-store-unavailable`` when the store failed (quotas fail closed);
@@ -135,13 +133,13 @@ class LLMRouter:
     ``note``, ``eval`` and ``triggers_dropped`` when they apply.
 
     Args:
-        config: The policy's router section (``llm_min_confidence``, ``llm_timeout_s``).
+        config: The policy's router section (``llm_min_confidence``, ``llm_timeout_s``,
+            ``cache_ttl_s``).
         chat_model: Any LangChain chat model that supports ``with_structured_output``; None
             falls back with ``no-llm``.
         quota: The daily ledger shared with step-back; must have a ``chat_gen`` limit.
         cache: Cache of route choices (shared with step-back and rerank; keys are hashed).
         trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
-        cache_ttl_s: How long a route choice is cached, in seconds.
         evidence: The eval gate's outcome; None when no eval is required (``llm_router: on``).
             Evidence that does not allow the router disables it.
 
@@ -170,14 +168,12 @@ class LLMRouter:
         quota: QuotaLedger,
         cache: Cache,
         trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
-        cache_ttl_s: float = CACHE_TTL_S,
         evidence: EvalEvidence | None = None,
     ) -> None:
         self.config = config
         self.quota = quota
         self.cache = cache
         self.trigger_kinds = frozenset(trigger_kinds)
-        self.cache_ttl_s = cache_ttl_s
         self.evidence = evidence
         self.model_label = model_label(chat_model) if chat_model is not None else None
         self._structured: Runnable[LanguageModelInput, Any] | None = None
@@ -227,7 +223,7 @@ class LLMRouter:
         key = cache_key("llm-router", ROUTER_PROMPT, self.model_label or "", query)
         try:
             raw, from_cache = await self.cache.aget_or_compute(
-                key, lambda: self._ask(query, made), self.cache_ttl_s
+                key, lambda: self._ask(query, made), self.config.cache_ttl_s
             )
         except _Fallback as e:
             return self._failed(deterministic, detail, made, e.reason, e)
@@ -356,7 +352,6 @@ def make_llm_router(
     quota: QuotaLedger,
     cache: Cache,
     trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
-    cache_ttl_s: float = CACHE_TTL_S,
 ) -> LLMRouter | None:
     """The router strategy the policy selects (``router.llm_router``).
 
@@ -373,7 +368,6 @@ def make_llm_router(
         quota: The daily ledger shared with step-back (needs a ``chat_gen`` limit).
         cache: The route-choice cache.
         trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
-        cache_ttl_s: How long a route choice is cached, in seconds.
 
     Returns:
         The router, or None when the policy turns it off.
@@ -405,6 +399,5 @@ def make_llm_router(
         quota=quota,
         cache=cache,
         trigger_kinds=trigger_kinds,
-        cache_ttl_s=cache_ttl_s,
         evidence=evidence,
     )

@@ -1,8 +1,10 @@
 """Quota ledgers and caches: in memory by default, in Redis when shared by several replicas.
 
 A quota fails closed (a spend is refused when its store is down); a cache fails open (a miss).
+A circuit breaker shared by the Redis ledger and cache stops calling a Redis that keeps failing.
 """
 
+from ragtiller.stores._breaker import BreakerSnapshot, BreakerState, CircuitBreaker
 from ragtiller.stores._cache import Cache
 from ragtiller.stores._cache_memory import MemoryCache
 from ragtiller.stores._cache_redis import RedisCache
@@ -20,7 +22,10 @@ from ragtiller.stores._quota_memory import MemoryQuotaLedger
 from ragtiller.stores._quota_redis import RedisQuotaLedger
 
 __all__ = (
+    "BreakerSnapshot",
+    "BreakerState",
     "Cache",
+    "CircuitBreaker",
     "MemoryCache",
     "MemoryQuotaLedger",
     "QuotaLedger",

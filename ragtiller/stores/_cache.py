@@ -196,6 +196,11 @@ class Cache(ABC):
         if not task.cancelled():
             task.exception()  # retrieved: the callers that awaited it have raised it already
 
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach the store; no I/O (always True in memory)."""
+        return True
+
     @abstractmethod
     def clear(self) -> None:
         """Remove every entry of this cache."""

@@ -9,8 +9,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
+from ragtiller.stores._breaker import CircuitBreaker
 from ragtiller.stores._cache import Cache, Filled, decode, logger
-from ragtiller.stores._redis import DEFAULT_SOCKET_TIMEOUT_S, RedisConnection, RedisScript
+from ragtiller.stores._redis import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_SOCKET_TIMEOUT_S,
+    RedisConnection,
+    RedisScript,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -65,7 +71,9 @@ class RedisCache(Cache):
         lock_ttl_s: float = 15.0,
         lock_wait_s: float = 10.0,
         poll_interval_s: float = 0.05,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         """Connect the cache to Redis (lazily: no I/O happens here).
 
@@ -73,13 +81,17 @@ class RedisCache(Cache):
             client: A sync client, used by the sync methods; never closed by the cache.
             aclient: A ``redis.asyncio`` client, used by the async methods; never closed by the
                 cache.
-            url: Builds the clients not given, with ``socket_timeout_s`` timeouts; closed by
+            url: Builds the clients not given, with the timeouts below; closed by
                 :meth:`close` / :meth:`aclose`.
             prefix: Start of every key the cache writes.
             lock_ttl_s: Life of the cross-process compute lock, in seconds.
             lock_wait_s: Longest wait for another process's computation, in seconds.
             poll_interval_s: Pause between two looks for that computation's value, in seconds.
-            socket_timeout_s: Connect and read timeout of clients built from ``url``, in seconds.
+            connect_timeout_s: Connect timeout of clients built from ``url``, in seconds.
+            socket_timeout_s: Read/write timeout of clients built from ``url``, in seconds.
+            breaker: Opens after consecutive Redis failures; pass the same one to the ledger and
+                the cache of one Redis so that either's failures spare the other the timeouts.
+                Default: a breaker of this cache's own (3 failures, 5 s).
 
         Raises:
             ConfigurationError: No client and no URL, or a timing that is not positive.
@@ -92,7 +104,12 @@ class RedisCache(Cache):
             )
         super().__init__()
         self._redis = RedisConnection(
-            client=client, aclient=aclient, url=url, socket_timeout_s=socket_timeout_s
+            client=client,
+            aclient=aclient,
+            url=url,
+            connect_timeout_s=connect_timeout_s,
+            socket_timeout_s=socket_timeout_s,
+            breaker=breaker,
         )
         self._prefix = prefix
         self._lock_px = max(1, round(lock_ttl_s * 1000))
@@ -129,6 +146,16 @@ class RedisCache(Cache):
                 client.delete(*batch)
 
         self._redis.call(run)
+
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
+        return self._redis.available
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The circuit breaker in front of this cache's Redis (share it with the ledger)."""
+        return self._redis.breaker
 
     def close(self) -> None:
         """Close the clients the cache built from ``url`` (inside an event loop: :meth:`aclose`)."""

@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import Mapping
 
+from ragtiller.stores._breaker import CircuitBreaker
 from ragtiller.stores._cache import Cache
 from ragtiller.stores._cache_memory import MemoryCache
 from ragtiller.stores._cache_redis import RedisCache
@@ -22,7 +23,9 @@ def stores_from_env(
     """The quota ledger and cache this deployment should use.
 
     With ``REDIS_URL`` set (and not blank), both live in that Redis under ``prefix`` and are shared
-    by every replica; otherwise both live in this process. No connection is opened here.
+    by every replica, behind one :class:`CircuitBreaker` (so a Redis that stopped answering to
+    one of them is not called by the other either); otherwise both live in this process. No
+    connection is opened here.
 
     Args:
         limits: Units allowed per day, per quota resource.
@@ -46,6 +49,7 @@ def stores_from_env(
     if not url:
         logger.info("REDIS_URL not set; quota ledger and cache live in this process")
         return MemoryQuotaLedger(limits, timezone=timezone), MemoryCache()
-    ledger = RedisQuotaLedger(limits, url=url, prefix=prefix, timezone=timezone)
+    breaker = CircuitBreaker()
+    ledger = RedisQuotaLedger(limits, url=url, prefix=prefix, timezone=timezone, breaker=breaker)
     logger.info("REDIS_URL set; quota ledger and cache live in Redis under prefix %r", prefix)
-    return ledger, RedisCache(url=url, prefix=prefix)
+    return ledger, RedisCache(url=url, prefix=prefix, breaker=breaker)

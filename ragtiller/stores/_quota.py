@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from types import MappingProxyType
@@ -44,6 +44,20 @@ class SpendResult:
 
 
 @dataclass(frozen=True)
+class QuotaSnapshot:
+    """What is left of several budgets, read in one round trip, and whether the store answered.
+
+    Attributes:
+        remaining: Units left in the current window, per resource (0 each when the store failed).
+        available: Whether the store answered; False means the quota fails closed this turn
+            (reason ``quota-store-unavailable``).
+    """
+
+    remaining: Mapping[str, int]
+    available: bool
+
+
+@dataclass(frozen=True)
 class QuotaWindow:
     """The current budget window: one calendar day in the ledger's timezone.
 
@@ -54,19 +68,6 @@ class QuotaWindow:
 
     id: str
     seconds_left: float
-
-
-@dataclass(frozen=True)
-class QuotaSnapshot:
-    """Units left per resource, read in one round trip, and whether the store answered.
-
-    Attributes:
-        remaining: Units left in the current window per resource asked (0 when unavailable).
-        available: False when the store failed; quotas fail closed, so every count is 0.
-    """
-
-    remaining: Mapping[str, int]
-    available: bool
 
 
 def _utc_now() -> datetime:
@@ -131,6 +132,11 @@ class QuotaLedger(ABC):
     def timezone(self) -> str:
         """IANA name of the timezone whose calendar day is the window."""
         return self._tz.key
+
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach the store; no I/O (always True in memory)."""
+        return True
 
     def limit(self, resource: str) -> int:
         """Units of ``resource`` allowed per window.
@@ -223,25 +229,38 @@ class QuotaLedger(ABC):
             logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
             return 0
 
-    async def asnapshot(self, resources: Sequence[str]) -> QuotaSnapshot:
-        """Units left of each resource, read together (one round trip on Redis); never raises
-        on a store failure, which reads as unavailable with 0 left.
+    def snapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
+        """Units left of several resources, in one store round trip; never raises on a failure.
+
+        Args:
+            resources: The resources to read; None: every resource with a limit.
 
         Raises:
             UnknownResourceError: A resource has no limit.
         """
-        limits = [self.limit(r) for r in resources]
+        names, limits = self._many(resources)
         try:
-            used = await self._aused_many(resources, self.window())
+            used = self._used_many(names, self.window())
         except StoreUnavailableError as e:
-            logger.warning("quota store unavailable; reporting 0 left: %s", e)
-            return QuotaSnapshot(dict.fromkeys(resources, 0), available=False)
-        left = {r: max(0, lim - u) for r, lim, u in zip(resources, limits, used, strict=True)}
-        return QuotaSnapshot(left, available=True)
+            return self._unread(names, e)
+        return _reading(names, limits, used)
 
-    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        """Units spent of each resource; backends override it to read them in one round trip."""
-        return [await self._aused(r, window) for r in resources]
+    async def asnapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
+        """Async twin of :meth:`snapshot`: one round trip, for a gate to call once a turn.
+
+        Example:
+            >>> import asyncio
+            >>> from ragtiller.stores import MemoryQuotaLedger
+            >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
+            >>> asyncio.run(ledger.asnapshot())
+            QuotaSnapshot(remaining={'chat_gen': 20, 'rerank_calls': 100}, available=True)
+        """
+        names, limits = self._many(resources)
+        try:
+            used = await self._aused_many(names, self.window())
+        except StoreUnavailableError as e:
+            return self._unread(names, e)
+        return _reading(names, limits, used)
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
         """Release connections this ledger opened (nothing to do in memory)."""
@@ -255,6 +274,17 @@ class QuotaLedger(ABC):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an int >= 1, but got {n!r}")
         return limit
+
+    def _many(self, resources: Iterable[str] | None) -> tuple[tuple[str, ...], list[int]]:
+        names = tuple(self._limits if resources is None else dict.fromkeys(resources))
+        return names, [self.limit(name) for name in names]
+
+    @staticmethod
+    def _unread(names: Sequence[str], error: StoreUnavailableError) -> QuotaSnapshot:
+        logger.warning(
+            "quota store unavailable; reporting 0 left of %s: %s", ", ".join(names), error
+        )
+        return QuotaSnapshot(dict.fromkeys(names, 0), available=False)
 
     @staticmethod
     def _refuse_unavailable(resource: str, n: int, error: StoreUnavailableError) -> SpendResult:
@@ -303,6 +333,25 @@ class QuotaLedger(ABC):
     @abstractmethod
     async def _aused(self, resource: str, window: QuotaWindow) -> int:
         """Async twin of :meth:`_used`."""
+
+    def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        """Units spent in the window, per resource, in the order given.
+
+        Backends override it to read them all in one round trip.
+
+        Raises:
+            StoreUnavailableError: The store failed.
+        """
+        return [self._used(resource, window) for resource in resources]
+
+    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        """Async twin of :meth:`_used_many`."""
+        return [await self._aused(resource, window) for resource in resources]
+
+
+def _reading(names: Sequence[str], limits: Sequence[int], used: Sequence[int]) -> QuotaSnapshot:
+    left = {n: max(0, limit - u) for n, limit, u in zip(names, limits, used, strict=True)}
+    return QuotaSnapshot(left, available=True)
 
 
 def _result(allowed: bool, remaining: int) -> SpendResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from ragtiller.stores._quota import QuotaLedger, QuotaWindow
@@ -69,3 +69,11 @@ class MemoryQuotaLedger(QuotaLedger):
 
     async def _aused(self, resource: str, window: QuotaWindow) -> int:
         return self._used(resource, window)
+
+    def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        with self._lock:
+            counts = self._counts(window)
+            return [counts.get(resource, 0) for resource in resources]
+
+    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        return self._used_many(resources, window)

@@ -7,8 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ragtiller.stores._breaker import CircuitBreaker
 from ragtiller.stores._quota import QuotaLedger, QuotaWindow
-from ragtiller.stores._redis import DEFAULT_SOCKET_TIMEOUT_S, RedisConnection, RedisScript
+from ragtiller.stores._redis import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_SOCKET_TIMEOUT_S,
+    RedisConnection,
+    RedisScript,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -67,7 +73,9 @@ class RedisQuotaLedger(QuotaLedger):
         timezone: str = "UTC",
         clock: Callable[[], datetime] | None = None,
         expiry_slack_s: int = 60,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         """Set the budgets and the Redis to keep them in.
 
@@ -76,21 +84,30 @@ class RedisQuotaLedger(QuotaLedger):
             client: A sync client, used by the sync methods; never closed by the ledger.
             aclient: A ``redis.asyncio`` client, used by the async methods; never closed by the
                 ledger.
-            url: Builds the clients not given, with ``socket_timeout_s`` timeouts; closed by
+            url: Builds the clients not given, with the timeouts below; closed by
                 :meth:`close` / :meth:`aclose`.
             prefix: Start of every key the ledger writes.
             timezone: IANA name of the timezone whose calendar day is the window.
             clock: Returns the current time; see :class:`QuotaLedger`.
             expiry_slack_s: How long a counter outlives its window, in seconds.
-            socket_timeout_s: Connect and read timeout of clients built from ``url``, in seconds.
+            connect_timeout_s: Connect timeout of clients built from ``url``, in seconds.
+            socket_timeout_s: Read/write timeout of clients built from ``url``, in seconds.
+            breaker: Opens after consecutive Redis failures; pass the same one to the ledger and
+                the cache of one Redis so that either's failures spare the other the timeouts.
+                Default: a breaker of this ledger's own (3 failures, 5 s).
 
         Raises:
-            ConfigurationError: Bad limits or timezone, or no client and no URL.
+            ConfigurationError: Bad limits, timezone or timeouts, or no client and no URL.
             ImportError: The ``redis`` package is not installed.
         """
         super().__init__(limits, timezone=timezone, clock=clock)
         self._redis = RedisConnection(
-            client=client, aclient=aclient, url=url, socket_timeout_s=socket_timeout_s
+            client=client,
+            aclient=aclient,
+            url=url,
+            connect_timeout_s=connect_timeout_s,
+            socket_timeout_s=socket_timeout_s,
+            breaker=breaker,
         )
         self._prefix = prefix
         self._slack_s = expiry_slack_s
@@ -130,10 +147,27 @@ class RedisQuotaLedger(QuotaLedger):
         key = self.key(resource, window)
         return int(await self._redis.acall(lambda c: c.get(key)) or 0)
 
+    def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+        if not resources:
+            return []
+        keys = [self.key(resource, window) for resource in resources]
+        return [int(raw or 0) for raw in self._redis.call(lambda c: c.mget(keys))]
+
     async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        keys = [self.key(r, window) for r in resources]
-        values = await self._redis.acall(lambda c: c.mget(keys))
-        return [int(v or 0) for v in values]
+        if not resources:
+            return []
+        keys = [self.key(resource, window) for resource in resources]
+        return [int(raw or 0) for raw in await self._redis.acall(lambda c: c.mget(keys))]
+
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
+        return self._redis.available
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The circuit breaker in front of this ledger's Redis (share it with the cache)."""
+        return self._redis.breaker
 
     def close(self) -> None:
         """Close the clients the ledger built from ``url`` (inside an event loop: :meth:`aclose`)."""

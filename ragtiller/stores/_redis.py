@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import threading
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
+from ragtiller.stores._breaker import CircuitBreaker
 
 if TYPE_CHECKING:
     import redis
@@ -20,8 +22,16 @@ T = TypeVar("T")
 
 INSTALL_HINT = "the Redis stores need the 'redis' package: pip install 'ragtiller[redis]'"
 
-DEFAULT_SOCKET_TIMEOUT_S = 0.5
-"""Connect and read timeout of clients built from a URL, in seconds (a dead Redis must not hang)."""
+DEFAULT_CONNECT_TIMEOUT_S = 0.25
+"""Connect timeout of clients built from a URL, in seconds (an unreachable Redis must not hang)."""
+
+DEFAULT_SOCKET_TIMEOUT_S = 0.25
+"""Read/write timeout of clients built from a URL, in seconds (a frozen Redis must not hang).
+
+Every command ragtiller sends is O(1) or a short script; a Redis on the same host or in the same
+zone answers in about a millisecond, so a quarter second is generous there. Raise both for a
+Redis reached across regions.
+"""
 
 POOL_SIZE = 50
 """Connections per client built from a URL; more concurrent callers wait for a free one."""
@@ -89,9 +99,13 @@ class RedisConnection:
     Clients passed in belong to the caller and are never closed here. Clients built from ``url``
     belong to this object: the sync one is shared by all threads; an asyncio client is built per
     event loop (redis-py connections are bound to the loop that opened them) and is closed by
-    :meth:`aclose` in that loop, or by :meth:`close` from another thread. Built clients use a blocking pool of ``POOL_SIZE``
-    connections, short socket timeouts and a single immediate retry (which replaces a pooled
-    connection that died with a restarted server).
+    :meth:`aclose` in that loop, or by :meth:`close` from another thread. Built clients use a
+    blocking pool of ``POOL_SIZE`` connections, short connect and socket timeouts and a single
+    immediate retry on a connection error (which replaces a pooled connection that died with a
+    restarted server); a timeout is not retried, so a frozen server costs one timeout per call.
+
+    Every call goes through a :class:`CircuitBreaker`: connection errors and timeouts count as
+    failures; while the breaker is open, calls raise :class:`StoreUnavailableError` at once.
     """
 
     def __init__(
@@ -100,21 +114,48 @@ class RedisConnection:
         client: redis.Redis | None,
         aclient: redis.asyncio.Redis | None,
         url: str | None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         """Adopt the given clients, or prepare to build them from ``url``.
 
+        Args:
+            client: A sync client; its own timeouts apply.
+            aclient: A ``redis.asyncio`` client; its own timeouts apply.
+            url: Builds the clients not given.
+            connect_timeout_s: Connect timeout of built clients, in seconds.
+            socket_timeout_s: Read/write timeout of built clients, in seconds.
+            breaker: Shared with the other stores of the same Redis; default: one of its own.
+
         Raises:
-            ConfigurationError: None of ``client``, ``aclient`` and ``url`` was given.
+            ConfigurationError: None of ``client``, ``aclient`` and ``url`` was given, or a
+                timeout is not a finite number > 0.
             ImportError: The ``redis`` package is not installed.
         """
         if client is None and aclient is None and not url:
             raise ConfigurationError(
                 "a Redis store needs client=, aclient= or url= (for example redis://localhost:6379/0)"
             )
+        for name, value in (
+            ("connect_timeout_s", connect_timeout_s),
+            ("socket_timeout_s", socket_timeout_s),
+        ):
+            if not (value > 0 and math.isfinite(value)):
+                raise ConfigurationError(
+                    f"{name} must be a finite number of seconds > 0, but got {value!r}"
+                )
         self._redis = import_redis()
-        self._errors: tuple[type[BaseException], ...] = (self._redis.exceptions.RedisError, OSError)
+        exceptions = self._redis.exceptions
+        self._errors: tuple[type[BaseException], ...] = (exceptions.RedisError, OSError)
+        self._outages: tuple[type[BaseException], ...] = (
+            exceptions.ConnectionError,
+            exceptions.TimeoutError,
+            OSError,
+        )
+        self.breaker = breaker or CircuitBreaker()
         self._url = url or None
+        self._connect_timeout_s = connect_timeout_s
         self._timeout_s = socket_timeout_s
         self._client = client
         self._owns_client = False
@@ -129,9 +170,8 @@ class RedisConnection:
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        pool = self._redis.BlockingConnectionPool.from_url(
-            url, retry=Retry(NoBackoff(), 1), **self._pool_options()
-        )
+        retry = Retry(NoBackoff(), 1, supported_errors=(self._redis.exceptions.ConnectionError,))
+        pool = self._redis.BlockingConnectionPool.from_url(url, retry=retry, **self._pool_options())
         client: redis.Redis = self._redis.Redis.from_pool(pool)
         return client
 
@@ -139,8 +179,9 @@ class RedisConnection:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
+        retry = Retry(NoBackoff(), 1, supported_errors=(self._redis.exceptions.ConnectionError,))
         pool = self._redis.asyncio.BlockingConnectionPool.from_url(
-            url, retry=Retry(NoBackoff(), 1), **self._pool_options()
+            url, retry=retry, **self._pool_options()
         )
         client: redis.asyncio.Redis = self._redis.asyncio.Redis.from_pool(pool)
         return client
@@ -149,7 +190,7 @@ class RedisConnection:
         return {
             "max_connections": POOL_SIZE,
             "timeout": POOL_WAIT_S,
-            "socket_connect_timeout": self._timeout_s,
+            "socket_connect_timeout": self._connect_timeout_s,
             "socket_timeout": self._timeout_s,
         }
 
@@ -196,29 +237,67 @@ class RedisConnection:
             logger.warning(LEFT_OPEN)
             del self._aclients[loop]
 
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach Redis (the breaker is not open); no I/O."""
+        return self.breaker.available
+
     def call(self, fn: Callable[[redis.Redis], T]) -> T:
-        """Run ``fn`` with the sync client.
+        """Run ``fn`` with the sync client, through the breaker.
 
         Raises:
-            StoreUnavailableError: Redis failed (connection, timeout, server error).
+            StoreUnavailableError: The breaker is open, or Redis failed (connection, timeout,
+                server error).
         """
         client = self.sync_client()
+        self._admit()
         try:
-            return fn(client)
+            result = fn(client)
         except self._errors as e:
-            raise StoreUnavailableError(f"Redis failed: {type(e).__name__}: {e}") from e
+            raise self._failure(e) from e
+        except BaseException:
+            self.breaker.abandoned()  # a cancellation or a bug says nothing about Redis
+            raise
+        self.breaker.succeeded()
+        return result
 
     async def acall(self, fn: Callable[[redis.asyncio.Redis], Awaitable[T]]) -> T:
-        """Await ``fn`` with the asyncio client of the running loop.
+        """Await ``fn`` with the asyncio client of the running loop, through the breaker.
 
         Raises:
-            StoreUnavailableError: Redis failed (connection, timeout, server error).
+            StoreUnavailableError: The breaker is open, or Redis failed (connection, timeout,
+                server error).
         """
         client = self.async_client()
+        self._admit()
         try:
-            return await fn(client)
+            result = await fn(client)
         except self._errors as e:
-            raise StoreUnavailableError(f"Redis failed: {type(e).__name__}: {e}") from e
+            raise self._failure(e) from e
+        except BaseException:
+            self.breaker.abandoned()  # a cancellation or a bug says nothing about Redis
+            raise
+        self.breaker.succeeded()
+        return result
+
+    def _admit(self) -> None:
+        if not self.breaker.admit():
+            snap = self.breaker.snapshot()
+            raise StoreUnavailableError(
+                f"Redis circuit open after {snap.consecutive_failures} consecutive failures; "
+                f"not called (next probe in {snap.retry_in_s:.2f} s)"
+            )
+
+    def _failure(self, error: BaseException) -> StoreUnavailableError:
+        """Tell the breaker how a call that raised ``error`` ended; the error to raise instead.
+
+        A connection error or timeout is a failure; an error reply proves Redis is up.
+        """
+        if isinstance(error, self._outages):
+            self.breaker.failed()
+        else:
+            self.breaker.succeeded()
+        return StoreUnavailableError(f"Redis failed: {type(error).__name__}: {error}")
 
     def close(self) -> None:
         """Close the clients this object built, except the asyncio one of a loop running here.

@@ -206,13 +206,18 @@ def matching(out: dict[str, Any], case: Case) -> Any:
 @pytest.mark.parametrize("path", ["invoke", "ainvoke"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_fault(case: Case, path: str, request: pytest.FixtureRequest) -> None:
-    graph = build_graph(policy(), **components(case, request))
+    parts = components(case, request)
+    graph = build_graph(policy(), **parts)
     started = time.perf_counter()
-    if path == "invoke":
-        out = graph.invoke({"query": BROAD})
-    else:
-        out = asyncio.run(graph.ainvoke({"query": BROAD}))
-    elapsed = time.perf_counter() - started
+    try:
+        if path == "invoke":
+            out = graph.invoke({"query": BROAD})
+        else:
+            out = asyncio.run(graph.ainvoke({"query": BROAD}))
+        elapsed = time.perf_counter() - started
+    finally:
+        parts["quota"].close()
+        parts["cache"].close()
     assert elapsed < TURN_S + SLACK_S, f"turn took {elapsed:.2f}s"
     stage = matching(out, case)
     assert (stage.status, stage.reason) == (case.status, case.reason), stage
