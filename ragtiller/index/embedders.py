@@ -195,7 +195,8 @@ def local_embedder(
             reads ``$RAGTILLER_EMBEDDER_RUNTIME``, else ``auto``.
         variant: ONNX variant, ``int8`` (default) or ``fp32``.
         batch_size: Texts per model run; ``None`` for the runtime's measured default.
-        threads: onnxruntime intra-op threads; ``None`` lets onnxruntime decide.
+        threads: onnxruntime intra-op threads; ``None`` for 1 (measured fastest for queries
+            and as fast for ingest on the 2-vCPU machine, see benchmarks/README.md).
         device: Torch device (torch path only).
 
     Raises:
@@ -219,7 +220,7 @@ def local_embedder(
             batch_size=batch_size or 64,
             variant=f"{TORCH_VARIANT} (fallback: ONNX unavailable)",
         )
-    return OnnxMiniLMEmbedder(model, batch_size=batch_size or 32, threads=threads)
+    return OnnxMiniLMEmbedder(model, batch_size=batch_size or 32, threads=threads or 1)
 
 
 def embedder_name(embedder: Embeddings) -> str:
