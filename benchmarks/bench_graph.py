@@ -3,7 +3,9 @@
 Run on demand (not in CI):  python benchmarks/bench_graph.py [--turns 2000]
 
 Both sides run the same node functions on the same inputs; the difference is LangGraph's
-scheduling, state merging, the Send fan-out and event delivery, measured side by side in one run.
+scheduling, state merging, the Send fan-out and event delivery, measured side by side in one run
+(every path once per turn, in rotation). The tiers are trivial in-memory lists; for a turn over
+real 10k/100k-chunk tiers, against an older commit, see ``bench_turn.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +27,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.fakes import StaticTier, hit
 
 from ragtiller.graph.builder import build_components, compile_graph
-from ragtiller.graph.edges import after_embed, after_fuse, after_gate
-from ragtiller.graph.state import (
-    InputState,
-    OutputState,
-    RetrievalState,
-    TierTask,
-    stage_log,
-    tier_results,
+from ragtiller.graph.edges import (
+    AFTER_FUSE_PATHS,
+    AFTER_GATE_PATHS,
+    NO_STEP_BACK,
+    RERANK,
+    after_embed,
+    after_fuse,
+    after_gate,
+    edge,
 )
+from ragtiller.graph.state import InputState, OutputState, RetrievalState, stage_log, tier_results
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.embed import make_embed
 from ragtiller.nodes.fuse import make_fuse
@@ -41,8 +46,9 @@ from ragtiller.nodes.rerank import make_rerank
 from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies import load_policy
+from ragtiller.records import TierTask
 
-QUERY = "how do I get started with asyncio?"  # broad: step-back runs (skipped: no-llm), three tiers
+QUERY = "how do I get started with asyncio?"  # broad: step-back skipped (no LLM), three tiers
 
 
 def components() -> tuple[Any, Any]:
@@ -74,7 +80,7 @@ async def direct_turn(nodes: dict[str, Any]) -> dict[str, Any]:
     """The nodes in graph order, edges evaluated by the same router functions, no LangGraph."""
     state: dict[str, Any] = {"query": QUERY}
     merge(state, await nodes["gate"](state))
-    if after_gate(state) == "step_back":
+    if AFTER_GATE_PATHS[after_gate(state)] == "step_back":
         merge(state, await nodes["step_back"](state))
     merge(state, await nodes["embed"](state))
     sends = after_embed(state)
@@ -83,7 +89,7 @@ async def direct_turn(nodes: dict[str, Any]) -> dict[str, Any]:
         for update in updates:
             merge(state, update)
     merge(state, await nodes["fuse"](state))
-    if after_fuse(state) == "rerank":
+    if AFTER_FUSE_PATHS[after_fuse(state)] == "rerank":
         merge(state, await nodes["rerank"](state))
     merge(state, await nodes["assemble"](state))
     return state
@@ -110,7 +116,8 @@ def bare_graph() -> Any:
 
 
 def bare_same_shape() -> Any:
-    """No-op nodes in ragtiller's own topology: the same state schema, edges and Send fan-out."""
+    """No-op nodes in ragtiller's own topology: the same state schema, named conditional edges
+    (as async edge functions) and Send fan-out, taking the path this benchmark's turn takes."""
 
     async def gate(state: Any) -> dict[str, Any]:
         return {"embed_query": state["query"], "rerank_query": state["query"]}
@@ -124,8 +131,14 @@ def bare_same_shape() -> Any:
     async def assemble(state: Any) -> dict[str, Any]:
         return {"documents": [], "context": "", "manifest": None}
 
+    def to_embed(state: Any) -> str:
+        return NO_STEP_BACK
+
     def fan_out(state: Any) -> list[Send]:
         return [Send("tier_search", {"tier": t}) for t in ("dense", "parent_child", "lexical")]
+
+    def to_rerank(state: Any) -> str:
+        return RERANK
 
     builder = StateGraph(RetrievalState, input_schema=InputState, output_schema=OutputState)
     for name, fn in [
@@ -139,35 +152,17 @@ def bare_same_shape() -> Any:
         builder.add_node(name, fn)
     builder.add_node("tier_search", tier, input_schema=TierTask)
     builder.add_edge(START, "gate")
-    builder.add_edge("gate", "step_back")
+    builder.add_conditional_edges("gate", edge(to_embed), AFTER_GATE_PATHS)
     builder.add_edge("step_back", "embed")
-    builder.add_conditional_edges("embed", fan_out, ["tier_search"])
+    builder.add_conditional_edges("embed", edge(fan_out), ["tier_search", "fuse"])
     builder.add_edge("tier_search", "fuse")
-    builder.add_edge("fuse", "rerank")
+    builder.add_conditional_edges("fuse", edge(to_rerank), AFTER_FUSE_PATHS)
     builder.add_edge("rerank", "assemble")
     builder.add_edge("assemble", END)
     return builder.compile()
 
 
-async def timed(fn: Any, turns: int) -> list[float]:
-    out = []
-    for _ in range(turns):
-        start = time.perf_counter()
-        await fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
-def timed_sync(fn: Any, turns: int) -> list[float]:
-    out = []
-    for _ in range(turns):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
-async def main(turns: int) -> None:
+def main(turns: int) -> None:
     graph, deps = components()
     nodes = {
         "gate": make_gate(deps),
@@ -179,6 +174,8 @@ async def main(turns: int) -> None:
         "assemble": make_assemble(deps),
     }
     inp = {"query": QUERY}
+    bare, shaped = bare_graph(), bare_same_shape()
+    loop = asyncio.new_event_loop()
 
     async def astream_custom() -> None:
         async for _ in graph.astream(inp, stream_mode=["custom", "values"]):
@@ -188,27 +185,43 @@ async def main(turns: int) -> None:
         for _ in graph.stream(inp, stream_mode=["custom", "values"]):
             pass
 
-    bare, shaped = bare_graph(), bare_same_shape()
-    for _ in range(50):  # warm-up
-        await direct_turn(nodes)
-        await graph.ainvoke(inp)
-        await bare.ainvoke(inp)
-        await shaped.ainvoke(inp)
-    rows = {
-        "bare 7-node LangGraph, ainvoke (framework floor)": await timed(
-            lambda: bare.ainvoke(inp), turns
+    async def timed(make: Callable[[], Awaitable[Any]]) -> float:
+        start = time.perf_counter()
+        await make()
+        return (time.perf_counter() - start) * 1000
+
+    def run_async(make: Callable[[], Awaitable[Any]]) -> float:
+        return loop.run_until_complete(timed(make))
+
+    def run_sync(fn: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1000
+
+    paths: dict[str, Callable[[], float]] = {
+        "bare 7-node LangGraph, ainvoke (framework floor)": lambda: run_async(
+            lambda: bare.ainvoke(inp)
         ),
-        "no-op nodes in ragtiller's topology, ainvoke": await timed(
-            lambda: shaped.ainvoke(inp), turns
+        "no-op nodes in ragtiller's topology, ainvoke": lambda: run_async(
+            lambda: shaped.ainvoke(inp)
         ),
-        "nodes called directly (async)": await timed(lambda: direct_turn(nodes), turns),
-        "graph.ainvoke": await timed(lambda: graph.ainvoke(inp), turns),
-        "graph.astream custom+values": await timed(astream_custom, turns),
-        "graph.invoke (sync)": timed_sync(lambda: graph.invoke(inp), turns),
-        "graph.stream custom+values (sync)": timed_sync(stream_custom, turns),
+        "nodes called directly (async)": lambda: run_async(lambda: direct_turn(nodes)),
+        "graph.ainvoke": lambda: run_async(lambda: graph.ainvoke(inp)),
+        "graph.astream custom+values": lambda: run_async(astream_custom),
+        "graph.invoke (sync)": lambda: run_sync(lambda: graph.invoke(inp)),
+        "graph.stream custom+values (sync)": lambda: run_sync(stream_custom),
     }
+    # Every path once per turn, in rotation, so drift on a shared machine hits all rows alike.
+    names = list(paths)
+    rows: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(turns + 50):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            ms = paths[name]()
+            if i >= 50:  # warm-up
+                rows[name].append(ms)
+    loop.close()
     base = statistics.median(rows["nodes called directly (async)"])
-    print(f"turns per row: {turns}; query: {QUERY!r} (all seven stages run)\n")
+    print(f"turns per row: {turns}; query: {QUERY!r}\n")
     print("| path | p50 ms | p95 ms | minus direct nodes, p50 ms |")
     print("|---|---|---|---|")
     for name, samples in rows.items():
@@ -220,4 +233,4 @@ async def main(turns: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=1000)
-    asyncio.run(main(parser.parse_args().turns))
+    main(parser.parse_args().turns)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         EmbeddingError,
         IndexStoreError,
         IngestError,
+        InputError,
         PolicyError,
         RagtillerError,
         StoreUnavailableError,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ragtiller.integrations import as_retriever, as_tool
     from ragtiller.manifest import RunManifest, StageSummary
     from ragtiller.policies import RetrievalPolicy, load_policy
+    from ragtiller.policies.run_context import RunContext
     from ragtiller.rerankers.base import Reranker, RerankResult
     from ragtiller.types import Candidate, Hit, StageRecord, Tier
 
@@ -47,6 +49,7 @@ _WHERE: dict[str, str] = {
     "EmbeddingError": "ragtiller.errors",
     "IndexStoreError": "ragtiller.errors",
     "IngestError": "ragtiller.errors",
+    "InputError": "ragtiller.errors",
     "PolicyError": "ragtiller.errors",
     "RagtillerError": "ragtiller.errors",
     "StoreUnavailableError": "ragtiller.errors",
@@ -63,6 +66,7 @@ _WHERE: dict[str, str] = {
     "StageSummary": "ragtiller.manifest",
     "RetrievalPolicy": "ragtiller.policies",
     "load_policy": "ragtiller.policies",
+    "RunContext": "ragtiller.policies.run_context",
     "Reranker": "ragtiller.rerankers.base",
     "RerankResult": "ragtiller.rerankers.base",
     "Candidate": "ragtiller.types",
@@ -79,6 +83,7 @@ __all__ = (
     "Hit",
     "IndexStoreError",
     "IngestError",
+    "InputError",
     "InputState",
     "OutputState",
     "PolicyError",
@@ -88,6 +93,7 @@ __all__ = (
     "RetrievalGraph",
     "RetrievalPolicy",
     "RetrievalState",
+    "RunContext",
     "RunManifest",
     "StageRecord",
     "StageSummary",

@@ -23,6 +23,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
+from queue import SimpleQueue
 from typing import Any, TypeVar
 
 from ragtiller.errors import RagtillerError
@@ -77,7 +78,10 @@ class Bulkhead:
         self.queue = queue
         self._pending: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
         self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)
+        self._wake: SimpleQueue[None] = SimpleQueue()
+        """One token per idle worker woken. Workers block here, not on a condition of
+        ``_lock``: a condition wakes the worker while the submitter still holds the lock, and
+        under load the worker's second wait for the lock cost milliseconds per call."""
         self._threads = 0
         self._idle = 0
 
@@ -104,13 +108,17 @@ class Bulkhead:
                     f"{waiting} calls waiting"
                 )
             self._pending.append((future, lambda: fn(*args)))
-            if self._idle == 0 and self._threads < self.workers:
+            wake = self._idle > 0
+            spawn = not wake and self._threads < self.workers
+            if wake:
+                self._idle -= 1  # that worker is now spoken for
+            elif spawn:
                 self._threads += 1
-                threading.Thread(
-                    target=self._work, name=f"ragtiller-{self.name}-{self._threads}", daemon=True
-                ).start()
-            else:
-                self._ready.notify()
+            name = f"ragtiller-{self.name}-{self._threads}"
+        if wake:
+            self._wake.put(None)
+        elif spawn:
+            threading.Thread(target=self._work, name=name, daemon=True).start()
         return future
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
@@ -127,20 +135,35 @@ class Bulkhead:
         finally:
             future.cancel()  # a no-op once it ran; frees its queue slot if it never started
 
+    def _take(self) -> tuple[Future[Any], Callable[[], Any]] | None:
+        """The next queued call, or None after counting this worker idle."""
+        with self._lock:
+            if self._pending:
+                return self._pending.popleft()
+            self._idle += 1
+            return None
+
     def _work(self) -> None:
+        job = self._take()
         while True:
-            with self._lock:
-                self._idle += 1
-                while not self._pending:
-                    self._ready.wait()
-                self._idle -= 1
-                future, job = self._pending.popleft()
+            if job is None:
+                self._wake.get()
+                job = self._take()
+                continue
+            future, run = job
             if not future.set_running_or_notify_cancel():
-                continue  # cancelled while it waited
+                job = self._take()  # cancelled while it waited
+                continue
             try:
-                future.set_result(job())
+                value, error = run(), None
             except BaseException as e:  # handed to the caller, who decides
-                future.set_exception(e)
+                value, error = None, e
+            # Free before the caller hears back, so its next call finds this worker idle.
+            job = self._take()
+            if error is None:
+                future.set_result(value)
+            else:
+                future.set_exception(error)
 
 
 _pools: dict[int, Bulkhead] = {}

@@ -1,4 +1,4 @@
-"""The ``ragtiller`` command: ingest, ask, demo, eval, promote.
+"""The ``ragtiller`` command: ingest, ask, demo, draw, eval, promote.
 
 Every error becomes one line on stderr and an exit code per kind (see
 :mod:`ragtiller.exit_codes`); the traceback only with ``ragtiller --debug``.
@@ -10,6 +10,7 @@ import argparse
 import io
 import json
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,11 +23,15 @@ from ragtiller.policies import load_policy
 from ragtiller.policies.commands import add_policy_commands
 
 
-def run_turn(graph: Any, query: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_turn(
+    graph: Any, query: str, context: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One turn, streamed: the output and the ``pipeline:step`` events."""
     events: list[dict[str, Any]] = []
     out: dict[str, Any] = {}
-    for mode, chunk in graph.stream({"query": query}, stream_mode=["custom", "values"]):
+    for mode, chunk in graph.stream(
+        {"query": query}, context=context or None, stream_mode=["custom", "values"]
+    ):
         if mode == "custom":
             events.append(chunk)
         else:
@@ -34,16 +39,35 @@ def run_turn(graph: Any, query: str) -> tuple[dict[str, Any], list[dict[str, Any
     return out, events
 
 
-def print_turn(query: str, out: dict[str, Any], *, context: bool = True) -> None:
-    """The human view of a turn: summary, citations, optionally the context, the stage table."""
+def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> None:
+    """The human view of a turn: summary, documents, the stage table, optionally the context."""
     manifest = out["manifest"]
     print(f"\n=== {query!r}")
     print(summary(manifest))
     if out["documents"]:
         print("\n" + citations(out["documents"]))
+    print("\n" + stage_table(manifest))
     if context and out["context"]:
         print("\n--- context ---\n" + out["context"])
-    print("\n" + stage_table(manifest))
+
+
+def warm_up(embedder: Any) -> float:
+    """Load the embedder's model now (one embedding), so no turn's ``embed`` latency holds it.
+
+    Returns:
+        How long it took, in milliseconds.
+    """
+    started = time.perf_counter()
+    if embedder is not None:
+        embedder.embed_query("warm-up")
+    return (time.perf_counter() - started) * 1000.0
+
+
+def _run_context(args: argparse.Namespace) -> dict[str, Any]:
+    """The run context the ``ask`` flags set (unset flags are left to the policy)."""
+    namespace = args.namespace[0] if args.namespace and len(args.namespace) == 1 else args.namespace
+    context = {"top_k": args.top_k, "namespace": namespace, "tenant": args.tenant}
+    return {key: value for key, value in context.items() if value is not None}
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -82,9 +106,11 @@ def _ask(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     index = open_index(args.index)
     graph = build_graph(policy, index=index, tiers=tiers_for_policy(policy, index))
-    out, events = run_turn(graph, args.question)
+    load_ms = warm_up(index.embedder)
+    out, events = run_turn(graph, args.question, _run_context(args))
     if args.json:
         payload = {
+            "load_ms": round(load_ms, 1),
             "documents": [
                 {"page_content": d.page_content, "metadata": d.metadata} for d in out["documents"]
             ],
@@ -94,7 +120,8 @@ def _ask(args: argparse.Namespace) -> int:
         }
         print(json.dumps(payload, indent=2, default=str))
     else:
-        print_turn(args.question, out)
+        print(f"embedder loaded in {load_ms:.0f} ms (before the turn; not in its latency)")
+        print_turn(args.question, out, context=args.context)
     return 0
 
 
@@ -103,6 +130,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     index = demo_index(demo_embedder(args.embedder), cache_dir=args.cache_dir, rebuild=args.rebuild)
     graph = build_graph(args.policy, index=index)
+    print(f"embedder loaded in {warm_up(index.embedder):.0f} ms (before the first turn)")
     for question in args.question or DEMO_QUESTIONS:
         out, _ = run_turn(graph, question)
         print_turn(question, out, context=args.context)
@@ -119,6 +147,17 @@ def _model_prepare(args: argparse.Namespace) -> int:
     model = prepare_model(args.variant, force=args.force)
     took = "already cached" if cached else f"exported in {time.perf_counter() - started:.1f} s"
     print(f"all-MiniLM-L6-v2 onnx-{model.variant}: {model.onnx_path} ({took})")
+    return 0
+
+
+def _draw(args: argparse.Namespace) -> int:
+    from ragtiller.graph.draw import mermaid, png
+
+    if args.png:
+        png(str(args.png))
+        print(f"wrote {args.png}")
+    else:
+        print(mermaid(), end="")
     return 0
 
 
@@ -157,25 +196,44 @@ def parser() -> argparse.ArgumentParser:
     ing.set_defaults(func=_ingest)
 
     ask = sub.add_parser(
-        "ask", help="Run one turn and print context, citations and the stage table."
+        "ask", help="Run one turn and print its documents and stage table (--context: the text)."
     )
-    ask.add_argument("question")
+    ask.add_argument("question", help="The question, in quotes.")
     ask.add_argument("--index", required=True, help="Index directory made by `ragtiller ingest`.")
     ask.add_argument(
         "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
     )
     ask.add_argument(
+        "--top-k", type=int, default=None, help="Documents to return (default: the route's)."
+    )
+    ask.add_argument(
+        "--namespace",
+        action="append",
+        help="Search this namespace instead of the route's (repeatable).",
+    )
+    ask.add_argument("--tenant", default=None, help="Tenant id, used as a metadata filter.")
+    ask.add_argument(
+        "--context", action="store_true", help="Also print the prompt-ready context text."
+    )
+    ask.add_argument(
         "--json",
         action="store_true",
-        help="Print one JSON object: documents, context, manifest, events.",
+        help="Print one JSON object: load_ms, documents, context, manifest, events.",
     )
     ask.set_defaults(func=_ask)
 
     demo = sub.add_parser(
         "demo", help="Index the stdlib docs (cached) and ask one question per route."
     )
-    demo.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
-    demo.add_argument("--policy", default=None)
+    demo.add_argument(
+        "--embedder",
+        choices=["minilm", "hashing"],
+        default="minilm",
+        help="Default: minilm (bundled, offline); hashing needs no model.",
+    )
+    demo.add_argument(
+        "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
+    )
     demo.add_argument(
         "--question",
         action="append",
@@ -195,6 +253,14 @@ def parser() -> argparse.ArgumentParser:
     prepare.add_argument("--variant", choices=["int8", "fp32"], default="int8")
     prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
     prepare.set_defaults(func=_model_prepare)
+
+    draw = sub.add_parser(
+        "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."
+    )
+    draw.add_argument(
+        "--png", type=Path, default=None, help="Write a PNG here instead of printing Mermaid."
+    )
+    draw.set_defaults(func=_draw)
 
     add_commands(sub)
     add_policy_commands(sub)

@@ -47,13 +47,30 @@ def citations(documents: Sequence[Document], *, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def rerank_outcome(manifest: RunManifest) -> str:
+    """What the rerank stage did, in the stage table's words: ``done (zscore)``,
+    ``skipped (disabled)``, ``error (provider-failed)``."""
+    try:
+        stage = manifest.stage("rerank")
+    except KeyError:
+        return "-"
+    if stage.status == "done":
+        return f"done ({manifest.rerank_method or stage.detail.get('method') or '-'})"
+    return f"{stage.status} ({stage.reason or '-'})"
+
+
 def summary(manifest: RunManifest) -> str:
-    """Route, broadness, rerank method, LLM calls and degradation labels in a few lines."""
+    """Policy, route, rerank outcome, LLM calls, overrides and degradation labels."""
     parts = [
-        f"route: {manifest.query_type}" + (" (broad)" if manifest.is_broad else ""),
-        f"router: {manifest.router}; rerank: {manifest.rerank_method or '-'}; "
+        f"policy: {manifest.policy_id}; route: {manifest.query_type}"
+        + (" (broad)" if manifest.is_broad else ""),
+        f"router: {manifest.router}; rerank: {rerank_outcome(manifest)}; "
         f"llm calls: {manifest.llm_calls}; total: {manifest.latency_ms.get('total', 0.0):.1f} ms",
     ]
+    if manifest.overrides:
+        parts.append(
+            "overrides: " + ", ".join(f"{k}={v}" for k, v in sorted(manifest.overrides.items()))
+        )
     if manifest.step_back.generalized:
         parts.append(f"step-back: {manifest.step_back.generalized!r}")
     if manifest.degraded:

@@ -16,12 +16,13 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import StructuredTool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragtiller.errors import ConfigurationError
+from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.manifest import RunManifest
+from ragtiller.policies.run_context import RunContext
 
 MANIFEST_KEY = "ragtiller_manifest"
 """Document metadata key under which :class:`RagtillerRetriever` puts the turn's manifest."""
@@ -36,14 +37,33 @@ Namespace = str | list[str] | None
 """A namespace, several, or None for the route's own."""
 
 
-def _inputs(query: str, namespace: Namespace, tenant: str | None) -> dict[str, Any]:
-    """The graph input for one turn; unset options are left out so the route decides."""
-    inputs: dict[str, Any] = {"query": query}
-    if namespace is not None:
-        inputs["namespace"] = namespace
-    if tenant is not None:
-        inputs["tenant"] = tenant
-    return inputs
+SEARCH_KWARGS = ("k", *RunContext.model_fields)
+"""Keys ``search_kwargs`` accepts: ``k`` (LangChain's name for ``top_k``) and the run context's."""
+
+
+def run_context(
+    search_kwargs: Mapping[str, Any] | None = None,
+    *,
+    k: int | None = None,
+    namespace: Namespace = None,
+    tenant: str | None = None,
+) -> RunContext:
+    """The run context for one call: ``search_kwargs`` first, explicit arguments over them.
+
+    Raises:
+        InputError: An unknown key (the message lists the accepted ones) or a bad value.
+    """
+    kwargs = dict(search_kwargs or {})
+    unknown = sorted(set(kwargs) - set(SEARCH_KWARGS))
+    if unknown:
+        raise InputError(
+            f"unknown search_kwargs {', '.join(map(repr, unknown))}; accepted: {', '.join(SEARCH_KWARGS)}"
+        )
+    if "k" in kwargs:
+        kwargs["top_k"] = kwargs.pop("k")
+    explicit = {"top_k": k, "namespace": namespace, "tenant": tenant}
+    kwargs.update({key: value for key, value in explicit.items() if value is not None})
+    return RunContext(**kwargs)
 
 
 def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
@@ -80,14 +100,23 @@ class RagtillerRetriever(BaseRetriever):
     by concurrent callers keeps no per-call state. A turn that retrieves nothing (a greeting, an
     empty query) returns ``[]``; run the graph or use :func:`as_tool` to see why.
 
+    Settings follow LangChain's retrievers: ``k`` (documents returned) and ``search_kwargs``
+    (``k`` and any :class:`~ragtiller.policies.run_context.RunContext` field: ``policy``,
+    ``max_chunks``, ``namespace``, ``tenant``, ``step_back``, ``rerank``), checked when the
+    retriever is made; ``retriever.invoke(query, k=2)`` overrides them for one call. They
+    reach the graph as ``configurable`` run-context keys, so the manifest records them under
+    ``overrides``.
+
     Attributes:
         graph: A compiled ragtiller graph (from :func:`ragtiller.build_graph`), without a
             checkpointer: a retriever call passes no ``thread_id``.
+        k: Documents returned per call (the run context's ``top_k``); None: the route's.
+        search_kwargs: Run-context settings for every call.
         namespace: Overrides the route's namespace(s) on every call.
         tenant: Tenant id passed on every call (recorded and used as a tier filter).
 
     Example:
-        >>> retriever = as_retriever(graph, tenant="acme")  # doctest: +SKIP
+        >>> retriever = as_retriever(graph, k=3, search_kwargs={"tenant": "acme"})  # doctest: +SKIP
         >>> docs = retriever.invoke("how do I cancel a task?")  # doctest: +SKIP
         >>> docs[0].metadata["ragtiller_manifest"]["query_type"]  # doctest: +SKIP
         'factual_lookup'
@@ -96,25 +125,48 @@ class RagtillerRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     graph: Runnable[Any, Any]
+    k: int | None = None
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
     namespace: Namespace = None
     tenant: str | None = None
 
+    @model_validator(mode="after")
+    def _valid_settings(self) -> RagtillerRetriever:
+        self.context()
+        return self
+
+    def context(self, **call: Any) -> RunContext:
+        """The run context of a call: the retriever's settings, then the call's ``call``."""
+        merged = {**self.search_kwargs, **call}
+        return run_context(
+            merged,
+            k=None if "k" in call else self.k,
+            namespace=None if "namespace" in call else self.namespace,
+            tenant=None if "tenant" in call else self.tenant,
+        )
+
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **call: Any
     ) -> list[Document]:
         out = self.graph.invoke(
-            _inputs(query, self.namespace, self.tenant),
-            config={"callbacks": run_manager.get_child()},
+            {"query": query},
+            config={
+                "callbacks": run_manager.get_child(),
+                "configurable": self.context(**call).overrides(),
+            },
         )
         documents, _, manifest = _output(out)
         return _with_manifest(documents, manifest)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **call: Any
     ) -> list[Document]:
         out = await self.graph.ainvoke(
-            _inputs(query, self.namespace, self.tenant),
-            config={"callbacks": run_manager.get_child()},
+            {"query": query},
+            config={
+                "callbacks": run_manager.get_child(),
+                "configurable": self.context(**call).overrides(),
+            },
         )
         documents, _, manifest = _output(out)
         return _with_manifest(documents, manifest)
@@ -125,14 +177,15 @@ def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriev
 
     Args:
         graph: What :func:`ragtiller.build_graph` returned.
-        **defaults: Fields of :class:`RagtillerRetriever` (``namespace``, ``tenant``) and of
-            ``BaseRetriever`` (``tags``, ``metadata``).
+        **defaults: Fields of :class:`RagtillerRetriever` (``k``, ``search_kwargs``,
+            ``namespace``, ``tenant``) and of ``BaseRetriever`` (``tags``, ``metadata``).
 
     Returns:
         The retriever; see :class:`RagtillerRetriever` for where the manifest goes.
 
     Raises:
-        pydantic.ValidationError: An unknown or ill-typed default (the message names it).
+        pydantic.ValidationError: An unknown or ill-typed default (the message names it),
+            including an unknown ``search_kwargs`` key or a bad value for one.
 
     Example:
         >>> from ragtiller import build_graph
@@ -156,6 +209,8 @@ def as_tool(
     description: str = DEFAULT_TOOL_DESCRIPTION,
     namespace: Namespace = None,
     tenant: str | None = None,
+    k: int | None = None,
+    search_kwargs: Mapping[str, Any] | None = None,
 ) -> StructuredTool:
     """Wrap a compiled retrieval graph as a LangChain tool for agents.
 
@@ -170,9 +225,14 @@ def as_tool(
         description: What the model is told the tool does.
         namespace: Overrides the route's namespace(s) on every call.
         tenant: Tenant id passed on every call.
+        k: Documents returned per call; None: the route's.
+        search_kwargs: Run-context settings for every call, as for :func:`as_retriever`.
 
     Returns:
         A tool with a sync and a native async path.
+
+    Raises:
+        InputError: An unknown ``search_kwargs`` key or a bad value (checked here, once).
 
     Example:
         >>> from langchain.agents import create_agent
@@ -186,11 +246,18 @@ def as_tool(
         content = context or f"No documents retrieved ({reason})."
         return content, {"documents": documents, "manifest": manifest}
 
+    # the settings travel as ``configurable`` keys, which any Runnable accepts
+    config: RunnableConfig = {
+        "configurable": run_context(
+            search_kwargs, k=k, namespace=namespace, tenant=tenant
+        ).overrides()
+    }
+
     def search(query: str) -> tuple[str, dict[str, Any]]:
-        return result(graph.invoke(_inputs(query, namespace, tenant)))
+        return result(graph.invoke({"query": query}, config=config))
 
     async def asearch(query: str) -> tuple[str, dict[str, Any]]:
-        return result(await graph.ainvoke(_inputs(query, namespace, tenant)))
+        return result(await graph.ainvoke({"query": query}, config=config))
 
     return StructuredTool.from_function(
         func=search,
@@ -206,8 +273,10 @@ __all__ = (
     "DEFAULT_TOOL_DESCRIPTION",
     "DEFAULT_TOOL_NAME",
     "MANIFEST_KEY",
+    "SEARCH_KWARGS",
     "RagtillerRetriever",
     "SearchArgs",
     "as_retriever",
     "as_tool",
+    "run_context",
 )

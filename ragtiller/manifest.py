@@ -72,6 +72,9 @@ class RunManifest(_Record):
     created_at: str = Field(description="UTC, ISO 8601.")
     policy_id: str
     policy_version: str
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Run-context fields that overrode the policy this turn."
+    )
     router: Literal["deterministic", "llm"] = "deterministic"
     router_detail: dict[str, Any] = Field(default_factory=dict)
     query_type: str = Field(description="Route name, or 'no_retrieval'.")

@@ -1,6 +1,9 @@
-"""The graph LangGraph Studio serves: ``langgraph.json`` points at :func:`make_graph`.
+"""The graphs LangGraph Studio serves: ``langgraph.json`` points at :func:`make_graph` (the
+``RAGTILLER_POLICY`` or default policy) and :func:`make_no_llm_graph` (the shipped ``no-llm``
+policy), so Studio users can switch between them; per run, the configuration panel sets the
+run context (:class:`~ragtiller.policies.run_context.RunContext`).
 
-It opens with no credentials and no network: the index is either one saved on disk
+Both open with no credentials and no network: the index is either one saved on disk
 (``RAGTILLER_INDEX``) or a small in-memory index of the standard library's own documentation,
 built when the server first needs the graph. Quota ledger, cache and reranker come from the
 usual environment (``REDIS_URL``, ``COHERE_API_KEY``) exactly as for :func:`ragtiller.build_graph`.
@@ -21,6 +24,7 @@ from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents, tiers_for_policy
 from ragtiller.policies import load_policy
+from ragtiller.policies.schema import RetrievalPolicy
 
 logger = logging.getLogger("ragtiller.studio")
 
@@ -34,9 +38,12 @@ POLICY_ENV = "RAGTILLER_POLICY"
 DEMO_MODULES: tuple[str, ...] = ("asyncio", "json", "pathlib")
 """Modules whose docstrings join the language reference topics in the demo index."""
 DEFAULT_EMBEDDER = "hashing"
+NO_LLM_POLICY = "no-llm"
+"""The shipped policy of Studio's second graph: no model call of any kind."""
 
 _lock = threading.Lock()
-_graph: CompiledStateGraph | None = None  # type: ignore[type-arg]
+_index: EmbeddedIndex | None = None
+_graphs: dict[str, CompiledStateGraph] = {}  # type: ignore[type-arg]
 
 
 def studio_index(env: Mapping[str, str] = os.environ) -> EmbeddedIndex:
@@ -74,49 +81,89 @@ def studio_index(env: Mapping[str, str] = os.environ) -> EmbeddedIndex:
     return EmbeddedIndex.build(documents, embedder=embedder, chunking=DEMO_CHUNKING, progress=False)
 
 
-def build_studio_graph(env: Mapping[str, str] = os.environ) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """Build the Studio graph from the environment. Blocking; :func:`make_graph` caches it.
+def build_studio_graph(
+    env: Mapping[str, str] = os.environ,
+    *,
+    policy: str | None = None,
+    index: EmbeddedIndex | None = None,
+) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """Build a Studio graph from the environment. Blocking; the factories cache it.
 
     Args:
         env: Where ``RAGTILLER_INDEX``, ``RAGTILLER_EMBEDDER``, ``RAGTILLER_POLICY`` and the
             Pinecone variables of the policy's ``dense_backend`` / ``lexical_backend`` are read
             (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
+        policy: A policy name or path instead of ``RAGTILLER_POLICY``.
+        index: An index already opened (the two Studio graphs share one).
 
     Returns:
         The compiled graph, without a checkpointer (the server brings its own).
 
     Raises:
-        ConfigurationError: A variable has an invalid value.
-        IndexStoreError: ``RAGTILLER_INDEX`` is not a readable index.
-        PolicyError: ``RAGTILLER_POLICY`` is not a valid policy.
+        ConfigurationError: A variable has an invalid value, or the index cannot be opened
+            (the message names the variable and says why).
+        PolicyError: The policy is not valid.
 
     Example:
         >>> graph = build_studio_graph({})  # doctest: +SKIP
         >>> graph.invoke({"query": "what is a coroutine?"})["context"][:4]  # doctest: +SKIP
         '[1] '
     """
-    policy = load_policy(env.get(POLICY_ENV, "").strip() or None)  # fail fast, before the build
-    index = studio_index(env)
-    return build_graph(policy, index=index, tiers=tiers_for_policy(policy, index, env=env))
+    chosen: RetrievalPolicy = load_policy(  # fail fast, before the index is built
+        policy or env.get(POLICY_ENV, "").strip() or None
+    )
+    if index is None:
+        index = _open(env)
+    return build_graph(chosen, index=index, tiers=tiers_for_policy(chosen, index, env=env))
 
 
-def _shared_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The process's Studio graph, built on first use; one quota ledger and cache for all runs."""
-    global _graph
+def _open(env: Mapping[str, str]) -> EmbeddedIndex:
+    """:func:`studio_index`, with every failure as a ``ConfigurationError`` naming the variable.
+
+    The LangGraph server shows a ``ValueError``'s own message to the Studio user, and hides
+    other errors behind "An internal error occurred".
+    """
+    try:
+        return studio_index(env)
+    except ConfigurationError:
+        raise
+    except RagtillerError as e:
+        raise ConfigurationError(f"{INDEX_ENV}={env.get(INDEX_ENV, '')!r}: {e}") from e
+
+
+def _shared_graph(policy: str | None = None) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The process's graph for ``policy``, built on first use; both graphs share the index,
+    and each keeps one quota ledger and cache for all its runs."""
+    global _index
+    key = policy or ""
     with _lock:
-        if _graph is None:
-            _graph = build_studio_graph()
-        return _graph
+        if key not in _graphs:
+            env = os.environ
+            load_policy(policy or env.get(POLICY_ENV, "").strip() or None)  # before the index
+            if _index is None:
+                _index = _open(env)
+            _graphs[key] = build_studio_graph(env, policy=policy, index=_index)
+        return _graphs[key]
 
 
 async def make_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The graph factory ``langgraph.json`` names (``./ragtiller/studio.py:make_graph``).
+    """The graph factory ``langgraph.json`` names as ``ragtiller``.
 
     The server calls it for every run. The graph is built once per server process, in a
     worker thread, so the blocking index build never runs on the server's event loop (which
     ``langgraph dev`` polices with ``BlockingError``); later calls return the same graph.
 
     Returns:
-        The shared compiled graph.
+        The shared compiled graph (``RAGTILLER_POLICY``, or the default policy).
     """
     return await asyncio.to_thread(_shared_graph)
+
+
+async def make_no_llm_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The graph factory ``langgraph.json`` names as ``ragtiller_no_llm``: the shipped
+    ``no-llm`` policy over the same index.
+
+    Returns:
+        The shared compiled graph.
+    """
+    return await asyncio.to_thread(_shared_graph, NO_LLM_POLICY)

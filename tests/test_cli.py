@@ -47,7 +47,7 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return index
 
 
-def test_ask_prints_citations_and_stage_table(index_dir: Path) -> None:
+def test_ask_prints_documents_and_stage_table_not_the_context(index_dir: Path) -> None:
     done = ragtiller(
         "ask",
         "what is raised when the QuotaExhaustedError budget is spent",
@@ -59,13 +59,58 @@ def test_ask_prints_citations_and_stage_table(index_dir: Path) -> None:
     for step in STAGES:
         assert step in done.stdout
     assert "stage" in done.stdout and "status" in done.stdout and "reason" in done.stdout
+    assert "--- context ---" not in done.stdout
+    assert done.stdout.splitlines()[0].startswith("embedder loaded in ")
+    # header and table agree on what rerank did
+    header = next(line for line in done.stdout.splitlines() if line.startswith("router: "))
+    row = next(line for line in done.stdout.splitlines() if line.startswith("rerank "))
+    _, status, reason, *_ = row.split()
+    assert f"rerank: {status} (" in header
+    if status != "done":
+        assert f"rerank: {status} ({reason})" in header
+
+
+def test_ask_context_top_k_namespace_and_tenant(index_dir: Path) -> None:
+    question = "what is raised when the QuotaExhaustedError budget is spent"
+    with_context = ragtiller("ask", question, "--index", str(index_dir), "--context")
+    assert "--- context ---" in with_context.stdout
+
+    one = ragtiller("ask", question, "--index", str(index_dir), "--top-k", "1", "--json")
+    payload = json.loads(one.stdout)
+    assert len(payload["documents"]) == 1
+    assert payload["manifest"]["overrides"] == {"top_k": 1}
+
+    elsewhere = ragtiller("ask", question, "--index", str(index_dir), "--namespace", "wiki")
+    assert "namespace 'wiki' not in the index (known: default)" in elsewhere.stdout
+    nobody = ragtiller("ask", question, "--index", str(index_dir), "--tenant", "zed")
+    assert "tenant 'zed' matched nothing" in nobody.stdout
+    assert "overrides: tenant=zed" in nobody.stdout
+
+
+def test_every_argument_has_help_and_eval_defaults_its_policy() -> None:
+    import argparse
+
+    from ragtiller.cli import parser
+
+    def check(name: str, command: argparse.ArgumentParser) -> None:
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):  # check each subcommand instead
+                for sub_name, sub in action.choices.items():
+                    check(f"{name} {sub_name}", sub)
+            elif not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{name} {action.dest} has no help text"
+
+    top = parser()
+    check("ragtiller", top)
+    args = top.parse_args(["eval", "--index", "i", "--dataset", "d"])
+    assert args.policy is None
 
 
 def test_ask_json_is_one_object_with_events(index_dir: Path) -> None:
     done = ragtiller("ask", "QuotaExhaustedError", "--index", str(index_dir), "--json")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
-    assert set(payload) == {"documents", "context", "manifest", "events"}
+    assert set(payload) == {"load_ms", "documents", "context", "manifest", "events"}
     assert payload["manifest"]["query_type"] == "exact_lexical_lookup"
     assert "QuotaExhaustedError" in payload["documents"][0]["page_content"]
     assert {e["step"] for e in payload["events"]} == set(STAGES)
@@ -119,3 +164,11 @@ def test_demo_builds_caches_and_answers_each_route(tmp_path: Path) -> None:
     )
     assert again.returncode == 0, again.stderr
     assert "using the cached demo index" in again.stdout
+
+
+def test_draw_writes_a_png_offline_and_prints_mermaid(tmp_path: Path) -> None:
+    done = ragtiller("draw", "--png", str(tmp_path / "graph.png"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = ragtiller("draw").stdout
+    assert "gate" in text and "tier_search" in text and text.startswith("---")

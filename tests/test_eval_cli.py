@@ -115,10 +115,7 @@ def test_promote_an_equal_candidate(
     artifact = json.loads(out_file.read_text("utf-8"))
     assert artifact["decision"] == "promote"
     assert artifact["candidate"]["policy_id"] == "candidate"
-    assert artifact["baseline"] == {
-        "policy_id": "default-retrieval-policy",
-        "version": "2026-11-29",
-    }
+    assert artifact["baseline"]["policy_id"] == "default-retrieval-policy"
     assert artifact["lifts"]["all"]["mean"] == 0.0
 
 

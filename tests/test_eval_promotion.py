@@ -15,6 +15,7 @@ from ragtiller.eval import (
     write_decision,
 )
 from ragtiller.eval.promotion import dumps_decision
+from ragtiller.eval.variants import policy_sha256
 from ragtiller.manifest import RunManifest
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import PromotionConfig
@@ -191,7 +192,11 @@ def test_decision_artifact_is_stable_and_complete(tmp_path: Path) -> None:
     data = json.loads(text)
     assert list(data) == sorted(data)
     assert data["decision"] == "promote"
-    assert data["candidate"] == {"policy_id": "default-retrieval-policy", "version": "2026-11-29"}
+    assert data["candidate"] == {
+        "policy_id": "default-retrieval-policy",
+        "version": policy.version,
+        "sha256": policy_sha256(policy),
+    }
     assert data["dataset"]["sha256"] == LABELLED.sha256
     assert data["lifts"]["lexical"] == {
         "metric": "ndcg_at_10",

@@ -14,11 +14,11 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
-from ragtiller import ConfigurationError, RunManifest, build_graph
+from ragtiller import ConfigurationError, InputError, RunManifest, build_graph
 from ragtiller.graph import checkpoint_serde
 from ragtiller.index import HashingEmbedder
 from ragtiller.integrations import MANIFEST_KEY, RagtillerRetriever, as_retriever, as_tool
@@ -289,3 +289,65 @@ def test_graph_called_from_a_parent_node_with_mapped_keys() -> None:
     assert ids(out["sources"]) == ids(rag.invoke({"query": FACTUAL})["documents"])
     assert out["retrieval_notes"] == []
     assert ts[0].calls[0]["filter"] == {"tenant": "acme"}
+
+
+# --- LangChain's settings: k and search_kwargs --------------------------------------------
+
+
+def test_retriever_k_and_search_kwargs_set_the_number_of_documents() -> None:
+    g = graph(tiers=[StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 20) for i in range(8)])])
+    assert len(as_retriever(g).invoke(FACTUAL)) == 5  # the factual route's top_k
+    assert len(as_retriever(g, k=3).invoke(FACTUAL)) == 3
+    by_kwargs = as_retriever(g, search_kwargs={"k": 2, "rerank": "off"})
+    docs = by_kwargs.invoke(FACTUAL)
+    assert len(docs) == 2
+    assert docs[0].metadata[MANIFEST_KEY]["overrides"] == {"top_k": 2, "rerank": "off"}
+    assert len(by_kwargs.invoke(FACTUAL, k=1)) == 1  # per call, as LangChain retrievers allow
+    assert len(as_retriever(g, k=3, search_kwargs={"k": 1}).invoke(FACTUAL)) == 3  # k wins
+
+
+async def test_retriever_k_on_the_async_path() -> None:
+    g = graph(tiers=[StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 20) for i in range(8)])])
+    assert len(await as_retriever(g, search_kwargs={"k": 2}).ainvoke(FACTUAL)) == 2
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"search_kwargs": {"kk": 2}}, r"unknown search_kwargs 'kk'; accepted: k, policy, top_k"),
+        ({"search_kwargs": {"k": 0}}, r"top_k: Input should be greater than 0"),
+        ({"k": -1}, r"top_k: Input should be greater than 0"),
+    ],
+)
+def test_retriever_checks_its_settings_when_made(settings: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        as_retriever(graph(), **settings)
+
+
+def test_tool_k_and_search_kwargs() -> None:
+    g = graph(tiers=[StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 20) for i in range(8)])])
+    message = as_tool(g, k=2).invoke(
+        {"type": "tool_call", "id": "c1", "name": "search_docs", "args": {"query": FACTUAL}}
+    )
+    assert len(message.artifact["documents"]) == 2
+    assert message.artifact["manifest"]["overrides"] == {"top_k": 2}
+    with pytest.raises(InputError, match=r"unknown search_kwargs 'filter'"):
+        as_tool(g, search_kwargs={"filter": {"tenant": "acme"}})
+
+
+class AgentState(MessagesState, total=False):
+    """A ``MessagesState`` agent that also keeps what retrieval returned."""
+
+    documents: list[Document]
+    context: str
+
+
+def test_graph_drops_into_a_messages_state_agent() -> None:
+    parent = StateGraph(AgentState)
+    parent.add_node("retrieve", graph())
+    parent.add_edge(START, "retrieve")
+    out = parent.compile().invoke(
+        {"messages": [HumanMessage("hello"), AIMessage("hi"), HumanMessage(FACTUAL)]}
+    )
+    assert out["documents"] and out["context"].startswith("[1] ")
+    assert len(out["messages"]) == 3  # the agent's history is untouched

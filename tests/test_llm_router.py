@@ -497,8 +497,8 @@ def test_promote_artifact_with_lift_enables_the_router(tmp_path: Path) -> None:
     assert detail["eval"] == {
         "artifact": str(path),
         "reason": None,
-        "note": f"promoted by {str(path)!r}: candidate llm-router-candidate@2026-11-29 beat "
-        "baseline default-retrieval-policy@2026-11-29 on lexical",
+        "note": f"promoted by {str(path)!r}: candidate llm-router-candidate@{POLICY.version} beat "
+        f"baseline default-retrieval-policy@{POLICY.version} on lexical",
     }
 
 

@@ -16,6 +16,8 @@ THIRD_PARTY_NOISE = (
     # bm25s imports tqdm.auto, which warns inside Jupyter when ipywidgets is not installed.
     "TqdmWarning: IProgress not found",
     "from .autonotebook import tqdm as notebook_tqdm",
+    # Graphviz's dot on some hosts: a fontconfig file newer than the installed fontconfig.
+    "Fontconfig warning:",
 )
 HOST_SETTINGS = ("REDIS_URL", "COHERE_API_KEY", "RAGTILLER_POLICY")
 """Environment a developer may have set that would change what the notebooks do."""

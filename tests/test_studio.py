@@ -50,11 +50,13 @@ def test_langgraph_json_is_valid_and_names_the_async_factory() -> None:
     assert get_unknown_keys({k: v for k, v in raw.items() if k != "$schema"}) == []
     config = validate_config_file(CONFIG)
     assert config["dependencies"] == ["."]
-    path, _, variable = config["graphs"]["ragtiller"].partition(":")
-    assert (ROOT / path).resolve() == Path(studio.__file__).resolve()
-    factory = getattr(studio, variable)
-    assert inspect.iscoroutinefunction(factory)
-    assert not inspect.signature(factory).parameters
+    assert set(config["graphs"]) == {"ragtiller", "ragtiller_no_llm"}
+    for spec in config["graphs"].values():
+        path, _, variable = spec.partition(":")
+        assert (ROOT / path).resolve() == Path(studio.__file__).resolve()
+        factory = getattr(studio, variable)
+        assert inspect.iscoroutinefunction(factory)
+        assert not inspect.signature(factory).parameters
     assert config["env"] == ".env"
     assert ".env" in (ROOT / ".gitignore").read_text("utf-8").splitlines()
 
@@ -134,18 +136,44 @@ def test_an_unknown_embedder_names_the_variable() -> None:
 
 async def test_make_graph_builds_once_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     built_on: list[threading.Thread] = []
-    sentinel = object()
+    opened: list[threading.Thread] = []
+    index = object()
 
-    def fake_build() -> object:
+    def fake_open(env: object) -> object:
+        opened.append(threading.current_thread())
+        return index
+
+    def fake_build(env: object, *, policy: str | None, index: object) -> tuple[object, object]:
         built_on.append(threading.current_thread())
-        return sentinel
+        return policy, index
 
-    monkeypatch.setattr(studio, "_graph", None)
+    monkeypatch.delenv("RAGTILLER_POLICY", raising=False)
+    monkeypatch.setattr(studio, "_graphs", {})
+    monkeypatch.setattr(studio, "_index", None)
+    monkeypatch.setattr(studio, "_open", fake_open)
     monkeypatch.setattr(studio, "build_studio_graph", fake_build)
-    first, second = await asyncio.gather(studio.make_graph(), studio.make_graph())
-    assert first is second is sentinel
-    assert len(built_on) == 1
-    assert built_on[0] is not threading.current_thread()
+    first, second, lean = await asyncio.gather(
+        studio.make_graph(), studio.make_graph(), studio.make_no_llm_graph()
+    )
+    assert first is second == (None, index)
+    assert lean == ("no-llm", index)  # the second graph shares the index
+    assert len(built_on) == 2 and len(opened) == 1
+    assert threading.current_thread() not in built_on + opened
+
+
+def test_the_no_llm_graph_makes_no_model_call() -> None:
+    graph = studio.build_studio_graph({}, policy=studio.NO_LLM_POLICY)
+    out = graph.invoke({"query": "how do I get started with asyncio?"})
+    assert out["manifest"].policy_id == "no-llm"
+    assert out["manifest"].step_back.reason == "disabled"
+    assert out["manifest"].llm_calls == 0
+
+
+def test_a_bad_index_directory_is_a_configuration_error_naming_the_variable(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"RAGTILLER_INDEX='.*missing'"):
+        studio.build_studio_graph({"RAGTILLER_INDEX": str(tmp_path / "missing")})
 
 
 def test_minilm_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +224,7 @@ def server_config(directory: Path) -> Path:
 class DevServer:
     """`langgraph dev` in its own process group, with its output collected line by line."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, env: dict[str, str] | None = None) -> None:
         command = [
             sys.executable, "-m", "langgraph_cli", "dev",
             "--config", str(server_config(directory)),
@@ -205,7 +233,7 @@ class DevServer:
         self.process = subprocess.Popen(
             command,
             cwd=directory,
-            env=hermetic_env(),
+            env={**hermetic_env(), **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -306,7 +334,7 @@ async def test_langgraph_dev_serves_the_graph_with_stage_events(
     url, server = dev_server
     values, events = await one_turn(url, QUESTION)
 
-    assert set(values) == {"documents", "context", "manifest"}
+    assert set(values) == {"documents", "context", "manifest", "stages"}
     assert values["context"].startswith("[1] ")
     assert values["documents"] and values["documents"][0]["metadata"]["citation"] == 1
     manifest = RunManifest.model_validate(values["manifest"])
@@ -323,3 +351,86 @@ async def test_langgraph_dev_serves_the_graph_with_stage_events(
     log = "".join(server.log)
     assert "BlockingError" not in log
     assert log.count("Slow graph load") <= 1  # only the first run builds the demo index
+
+
+async def errors_of(url: str, **run: Any) -> list[dict[str, Any]]:
+    """The ``error`` events of one run on a new thread."""
+    found = []
+    async with get_client(url=url) as client:
+        thread = await client.threads.create()
+        async for part in client.runs.stream(thread["thread_id"], "ragtiller", **run):
+            if part.event == "error":
+                found.append(part.data)
+    return found
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_shows_the_run_context_compact_updates_and_our_errors(
+    dev_server: tuple[str, DevServer],
+) -> None:
+    url, _ = dev_server
+    async with get_client(url=url) as client:
+        assistants = {a["graph_id"]: a for a in await client.assistants.search()}
+        assert set(assistants) == {"ragtiller", "ragtiller_no_llm"}
+        schemas = await client.assistants.get_schemas(assistants["ragtiller"]["assistant_id"])
+        fields = set(schemas["context_schema"]["properties"])
+        assert fields == {
+            "policy", "top_k", "max_chunks", "namespace", "tenant", "step_back", "rerank"
+        }  # fmt: skip
+
+        thread = await client.threads.create()
+        updates: dict[str, list[Any]] = {}
+        values: dict[str, Any] = {}
+        async for part in client.runs.stream(
+            thread["thread_id"],
+            "ragtiller",
+            input={"query": QUESTION},
+            context={"top_k": 2},
+            stream_mode=["updates", "values"],
+        ):
+            assert part.event != "error", part.data
+            if part.event == "updates":
+                for node, update in part.data.items():
+                    updates.setdefault(node, []).append(update)
+            elif part.event == "values" and "documents" in part.data:
+                values = part.data
+        assert len(values["documents"]) == 2
+        assert values["manifest"]["overrides"] == {"top_k": 2}
+        for node in ("gate", "embed", "tier_search", "fuse", "assemble"):
+            for update in updates[node]:
+                assert update is not None and update["stages"], node
+                assert {r["step"] for r in update["stages"]} >= {node} or node == "gate"
+        for node in ("gate", "embed", "tier_search", "fuse"):
+            assert max(len(json.dumps(u)) for u in updates[node]) < 4000, node
+
+        state = await client.threads.get_state(thread["thread_id"])
+        assert not {"tier_hits", "candidates", "ranked", "tier_tasks"} & set(state["values"])
+
+    bad_context = await errors_of(url, input={"query": QUESTION}, context={"top_k": 0})
+    assert [e["error"] for e in bad_context] == ["InputError"]
+    assert "top_k: Input should be greater than 0" in bad_context[0]["message"]
+    bad_input = await errors_of(url, input={"question": QUESTION})
+    assert [e["error"] for e in bad_input] == ["InputError"]
+    assert "unknown input key(s) 'question'" in bad_input[0]["message"]
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_shows_a_bad_index_as_ragtiller_wrote_it(tmp_path: Path) -> None:
+    server = DevServer(tmp_path, env={"RAGTILLER_INDEX": str(tmp_path / "missing")})
+    try:
+        url = server.url(timeout_s=120)
+        server.wait_ready(url, timeout_s=120)
+        expected = f"RAGTILLER_INDEX='{tmp_path / 'missing'}': no index at"
+        async with get_client(url=url) as client:
+            assistant = next(
+                a for a in await client.assistants.search() if a["graph_id"] == "ragtiller"
+            )
+            async with httpx.AsyncClient(timeout=60) as http:
+                shape = await http.get(f"{url}/assistants/{assistant['assistant_id']}/graph")
+            assert shape.status_code == 400
+            assert expected in shape.json()["detail"]
+        errors = await errors_of(url, input={"query": QUESTION})
+        assert [e["error"] for e in errors] == ["ConfigurationError"]
+        assert expected in errors[0]["message"]
+    finally:
+        server.stop()

@@ -1,4 +1,4 @@
-"""The ``eval`` and ``promote`` command-line commands (argparse), wired in by ``ragtiller.cli``."""
+"""The ``eval``, ``promote`` and ``tune`` command-line commands (argparse), wired in by ``ragtiller.cli``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
+
+from langchain_core.embeddings import Embeddings
 
 from ragtiller.errors import RagtillerError
 from ragtiller.eval.compare import DEFAULT_RESAMPLES, Comparison, compare_runs
 from ragtiller.eval.datasets import EvalDataset, load_beir
+from ragtiller.eval.fingerprint import index_fingerprint
 from ragtiller.eval.promotion import (
     PromotionDecision,
     decide,
@@ -19,8 +23,11 @@ from ragtiller.eval.promotion import (
     dumps_decision,
     write_decision,
 )
+from ragtiller.eval.query_cache import QueryVectorCache
 from ragtiller.eval.report import TOTAL, SliceMetrics, summarize
 from ragtiller.eval.runner import EvalRun, run_eval
+from ragtiller.eval.tuning import TunePoint, dump_policy, load_space, tune, tune_section
+from ragtiller.eval.variants import with_depth
 from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.policies import RetrievalPolicy, load_policy
 
@@ -30,7 +37,7 @@ _HANDLED = (RagtillerError, OSError, ImportError, ValueError)
 
 
 def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``eval`` and ``promote``; each sets ``func(args) -> int`` (the exit code).
+    """Register ``eval``, ``promote`` and ``tune``; each sets ``func(args) -> int`` (the exit code).
 
     Example:
         >>> parser = argparse.ArgumentParser(prog="ragtiller")
@@ -45,7 +52,9 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
         description="Run every query of a BEIR split through the graph built from --policy "
         "and --index; print NDCG@10, MRR@10, Recall@10/100, latency and LLM calls per slice.",
     )
-    ev.add_argument("--policy", required=True, help="Policy YAML file or shipped policy name.")
+    ev.add_argument(
+        "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
+    )
     _common(ev)
     ev.add_argument("--json", action="store_true", help="Print the metrics as JSON.")
     ev.set_defaults(func=_eval)
@@ -71,6 +80,29 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     pr.set_defaults(func=_promote)
 
+    tu = subparsers.add_parser(
+        "tune",
+        help="Search a small policy space on half the queries; confirm the best on the other half.",
+        description="Split the queries in two (seeded), score every point of --space on the "
+        "tune half, then compare the best point with --base on the held-out half as `promote` "
+        "does. Writes the candidate policy and the promotion artifact into --out. "
+        "Exit 0: confirmed on the held-out half, 1: not confirmed, 2: error.",
+    )
+    tu.add_argument("--base", required=True, help="Base policy YAML or shipped policy name.")
+    tu.add_argument(
+        "--space", required=True, type=Path, help="Search space YAML: field -> list of values."
+    )
+    tu.add_argument("--out", required=True, type=Path, help="Directory for the two output files.")
+    _common(tu)
+    tu.add_argument("--seed", type=int, default=0, help="Split and bootstrap seed (default 0).")
+    tu.add_argument(
+        "--resamples",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help=f"Bootstrap resamples (default {DEFAULT_RESAMPLES}).",
+    )
+    tu.set_defaults(func=_tune)
+
 
 def _positive(text: str) -> int:
     value = int(text)
@@ -90,6 +122,30 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--concurrency", type=_positive, default=8, help="Turns in flight (default 8)."
     )
     parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
+    parser.add_argument(
+        "--half",
+        choices=["tune", "heldout"],
+        default=None,
+        help="Only this half of a seeded split of the queries (the split `tune` uses).",
+    )
+    parser.add_argument(
+        "--half-seed", type=int, default=0, help="Seed of the --half split (default 0)."
+    )
+    parser.add_argument(
+        "--top-k",
+        type=_positive,
+        default=None,
+        help="Evaluate with every route returning this many results (top_k and max_chunks), "
+        "e.g. 100 so Recall@100 is defined; the policy file is not changed.",
+    )
+
+
+def _dataset(args: argparse.Namespace) -> EvalDataset:
+    dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+    if args.half is None:
+        return dataset
+    tune_half, held_out = dataset.split_halves(seed=args.half_seed)
+    return tune_half if args.half == "tune" else held_out
 
 
 def _fail(command: str, error: BaseException) -> int:
@@ -99,18 +155,25 @@ def _fail(command: str, error: BaseException) -> int:
 
 
 def _evaluate(
-    policy: RetrievalPolicy, index: EmbeddedIndex, dataset: EvalDataset, args: argparse.Namespace
+    policy: RetrievalPolicy,
+    index: EmbeddedIndex,
+    dataset: EvalDataset,
+    args: argparse.Namespace,
+    embedder: Embeddings | None = None,
 ) -> EvalRun:
     from ragtiller.graph.builder import build_graph
 
-    graph = build_graph(policy, index=index)
-    return run_eval(graph, dataset, concurrency=args.concurrency, progress=not args.no_progress)
+    if args.top_k is not None:
+        policy = with_depth(policy, args.top_k)
+    graph = build_graph(policy, index=index, embedder=embedder)
+    run = run_eval(graph, dataset, concurrency=args.concurrency, progress=not args.no_progress)
+    return replace(run, index=index_fingerprint(index))
 
 
 def _eval(args: argparse.Namespace) -> int:
     try:
         policy = load_policy(args.policy)
-        dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+        dataset = _dataset(args)
         run = _evaluate(policy, open_index(args.index), dataset, args)
     except _HANDLED as e:
         return _fail("eval", e)
@@ -131,15 +194,18 @@ def _eval(args: argparse.Namespace) -> int:
 def _promote(args: argparse.Namespace) -> int:
     try:
         candidate, baseline = load_policy(args.candidate), load_policy(args.baseline)
-        dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+        dataset = _dataset(args)
         index = open_index(args.index)
-        cand_run = _evaluate(candidate, index, dataset, args)
-        base_run = _evaluate(baseline, index, dataset, args)
+        embedder = QueryVectorCache(index.embedder)
+        cand_run = _evaluate(candidate, index, dataset, args, embedder)
+        base_run = _evaluate(baseline, index, dataset, args, embedder)
         comparison = compare_runs(
             cand_run, base_run, dataset, seed=args.seed, n_resamples=args.resamples
         )
         decision = decide(candidate.promotion, comparison)
-        artifact = decision_artifact(candidate, baseline, dataset, comparison, decision)
+        artifact = decision_artifact(
+            candidate, baseline, dataset, comparison, decision, index=cand_run.index
+        )
         if args.out is not None:
             write_decision(artifact, args.out)
     except _HANDLED as e:
@@ -149,6 +215,65 @@ def _promote(args: argparse.Namespace) -> int:
     else:
         _print_decision(candidate, baseline, dataset, comparison, decision, args.out)
     return EXIT_PROMOTE if decision.decision == "promote" else EXIT_REJECT
+
+
+def _tune(args: argparse.Namespace) -> int:
+    try:
+        base = load_policy(args.base)
+        space = load_space(args.space)
+        dataset = load_beir(args.dataset, split=args.split, slices=args.slices)
+        tune_half, held_out = dataset.split_halves(seed=args.seed)
+        index = open_index(args.index)
+        embedder = QueryVectorCache(index.embedder)
+        quiet = argparse.Namespace(**{**vars(args), "no_progress": True})
+        print(
+            f"tune {base.policy_id} @ {base.version} · {_dataset_line(dataset)} · halves "
+            f"{len(tune_half.queries)}/{len(held_out.queries)} (seed {args.seed})"
+        )
+        print(f"{'tune NDCG@10':>12}  overrides")
+
+        def show(point: TunePoint) -> None:
+            print(f"{point.ndcg_at_10:>12.4f}  {dict(point.overrides) or '(base)'}", flush=True)
+
+        result = tune(
+            base,
+            space,
+            tune_half,
+            held_out,
+            lambda policy, half: _evaluate(policy, index, half, quiet, embedder),
+            seed=args.seed,
+            n_resamples=args.resamples,
+            on_point=show,
+        )
+        artifact = decision_artifact(
+            result.candidate,
+            base,
+            held_out,
+            result.comparison,
+            result.decision,
+            index=index_fingerprint(index),
+        )
+        artifact["tune"] = tune_section(result, seed=args.seed, space=space)
+        candidate_file = args.out / "candidate.yaml"
+        dump_policy(
+            result.candidate,
+            candidate_file,
+            header=f"`ragtiller tune` candidate: {base.policy_id} @ {base.version} with "
+            f"{dict(result.best.overrides)}\n(chosen on the tune half of {dataset.name}, seed "
+            f"{args.seed}; held-out evidence: promotion.json)",
+        )
+        write_decision(artifact, args.out / "promotion.json")
+    except _HANDLED as e:
+        return _fail("tune", e)
+    print(f"\nbest on the tune half: {dict(result.best.overrides) or '(the base itself)'}")
+    print("held-out half:")
+    _print_decision(
+        result.candidate, base, held_out, result.comparison, result.decision,
+        args.out / "promotion.json",
+    )  # fmt: skip
+    verdict = "confirmed" if result.confirmed else "NOT confirmed"
+    print(f"{verdict} on the held-out half; candidate policy: {candidate_file}")
+    return EXIT_PROMOTE if result.confirmed else EXIT_REJECT
 
 
 def _dataset_json(dataset: EvalDataset) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ragtiller.eval._errors import EvalError
 from ragtiller.eval.datasets import OVERALL, EvalDataset
+from ragtiller.eval.fingerprint import same_index
 from ragtiller.eval.report import SliceMetrics, query_scores, summarize
 from ragtiller.eval.runner import EvalRun
 
@@ -122,11 +123,17 @@ def compare_runs(
     """Compare two runs of ``dataset`` query by query.
 
     Raises:
-        EvalError: The runs are of another dataset or do not cover the same queries.
+        EvalError: The runs are of another dataset, searched different indexes, or do not
+            cover the same queries.
     """
     for run in (candidate, baseline):
         if run.dataset_sha256 != dataset.sha256:
             raise EvalError(f"run of policy {run.policy_id!r} is of another dataset (hash differs)")
+    if not same_index(candidate.index, baseline.index):
+        raise EvalError(
+            f"runs of {candidate.policy_id!r} and {baseline.policy_id!r} searched different "
+            "indexes (embedder, chunking or chunks differ); compare runs on one index"
+        )
     if set(candidate.results) != set(baseline.results):
         raise EvalError("the two runs do not cover the same queries")
     slices = baseline.slices(dataset)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ragtiller.eval.compare import Comparison
 from ragtiller.eval.datasets import OVERALL, EvalDataset
+from ragtiller.eval.fingerprint import dataset_fingerprint
 from ragtiller.eval.report import TOTAL
+from ragtiller.eval.variants import policy_sha256
 from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
 
@@ -116,8 +119,11 @@ def decision_artifact(
     dataset: EvalDataset,
     comparison: Comparison,
     decision: PromotionDecision,
+    *,
+    index: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The decision as JSON-ready data: policies, dataset hash, metrics, lifts, rules, reasons.
+    """The decision as JSON-ready data: policies and their hashes, the dataset's file hashes,
+    the index fingerprint, metrics, lifts, rules, reasons.
 
     It holds no timestamp, so two runs with equal results give equal quality sections.
     """
@@ -125,15 +131,10 @@ def decision_artifact(
         "kind": ARTIFACT_KIND,
         "schema_version": ARTIFACT_SCHEMA_VERSION,
         "decision": decision.decision,
-        "candidate": {"policy_id": candidate.policy_id, "version": candidate.version},
-        "baseline": {"policy_id": baseline.policy_id, "version": baseline.version},
-        "dataset": {
-            "name": dataset.name,
-            "split": dataset.split,
-            "sha256": dataset.sha256,
-            "n_queries": len(dataset.queries),
-            "slices_from": comparison.slices_from,
-        },
+        "candidate": _policy(candidate),
+        "baseline": _policy(baseline),
+        "dataset": {**dataset_fingerprint(dataset), "slices_from": comparison.slices_from},
+        "index": None if index is None else dict(index),
         "bootstrap": {
             "seed": comparison.seed,
             "n_resamples": comparison.n_resamples,
@@ -148,6 +149,14 @@ def decision_artifact(
         },
         "rules": candidate.promotion.model_dump(mode="json"),
         "reasons": [asdict(r) for r in decision.reasons],
+    }
+
+
+def _policy(policy: RetrievalPolicy) -> dict[str, Any]:
+    return {
+        "policy_id": policy.policy_id,
+        "version": policy.version,
+        "sha256": policy_sha256(policy),
     }
 
 

@@ -43,12 +43,15 @@ class EvalRun:
         policy_version: From the manifests.
         dataset_sha256: The dataset's hash.
         results: Query id -> result, in dataset order.
+        index: Fingerprint of the index the graph searched (see
+            :func:`~ragtiller.eval.fingerprint.index_fingerprint`); None when unknown.
     """
 
     policy_id: str
     policy_version: str
     dataset_sha256: str
     results: Mapping[str, QueryResult]
+    index: Mapping[str, Any] | None = None
 
     def slices(self, dataset: EvalDataset) -> dict[str, str]:
         """Query id -> slice: the dataset's label if it has labels, else the route chosen."""

@@ -1,59 +1,138 @@
 """Run ``async def`` nodes from the sync API (``invoke``/``stream``) as well as the async one.
 
-Nodes are written once, as coroutines. For ``invoke``/``stream`` each coroutine runs on one
-private event loop in a daemon thread, inside a copy of the caller's context, so LangGraph's
-config and stream writer (context variables) still reach the node. This also works where the
-calling thread already runs a loop (Jupyter), where ``asyncio.run`` would refuse.
+Nodes are written once, as coroutines, and every coroutine runs on one private event loop in a
+daemon thread (so async clients bound to a loop, such as ``redis.asyncio``, always see the same
+loop), inside a copy of the caller's context, so LangGraph's config and stream writer (context
+variables) still reach the node. This also works where the calling thread already runs a loop
+(Jupyter), where ``asyncio.run`` would refuse.
+
+A top-level ``invoke``/``stream`` makes one hop to that loop for the whole run
+(:class:`OneHopGraph`): the graph runs its async path there and the caller's thread waits, or
+receives the streamed chunks. Otherwise (called from inside another graph or runnable, from
+the loop itself, or with a checkpointer that has no async methods) LangGraph's own sync path
+runs and each node hops to the loop on its own (:func:`dual`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
 
 T = TypeVar("T")
 
 _loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
 _lock = threading.Lock()
+_END = object()
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
-    global _loop
+    global _loop, _loop_thread
     with _lock:
         if _loop is None:
             loop = asyncio.new_event_loop()
-            threading.Thread(
+            _loop_thread = threading.Thread(
                 target=loop.run_forever, name="ragtiller-sync-loop", daemon=True
-            ).start()
+            )
+            _loop_thread.start()
             _loop = loop
     return _loop
 
 
-def run_sync(coro_fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
-    """Run ``coro_fn(*args)`` to completion from synchronous code, in the caller's context."""
-    loop = _background_loop()
-    context = contextvars.copy_context()
+class _Run:
+    """One coroutine scheduled on the private loop from another thread; cancellable from there."""
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        on_done: Callable[[asyncio.Task[Any]], None] | None = None,
+    ) -> None:
+        self.loop = _background_loop()
+        self._task: asyncio.Task[Any] | None = None
+        context = contextvars.copy_context()
+
+        def start() -> None:
+            self._task = self.loop.create_task(coro, context=context)
+            if on_done is not None:
+                self._task.add_done_callback(on_done)
+
+        self.loop.call_soon_threadsafe(start)
+
+    def cancel(self) -> None:
+        """Cancel the task (runs after ``start``: the loop keeps the order of these calls)."""
+
+        def cancel() -> None:
+            if self._task is not None:
+                self._task.cancel()
+
+        self.loop.call_soon_threadsafe(cancel)
+
+
+def run_sync(coro_fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
+    """Run ``coro_fn(*args, **kwargs)`` to completion from synchronous code, in the caller's
+    context. If the caller stops waiting (``KeyboardInterrupt``), the task is cancelled."""
     result: Future[T] = Future()
 
-    def start() -> None:
-        task: asyncio.Task[T] = loop.create_task(coro_fn(*args), context=context)
-        task.add_done_callback(settle)
-
     def settle(task: asyncio.Task[T]) -> None:
-        error = task.exception()
-        if error is not None:
+        if task.cancelled():
+            result.cancel()
+        elif (error := task.exception()) is not None:
             result.set_exception(error)
         else:
             result.set_result(task.result())
 
-    loop.call_soon_threadsafe(start)
-    return result.result()
+    run = _Run(coro_fn(*args, **kwargs), settle)
+    try:
+        return result.result()
+    except BaseException:
+        run.cancel()
+        raise
+
+
+def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator on the private loop, from synchronous code.
+
+    The loop pushes items into a queue as they come, so the run never waits for the consumer's
+    thread to wake; closing the iterator early cancels the run.
+    """
+    items: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+
+    async def pump() -> None:
+        try:
+            async for item in agen:
+                items.put((item, None))
+        except BaseException as e:  # handed to the consumer, who raises it
+            items.put((_END, e))
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            return
+        items.put((_END, None))
+
+    run = _Run(pump())
+    finished = False
+    try:
+        while True:
+            item, error = items.get()
+            if item is _END:
+                finished = True
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        if not finished:
+            run.cancel()
 
 
 def dual(
@@ -67,3 +146,38 @@ def dual(
     # LangGraph's own node wrapper (what ``add_node`` makes of a plain function): no per-call
     # tracing or signature inspection, unlike ``RunnableLambda``.
     return RunnableCallable(func, afunc, name=name, trace=False)
+
+
+class OneHopGraph(CompiledStateGraph):  # type: ignore[type-arg]
+    """A compiled graph whose top-level sync ``invoke``/``stream`` run its async path on the
+    private loop in one hop, instead of one hop per node."""
+
+    # Every keyword passes through unchanged, so LangGraph's overloads still describe these.
+    def invoke(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any] | Any:
+        """As :meth:`CompiledStateGraph.invoke`; see the module docstring for the path taken."""
+        if not self._one_hop(config):
+            return super().invoke(input, config, **kwargs)
+        return run_sync(self.ainvoke, input, config, **kwargs)
+
+    def stream(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[dict[str, Any] | Any]:
+        """As :meth:`CompiledStateGraph.stream`; see the module docstring for the path taken."""
+        if not self._one_hop(config):
+            return super().stream(input, config, **kwargs)
+        return iterate_sync(self.astream(input, config, **kwargs))
+
+    def _one_hop(self, config: RunnableConfig | None) -> bool:
+        """Only for a top-level run, off the loop's own thread, with async checkpointing."""
+        if threading.current_thread() is _loop_thread:
+            return False  # waiting for the loop on the loop would deadlock
+        saver = self.checkpointer
+        if (
+            isinstance(saver, BaseCheckpointSaver)
+            and type(saver).aget_tuple is BaseCheckpointSaver.aget_tuple
+        ):
+            return False  # a sync-only checkpointer (its async methods raise)
+        configurable = ensure_config(config).get("configurable", {})
+        return not any(key.startswith("__pregel_") for key in configurable)

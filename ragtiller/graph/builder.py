@@ -14,8 +14,11 @@ from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
-from ragtiller.graph._dual import dual
+from ragtiller.graph._dual import OneHopGraph, dual
+from ragtiller.graph.checked import CheckedGraph
+from ragtiller.graph.per_run import PerRunNodes
 from ragtiller.graph.state import InputState, OutputState, RetrievalState
+from ragtiller.graph.untracked import untrack_hits
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components
 from ragtiller.nodes.embed import make_embed
@@ -25,13 +28,22 @@ from ragtiller.nodes.rerank import make_rerank
 from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
+from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.query_tiers import apply_query_options
 from ragtiller.records import TierTask
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
 from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, Tier
 
-RetrievalGraph = CompiledStateGraph
+
+class CompiledRetrievalGraph(OneHopGraph, CheckedGraph):
+    """The compiled graph ``build_graph`` returns: LangGraph's, with its input checked
+    (:class:`CheckedGraph`) and a sync run made in one hop to the node loop
+    (:class:`OneHopGraph`)."""
+
+
+RetrievalGraph = CompiledRetrievalGraph
 """The compiled graph type ``build_graph`` returns."""
 
 
@@ -120,6 +132,7 @@ def build_components(
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
         )
+    tier_list = apply_query_options(resolved, tier_list, index)
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")
@@ -176,6 +189,8 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
+    namespaces: Sequence[str] | None = None,
+    checkpoint_hits: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build the retrieval graph. Does no I/O beyond what the given components do.
@@ -185,15 +200,23 @@ def build_graph(
         checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
         interrupt_before: Node names to pause before (notebook stepping).
         name: The compiled graph's name.
+        namespaces: The namespaces the tiers hold; default: the index manifest's. Every
+            namespace a policy route names must be one of them; a turn asking for another is
+            labelled. None (and no index manifest): not checked.
+        checkpoint_hits: Also checkpoint the intermediate hit lists (tier hits, candidates,
+            rerank order, query vectors). Default: only when ``interrupt_before`` is given, so
+            a paused thread can resume; the documents and the manifest are always saved.
         **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
             ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
     Returns:
-        A compiled LangGraph graph: input ``{"query": ...}``, output
-        ``{"documents", "context", "manifest"}``.
+        A compiled LangGraph graph: input ``{"query": ...}`` or ``{"messages": [...]}``,
+        output ``{"documents", "context", "manifest", "stages"}``, run context
+        :class:`~ragtiller.policies.run_context.RunContext` (``context={"top_k": 3}``).
 
     Raises:
-        ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
+        ConfigurationError: No tiers, duplicate tier names, vector tiers without an embedder,
+            or a policy route naming a namespace the index does not hold.
         PolicyError: The policy file is invalid.
 
     Example:
@@ -204,8 +227,17 @@ def build_graph(
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
     deps = build_components(policy, **parts)
+    index = parts.get("index")
+    if namespaces is None and index is not None:
+        manifest = getattr(index, "manifest", None)
+        namespaces = getattr(manifest, "namespaces", None)
     return compile_graph(
-        deps, checkpointer=checkpointer, interrupt_before=interrupt_before, name=name
+        deps,
+        checkpointer=checkpointer,
+        interrupt_before=interrupt_before,
+        name=name,
+        namespaces=namespaces,
+        checkpoint_hits=checkpoint_hits,
     )
 
 
@@ -215,18 +247,42 @@ def compile_graph(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
+    namespaces: Sequence[str] | None = None,
+    checkpoint_hits: bool | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """Wire nodes and edges around already-built components."""
-    builder = StateGraph(RetrievalState, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("gate", dual(make_gate(deps), "gate"))
-    builder.add_node("step_back", dual(make_step_back(deps), "step_back"))
-    builder.add_node("embed", dual(make_embed(deps), "embed"))
-    builder.add_node(
-        "tier_search", dual(make_tier_search(deps), "tier_search"), input_schema=TierTask
+    """Wire nodes and edges around already-built components.
+
+    Raises:
+        ConfigurationError: A policy route names a namespace not in ``namespaces``.
+    """
+    known = list(namespaces) if namespaces is not None else None
+    per_run = PerRunNodes(
+        deps,
+        {
+            "gate": lambda d: make_gate(d, known_namespaces=known),
+            "step_back": make_step_back,
+            "embed": make_embed,
+            "tier_search": make_tier_search,
+            "fuse": make_fuse,
+            "rerank": make_rerank,
+            "assemble": make_assemble,
+        },
+        known_namespaces=known,
     )
-    builder.add_node("fuse", dual(make_fuse(deps), "fuse"))
-    builder.add_node("rerank", dual(make_rerank(deps), "rerank"))
-    builder.add_node("assemble", dual(make_assemble(deps), "assemble"))
+    builder = StateGraph(
+        RetrievalState,
+        context_schema=RunContext,
+        input_schema=InputState,
+        output_schema=OutputState,
+    )
+    if not (checkpoint_hits if checkpoint_hits is not None else bool(interrupt_before)):
+        untrack_hits(builder)
+    for node in ("gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"):
+        builder.add_node(
+            node,
+            dual(per_run.node(node), node),
+            input_schema=TierTask if node == "tier_search" else None,
+        )
 
     builder.add_edge(START, "gate")
     builder.add_conditional_edges("gate", edges.edge(edges.after_gate), edges.AFTER_GATE_PATHS)
@@ -236,8 +292,10 @@ def compile_graph(
     builder.add_conditional_edges("fuse", edges.edge(edges.after_fuse), edges.AFTER_FUSE_PATHS)
     builder.add_edge("rerank", "assemble")
     builder.add_edge("assemble", END)
-    return builder.compile(
+    compiled = builder.compile(
         checkpointer=checkpointer,
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name=name,
     )
+    compiled.__class__ = CompiledRetrievalGraph  # type: ignore[assignment]  # same object, see class
+    return compiled  # type: ignore[return-value]

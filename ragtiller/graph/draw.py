@@ -1,8 +1,9 @@
-"""Print the graph's shape as Mermaid (``python -m ragtiller.graph.draw``), or render a PNG.
+"""Print the graph's shape as Mermaid (``ragtiller draw``), or render a PNG offline.
 
 The shape does not depend on the components, so it is drawn from placeholders: nothing is
-loaded, no model, no index. ``--png`` renders offline through Graphviz when pygraphviz is
-installed (LangGraph's Mermaid PNG renderer calls a web service, which we never do).
+loaded, no model, no index. PNGs are rendered locally by Graphviz through pygraphviz
+(``pip install 'ragtiller[draw]'``); LangGraph's Mermaid PNG renderer, and a compiled graph's
+notebook display, call a web service, which we never do.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ragtiller.errors import ConfigurationError
 from ragtiller.graph.builder import compile_graph
 from ragtiller.nodes.components import Components
 from ragtiller.policies.loader import load_policy
@@ -37,13 +39,34 @@ def mermaid() -> str:
     return str(shape_graph().draw_mermaid())
 
 
+def png(path: str | None = None) -> bytes | None:
+    """The graph as a PNG, rendered offline by Graphviz: written to ``path``, or returned.
+
+    Raises:
+        ConfigurationError: pygraphviz is not installed (the message says how to install it).
+
+    Example:
+        >>> from IPython.display import Image  # doctest: +SKIP
+        >>> Image(png())  # doctest: +SKIP
+    """
+    try:
+        import pygraphviz  # noqa: F401
+    except ImportError as e:
+        raise ConfigurationError(
+            "drawing a PNG needs pygraphviz: pip install 'ragtiller[draw]' "
+            "(it compiles against Graphviz: apt-get install graphviz libgraphviz-dev)"
+        ) from e
+    result = shape_graph().draw_png(path)
+    return result if isinstance(result, bytes) else None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print Mermaid, or write a PNG with ``--png FILE``."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--png", help="write a PNG here (needs pygraphviz)")
+    parser.add_argument("--png", help="Write a PNG here (needs ragtiller[draw]).")
     args = parser.parse_args(argv)
     if args.png:
-        shape_graph().draw_png(args.png)
+        png(args.png)
     else:
         print(mermaid(), end="")
 

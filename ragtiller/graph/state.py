@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.documents import Document
+from langchain_core.messages import AnyMessage
 from typing_extensions import TypedDict
 
 from ragtiller.manifest import RunManifest
@@ -34,10 +35,13 @@ def tier_results(
 
 
 class InputState(TypedDict):
-    """What a caller passes in."""
+    """What a caller passes in: ``query`` or ``messages``; other keys raise ``InputError``."""
 
-    query: str
+    query: NotRequired[str]
     """The user's question, verbatim."""
+    messages: NotRequired[list[AnyMessage]]
+    """A chat history (``MessagesState``); its last human message is the question when
+    ``query`` is not given."""
     namespace: NotRequired[str | list[str] | None]
     """Overrides the route's namespace(s) for this turn."""
     tenant: NotRequired[str | None]
@@ -53,6 +57,10 @@ class OutputState(TypedDict):
     """Prompt-ready text with numbered citations and any degradation labels."""
     manifest: RunManifest
     """What the turn decided, retrieved and spent."""
+    stages: list[StageRecord]
+    """This turn's stage records (as in the manifest). Being an output key, it is also what
+    each node's ``updates`` event shows on the LangGraph server: the records that node wrote,
+    a compact summary of what it decided, not its hit lists."""
 
 
 class Turn(TypedDict):
@@ -64,6 +72,8 @@ class Turn(TypedDict):
     """``time.perf_counter()`` when the gate started, for the total latency."""
     quota: QuotaView
     """The one quota read of this turn; it advises the step-back and rerank edges."""
+    overrides: NotRequired[dict[str, Any]]
+    """The run context's fields set for this turn (see ``RunContext``)."""
 
 
 class RetrievalState(InputState, total=False):

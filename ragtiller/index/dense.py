@@ -17,6 +17,7 @@ from ragtiller.errors import IndexError_
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._embedding import Matrix, normalize_rows
 from ragtiller.index._records import RecordTable, ensure_json_metadata
+from ragtiller.index._scans import SharedScans, scan_key
 from ragtiller.types import Hit
 
 VECTORS_FILE = "vectors.npy"
@@ -49,6 +50,8 @@ class NumpyVectorStore(VectorStore):
         self._embedding = embedding
         self._records = RecordTable([], [], [])
         self._vectors: Matrix = np.empty((0, 0), dtype=np.float32)
+        self._all_rows: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
+        self._scans = SharedScans()
 
     @classmethod
     def from_vectors(
@@ -236,8 +239,11 @@ class NumpyVectorStore(VectorStore):
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
         """Cosine of the query with every row passing the namespace and metadata filters.
 
+        The same query on the same store is scanned once (see :mod:`ragtiller.index._scans`):
+        the dense and parent-child tiers of a turn share one scan.
+
         Returns:
-            Row numbers and their scores (same length), in row order.
+            Row numbers and their scores (same length, read-only), in row order.
 
         Raises:
             ValueError: The query vector's dimension differs from the store's.
@@ -248,14 +254,30 @@ class NumpyVectorStore(VectorStore):
             return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float32)
         if query.shape[0] != dim:
             raise ValueError(f"query vector has {query.shape[0]} dimensions, the store {dim}")
-        # Score every row in one pass, then mask: gathering the selected rows first
-        # (``vectors[rows]``) copies them on every search and costs 3.5x the scan itself.
+        key = scan_key(query, namespaces, filter)
+        if key is None:
+            return self._scan(query, namespaces, filter)
+        return self._scans.get(key, lambda: self._scan(query, namespaces, filter))
+
+    def _scan(
+        self,
+        query: Matrix,
+        namespaces: Sequence[str] | None,
+        filter: Mapping[str, Any] | None,
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+        """Score every row in one pass, then mask: gathering the selected rows first
+        (``vectors[rows]``) copies them on every search and costs 3.5x the scan itself.
+        The arrays are read-only: the dense and parent-child tiers share them."""
         scores = _cosines(self._vectors, query)
         mask = self._records.mask(namespaces, filter)
         if mask is None:
-            return np.arange(rows_total), scores
-        rows = np.flatnonzero(mask)
-        return rows, scores[rows]
+            rows = self._all_rows
+        else:
+            rows = np.flatnonzero(mask)
+            scores = scores[rows]
+            rows.flags.writeable = False
+        scores.flags.writeable = False
+        return rows, scores
 
     def search_rows(
         self,
@@ -312,6 +334,9 @@ class NumpyVectorStore(VectorStore):
         if vectors.shape[0] != len(records):
             raise ValueError(f"got {vectors.shape[0]} vectors for {len(records)} texts")
         self._records, self._vectors = records, vectors
+        self._all_rows = np.arange(len(records))
+        self._all_rows.flags.writeable = False
+        self._scans = SharedScans()  # scans of the old rows must not answer for the new ones
 
 
 class DenseTier(CpuTier):

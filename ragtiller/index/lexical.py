@@ -163,6 +163,24 @@ class LexicalTier(CpuTier):
         """Rows one search scans."""
         return len(self.records)
 
+    def analyse(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's terms as the index sees them (stopwords removed, stemmed)."""
+        return analyze(texts, self.config, self._stemmer)
+
+    def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
+        """BM25 of every row for a weighted query: the sum of ``weight * BM25(term)``.
+
+        Terms must be analysed (see :meth:`analyse`); terms the index never saw add nothing.
+        Used by pseudo-relevance feedback (``ragtiller.feedback``).
+        """
+        scores = np.zeros(len(self.records), dtype=np.float32)
+        vocab = self._retriever.vocab_dict
+        for term, weight in weights.items():
+            if term in vocab and weight:
+                scores += np.float32(weight) * np.asarray(
+                    self._retriever.get_scores_from_ids([vocab[term]]), dtype=np.float32
+                )
+        return scores
 
 def analyze(
     texts: Sequence[str], config: LexicalConfig, stemmer: Stemmer.Stemmer | None = None

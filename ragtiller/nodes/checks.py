@@ -10,6 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ragtiller.types import Candidate, Hit
 
 INVALID_OUTPUT = "invalid-output"
@@ -17,6 +19,9 @@ INVALID_OUTPUT = "invalid-output"
 
 class InvalidOutput(ValueError):
     """A provider's answer broke its contract; the message says how."""
+
+
+_PLAIN_NUMBERS = frozenset({float, int})
 
 
 def _finite(value: Any) -> bool:
@@ -32,9 +37,14 @@ def check_vector(vector: Any) -> list[float]:
     values = vector.tolist() if hasattr(vector, "tolist") else list(vector)
     if not values:
         raise InvalidOutput("embedding is empty")
-    if not all(_finite(x) for x in values):
+    kinds = set(map(type, values))
+    if kinds <= _PLAIN_NUMBERS:  # one numpy pass, not a Python call per dimension
+        finite = bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
+    else:
+        finite = all(_finite(x) for x in values)
+    if not finite:
         raise InvalidOutput("embedding holds a non-number, NaN or infinity")
-    return [float(x) for x in values]
+    return values if kinds == {float} else [float(x) for x in values]
 
 
 def check_hits(hits: Any, k: int) -> list[Hit]:

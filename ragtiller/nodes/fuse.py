@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ragtiller.doc_ranking import collapse_to_documents
 from ragtiller.fusion import fuse_hits
 from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import decide_rerank
 from ragtiller.types import StageRecord
@@ -25,11 +27,13 @@ def make_fuse(deps: Components) -> NodeFn:
         records: list[StageRecord] = []
         if not hits:
             candidates = []
-            records.append(skipped("fuse", "no-candidates"))
+            tier_hits = state.get("tier_hits") or {}
+            labels = nothing_matched_labels(state.get("tenant"), tier_hits)
+            records.append(skipped("fuse", "no-candidates", labels=labels))
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             candidates = fuse_hits(
-                hits,
+                collapse_to_documents(hits, policy.fusion.doc_aggregation),
                 method=policy.fusion.method,
                 cap=cap,
                 rrf_k=policy.fusion.rrf_k,

@@ -1,15 +1,22 @@
-"""Gate: check the input, route the query (no LLM by default), read the quota once, and decide
-the step-back edge from the policy and that quota view."""
+"""Gate: check the input, apply the run context, route the query (no LLM by default), read the
+quota once, and decide the step-back edge from the policy and that quota view."""
 
 from __future__ import annotations
 
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragtiller.errors import InputError
 from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.run_input import (
+    ACCEPTED_SHAPES,
+    current_context,
+    query_of,
+    unknown_namespace_labels,
+)
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
@@ -19,6 +26,7 @@ from ragtiller.policies.decisions import (
     decide_step_back,
 )
 from ragtiller.policies.router import Classification, classify
+from ragtiller.policies.run_context import RunContext
 from ragtiller.records import QuotaView, Route, StepBack
 from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
 
@@ -31,16 +39,13 @@ CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
 
 
-def _text(state: RetrievalState, key: str, *, required: bool) -> str | None:
-    value = state.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
+def _check_tenant(state: RetrievalState) -> None:
+    value = state.get("tenant")
+    if value is not None and not isinstance(value, str):
         raise InputError(
-            f"input {key!r} must be a str, got {type(value).__name__}: {value!r:.80}; "
-            'pass {"query": "your question"}'
+            f"input 'tenant' must be a str, got {type(value).__name__}: {value!r:.80}; "
+            f"pass {ACCEPTED_SHAPES}"
         )
-    return value
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -52,8 +57,12 @@ def encodable(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _namespaces(state: RetrievalState, route_namespaces: list[str]) -> list[str]:
+def _namespaces(
+    state: RetrievalState, context: RunContext, route_namespaces: list[str]
+) -> list[str]:
     override = state.get("namespace")
+    if override is None or override == "" or override == []:
+        override = context.namespace
     if override is None or override == "" or override == []:
         return route_namespaces
     names = [override] if isinstance(override, str) else override
@@ -74,15 +83,31 @@ async def read_quota(deps: Components) -> QuotaView:
     )
 
 
-def make_gate(deps: Components) -> NodeFn:
-    """Build the gate node bound to ``deps``."""
+def _top_k(route_top_k: int, context: RunContext, max_chunks: int) -> tuple[int, list[str]]:
+    """The turn's ``top_k``: the context's or the route's, capped by ``max_chunks``."""
+    asked = context.top_k or route_top_k
+    if asked > max_chunks and context.top_k is not None:
+        return max_chunks, [f"top_k {asked} capped to max_chunks {max_chunks}"]
+    return min(asked, max_chunks), []
+
+
+def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None) -> NodeFn:
+    """Build the gate node bound to ``deps``.
+
+    Args:
+        deps: The components (their policy already carries the run context's switches).
+        known_namespaces: Namespaces the index holds; a turn asking for another one is
+            labelled. None: not checked.
+    """
     policy = deps.policy
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
         started = time.perf_counter()
-        raw = _text(state, "query", required=True) or ""
+        raw = query_of(state)
         query = encodable(raw)
-        _text(state, "tenant", required=False)
+        context = current_context()
+        _check_tenant(state)  # a context tenant is shown to the nodes by the graph (per_run)
+        overrides = context.overrides()
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
         truncated = len(query) > max_chars
@@ -97,7 +122,9 @@ def make_gate(deps: Components) -> NodeFn:
         step_back = StepBack(
             status="skipped", reason=None, original=query, generalized=None, from_cache=False
         )
-        labels = []
+        labels: list[str] = []
+        if context.rerank == "ceiling" and not deps.has_ceiling:
+            labels.append("rerank ceiling requested but none is configured: floor only")
         fallback = router_detail.get("fallback_reason")
         if fallback is not None:
             labels.append(f"llm router skipped: {fallback}")
@@ -125,19 +152,29 @@ def make_gate(deps: Components) -> NodeFn:
                 router_detail=router_detail,
             )
             records.append(
-                stage.done(reason, labels=labels, query_type="no_retrieval", router=router_name)
+                stage.done(
+                    reason,
+                    labels=labels,
+                    query_type="no_retrieval",
+                    router=router_name,
+                    overrides=overrides,
+                )
             )
             records.extend(skipped(step, reason) for step in AFTER_GATE)
             step_back["reason"] = reason
         else:
             config = policy.route(cls.query_type)
+            namespaces = _namespaces(state, context, config.namespaces)
+            labels.extend(unknown_namespace_labels(namespaces, known_namespaces))
+            top_k, capped = _top_k(config.top_k, context, policy.budgets.max_chunks)
+            labels.extend(capped)
             route = Route(
                 query_type=cls.query_type,
                 no_retrieval_reason=None,
                 is_broad=cls.is_broad,
                 triggers=cls.trigger_labels,
-                namespaces=_namespaces(state, config.namespaces),
-                top_k=min(config.top_k, policy.budgets.max_chunks),
+                namespaces=namespaces,
+                top_k=top_k,
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
                 parent_child=decide_parent_child(
@@ -159,6 +196,7 @@ def make_gate(deps: Components) -> NodeFn:
                     llm_calls=int(router_detail.get("llm_calls", 0)),
                     namespaces=route["namespaces"],
                     quota=quota,
+                    overrides=overrides,
                 )
             )
             skip = decide_step_back(
@@ -173,8 +211,13 @@ def make_gate(deps: Components) -> NodeFn:
                 records.append(skipped("step_back", skip, llm_calls=0))
 
         return {
-            "query": query,
-            "turn": {"run_id": uuid.uuid4().hex, "started_at": started, "quota": quota},
+            **({"query": query} if state.get("query") is not None else {}),
+            "turn": {
+                "run_id": uuid.uuid4().hex,
+                "started_at": started,
+                "quota": quota,
+                "overrides": overrides,
+            },
             "route": route,
             "embed_query": embed_text,
             "rerank_query": query,

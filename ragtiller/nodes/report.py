@@ -60,6 +60,7 @@ def build_manifest(
         created_at=datetime.now(UTC).isoformat(),
         policy_id=policy.policy_id,
         policy_version=policy.version,
+        overrides=turn.get("overrides", {}),
         router=route["router"],
         router_detail=route["router_detail"],
         query_type=route["query_type"],

@@ -46,6 +46,11 @@ def _event(record: StageRecord) -> dict[str, Any]:
     return event
 
 
+def final_event(record: StageRecord) -> dict[str, Any]:
+    """The ``pipeline:step`` event of a final record (also sent to LangChain callbacks)."""
+    return _event(record)
+
+
 def _labels(
     step: StageName, status: StageStatus, reason: str | None, detail: dict[str, Any]
 ) -> list[str]:

@@ -179,6 +179,33 @@ class FusionConfig(_Model):
     tier_depth: Annotated[
         int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")
     ] = None
+    doc_aggregation: Literal["off", "max", "sum"] = Field(
+        "off",
+        description="Fuse documents, not chunks: a document's hits in one tier combine by their "
+        "best score (max) or their total (sum); off keeps chunk hits.",
+    )
+    lexical_unit: Literal["chunk", "section"] = Field(
+        "chunk",
+        description="What the lexical tier scores: child chunks, or whole parent sections "
+        "(BM25 statistics of sections, built from the parent table on first use).",
+    )
+
+
+class FeedbackConfig(_Model):
+    """Zero-LLM pseudo-relevance feedback: a tier searches twice, the second time with a query
+    expanded from its own first-pass top hits (RM3 terms for BM25, Rocchio for vectors)."""
+
+    lexical: Literal["off", "rm3"] = "off"
+    lexical_docs: Annotated[int, Field(gt=0, description="First-pass hits RM3 reads.")] = 10
+    lexical_terms: Annotated[int, Field(gt=0, description="Expansion terms RM3 keeps.")] = 10
+    lexical_original_weight: Annotated[
+        float, Field(ge=0, le=1, description="Weight of the original query terms in RM3.")
+    ] = 0.5
+    dense: Literal["off", "rocchio"] = "off"
+    dense_docs: Annotated[int, Field(gt=0, description="First-pass chunks Rocchio averages.")] = 3
+    dense_weight: Annotated[
+        float, Field(ge=0, description="Weight of their mean vector beside the query's (1).")
+    ] = 0.5
 
 
 class DenseBackendConfig(_Model):
@@ -243,6 +270,7 @@ class RetrievalPolicy(_Model):
     deadlines: DeadlinesConfig = DeadlinesConfig()
     dense_backend: DenseBackendConfig = DenseBackendConfig()
     lexical_backend: LexicalBackendConfig = LexicalBackendConfig()
+    feedback: FeedbackConfig = FeedbackConfig()
     promotion: PromotionConfig = PromotionConfig()
 
     @field_validator("version", mode="before")

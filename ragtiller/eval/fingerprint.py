@@ -1,0 +1,66 @@
+"""Fingerprints that make evidence travel: which dataset files and which index a run measured.
+
+A promotion decision is only evidence for the index and data it was measured on. Runs carry
+these fingerprints, :func:`~ragtiller.eval.compare.compare_runs` refuses to pair runs whose
+fingerprints differ, and promotion artifacts record them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragtiller.eval.datasets import EvalDataset
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of one file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dataset_fingerprint(dataset: EvalDataset) -> dict[str, Any]:
+    """The dataset's name, split, query count and the sha256 of each of its files."""
+    files = {
+        "corpus.jsonl": dataset.corpus_path,
+        "queries.jsonl": dataset.path / "queries.jsonl",
+        f"qrels/{dataset.split}.tsv": dataset.path / "qrels" / f"{dataset.split}.tsv",
+    }
+    return {
+        "name": dataset.name,
+        "split": dataset.split,
+        "sha256": dataset.sha256,
+        "n_queries": len(dataset.queries),
+        "files": {name: file_sha256(path) for name, path in files.items() if path.is_file()},
+    }
+
+
+def index_fingerprint(index: Any) -> dict[str, Any] | None:
+    """What an index was built with (embedder, chunking, BM25, counts) and a hash of its chunks.
+
+    The chunk hash covers every chunk id in row order; ids hash the chunk text, so a re-ingest
+    of the same corpus with the same settings gives the same fingerprint and anything else does
+    not. Returns None for an object without a manifest (tiers passed by hand).
+    """
+    manifest = getattr(index, "manifest", None)
+    store = getattr(index, "store", None)
+    if manifest is None or store is None:
+        return None
+    ids = store.records.ids
+    return {
+        "embedder": manifest.embedder.model_dump(mode="json"),
+        "chunking": manifest.chunking.model_dump(mode="json"),
+        "lexical": manifest.lexical.model_dump(mode="json"),
+        "counts": manifest.counts.model_dump(mode="json"),
+        "chunks_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+    }
+
+
+def same_index(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two fingerprints name the same index (None: built from tiers passed by hand)."""
+    return (None if a is None else dict(a)) == (None if b is None else dict(b))

@@ -1,0 +1,147 @@
+"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key.
+
+The run context (:class:`~ragtiller.policies.run_context.RunContext`) may name another policy
+or switch step-back and rerank; the graph's wiring never changes, only the components its nodes
+are bound to. Each key's nodes are built on first use and reused, so a run with the default
+context pays one dictionary lookup per node.
+
+Every node also hands its final ``pipeline:step`` events to LangChain's callbacks as custom
+events (``astream_events(version="v2")`` yields them as ``on_custom_event``), but only when a
+callback handler listens: a plain ``invoke`` pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackManager, adispatch_custom_event
+from langgraph.config import get_config
+
+from ragtiller.errors import ConfigurationError
+from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.run_input import current_context
+from ragtiller.nodes.stage import EVENT_TYPE, final_event
+from ragtiller.policies.run_context import EMPTY, RunContext, run_policy
+from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.rerankers.ceiling import CeilingReranker
+
+NodeMaker = Callable[[Components], NodeFn]
+MAX_VARIANTS = 32
+"""Distinct run-context policy keys kept per graph; older variants are rebuilt when asked."""
+
+
+def check_route_namespaces(policy: RetrievalPolicy, known: Sequence[str] | None) -> None:
+    """Fail when a route names a namespace the index does not hold.
+
+    Raises:
+        ConfigurationError: Naming the route, the namespace and the known list.
+    """
+    if known is None:
+        return
+    bad = [
+        f"{route}: {namespace!r}"
+        for route, config in policy.routes.items()
+        for namespace in config.namespaces
+        if namespace not in known
+    ]
+    if bad:
+        raise ConfigurationError(
+            f"policy {policy.policy_id!r} routes name namespaces the index does not hold "
+            f"({'; '.join(bad)}); the index holds: {', '.join(known)}"
+        )
+
+
+def _listening(config: Mapping[str, Any]) -> bool:
+    """Whether any callback handler of this run takes custom events."""
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        handlers = callbacks.handlers
+    elif isinstance(callbacks, list):
+        handlers = callbacks
+    else:
+        return False
+    return any(not getattr(h, "ignore_custom_event", False) for h in handlers)
+
+
+async def announce(update: Mapping[str, Any]) -> None:
+    """Send the update's final stage records to LangChain callbacks, when anyone listens."""
+    records = update.get("stages") if isinstance(update, Mapping) else None
+    if not records:
+        return
+    try:
+        config = get_config()
+    except RuntimeError:
+        return
+    if not _listening(config):
+        return
+    for record in records:
+        await adispatch_custom_event(EVENT_TYPE, final_event(record), config=config)
+
+
+class PerRunNodes:
+    """The graph's nodes, bound per run to the components its run context asks for.
+
+    The context's ``tenant`` reaches the nodes as the state's ``tenant`` when the input gave
+    none, for this turn only.
+    """
+
+    def __init__(
+        self,
+        deps: Components,
+        makers: Mapping[str, NodeMaker],
+        *,
+        known_namespaces: Sequence[str] | None = None,
+    ) -> None:
+        self.deps = deps
+        self.makers = dict(makers)
+        self.known_namespaces = known_namespaces
+        self._variants: dict[tuple[Any, ...], dict[str, NodeFn]] = {}
+        self._lock = threading.Lock()
+        check_route_namespaces(deps.policy, known_namespaces)
+
+    def components(self, context: RunContext) -> Components:
+        """The graph's components with the context's policy and rerank switch applied.
+
+        Raises:
+            ConfigurationError: The context's policy names a namespace the index lacks.
+        """
+        if context.policy_key() == EMPTY.policy_key():
+            return self.deps
+        policy = run_policy(self.deps.policy, context)
+        check_route_namespaces(policy, self.known_namespaces)
+        reranker = self.deps.reranker
+        if context.rerank == "on" and isinstance(reranker, CeilingReranker):
+            reranker = reranker.floor  # "on" means the free floor, never the paid ceiling
+        return dataclasses.replace(self.deps, policy=policy, reranker=reranker)
+
+    def nodes(self, context: RunContext) -> dict[str, NodeFn]:
+        """The nodes for ``context``'s policy key, built on first use."""
+        key = context.policy_key()
+        found = self._variants.get(key)
+        if found is not None:
+            return found
+        deps = self.components(context)
+        built = {name: make(deps) for name, make in self.makers.items()}
+        with self._lock:
+            if len(self._variants) >= MAX_VARIANTS:
+                self._variants.pop(next(iter(self._variants)))
+            return self._variants.setdefault(key, built)
+
+    def node(self, name: str) -> NodeFn:
+        """The node ``name``: finds this run's variant, runs it, announces its records."""
+
+        async def run(state: Any) -> dict[str, Any]:
+            context = current_context()
+            if context.tenant and name != "tier_search" and not state.get("tenant"):
+                # the turn's own tenant, seen by the nodes but never written to the state, so
+                # a checkpointed thread's next turn does not inherit it
+                state = {**state, "tenant": context.tenant}
+            update = await self.nodes(context)[name](state)
+            await announce(update)
+            return update
+
+        run.__name__ = name
+        return run

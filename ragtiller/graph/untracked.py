@@ -1,0 +1,68 @@
+"""Keep the intermediate hit lists out of checkpoints.
+
+Tier hits, fused candidates and the rerank order are most of a turn's state (about 300 KB on
+the Studio demo index) yet matter only until ``assemble`` has built the documents and the
+manifest, which keep every id and score. Their channels become in-memory only: a checkpointer
+saves everything else. A thread paused *between* tier search and assemble and resumed from its
+checkpoint would have lost them, so a graph built with ``interrupt_before`` keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Self
+
+from langgraph._internal._typing import MISSING
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.untracked_value import UntrackedValue
+from langgraph.graph import StateGraph
+
+HIT_CHANNELS = ("tier_tasks", "tier_hits", "candidates", "ranked")
+"""State fields holding per-turn hit lists (and query vectors), untracked by default."""
+
+
+class UntrackedMerge(UntrackedValue[Any]):
+    """A reducer channel that lives only in memory during a run: never checkpointed.
+
+    It is an ``UntrackedValue`` so LangGraph also leaves its writes out of the saved task
+    writes (it tests for that class), and it merges parallel writes with ``operator``.
+    """
+
+    __slots__ = ("operator",)
+
+    def __init__(self, typ: Any, operator: Callable[[Any, Any], Any]) -> None:
+        super().__init__(typ, guard=False)
+        self.operator = operator
+
+    def __eq__(self, value: object) -> bool:
+        return isinstance(value, UntrackedMerge) and value.operator is self.operator
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> Self:
+        empty = self.__class__(self.typ, self.operator)
+        empty.key = self.key
+        empty.value = self.value
+        return empty
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        empty = self.__class__(self.typ, self.operator)
+        empty.key = self.key
+        return empty
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        for value in values:
+            self.value = self.operator(None if self.value is MISSING else self.value, value)
+        return True
+
+
+def untrack_hits(builder: StateGraph[Any, Any, Any, Any]) -> None:
+    """Make :data:`HIT_CHANNELS` in-memory only, keeping each channel's type and reducer."""
+    for name in HIT_CHANNELS:
+        channel = builder.channels[name]
+        if isinstance(channel, BinaryOperatorAggregate):
+            builder.channels[name] = UntrackedMerge(channel.typ, channel.operator)
+        else:
+            builder.channels[name] = UntrackedValue(channel.typ, guard=False)

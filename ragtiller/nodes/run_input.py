@@ -1,0 +1,105 @@
+"""What a turn was given: the checked input keys, the query (or the last human message) and the
+run context, plus the labels for namespaces and tenants that cannot match anything."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
+from langgraph.config import get_config
+
+from ragtiller.errors import InputError
+from ragtiller.policies.run_context import RunContext, context_from
+
+INPUT_KEYS = ("query", "messages", "namespace", "tenant")
+"""Keys a caller may pass; ``query`` or ``messages`` is required."""
+ACCEPTED_SHAPES = (
+    '{"query": "your question"} (optionally with "namespace" and "tenant"), or '
+    '{"messages": [...]} whose last human message is the question'
+)
+
+
+def check_keys(value: Any) -> None:
+    """Raise when the input is not a mapping or has a key the graph does not read.
+
+    Raises:
+        InputError: Naming the key and the accepted shapes.
+    """
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"graph input must be a dict, got {type(value).__name__}; pass {ACCEPTED_SHAPES}"
+        )
+    unknown = sorted(str(k) for k in value if k not in INPUT_KEYS)
+    if unknown:
+        raise InputError(
+            f"unknown input key(s) {', '.join(map(repr, unknown))}; pass {ACCEPTED_SHAPES}"
+        )
+
+
+def _last_human(messages: Any) -> str:
+    try:
+        parsed: Sequence[BaseMessage] = convert_to_messages(messages)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise InputError(f"input 'messages' is not a list of chat messages: {e}") from e
+    for message in reversed(parsed):
+        if isinstance(message, HumanMessage):
+            return message.text
+    raise InputError(f"input 'messages' holds no human message; pass {ACCEPTED_SHAPES}")
+
+
+def query_of(state: Mapping[str, Any]) -> str:
+    """The turn's question: ``query``, else the last human message of ``messages``.
+
+    Raises:
+        InputError: Neither is given, or one has the wrong type.
+    """
+    query = state.get("query")
+    if query is None and "query" not in state:
+        messages = state.get("messages")
+        if messages is None:
+            raise InputError(f"input 'query' is missing; pass {ACCEPTED_SHAPES}")
+        if not isinstance(messages, list):
+            raise InputError(
+                f"input 'messages' must be a list, got {type(messages).__name__}; pass {ACCEPTED_SHAPES}"
+            )
+        return _last_human(messages)
+    if not isinstance(query, str):
+        raise InputError(
+            f"input 'query' must be a str, got {type(query).__name__}: {query!r:.80}; "
+            f"pass {ACCEPTED_SHAPES}"
+        )
+    return query
+
+
+def current_context() -> RunContext:
+    """This run's :class:`RunContext` (empty outside a graph run).
+
+    Raises:
+        InputError: The context holds an invalid value.
+    """
+    try:
+        config = get_config()
+    except RuntimeError:  # a node function called directly, outside a run
+        return RunContext()
+    configurable = config.get("configurable") or {}
+    runtime = configurable.get("__pregel_runtime")
+    return context_from(getattr(runtime, "context", None), configurable)
+
+
+def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) -> list[str]:
+    """A label per asked namespace the index does not hold (none when ``known`` is unknown)."""
+    if known is None:
+        return []
+    return [
+        f"namespace {name!r} not in the index (known: {', '.join(known)})"
+        for name in asked
+        if name not in known
+    ]
+
+
+def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:
+    """A label when a tenant filter left every tier that ran without a hit."""
+    if tenant and tier_hits and not any(tier_hits.values()):
+        return [f"tenant {tenant!r} matched nothing in {', '.join(sorted(tier_hits))}"]
+    return []

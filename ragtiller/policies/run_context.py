@@ -1,0 +1,144 @@
+"""Per-run settings (LangGraph's runtime ``context``) and the policy they make for one turn.
+
+A run context overrides the graph's policy for one turn only: the graph itself never changes,
+so concurrent runs with different contexts do not see each other's settings. Studio lists
+these fields in its configuration panel (``context_schema``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ragtiller.errors import InputError, PolicyError
+from ragtiller.policies.loader import load_policy
+from ragtiller.policies.schema import RetrievalPolicy
+
+OnOff = Literal["on", "off"]
+RerankSwitch = Literal["on", "off", "ceiling"]
+"""``off``: no rerank; ``on``: the free floor only; ``ceiling``: the paid ceiling when the
+quota allows (the floor otherwise)."""
+
+
+@lru_cache(maxsize=32)
+def cached_policy(name: str) -> RetrievalPolicy:
+    """The policy ``name`` (a shipped name or a YAML path), loaded once per process.
+
+    Raises:
+        PolicyError: Unknown name, unreadable or invalid file.
+    """
+    return load_policy(name)
+
+
+class RunContext(BaseModel):
+    """Settings for one run; every unset field keeps the graph's policy.
+
+    Pass it as ``graph.invoke(input, context={...})`` (or a ``RunContext``), or as
+    ``config={"configurable": {...}}``. A bad value raises :class:`~ragtiller.errors.InputError`
+    naming the field.
+
+    Example:
+        >>> RunContext(top_k=2, rerank="off").overrides()
+        {'top_k': 2, 'rerank': 'off'}
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: str | None = Field(
+        None, description="Shipped policy name (e.g. 'default') or a policy YAML path."
+    )
+    top_k: int | None = Field(
+        None, gt=0, le=100, description="Documents returned (capped by max_chunks)."
+    )
+    max_chunks: int | None = Field(
+        None, gt=0, le=100, description="Most chunks any route may return; sizes the candidates."
+    )
+    namespace: str | list[str] | None = Field(
+        None, description="Namespace(s) searched instead of the route's."
+    )
+    tenant: str | None = Field(
+        None, description="Tenant id, used as a metadata filter on every tier."
+    )
+    step_back: OnOff | None = Field(None, description="Step-back on broad questions: on or off.")
+    rerank: RerankSwitch | None = Field(
+        None, description="off, on (free floor only) or ceiling (paid ceiling if quota is left)."
+    )
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise InputError(_describe(e)) from e
+
+    @field_validator("policy")
+    @classmethod
+    def _loadable(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                cached_policy(value)
+            except PolicyError as e:
+                raise ValueError(str(e)) from e
+        return value
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields this run sets, as recorded in the manifest."""
+        return self.model_dump(exclude_none=True)
+
+    def policy_key(self) -> tuple[Any, ...]:
+        """What decides this run's policy (the graph caches one set of nodes per key)."""
+        return (self.policy, self.max_chunks, self.step_back, self.rerank)
+
+
+def _describe(error: ValidationError) -> str:
+    fields = ", ".join(RunContext.model_fields)
+    lines = ["invalid run context:"]
+    for item in error.errors():
+        path = ".".join(str(p) for p in item["loc"]) or "<root>"
+        lines.append(f"  {path}: {item['msg']} (got {item.get('input')!r:.80})")
+    lines.append(f"  accepted fields: {fields}")
+    return "\n".join(lines)
+
+
+def run_policy(base: RetrievalPolicy, context: RunContext) -> RetrievalPolicy:
+    """``base`` (or the policy the context names) with the context's switches applied."""
+    policy = cached_policy(context.policy) if context.policy else base
+    if context.max_chunks is not None:
+        budgets = policy.budgets.model_copy(update={"max_chunks": context.max_chunks})
+        policy = policy.model_copy(update={"budgets": budgets})
+    if context.step_back is not None:
+        step_back = policy.step_back.model_copy(update={"enabled": context.step_back == "on"})
+        policy = policy.model_copy(update={"step_back": step_back})
+    if context.rerank is not None:
+        routes = {
+            name: route.model_copy(update={"rerank": context.rerank != "off"})
+            for name, route in policy.routes.items()
+        }
+        policy = policy.model_copy(update={"routes": routes})
+    return policy
+
+
+EMPTY = RunContext()
+"""The context of a run that sets nothing."""
+
+
+def context_from(value: Any, configurable: dict[str, Any] | None = None) -> RunContext:
+    """This run's context: LangGraph's ``context`` when it is ours, else the ``configurable``
+    keys that name context fields (how older clients and Studio assistants pass them).
+
+    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it);
+    any other context object or dict seen here is a parent graph's, so only the fields named
+    like ours are read from it.
+    """
+    if isinstance(value, RunContext):
+        return value
+    if isinstance(value, dict):
+        source: dict[str, Any] = value
+    else:
+        source = configurable or {}
+    known = {k: v for k, v in source.items() if k in RunContext.model_fields}
+    return RunContext(**known) if known else EMPTY
+
+
+__all__ = ("EMPTY", "RerankSwitch", "RunContext", "cached_policy", "context_from", "run_policy")

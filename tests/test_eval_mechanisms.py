@@ -1,0 +1,152 @@
+"""Query-time ranking mechanisms: documents not chunks, section-level BM25, RM3 and Rocchio."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fixtures.fakes import hit
+from langchain_core.documents import Document
+
+from ragtiller.doc_ranking import collapse_to_documents
+from ragtiller.eval.variants import with_overrides
+from ragtiller.feedback import RM3Tier, RocchioTier, rm3_weights, rocchio_vector
+from ragtiller.fusion import fuse_hits
+from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.policies import load_policy
+from ragtiller.policies.schema import FeedbackConfig
+from ragtiller.query_tiers import apply_query_options, section_lexical_tier
+
+
+def test_max_keeps_a_documents_best_chunk_and_sum_adds_them() -> None:
+    hits = {
+        "dense": [hit("dense", "a1", 0.9, doc_id="A"), hit("dense", "b1", 0.8, doc_id="B"),
+                  hit("dense", "a2", 0.7, doc_id="A")],
+    }  # fmt: skip
+    by_max = collapse_to_documents(hits, "max")["dense"]
+    assert [(h["id"], h["score"]) for h in by_max] == [("a1", 0.9), ("b1", 0.8)]
+    by_sum = collapse_to_documents(hits, "sum")["dense"]
+    assert [(h["id"], h["score"]) for h in by_sum] == [("a1", pytest.approx(1.6)), ("b1", 0.8)]
+    assert collapse_to_documents(hits, "off") == {"dense": hits["dense"]}
+
+
+def test_one_representative_per_document_across_tiers() -> None:
+    # Lexical ranks chunk a2 first, dense ranks a1 second: a2 (rank 0) represents A in both.
+    hits = {
+        "dense": [hit("dense", "b1", 0.9, doc_id="B"), hit("dense", "a1", 0.8, doc_id="A")],
+        "lexical": [hit("lexical", "a2", 7.0, doc_id="A")],
+    }
+    collapsed = collapse_to_documents(hits, "max")
+    assert [h["id"] for h in collapsed["dense"]] == ["b1", "a2"]
+    assert collapsed["dense"][1]["score"] == 0.8  # the tier keeps its own score
+    fused = fuse_hits(collapsed, method="rrf", cap=10)
+    assert [c["id"] for c in fused] == ["a2", "b1"]  # A: two votes; B: one
+    assert fused[0]["tier_scores"] == {"dense": 0.8, "lexical": 7.0}
+
+
+def test_documents_of_other_namespaces_stay_apart() -> None:
+    hits = {"dense": [hit("dense", "x", 0.9, doc_id="D", namespace="n1"),
+                      hit("dense", "y", 0.8, doc_id="D", namespace="n2")]}  # fmt: skip
+    assert len(collapse_to_documents(hits, "max")["dense"]) == 2
+
+
+def test_rm3_weights_hand_computed() -> None:
+    # feedback model: doc1 (score 3) "flutter flutter wing" + doc2 (score 1) "panel"
+    # P(flutter) = 3 * 2/3 = 2, P(wing) = 3 * 1/3 = 1, P(panel) = 1 * 1 = 1; top 2: flutter,
+    # then panel (equal to wing, earlier in alphabet); renormalised 2/3, 1/3
+    weights = rm3_weights(
+        ["wing"],
+        [(["flutter", "flutter", "wing"], 3.0), (["panel"], 1.0)],
+        n_terms=2,
+        original_weight=0.6,
+    )
+    assert weights == pytest.approx({"wing": 0.6, "flutter": 0.4 * 2 / 3, "panel": 0.4 / 3})
+    assert sum(weights.values()) == pytest.approx(1.0)
+
+
+def test_rocchio_moves_toward_the_feedback_mean_and_stays_unit() -> None:
+    moved = rocchio_vector(
+        [2.0, 0.0, 0.0], np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), weight=1.0
+    )
+    assert np.linalg.norm(moved) == pytest.approx(1.0)
+    assert moved == pytest.approx(list(np.array([1.0, 0.5, 0.5]) / np.linalg.norm([1, 0.5, 0.5])))
+
+
+@pytest.fixture(scope="module")
+def index() -> EmbeddedIndex:
+    texts = {
+        "wing": "Wing flutter. Flutter of a swept wing grows with speed; flutter margins shrink.",
+        "panel": "Panel flutter. Supersonic panel flutter of thin plates and its damping.",
+        "heat": "Heat transfer. Stagnation heat transfer in hypersonic flow at the nose.",
+        "boundary": "Boundary layers. Laminar boundary layer transition on a flat plate. " * 3,
+    }
+    docs = [
+        Document(page_content=t, metadata={"source": k})
+        for k, t in texts.items()
+    ]
+    return EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=64), progress=False)
+
+
+def test_rm3_expands_with_terms_of_the_first_pass(index: EmbeddedIndex) -> None:
+    lexical = next(t for t in index.tiers if t.name == "lexical")
+    plain = lexical.search(query="swept wing", vector=None, k=4)
+    assert [h["doc_id"] for h in plain] == ["wing"]  # only the wing doc has the query terms
+    rm3 = RM3Tier(lexical, FeedbackConfig(lexical="rm3", lexical_docs=1, lexical_terms=5))  # type: ignore[arg-type]
+    expanded = rm3.search(query="swept wing", vector=None, k=4)
+    # "flutter" comes from the wing doc and reaches the panel doc
+    assert [h["doc_id"] for h in expanded] == ["wing", "panel"]
+    assert all(h["metadata"]["feedback"] == "rm3" for h in expanded)
+
+
+def test_rm3_failure_returns_the_first_pass_labelled(index: EmbeddedIndex) -> None:
+    lexical = next(t for t in index.tiers if t.name == "lexical")
+
+    class Broken(RM3Tier):
+        def _second_pass(self, *args: object, **kwargs: object) -> list:  # type: ignore[override,type-arg]
+            raise RuntimeError("boom")
+
+    hits = Broken(lexical, FeedbackConfig(lexical="rm3")).search(  # type: ignore[arg-type]
+        query="swept wing", vector=None, k=3
+    )
+    assert [h["doc_id"] for h in hits] == ["wing"]
+    assert hits[0]["metadata"]["feedback"] == "failed: RuntimeError: boom"
+
+
+def test_rocchio_searches_with_the_moved_vector(index: EmbeddedIndex) -> None:
+    dense = next(t for t in index.tiers if t.name == "dense")
+    store = dense.store  # type: ignore[attr-defined]
+    vector = index.embedder.embed_query("flutter")
+    tier = RocchioTier(
+        dense, store, FeedbackConfig(dense="rocchio", dense_docs=1, dense_weight=1.0)
+    )
+    hits = tier.search(query="flutter", vector=vector, k=2)
+    top_row = store.search_rows(vector, 1)[0][0]
+    moved = rocchio_vector(vector, store.vectors[[top_row]], weight=1.0)
+    assert [h["id"] for h in hits] == [h["id"] for h in dense.search(query="", vector=moved, k=2)]
+    assert hits[0]["metadata"]["feedback"] == "rocchio"
+
+
+def test_section_lexical_scores_whole_sections(index: EmbeddedIndex) -> None:
+    tier = section_lexical_tier(index)
+    assert tier is section_lexical_tier(index)  # built once per index
+    hits = tier.search(query="flutter", vector=None, k=5)
+    assert {h["doc_id"] for h in hits} == {"wing", "panel"}
+    assert all(h["parent_id"] is None for h in hits)  # sections, like the parent-child tier
+    assert {h["id"] for h in hits} <= set(index.parents.ids)
+
+
+def test_policy_switches_wrap_only_what_they_name(index: EmbeddedIndex) -> None:
+    plain = {"feedback.dense": "off", "feedback.lexical": "off", "fusion.lexical_unit": "chunk"}
+    base = with_overrides(load_policy(), plain)
+    assert apply_query_options(base, index.tiers, index) == index.tiers
+    policy = with_overrides(
+        base,
+        {"fusion.lexical_unit": "section", "feedback.lexical": "rm3", "feedback.dense": "rocchio"},
+    )
+    tiers = {t.name: t for t in apply_query_options(policy, index.tiers, index)}
+    assert isinstance(tiers["lexical"], RM3Tier)
+    assert tiers["lexical"].inner is section_lexical_tier(index)
+    assert isinstance(tiers["dense"], RocchioTier)
+    assert isinstance(tiers["parent_child"], RocchioTier)
+    # without an index (tiers passed by hand) there are no sections: the lexical tier stays
+    no_index = {t.name: t for t in apply_query_options(policy, index.tiers, None)}
+    assert no_index["lexical"].inner is next(t for t in index.tiers if t.name == "lexical")  # type: ignore[attr-defined]
