@@ -250,7 +250,12 @@ def parser() -> argparse.ArgumentParser:
         "prepare",
         help="Export the bundled all-MiniLM-L6-v2 to ONNX once and cache it (needs torch).",
     )
-    prepare.add_argument("--variant", choices=["int8", "fp32"], default="int8")
+    prepare.add_argument(
+        "--variant",
+        choices=["int8", "fp32"],
+        default="int8",
+        help="int8 (the default embedder's) or fp32 (identical to sentence-transformers).",
+    )
     prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
     prepare.set_defaults(func=_model_prepare)
 
