@@ -78,10 +78,11 @@ def _ingest(args: argparse.Namespace) -> int:
     if args.max_file_mb <= 0:
         raise IngestError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
     chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
+    embedder = demo_embedder(args.embedder)
     index = ingest(
         args.paths,
         args.index,
-        embedder=demo_embedder(args.embedder),
+        embedder=embedder,
         chunking=chunking,
         cleanup=args.cleanup,
         max_file_bytes=int(args.max_file_mb * 1024 * 1024),
@@ -128,6 +129,19 @@ def _demo(args: argparse.Namespace) -> int:
     for question in args.question or DEMO_QUESTIONS:
         out, _ = run_turn(graph, question)
         print_turn(question, out, context=args.context)
+    return 0
+
+
+def _model_prepare(args: argparse.Namespace) -> int:
+    import time
+
+    from ragtiller.index.onnx_model import prepare_model, prepared_model
+
+    cached = prepared_model(args.variant).onnx_path.is_file() and not args.force
+    started = time.perf_counter()
+    model = prepare_model(args.variant, force=args.force)
+    took = "already cached" if cached else f"exported in {time.perf_counter() - started:.1f} s"
+    print(f"all-MiniLM-L6-v2 onnx-{model.variant}: {model.onnx_path} ({took})")
     return 0
 
 
@@ -239,6 +253,21 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--cache-dir", type=Path, default=None, help="Where to cache the demo index.")
     demo.add_argument("--rebuild", action="store_true", help="Rebuild the cached demo index.")
     demo.set_defaults(func=_demo)
+
+    model = sub.add_parser("model", help="Manage the bundled local model.")
+    model_sub = model.add_subparsers(dest="model_command", required=True)
+    prepare = model_sub.add_parser(
+        "prepare",
+        help="Export the bundled all-MiniLM-L6-v2 to ONNX once and cache it (needs torch).",
+    )
+    prepare.add_argument(
+        "--variant",
+        choices=["int8", "fp32"],
+        default="int8",
+        help="int8 (the default embedder's) or fp32 (identical to sentence-transformers).",
+    )
+    prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
+    prepare.set_defaults(func=_model_prepare)
 
     draw = sub.add_parser(
         "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."

@@ -49,3 +49,7 @@ class TierUnavailable(RagtillerError, RuntimeError):
 
 IndexStoreError = IndexError_
 """Public name for :class:`IndexError_` (the trailing underscore avoids shadowing the builtin)."""
+
+
+class ModelPrepareError(RagtillerError, RuntimeError):
+    """The local model could not be exported to ONNX (an exporter is missing, or it failed)."""

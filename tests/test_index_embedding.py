@@ -89,7 +89,7 @@ def test_minilm_import_error_carries_the_install_hint(monkeypatch: pytest.Monkey
     monkeypatch.delitem(sys.modules, "sentence_transformers", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_sentence_transformers)
     with pytest.raises(
-        ImportError, match=r"pip install torch==2\.13\.0 then pip install 'ragtiller\[local\]'"
+        ImportError, match=r"pip install torch==2\.13\.0 then pip install 'ragtiller\[export\]'"
     ):
         MiniLMEmbedder().embed_query("x")
 

@@ -1,4 +1,4 @@
-"""The real bundled model: all-MiniLM-L6-v2, offline (slow: imports torch)."""
+"""The real bundled model: all-MiniLM-L6-v2 on onnxruntime, offline (slow: exports the model once)."""
 
 from __future__ import annotations
 

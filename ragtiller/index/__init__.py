@@ -12,11 +12,14 @@ from ragtiller.index.embedders import (
     HashingEmbedder,
     MiniLMEmbedder,
     embedder_identity,
+    embedder_variant,
     local_embedder,
 )
 from ragtiller.index.ingesting import ingest
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, analyze, lexical_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
+from ragtiller.index.onnx_embedder import OnnxMiniLMEmbedder
+from ragtiller.index.onnx_model import prepare_model
 from ragtiller.index.opening import embedder_for, open_index
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.index.pinecone_calls import PineconeTierError, PineconeTimeoutError
@@ -57,6 +60,7 @@ __all__ = (
     "LexicalTier",
     "MiniLMEmbedder",
     "NumpyVectorStore",
+    "OnnxMiniLMEmbedder",
     "ParentChildTier",
     "PineconeIndexSettings",
     "PineconeLexicalTier",
@@ -76,6 +80,7 @@ __all__ = (
     "embed_texts",
     "embedder_for",
     "embedder_identity",
+    "embedder_variant",
     "ingest",
     "lexical_text",
     "load_sources",
@@ -83,6 +88,7 @@ __all__ = (
     "open_index",
     "pinecone_lexical_tier_from_env",
     "pinecone_tier_from_env",
+    "prepare_model",
     "stdlib_documents",
     "sync_vector_store",
     "tiers_for_policy",

@@ -16,7 +16,7 @@ from ragtiller.index._records import RecordTable, namespace_of
 from ragtiller.index.chunking import Chunk, ChunkingConfig, Section, chunk_documents
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.index.embedders import embedder_identity
+from ragtiller.index.embedders import embedder_identity, embedder_variant
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
 from ragtiller.index.progress import IngestProgress
@@ -184,6 +184,7 @@ class IndexBuilder:
                 chunks=len(rows.ids),
             ),
             namespaces=store.records.namespaces,
+            embedder_variant=embedder_variant(self.embedder),
         )
         report = self._report(plan, stats.chunks_embedded, cleanup, rebuild_reason, skipped)
         return BuiltParts(

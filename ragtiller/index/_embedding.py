@@ -51,6 +51,9 @@ def embed_texts(
 ) -> Matrix:
     """Embed ``texts`` in batches, retrying each failed batch with backoff and full jitter.
 
+    Texts are batched shortest first (by characters) so each batch pads to similar lengths,
+    and the rows come back in input order; error messages number texts in that length order.
+
     Args:
         embedder: Any LangChain ``Embeddings``.
         texts: The texts, at least one.
@@ -81,8 +84,10 @@ def embed_texts(
         disable=not progress or len(texts) <= batch_size,
         leave=False,
     ) as bar:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for first in range(0, len(texts), batch_size):
-            batch = list(texts[first : first + batch_size])
+            rows = order[first : first + batch_size]
+            batch = [texts[i] for i in rows]
             block = _embed_batch(embedder, name, batch, first, retry, stats, sleep)
             if out is None:
                 out = np.empty((len(texts), block.shape[1]), dtype=np.float32)
@@ -91,7 +96,7 @@ def embed_texts(
                     f"embedder {name!r} changed dimension from {out.shape[1]} to "
                     f"{block.shape[1]} at text {first}"
                 )
-            out[first : first + len(batch)] = block
+            out[rows] = block
             stats.chunks_embedded += len(batch)
             bar.update(len(batch))
             if on_batch is not None:

