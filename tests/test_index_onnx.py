@@ -171,6 +171,6 @@ def test_ingest_over_a_disagreeing_variant_says_why_it_rebuilt(
     old.save(tmp_path / "idx")
     assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert f"rebuilt every vector: embedder variant changed from torch-fp32 to {DEFAULT}" in out
+    assert f"full rebuild: embedder variant changed from torch-fp32 to {DEFAULT}" in out
     assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
-    assert "rebuilt every vector" not in capsys.readouterr().out  # same variant: no check
+    assert "full rebuild" not in capsys.readouterr().out  # same variant: no check
