@@ -15,7 +15,7 @@ from pathlib import Path
 from langchain_core.embeddings import Embeddings
 from platformdirs import user_cache_dir
 
-from ragtiller.errors import IndexError_, RagtillerError
+from ragtiller.errors import IndexStoreError, RagtillerError
 from ragtiller.index import (
     ChunkingConfig,
     EmbeddedIndex,
@@ -23,7 +23,7 @@ from ragtiller.index import (
     local_embedder,
     stdlib_documents,
 )
-from ragtiller.index.embedders import embedder_name
+from ragtiller.providers import model_label
 
 DEMO_QUESTIONS: tuple[str, ...] = (
     "StopAsyncIteration",
@@ -57,13 +57,13 @@ def demo_index(
     for doc in docs:
         fingerprint.update(doc.metadata["source"].encode())
         fingerprint.update(hashlib.sha256(doc.page_content.encode()).digest())
-    fingerprint.update(f"{sys.version_info[:2]}|{embedder_name(embedder)}|{DEMO_CHUNKING}".encode())
+    fingerprint.update(f"{sys.version_info[:2]}|{model_label(embedder)}|{DEMO_CHUNKING}".encode())
     root = cache_dir or Path(user_cache_dir("ragtiller"))
     where = root / f"demo-{fingerprint.hexdigest()[:16]}"
     if where.is_dir() and not rebuild:
         try:
             cached = EmbeddedIndex.load(where, embedder=embedder)
-        except IndexError_ as e:  # a first build that was interrupted, or a damaged cache
+        except IndexStoreError as e:  # a first build that was interrupted, or a damaged cache
             log(f"the cached demo index is unusable ({e}); rebuilding it")
         else:
             log(f"using the cached demo index at {where}")

@@ -11,7 +11,7 @@ class PolicyError(RagtillerError, ValueError):
     """A retrieval policy file or object is invalid; the message names the file and field path."""
 
 
-class IndexError_(RagtillerError, LookupError):
+class IndexStoreError(RagtillerError, LookupError):
     """An index directory is missing, partial, corrupt or built with another embedder."""
 
 
@@ -46,9 +46,6 @@ class TierUnavailable(RagtillerError, RuntimeError):
         super().__init__(message or reason)
         self.reason = reason
 
-
-IndexStoreError = IndexError_
-"""Public name for :class:`IndexError_` (the trailing underscore avoids shadowing the builtin)."""
 
 
 class ModelPrepareError(RagtillerError, RuntimeError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ragtiller.errors import (
     EmbeddingError,
-    IndexError_,
+    IndexStoreError,
     RagtillerError,
     StoreUnavailableError,
     TierUnavailable,
@@ -30,7 +30,7 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C, as a shell reports SIGINT."""
 
 _BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
-    (IndexError_, EXIT_INDEX),
+    (IndexStoreError, EXIT_INDEX),
     (StoreUnavailableError, EXIT_STORE),
     (EmbeddingError, EXIT_PROVIDER),
     (TierUnavailable, EXIT_PROVIDER),

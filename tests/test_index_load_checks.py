@@ -9,7 +9,7 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller.cli import main
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index import EmbeddedIndex, HashingEmbedder, open_index
 from ragtiller.index.versions import current_version
 
@@ -67,9 +67,9 @@ def test_bad_vectors_fail_the_open_with_a_clear_message(
     directory: Path, change: str, message: str
 ) -> None:
     damage(directory, change)
-    with pytest.raises(IndexError_, match=message):
+    with pytest.raises(IndexStoreError, match=message):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
-    with pytest.raises(IndexError_, match=message):
+    with pytest.raises(IndexStoreError, match=message):
         open_index(directory)
 
 

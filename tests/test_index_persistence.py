@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index import (
     ChunkingConfig,
     EmbeddedIndex,
@@ -121,12 +121,12 @@ def test_manifest_records_embedder_configs_counts_and_time(
 def test_loading_with_another_embedder_names_both(
     saved: tuple[EmbeddedIndex, Path], embedder: HashingEmbedder, message: str
 ) -> None:
-    with pytest.raises(IndexError_, match=message):
+    with pytest.raises(IndexStoreError, match=message):
         EmbeddedIndex.load(saved[1], embedder=embedder)
 
 
 def test_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_, match="directory not found"):
+    with pytest.raises(IndexStoreError, match="directory not found"):
         EmbeddedIndex.load(tmp_path / "nope", embedder=EMBEDDER)
 
 
@@ -148,7 +148,7 @@ def test_partial_directory_names_the_missing_file(
     _, directory = saved
     version = current_version(directory)
     (version / name).unlink()
-    with pytest.raises(IndexError_, match=rf"{Path(name).name} is missing"):
+    with pytest.raises(IndexStoreError, match=rf"{Path(name).name} is missing"):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
 
 
@@ -182,7 +182,7 @@ def test_corrupt_files_are_named(
 ) -> None:
     _, directory = saved
     (current_version(directory) / name).write_text(damage)
-    with pytest.raises(IndexError_, match=message):
+    with pytest.raises(IndexStoreError, match=message):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
 
 
@@ -190,7 +190,7 @@ def test_vectors_with_the_wrong_row_count_are_named(saved: tuple[EmbeddedIndex, 
     _, directory = saved
     np.save(current_version(directory) / "vectors.npy", np.zeros((2, 64), dtype=np.float32))
     with pytest.raises(
-        IndexError_,
+        IndexStoreError,
         match=r"vectors\.npy is corrupt: .*shape \(2, 64\), expected float32 with 4 rows",
     ):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
@@ -203,7 +203,7 @@ def test_a_truncated_chunk_table_disagrees_with_the_manifest(
     chunks = current_version(directory) / "chunks.jsonl"
     lines = chunks.read_text().splitlines(keepends=True)
     chunks.write_text("".join(lines[:-1]))
-    with pytest.raises(IndexError_, match=r"(chunks\.jsonl|vectors\.npy) is corrupt"):
+    with pytest.raises(IndexStoreError, match=r"(chunks\.jsonl|vectors\.npy) is corrupt"):
         EmbeddedIndex.load(directory, embedder=EMBEDDER)
 
 
@@ -231,7 +231,7 @@ def test_save_refuses_a_non_empty_directory_that_is_not_an_index(
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
     with pytest.raises(
-        IndexError_, match=r"refusing to save into .*home: it is not empty and holds no index"
+        IndexStoreError, match=r"refusing to save into .*home: it is not empty and holds no index"
     ):
         index.save(precious)
     assert (precious / "thesis.tex").read_text() == "years of work"

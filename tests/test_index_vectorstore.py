@@ -10,7 +10,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index import HashingEmbedder, NumpyVectorStore
 
 EMBEDDER = HashingEmbedder(dim=64)
@@ -138,7 +138,7 @@ def test_save_and_load_memory_maps_and_searches_the_same(
 
 
 def test_load_names_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_, match=r"chunks\.jsonl is missing"):
+    with pytest.raises(IndexStoreError, match=r"chunks\.jsonl is missing"):
         NumpyVectorStore.load(tmp_path, EMBEDDER)
 
 

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller.cli import main
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index import EmbeddedIndex, HashingEmbedder, open_index
 from ragtiller.index.embedded import INDEX_FILES
 from ragtiller.index.versions import POINTER_FILE, VERSIONS_DIR, current_version
@@ -142,7 +142,7 @@ def test_a_first_save_that_crashed_is_no_index_and_the_next_one_is(
     directory = tmp_path / "idx"
     with contextlib.suppress(SimulatedCrash):
         new.save(directory, fault=crash_at(5))
-    with pytest.raises(IndexError_, match=r"CURRENT not found"):
+    with pytest.raises(IndexStoreError, match=r"CURRENT not found"):
         open_index(directory)
     new.save(directory)
     assert open_index(directory).manifest.counts.documents == 5
@@ -206,7 +206,7 @@ def test_200_opens_interleaved_with_50_saves_never_fail(old: EmbeddedIndex, tmp_
         saving = process.poll() is None
         try:
             seen.append(EmbeddedIndex.load(directory, embedder=EMBEDDER).manifest.counts.documents)
-        except IndexError_ as e:
+        except IndexStoreError as e:
             failures.append(str(e))
         opens += 1
         during += saving

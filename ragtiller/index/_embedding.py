@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from ragtiller._retry import RetryPolicy, retry_call
 from ragtiller.errors import EmbeddingError
-from ragtiller.index.embedders import embedder_name
+from ragtiller.providers import model_label
 
 logger = logging.getLogger("ragtiller.index")
 
@@ -75,7 +75,7 @@ def embed_texts(
     if batch_size < 1:
         raise ValueError(f"batch_size must be > 0, but got {batch_size}")
     stats = stats if stats is not None else EmbeddingStats()
-    name = embedder_name(embedder)
+    name = model_label(embedder)
     out: Matrix | None = None
     with tqdm(
         total=len(texts),

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.documents import Document
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.types import Hit
 
 DEFAULT_NAMESPACE = "default"
@@ -157,7 +157,7 @@ class RecordTable:
         """Read a table written by :meth:`dump`.
 
         Raises:
-            IndexError_: The file is missing or a line is not a record; the message names it.
+            IndexStoreError: The file is missing or a line is not a record; the message names it.
         """
         ids: list[str] = []
         texts: list[str] = []
@@ -172,9 +172,9 @@ class RecordTable:
                     metadatas.append(_share_strings(record["metadata"], shared))
             return cls(ids, texts, metadatas)
         except FileNotFoundError as e:
-            raise IndexError_(f"index file {path} is missing") from e
+            raise IndexStoreError(f"index file {path} is missing") from e
         except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise IndexError_(f"index file {path} is corrupt: {e}") from e
+            raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
 
 
 def namespace_of(metadata: Mapping[str, Any]) -> str:
@@ -200,14 +200,14 @@ def _parse_record(line: str, path: Path, lineno: int) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as e:
-        raise IndexError_(f"index file {path} is corrupt: line {lineno} is not JSON ({e})") from e
+        raise IndexStoreError(f"index file {path} is corrupt: line {lineno} is not JSON ({e})") from e
     if (
         not isinstance(record, dict)
         or not isinstance(record.get("id"), str)
         or not isinstance(record.get("text"), str)
         or not isinstance(record.get("metadata"), dict)
     ):
-        raise IndexError_(
+        raise IndexStoreError(
             f"index file {path} is corrupt: line {lineno} lacks a string id, a string text "
             "or a metadata object"
         )

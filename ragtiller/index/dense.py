@@ -13,7 +13,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._embedding import Matrix, normalize_rows
 from ragtiller.index._records import RecordTable, ensure_json_metadata
@@ -311,7 +311,7 @@ class NumpyVectorStore(VectorStore):
         every search return nothing.
 
         Raises:
-            IndexError_: A file is missing, unreadable, the two files disagree, or a vector
+            IndexStoreError: A file is missing, unreadable, the two files disagree, or a vector
                 holds NaN or infinite values; the message names the file.
         """
         path = Path(directory)
@@ -320,11 +320,11 @@ class NumpyVectorStore(VectorStore):
         try:
             vectors = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except FileNotFoundError as e:
-            raise IndexError_(f"index file {vectors_path} is missing") from e
+            raise IndexStoreError(f"index file {vectors_path} is missing") from e
         except (OSError, ValueError) as e:
-            raise IndexError_(f"index file {vectors_path} is corrupt: {e}") from e
+            raise IndexStoreError(f"index file {vectors_path} is corrupt: {e}") from e
         if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(records):
-            raise IndexError_(
+            raise IndexStoreError(
                 f"index file {vectors_path} is corrupt: holds a {vectors.dtype} array of shape "
                 f"{vectors.shape}, expected float32 with {len(records)} rows (one per line of "
                 f"{path / CHUNKS_FILE})"
@@ -409,7 +409,7 @@ def _check_finite(vectors: npt.NDArray[Any], path: Path) -> None:
         if not finite.all():
             row = first + int(np.flatnonzero(~finite)[0])
             bad = int((~np.isfinite(vectors)).any(axis=1).sum())
-            raise IndexError_(
+            raise IndexStoreError(
                 f"index file {path} is corrupt: {bad} vector(s) hold NaN or infinite values "
                 f"(first: row {row}); rebuild the index"
             )

@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from ragtiller._retry import RetryPolicy
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index._builder import IndexBuilder, chunk_sync_record
 from ragtiller.index._embedding import DEFAULT_RETRY, EmbeddingStats
 from ragtiller.index._records import RecordTable
@@ -218,7 +218,7 @@ class EmbeddedIndex:
             The new version's directory.
 
         Raises:
-            IndexError_: ``directory`` exists, is not empty and holds no index (it is never
+            IndexStoreError: ``directory`` exists, is not empty and holds no index (it is never
                 overwritten).
         """
         if progress is not None:
@@ -262,7 +262,7 @@ class EmbeddedIndex:
             embedder: The embedder the index was built with (same name and dimension).
 
         Raises:
-            IndexError_: The directory is missing, incomplete or corrupt (the message names the
+            IndexStoreError: The directory is missing, incomplete or corrupt (the message names the
                 file), or ``embedder`` differs from the manifest's (the message names both).
         """
         return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
@@ -270,25 +270,25 @@ class EmbeddedIndex:
     @classmethod
     def _load_version(cls, path: Path, embedder: Embeddings) -> EmbeddedIndex:
         if not path.is_dir():
-            raise IndexError_(f"no index at {path}: directory not found")
+            raise IndexStoreError(f"no index at {path}: directory not found")
         manifest = read_manifest(path / MANIFEST_FILE)
         name, dimension = embedder_identity(embedder)
         built = manifest.embedder
         if (name, dimension) != (built.name, built.dimension):
-            raise IndexError_(
+            raise IndexStoreError(
                 f"index at {path} was built with embedder {built.name!r} (dimension "
                 f"{built.dimension}) but is being loaded with {name!r} (dimension {dimension}); "
                 "load it with the embedder it was built with, or rebuild it"
             )
         for name_ in (CHUNKS_FILE, VECTORS_FILE, PARENTS_FILE, CORPUS_MAP_FILE):
             if not (path / name_).is_file():
-                raise IndexError_(f"index at {path} is incomplete: {name_} is missing")
+                raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
         store = NumpyVectorStore.load(path, embedder)
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
         _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
         if len(store) and store.vectors.shape[1] != built.dimension:
-            raise IndexError_(
+            raise IndexStoreError(
                 f"index file {path / VECTORS_FILE} is corrupt: {store.vectors.shape[1]}-dimensional "
                 f"vectors, the manifest says {built.dimension}"
             )
@@ -306,19 +306,19 @@ def read_manifest(path: Path) -> IndexManifest:
     """The manifest at ``path``, checked.
 
     Raises:
-        IndexError_: Missing, unreadable, of another format version, or invalid.
+        IndexStoreError: Missing, unreadable, of another format version, or invalid.
     """
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
-        raise IndexError_(
+        raise IndexStoreError(
             f"index at {path.parent} is incomplete: {path.name} is missing (an interrupted "
             "save, or not an index directory)"
         ) from e
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise IndexError_(f"index file {path} is corrupt: {e}") from e
+        raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
     if isinstance(raw, dict) and raw.get("format_version") != FORMAT_VERSION:
-        raise IndexError_(
+        raise IndexStoreError(
             f"index file {path} has format_version {raw.get('format_version')!r}; this "
             f"ragtiller reads {FORMAT_VERSION}: rebuild the index"
         )
@@ -328,11 +328,11 @@ def read_manifest(path: Path) -> IndexManifest:
         problems = "; ".join(
             f"{'.'.join(map(str, err['loc'])) or '(root)'}: {err['msg']}" for err in e.errors()
         )
-        raise IndexError_(f"index file {path} is corrupt: {problems}") from e
+        raise IndexStoreError(f"index file {path} is corrupt: {problems}") from e
 
 
 def _check_count(path: Path, found: int, expected: int, what: str) -> None:
     if found != expected:
-        raise IndexError_(
+        raise IndexStoreError(
             f"index file {path} is corrupt: it holds {found} {what}, the manifest says {expected}"
         )

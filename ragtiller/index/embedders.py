@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 from ragtiller.errors import ModelPrepareError
 from ragtiller.index.onnx_embedder import MINILM_NAME, OnnxMiniLMEmbedder
 from ragtiller.index.onnx_model import DEFAULT_VARIANT, Variant, prepare_model
+from ragtiller.providers import model_label
 
 logger = logging.getLogger("ragtiller.index")
 _WORD = re.compile(r"\w+")
@@ -223,15 +224,6 @@ def local_embedder(
     return OnnxMiniLMEmbedder(model, batch_size=batch_size or 32, threads=threads or 1)
 
 
-def embedder_name(embedder: Embeddings) -> str:
-    """The embedder's model name (``model_name`` or ``model``), else its class name."""
-    for attr in ("model_name", "model"):
-        value = getattr(embedder, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(embedder).__name__
-
-
 def _runtime(value: str | None) -> Runtime:
     chosen = value or os.environ.get("RAGTILLER_EMBEDDER_RUNTIME") or "auto"
     for known in get_args(Runtime):
@@ -258,8 +250,8 @@ def embedder_identity(embedder: Embeddings) -> tuple[str, int]:
     for attr in ("dimension", "dimensions"):
         value = getattr(embedder, attr, None)
         if isinstance(value, int) and value > 0:
-            return embedder_name(embedder), value
-    return embedder_name(embedder), len(embedder.embed_query("x"))
+            return model_label(embedder), value
+    return model_label(embedder), len(embedder.embed_query("x"))
 
 
 @contextmanager

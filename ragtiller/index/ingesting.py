@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.errors import IndexError_, IngestError
+from ragtiller.errors import IndexStoreError, IngestError
 from ragtiller.index.chunking import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.index.embedded import EmbeddedIndex, read_manifest
 from ragtiller.index.embedders import embedder_identity
@@ -58,7 +58,7 @@ def ingest(
     Raises:
         IngestError: Nothing to ingest, a missing path, ``cleanup`` not a mode, or an
             ``incremental`` ingest into an index that has to be rebuilt.
-        IndexError_: ``index_dir`` is a non-empty directory that holds no index.
+        IndexStoreError: ``index_dir`` is a non-empty directory that holds no index.
         EmbeddingError: The embedder kept failing on a batch.
     """
     if cleanup not in CLEANUP_MODES:
@@ -97,7 +97,7 @@ def _previous(
         return None, None
     try:
         manifest = open_current(directory, lambda v: read_manifest(v / MANIFEST_FILE))
-    except IndexError_ as e:
+    except IndexStoreError as e:
         return None, f"the index there could not be read ({e})"
     name, dimension = embedder_identity(embedder)
     built = manifest.embedder
@@ -115,7 +115,7 @@ def _previous(
         )
     try:
         index = EmbeddedIndex.load(directory, embedder=embedder)
-    except IndexError_ as e:
+    except IndexStoreError as e:
         return None, f"the index there could not be opened ({e})"
     reason = variant_rebuild_reason(index, embedder)  # stored vectors must match new ones
     return (None, reason) if reason is not None else (index, None)

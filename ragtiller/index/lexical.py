@@ -11,7 +11,7 @@ import numpy as np
 import Stemmer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._records import RecordTable
 from ragtiller.types import Hit, SearchRequest
@@ -111,19 +111,19 @@ class LexicalTier(CpuTier):
         """Read an index written by :meth:`save`, memory-mapping its arrays.
 
         Raises:
-            IndexError_: A file is missing or unreadable, or the index does not match
+            IndexStoreError: A file is missing or unreadable, or the index does not match
                 ``records``; the message names the file.
         """
         path = Path(directory)
         for name in BM25_FILES:
             if not (path / name).is_file():
-                raise IndexError_(f"index file {path / name} is missing")
+                raise IndexStoreError(f"index file {path / name} is missing")
         try:
             retriever = bm25s.BM25.load(str(path), load_corpus=False, mmap=True)
         except (OSError, ValueError, KeyError) as e:
-            raise IndexError_(f"lexical index {path} is corrupt: {e}") from e
+            raise IndexStoreError(f"lexical index {path} is corrupt: {e}") from e
         if retriever.scores["num_docs"] != len(records):
-            raise IndexError_(
+            raise IndexStoreError(
                 f"index file {path / BM25_FILES[0]} is corrupt: it indexes "
                 f"{retriever.scores['num_docs']} chunks, the chunk table has {len(records)}"
             )

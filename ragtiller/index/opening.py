@@ -7,7 +7,7 @@ from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 from ragtiller.index.embedded import EmbeddedIndex, read_manifest
 from ragtiller.index.embedders import HashingEmbedder, MiniLMEmbedder, local_embedder
 from ragtiller.index.manifest import MANIFEST_FILE, EmbedderInfo
@@ -20,14 +20,14 @@ def embedder_for(info: EmbedderInfo) -> Embeddings:
     """The embedder an index manifest names: bundled MiniLM or the hashing test embedder.
 
     Raises:
-        IndexError_: Any other embedder; open such an index in Python with ``EmbeddedIndex.load``.
+        IndexStoreError: Any other embedder; open such an index in Python with ``EmbeddedIndex.load``.
     """
     if info.name == MiniLMEmbedder.model_name:
         return local_embedder()
     match = _HASHING.fullmatch(info.name)
     if match:
         return HashingEmbedder(info.dimension, ngram_weight=float(match["weight"]))
-    raise IndexError_(
+    raise IndexStoreError(
         f"the index was built with embedder {info.name!r}, which the command line cannot "
         "construct; load it in Python with EmbeddedIndex.load(dir, embedder=...)"
     )
@@ -37,7 +37,7 @@ def open_index(directory: str | Path) -> EmbeddedIndex:
     """Load the index in ``directory`` with the embedder recorded in its manifest.
 
     Raises:
-        IndexError_: No readable manifest, an unknown embedder, or a corrupt index.
+        IndexStoreError: No readable manifest, an unknown embedder, or a corrupt index.
     """
     return open_current(Path(directory), _open_version)
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from ragtiller.errors import IndexError_
+from ragtiller.errors import IndexStoreError
 
 POINTER_FILE = "CURRENT"
 VERSIONS_DIR = "versions"
@@ -59,12 +59,12 @@ def check_writable(directory: Path) -> None:
     """Refuse a directory that is not empty and holds no index: a save never overwrites it.
 
     Raises:
-        IndexError_: ``directory`` is a file, or a non-empty directory without an index.
+        IndexStoreError: ``directory`` is a file, or a non-empty directory without an index.
     """
     if directory.exists() and not directory.is_dir():
-        raise IndexError_(f"refusing to save into {directory}: it is a file, not a directory")
+        raise IndexStoreError(f"refusing to save into {directory}: it is a file, not a directory")
     if directory.exists() and any(directory.iterdir()) and not is_index_directory(directory):
-        raise IndexError_(
+        raise IndexStoreError(
             f"refusing to save into {directory}: it is not empty and holds no index; "
             "choose an empty or new directory"
         )
@@ -74,23 +74,23 @@ def current_version(directory: Path) -> Path:
     """The version directory ``CURRENT`` names (or ``directory`` itself for a legacy index).
 
     Raises:
-        IndexError_: No index at ``directory``, or ``CURRENT`` names a version that is gone.
+        IndexStoreError: No index at ``directory``, or ``CURRENT`` names a version that is gone.
     """
     if not directory.is_dir():
-        raise IndexError_(f"no index at {directory}: directory not found")
+        raise IndexStoreError(f"no index at {directory}: directory not found")
     try:
         name = (directory / POINTER_FILE).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         if (directory / LEGACY_MANIFEST).is_file():
             return directory
-        raise IndexError_(
+        raise IndexStoreError(
             f"no index at {directory}: {POINTER_FILE} not found (not an index directory, or "
             "its first save did not finish)"
         ) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise IndexError_(f"index file {directory / POINTER_FILE} is unreadable: {e}") from e
+        raise IndexStoreError(f"index file {directory / POINTER_FILE} is unreadable: {e}") from e
     if not _VERSION.fullmatch(name):
-        raise IndexError_(
+        raise IndexStoreError(
             f"index file {directory / POINTER_FILE} is corrupt: it names {name!r}, not a version"
         )
     return directory / VERSIONS_DIR / name
@@ -104,18 +104,18 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
     version, so it succeeds unless saves keep overtaking it ``_OPEN_ATTEMPTS`` times.
 
     Raises:
-        IndexError_: What ``open_version`` raised (a file error wrapped), when ``CURRENT`` did
+        IndexStoreError: What ``open_version`` raised (a file error wrapped), when ``CURRENT`` did
             not move meanwhile.
     """
     for attempt in range(_OPEN_ATTEMPTS):
         version = current_version(directory)
         try:
             return open_version(version)
-        except (IndexError_, OSError) as e:
+        except (IndexStoreError, OSError) as e:
             if attempt == _OPEN_ATTEMPTS - 1 or current_version(directory) == version:
-                if isinstance(e, IndexError_):
+                if isinstance(e, IndexStoreError):
                     raise
-                raise IndexError_(f"index at {version} could not be read: {e}") from e
+                raise IndexStoreError(f"index at {version} could not be read: {e}") from e
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -134,7 +134,7 @@ def write_version(
         The new version's directory.
 
     Raises:
-        IndexError_: ``directory`` is not empty and is not an index directory.
+        IndexStoreError: ``directory`` is not empty and is not an index directory.
     """
     check_writable(directory)
     directory.mkdir(parents=True, exist_ok=True)
