@@ -11,6 +11,7 @@ import asyncio
 import functools
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from typing import TypeVar
@@ -19,7 +20,7 @@ from langchain_core.documents import Document
 
 from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.index._records import HIT_FIELDS
-from ragtiller.types import Hit
+from ragtiller.types import Hit, SearchRequest
 
 T = TypeVar("T")
 
@@ -269,3 +270,55 @@ def _hit(doc: Document, score: float, namespace: str) -> Hit:
         source=str(doc.metadata.get("source", "")),
         metadata=metadata,
     )
+
+
+class NamespacedSearch(ABC):
+    """What both Pinecone tiers share: each namespace queried in parallel under one deadline,
+    with a bound on calls in flight. A tier supplies how to query one namespace and how to list
+    the namespaces a search over "every namespace" covers.
+
+    Raises (from ``__init__``):
+        ConfigurationError: ``timeout_s`` is not positive or ``max_in_flight`` < 1.
+    """
+
+    def __init__(self, name: str, timeout_s: float, max_in_flight: int) -> None:
+        if timeout_s <= 0:
+            raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
+        self.name = name
+        self.timeout_s = timeout_s
+        self.call_limit = InFlightLimit(max_in_flight)
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """At most ``request.k`` hits over the request's namespaces, best first.
+
+        Raises:
+            PineconeTierError: Pinecone answered with an error or not at all;
+                :class:`PineconeTimeoutError` when the deadline passed.
+        """
+        return search_namespaces(
+            self._query(request),
+            self._list_namespaces,
+            request.namespaces,
+            request.k,
+            self.timeout_s,
+            self.call_limit,
+        )
+
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
+        """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
+        return await asearch_namespaces(
+            self._query(request),
+            self._list_namespaces,
+            request.namespaces,
+            request.k,
+            self.timeout_s,
+            self.call_limit,
+        )
+
+    @abstractmethod
+    def _query(self, request: SearchRequest) -> QueryOne:
+        """How to query one namespace for ``request`` (checked here, run in a worker)."""
+
+    @abstractmethod
+    def _list_namespaces(self) -> list[str]:
+        """The namespaces a search over every namespace covers."""

@@ -7,26 +7,20 @@ graph passes to :meth:`PineconeTier.search`. See ``docs/pinecone.md``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.errors import ConfigurationError
-from ragtiller.index.pinecone_calls import (
-    InFlightLimit,
-    asearch_namespaces,
-    search_namespaces,
-    searchable,
-)
-from ragtiller.types import Hit, SearchRequest
+from ragtiller.index.pinecone_calls import NamespacedSearch, QueryOne, searchable
+from ragtiller.types import SearchRequest
 
 if TYPE_CHECKING:
     from langchain_pinecone import PineconeVectorStore
 
 
-class PineconeTier:
+class PineconeTier(NamespacedSearch):
     """The dense tier served by a Pinecone index (cosine metric) instead of the numpy matrix.
 
     Each namespace asked for is one query (``similarity_search_by_vector_with_score`` with
@@ -80,11 +74,7 @@ class PineconeTier:
         timeout_s: float = 5.0,
         max_in_flight: int = 16,
     ) -> None:
-        if timeout_s <= 0:
-            raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
-        self.name = name
-        self.timeout_s = timeout_s
-        self.call_limit = InFlightLimit(max_in_flight)
+        super().__init__(name, timeout_s, max_in_flight)
         self._store: PineconeVectorStore | None = None
         self._make_store: Callable[[], PineconeVectorStore] | None = None
         if isinstance(store, VectorStore):
@@ -102,46 +92,15 @@ class PineconeTier:
                 self._store = self._make_store()
             return self._store
 
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` hits, best first, scored by Pinecone's cosine similarity.
-
-        Args:
-            query: Unused (the tier reads the vector).
-            vector: The query vector.
-            k: Hits wanted, per namespace and in all.
-            namespaces: Namespaces to search; None: every namespace of the index.
-            filter: A Pinecone metadata filter.
+    def _query(self, request: SearchRequest) -> QueryOne:
+        """Scored by Pinecone's cosine similarity; the tier reads the vector, not the text.
 
         Raises:
-            ValueError: ``vector`` is None or ``k`` < 1.
-            PineconeTierError: Pinecone answered with an error (``status_code`` set) or not
-                at all; :class:`PineconeTimeoutError` when the deadline passed.
+            ValueError: ``request.vector`` is None or ``request.k`` < 1.
         """
-        query_one = self._query(_query_vector(request.vector, request.k), request.k, request.filter)
-        return search_namespaces(
-            query_one,
-            self._list_namespaces,
-            request.namespaces,
-            request.k,
-            self.timeout_s,
-            self.call_limit,
-        )
+        vector, k = _query_vector(request.vector, request.k), request.k
+        filter = request.filter
 
-    async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
-        query_one = self._query(_query_vector(request.vector, request.k), request.k, request.filter)
-        return await asearch_namespaces(
-            query_one,
-            self._list_namespaces,
-            request.namespaces,
-            request.k,
-            self.timeout_s,
-            self.call_limit,
-        )
-
-    def _query(
-        self, vector: list[float], k: int, filter: Mapping[str, Any] | None
-    ) -> Callable[[str], list[tuple[Document, float]]]:
         def query(namespace: str) -> list[tuple[Document, float]]:
             return self.store.similarity_search_by_vector_with_score(
                 vector, k=k, namespace=namespace, filter=dict(filter) if filter else None

@@ -10,27 +10,26 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.documents import Document
 
 from ragtiller.errors import ConfigurationError, TierUnavailable
 from ragtiller.index.pinecone_calls import (
-    InFlightLimit,
-    asearch_namespaces,
-    search_namespaces,
+    NamespacedSearch,
+    QueryOne,
     searchable,
 )
 from ragtiller.index.pinecone_stats import read_stats, read_version
 from ragtiller.index.sparse_bm25 import BM25SparseEncoder
-from ragtiller.types import Hit, SearchRequest
+from ragtiller.types import SearchRequest
 
 TEXT_KEY = "text"
 """Metadata key holding a chunk's text, as in the dense index."""
 
 
-class PineconeLexicalTier:
+class PineconeLexicalTier(NamespacedSearch):
     """The ``lexical`` tier served by a Pinecone sparse index (metric ``dotproduct``).
 
     A query is analysed as the embedded tier analyses it (bm25s tokenizer, stopwords, stemmer)
@@ -78,13 +77,9 @@ class PineconeLexicalTier:
         stats_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if timeout_s <= 0:
-            raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
+        super().__init__(name, timeout_s, max_in_flight)
         if stats_ttl_s <= 0:
             raise ConfigurationError(f"stats_ttl_s must be > 0, but got {stats_ttl_s}")
-        self.name = name
-        self.timeout_s = timeout_s
-        self.call_limit = InFlightLimit(max_in_flight)
         self.stats_ttl_s = stats_ttl_s
         self._clock = clock
         self._index: Any = index if hasattr(index, "query") else None
@@ -125,40 +120,15 @@ class PineconeLexicalTier:
             self._checked_at = now
             return self._encoder[1]
 
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.
+    def _query(self, request: SearchRequest) -> QueryOne:
+        """Chunks with a positive BM25 score; the tier reads the text, not the vector.
 
         Raises:
-            ValueError: ``k`` < 1.
-            TierUnavailable: The index holds no BM25 statistics (``no-statistics``).
-            PineconeTierError: Pinecone answered with an error or not at all;
-                ``PineconeTimeoutError`` when the deadline passed.
+            ValueError: ``request.k`` < 1.
+            TierUnavailable: The index holds no BM25 statistics (``no-statistics``), raised
+                from the worker under the deadline.
         """
-        query_one = self._query(request.query, request.k, request.filter)
-        return search_namespaces(
-            query_one,
-            self._list_namespaces,
-            request.namespaces,
-            request.k,
-            self.timeout_s,
-            self.call_limit,
-        )
-
-    async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """Async twin of :meth:`search`: the same calls and deadline, awaited off the loop."""
-        query_one = self._query(request.query, request.k, request.filter)
-        return await asearch_namespaces(
-            query_one,
-            self._list_namespaces,
-            request.namespaces,
-            request.k,
-            self.timeout_s,
-            self.call_limit,
-        )
-
-    def _query(
-        self, text: str, k: int, filter: Mapping[str, Any] | None
-    ) -> Callable[[str], list[tuple[Document, float]]]:
+        text, k, filter = request.query, request.k, request.filter
         if k < 1:
             raise ValueError(f"k must be > 0, but got {k}")
 
