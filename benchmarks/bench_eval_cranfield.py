@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
-
 from ragtiller.eval import EvalDataset, load_beir, run_eval, summarize
 from ragtiller.eval.datasets import dataset_sha256, read_jsonl
+from ragtiller.eval.query_cache import QueryVectorCache
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import ChunkingConfig, EmbeddedIndex, ingest, local_embedder
 from ragtiller.policies import RetrievalPolicy, load_policy
@@ -44,31 +43,6 @@ POLICIES = [
 ]
 CHUNK_TOKENS = 1024
 REFERENCE_RRF_NDCG = 0.4222
-
-
-class QueryCache(Embeddings):
-    """Memoises query vectors of the same model (tuning runs the same queries many times)."""
-
-    def __init__(self, inner: Embeddings) -> None:
-        self.inner = inner
-        self.model_name = getattr(inner, "model_name", "cached")
-        self._vectors: dict[str, list[float]] = {}
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents with the wrapped model (not cached)."""
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """The query's vector, computed once."""
-        if text not in self._vectors:
-            self._vectors[text] = self.inner.embed_query(text)
-        return self._vectors[text]
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """The query's vector, computed once."""
-        if text not in self._vectors:
-            self._vectors[text] = await self.inner.aembed_query(text)
-        return self._vectors[text]
 
 
 def open_index(dataset: EvalDataset, cache_dir: Path) -> EmbeddedIndex:
@@ -137,7 +111,7 @@ def grid() -> list[dict[str, Any]]:
 def tune(index: EmbeddedIndex, tune_half: EvalDataset, held_out: EvalDataset) -> None:
     """Score every grid setting on the tune half; report the best one's held-out NDCG@10."""
     base = load_policy(HERE / "policies" / "hybrid_rrf.yaml")
-    cached = QueryCache(index.embedder)
+    cached = QueryVectorCache(index.embedder)
     scored = []
     for fusion in grid():
         policy = base.model_copy(update={"fusion": base.fusion.model_copy(update=fusion)})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from langchain_core.embeddings import Embeddings
 
+from ragtiller.providers import model_label
+
 
 class QueryVectorCache(Embeddings):
     """Wraps an embedder; each distinct query text is embedded once, documents pass through.
@@ -13,7 +15,7 @@ class QueryVectorCache(Embeddings):
 
     def __init__(self, inner: Embeddings) -> None:
         self.inner = inner
-        self.model_name = getattr(inner, "model_name", type(inner).__name__)
+        self.model_name = model_label(inner)  # the index checks it against its manifest
         self._vectors: dict[str, list[float]] = {}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
