@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 from langchain_core.indexing import RecordManager
@@ -11,6 +11,7 @@ from langchain_core.indexing import RecordManager
 from ragtiller.errors import IngestError
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.embedders import embedder_identity
+from ragtiller.index.pinecone_upsert import pinecone_metadata
 from ragtiller.index.sync import Cleanup, SyncResult, identity_of, sync_vector_store
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def sync_to_pinecone(
     """
     documents = chunks.documents() if isinstance(chunks, EmbeddedIndex) else list(chunks)
     cleaned = [
-        Document(id=d.id, page_content=d.page_content, metadata=_pinecone_metadata(d))
+        Document(id=d.id, page_content=d.page_content, metadata=pinecone_metadata(d.id, d.metadata))
         for d in documents
     ]
     if store.embeddings is None:
@@ -67,16 +68,3 @@ def sync_to_pinecone(
         batch_size=batch_size,
         write_kwargs={"async_req": False},
     )
-
-
-def _pinecone_metadata(doc: Document) -> dict[str, Any]:
-    metadata = {k: v for k, v in doc.metadata.items() if v is not None}
-    for key, value in metadata.items():
-        scalar = isinstance(value, str | bool | int | float)
-        strings = isinstance(value, list) and all(isinstance(item, str) for item in value)
-        if not (scalar or strings):
-            raise IngestError(
-                f"chunk {doc.id!r}: metadata {key!r} is a {type(value).__name__}; Pinecone "
-                "stores only strings, numbers, booleans and lists of strings"
-            )
-    return metadata

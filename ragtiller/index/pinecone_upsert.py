@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -238,6 +238,24 @@ def _documents_and_vectors(
     return documents, matrix
 
 
+def pinecone_metadata(chunk_id: str | None, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` without None values, checked to hold only what Pinecone stores.
+
+    Raises:
+        IngestError: A value is not a string, number, boolean or list of strings.
+    """
+    kept = {k: v for k, v in metadata.items() if v is not None}
+    for key, value in kept.items():
+        scalar = isinstance(value, str | bool | int | float)
+        strings = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        if not (scalar or strings):
+            raise IngestError(
+                f"chunk {chunk_id!r}: metadata {key!r} is a {type(value).__name__}; Pinecone "
+                "stores only strings, numbers, booleans and lists of strings"
+            )
+    return kept
+
+
 def _record(doc: Document, namespace: str) -> tuple[str, dict[str, Any]]:
     record_id = (
         doc.id
@@ -250,15 +268,7 @@ def _record(doc: Document, namespace: str) -> tuple[str, dict[str, Any]]:
         TEXT_KEY: doc.page_content,
         "namespace": namespace,
     }
-    metadata = {k: v for k, v in metadata.items() if v is not None}
-    for key, value in metadata.items():
-        scalar = isinstance(value, str | bool | int | float)
-        strings = isinstance(value, list) and all(isinstance(item, str) for item in value)
-        if not (scalar or strings):
-            raise IngestError(
-                f"chunk {record_id!r}: metadata {key!r} is a {type(value).__name__}; Pinecone "
-                "stores only strings, numbers, booleans and lists of strings"
-            )
+    metadata = pinecone_metadata(record_id, metadata)
     size = len(json.dumps(metadata).encode())
     if size > MAX_METADATA_BYTES:
         raise IngestError(
