@@ -15,6 +15,7 @@ from ragtiller.errors import TierUnavailable
 from ragtiller.index._compute import CpuTier
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
 from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.deadline import Deadline
 from ragtiller.nodes.stage import Stage
 from ragtiller.records import TierTask
 from ragtiller.types import Hit, SearchRequest, Tier
@@ -59,9 +60,9 @@ def make_tier_search(deps: Components) -> NodeFn:
         except TierUnavailable as e:
             return {"tier_hits": {name: []}, "stages": [stage.skip(e.reason, tier=name)]}
         except DeadlineExceeded:
-            reason = "turn-deadline" if task["turn_bound"] else "timeout"
-            error = f"TimeoutError: no answer within {task['deadline_s']:.2f}s"
-            return {"tier_hits": {name: []}, "stages": [stage.error(error, reason, tier=name)]}
+            limit = Deadline(task["deadline_s"], turn_bound=task["turn_bound"])
+            record = stage.error(limit.message(), limit.reason, tier=name)
+            return {"tier_hits": {name: []}, "stages": [record]}
         except InvalidOutput as e:
             return {"tier_hits": {name: []}, "stages": [stage.error(e, INVALID_OUTPUT, tier=name)]}
         except Exception as e:  # one tier's failure never fails the turn
