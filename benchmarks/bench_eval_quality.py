@@ -31,6 +31,7 @@ from ragtiller.eval.report import query_scores
 from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import EmbeddedIndex, ingest, local_embedder, open_index
+from ragtiller.index.versions import is_index_directory
 from ragtiller.policies import RetrievalPolicy, load_policy
 
 HERE = Path(__file__).resolve().parent
@@ -88,7 +89,7 @@ MECHANISMS: list[tuple[str, dict[str, Any]]] = [
 def default_index(name: str, cache_dir: Path) -> EmbeddedIndex:
     """The collection's index as `ragtiller ingest corpus.jsonl --index DIR` builds it."""
     target = cache_dir / name
-    if not (target / "manifest.json").is_file():
+    if not is_index_directory(target):
         started = time.perf_counter()
         ingest([DATA / name / "corpus.jsonl"], target, embedder=local_embedder(), progress=False)
         print(f"built {target} in {time.perf_counter() - started:.0f} s", file=sys.stderr)

@@ -2,9 +2,12 @@
 
 RM3 (lexical): the terms of the first-pass top chunks, weighted by chunk score, are mixed with
 the original query terms and BM25 scores every chunk again with those weights. Rocchio
-(vectors): the query vector moves toward the mean vector of the first-pass top chunks. Both
-cost one more in-memory pass over the tier and no model call. If the second pass fails, the
-first-pass hits are returned with ``metadata["feedback"] = "failed: ..."`` (the turn goes on).
+(vectors): the query vector moves toward the mean vector of the first-pass top chunks, or, with
+``dense_source: fused``, toward the best chunk of each of the top documents of the dense and
+lexical first passes fused: documents both tiers agree on are better feedback than the dense
+tier's guesses alone. Both cost one more in-memory pass over the tier and no model call. If the
+second pass fails, the first-pass hits are returned with ``metadata["feedback"] = "failed: ..."``
+(the turn goes on).
 """
 
 from __future__ import annotations
@@ -17,11 +20,17 @@ from typing import Any
 
 import numpy as np
 
+from ragtiller.doc_ranking import DocKey, collapse_to_documents, doc_key
+from ragtiller.fusion import fuse_hits
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier
-from ragtiller.policies.schema import FeedbackConfig
+from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.types import Hit, SearchRequest, Tier
+
+FUSED_FIRST_PASS_DEPTH = 100
+"""Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
+documents, and so the ranking, do not change with the number of results asked for."""
 
 
 def rm3_weights(
@@ -134,19 +143,33 @@ class RM3Tier(CpuTier):
 
 
 class RocchioTier(CpuTier):
-    """A vector tier searched with the query vector moved toward its first-pass top chunks.
+    """A vector tier searched with the query vector moved toward feedback chunks.
 
-    The first pass ranks the chunks of ``store`` (the dense tier's own vectors), so the dense and
-    parent-child tiers move the same query the same way.
+    The feedback chunks are rows of ``store`` (the dense tier's own vectors), so the dense and
+    parent-child tiers move the same query the same way. With ``dense_source: fused`` and a
+    ``lexical`` tier, they are the best chunk of each top document of the fused first pass
+    (see :func:`fused_feedback_rows`); otherwise the store's own top chunks.
     """
 
     needs_vector = True
 
-    def __init__(self, inner: Tier, store: NumpyVectorStore, config: FeedbackConfig) -> None:
+    def __init__(
+        self,
+        inner: Tier,
+        store: NumpyVectorStore,
+        config: FeedbackConfig,
+        *,
+        lexical: Tier | None = None,
+        fusion: FusionConfig | None = None,
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.store = store
         self.config = config
+        fused = config.dense_source == "fused" and lexical is not None
+        self.lexical = lexical if fused else None
+        self.fusion = fusion or FusionConfig()
+        self.label = "rocchio-fused" if fused else "rocchio"
 
     @property
     def rows(self) -> int:
@@ -156,17 +179,11 @@ class RocchioTier(CpuTier):
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` hits of the moved query vector, best first."""
         moved: Sequence[float] | None = request.vector
-        status = "rocchio"
+        status = self.label
         if request.vector is not None:
             try:
-                top = self.store.search_rows(
-                    request.vector,
-                    self.config.dense_docs,
-                    namespaces=request.namespaces,
-                    filter=request.filter,
-                )
-                if top:
-                    rows = [row for row, _ in top]
+                rows = self._feedback_rows(request, request.vector)
+                if rows:
                     moved = rocchio_vector(
                         request.vector, self.store.vectors[rows], weight=self.config.dense_weight
                     )
@@ -174,6 +191,54 @@ class RocchioTier(CpuTier):
                 moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
         hits = self.inner.search(replace(request, vector=moved))
         return [_mark(h, status) for h in hits]
+
+    def _feedback_rows(self, request: SearchRequest, vector: Sequence[float]) -> list[int]:
+        if self.lexical is not None:
+            return fused_feedback_rows(
+                self.store, self.lexical, request, self.fusion, docs=self.config.dense_docs
+            )
+        top = self.store.search_rows(
+            vector, self.config.dense_docs, namespaces=request.namespaces, filter=request.filter
+        )
+        return [row for row, _ in top]
+
+
+def fused_feedback_rows(
+    store: NumpyVectorStore,
+    lexical: Tier,
+    request: SearchRequest,
+    fusion: FusionConfig,
+    *,
+    docs: int,
+) -> list[int]:
+    """Store rows of the best chunk of each of the top ``docs`` documents of the fused first pass.
+
+    The dense first pass (``store``) and the ``lexical`` one each give their top
+    :data:`FUSED_FIRST_PASS_DEPTH` hits (or ``request.k``, if more), collapsed to documents and
+    fused as ``fusion`` fuses a turn. A top document the dense first pass did not reach has no
+    row to read; the next fused document takes its place.
+    """
+    if request.vector is None:
+        return []
+    depth = max(request.k, FUSED_FIRST_PASS_DEPTH)
+    scored = store.search_rows(
+        request.vector, depth, namespaces=request.namespaces, filter=request.filter
+    )
+    dense_hits = [store.records.hit(row, score) for row, score in scored]
+    best_row: dict[DocKey, int] = {}
+    for (row, _), hit in zip(scored, dense_hits, strict=True):
+        best_row.setdefault(doc_key(hit), row)  # search_rows is best first
+    lexical_hits = lexical.search(replace(request, k=depth))
+    by_doc = collapse_to_documents({"dense": dense_hits, lexical.name: lexical_hits}, "max")
+    fused = fuse_hits(
+        by_doc,
+        method=fusion.method,
+        cap=len(best_row) + len(lexical_hits),
+        rrf_k=fusion.rrf_k,
+        weights=fusion.tier_weights,
+    )
+    rows = [best_row[key] for c in fused if (key := doc_key(c)) in best_row]
+    return rows[:docs]
 
 
 def _indexed(hit: Hit) -> str:

@@ -47,7 +47,9 @@ def apply_query_options(
     """``tiers`` with the lexical unit and feedback the policy asks for.
 
     Options that need what this tier list lacks (a section table, embedded vectors) leave the
-    tier as it is: a Pinecone dense tier is not moved by Rocchio, since its vectors are remote.
+    tier as it is: a Pinecone dense tier is not moved by Rocchio, since its vectors are remote,
+    and fused Rocchio feedback reads only an embedded lexical tier (a remote one would be
+    called twice per turn), else the vector tier's own first pass.
     """
     out = list(tiers)
     if policy.fusion.lexical_unit == "section" and index is not None and hasattr(index, "parents"):
@@ -58,14 +60,17 @@ def apply_query_options(
         out = [RM3Tier(t, feedback) if isinstance(t, LexicalTier) else t for t in out]
     if feedback.dense == "rocchio":
         store = _embedded_store(out)
+        lexical = next((t for t in out if isinstance(t, LexicalTier | RM3Tier)), None)
         if store is not None:
-            out = [_rocchio(t, store, policy) for t in out]
+            out = [_rocchio(t, store, policy, lexical) for t in out]
     return out
 
 
-def _rocchio(tier: Tier, store: NumpyVectorStore, policy: RetrievalPolicy) -> Tier:
+def _rocchio(
+    tier: Tier, store: NumpyVectorStore, policy: RetrievalPolicy, lexical: Tier | None
+) -> Tier:
     if tier.name in VECTOR_TIERS and getattr(tier, "store", None) is store:
-        return RocchioTier(tier, store, policy.feedback)
+        return RocchioTier(tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion)
     return tier
 
 

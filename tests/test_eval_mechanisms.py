@@ -9,11 +9,17 @@ from langchain_core.documents import Document
 
 from ragtiller.doc_ranking import collapse_to_documents
 from ragtiller.eval.variants import with_overrides
-from ragtiller.feedback import RM3Tier, RocchioTier, rm3_weights, rocchio_vector
+from ragtiller.feedback import (
+    RM3Tier,
+    RocchioTier,
+    fused_feedback_rows,
+    rm3_weights,
+    rocchio_vector,
+)
 from ragtiller.fusion import fuse_hits
 from ragtiller.index import EmbeddedIndex, HashingEmbedder
 from ragtiller.policies import load_policy
-from ragtiller.policies.schema import FeedbackConfig
+from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.query_tiers import apply_query_options, section_lexical_tier
 from ragtiller.types import SearchRequest
 
@@ -125,6 +131,57 @@ def test_rocchio_searches_with_the_moved_vector(index: EmbeddedIndex) -> None:
     assert hits[0]["metadata"]["feedback"] == "rocchio"
 
 
+def test_fused_feedback_takes_the_document_both_tiers_rank(index: EmbeddedIndex) -> None:
+    # Only "wing" has the query terms, so BM25 returns it alone; dense ranks every document.
+    # Under RRF a document in both lists outranks any document in one: "wing" is the top fused
+    # document whatever rank dense gives it, and its best chunk is the feedback row.
+    dense = next(t for t in index.tiers if t.name == "dense")
+    lexical = next(t for t in index.tiers if t.name == "lexical")
+    store = dense.store  # type: ignore[attr-defined]
+    vector = index.embedder.embed_query("swept wing")
+    request = SearchRequest(query="swept wing", vector=vector, k=4)
+    rows = fused_feedback_rows(store, lexical, request, FusionConfig(), docs=1)
+    assert [store.records.metadatas[r]["doc_id"] for r in rows] == ["wing"]
+    two = fused_feedback_rows(store, lexical, request, FusionConfig(), docs=2)
+    assert two[0] == rows[0] and len(two) == 2
+    assert len({store.records.metadatas[r]["doc_id"] for r in two}) == 2  # one row per document
+    elsewhere = SearchRequest(query="swept wing", vector=vector, k=4, namespaces=["nowhere"])
+    assert fused_feedback_rows(store, lexical, elsewhere, FusionConfig(), docs=1) == []
+
+
+def test_fused_rocchio_moves_toward_the_fused_top_document(index: EmbeddedIndex) -> None:
+    dense = next(t for t in index.tiers if t.name == "dense")
+    lexical = next(t for t in index.tiers if t.name == "lexical")
+    store = dense.store  # type: ignore[attr-defined]
+    config = FeedbackConfig(dense="rocchio", dense_docs=1, dense_weight=1.0, dense_source="fused")
+    tier = RocchioTier(dense, store, config, lexical=lexical)
+    vector = index.embedder.embed_query("swept wing")
+    hits = tier.search(SearchRequest(query="swept wing", vector=vector, k=2))
+    wing_row = next(r for r, md in enumerate(store.records.metadatas) if md["doc_id"] == "wing")
+    moved = rocchio_vector(vector, store.vectors[[wing_row]], weight=1.0)
+    expected = dense.search(SearchRequest(query="", vector=moved, k=2))
+    assert [h["id"] for h in hits] == [h["id"] for h in expected]
+    assert {h["metadata"]["feedback"] for h in hits} == {"rocchio-fused"}
+
+
+def test_fused_rocchio_survives_a_failing_lexical_first_pass(index: EmbeddedIndex) -> None:
+    dense = next(t for t in index.tiers if t.name == "dense")
+
+    class Failing:
+        name = "lexical"
+        needs_vector = False
+
+        def search(self, request: SearchRequest) -> list:  # type: ignore[type-arg]
+            raise RuntimeError("bm25 gone")
+
+    config = FeedbackConfig(dense="rocchio", dense_source="fused")
+    tier = RocchioTier(dense, dense.store, config, lexical=Failing())  # type: ignore[attr-defined,arg-type]
+    request = SearchRequest(query="flutter", vector=index.embedder.embed_query("flutter"), k=2)
+    hits = tier.search(request)
+    assert [h["id"] for h in hits] == [h["id"] for h in dense.search(request)]  # plain vector
+    assert hits[0]["metadata"]["feedback"] == "failed: RuntimeError: bm25 gone"
+
+
 def test_section_lexical_scores_whole_sections(index: EmbeddedIndex) -> None:
     tier = section_lexical_tier(index)
     assert tier is section_lexical_tier(index)  # built once per index
@@ -147,6 +204,12 @@ def test_policy_switches_wrap_only_what_they_name(index: EmbeddedIndex) -> None:
     assert tiers["lexical"].inner is section_lexical_tier(index)
     assert isinstance(tiers["dense"], RocchioTier)
     assert isinstance(tiers["parent_child"], RocchioTier)
+    assert tiers["dense"].lexical is None  # dense_source: tier, its own first pass
+    fused = with_overrides(policy, {"feedback.dense_source": "fused"})
+    by_name = {t.name: t for t in apply_query_options(fused, index.tiers, index)}
+    for name in ("dense", "parent_child"):
+        assert by_name[name].lexical is by_name["lexical"]  # type: ignore[attr-defined]
+        assert by_name[name].label == "rocchio-fused"  # type: ignore[attr-defined]
     # without an index (tiers passed by hand) there are no sections: the lexical tier stays
     no_index = {t.name: t for t in apply_query_options(policy, index.tiers, None)}
     assert no_index["lexical"].inner is next(t for t in index.tiers if t.name == "lexical")  # type: ignore[attr-defined]

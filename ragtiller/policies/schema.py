@@ -202,10 +202,18 @@ class FeedbackConfig(_Model):
         float, Field(ge=0, le=1, description="Weight of the original query terms in RM3.")
     ] = 0.5
     dense: Literal["off", "rocchio"] = "off"
-    dense_docs: Annotated[int, Field(gt=0, description="First-pass chunks Rocchio averages.")] = 3
+    dense_docs: Annotated[
+        int, Field(gt=0, description="First-pass chunks (or fused documents) Rocchio averages.")
+    ] = 3
     dense_weight: Annotated[
         float, Field(ge=0, description="Weight of their mean vector beside the query's (1).")
     ] = 0.5
+    dense_source: Literal["tier", "fused"] = Field(
+        "tier",
+        description="Which first pass picks Rocchio's feedback: the vector tier's own top chunks "
+        "(tier), or the top documents of the dense and lexical first passes fused as `fusion` "
+        "fuses them (fused; needs an embedded lexical tier, else the tier's own).",
+    )
 
 
 class DenseBackendConfig(_Model):
