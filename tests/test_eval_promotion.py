@@ -150,10 +150,23 @@ def test_reject_on_a_slice_regression_despite_an_overall_lift() -> None:
     # Better on lexical (2 queries), worse on factual (q5): overall lift +0.25.
     candidate = {**BEST, "q3": [], "q5": []}
     baseline = {**WORST, "q3": [], "q5": ["d7"]}
-    reasons = _reasons(PromotionConfig(), make_run(candidate), make_run(baseline))
+    rules = PromotionConfig(min_slice_queries=1)
+    reasons = _reasons(rules, make_run(candidate), make_run(baseline))
     assert reasons["min_ndcg_lift:all"] is True
     assert reasons["max_slice_regression:factual"] is False
     assert reasons["max_slice_regression:lexical"] is True
+
+
+def test_a_slice_smaller_than_min_slice_queries_is_reported_not_judged() -> None:
+    candidate = {**BEST, "q3": [], "q5": []}
+    baseline = {**WORST, "q3": [], "q5": ["d7"]}
+    comparison = compare_runs(make_run(candidate), make_run(baseline), LABELLED, n_resamples=200)
+    decision = decide(PromotionConfig(min_slice_queries=3), comparison)
+    factual = next(r for r in decision.reasons if r.scope == "factual")
+    assert factual.passed is True
+    assert factual.observed is not None and factual.observed < -0.02  # the lift is still shown
+    assert "not judged" in factual.detail and "min_slice_queries 3" in factual.detail
+    assert decision.decision == "promote"
 
 
 def test_reject_on_missing_required_slice_latency_calls_and_small_lift() -> None:

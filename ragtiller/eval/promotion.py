@@ -74,8 +74,9 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     1. ``required_slices``: each required slice has at least one judged query.
     2. ``min_ndcg_lift``: the mean NDCG@10 lift is at least ``min_ndcg_lift`` overall and in
        each required slice.
-    3. ``max_slice_regression``: in every slice with judged queries, the mean lift is at least
-       ``-max_slice_regression``.
+    3. ``max_slice_regression``: in every slice with at least ``min_slice_queries`` judged
+       queries, the mean lift is at least ``-max_slice_regression``. A smaller slice's lift is
+       reported (passed, its detail says "not judged"): one query moves its mean too far.
     4. ``max_p95_latency_ms``: the candidate's p95 total turn latency is at most the limit.
     5. ``max_llm_calls_per_turn``: the candidate's mean LLM calls per turn is at most the limit.
 
@@ -93,7 +94,17 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
         reasons.append(_at_least("min_ndcg_lift", scope, mean, rules.min_ndcg_lift, "NDCG@10 lift"))
     floor = -rules.max_slice_regression
     for scope, lift in lifts.items():
-        if scope != OVERALL and lift.mean is not None:
+        if scope == OVERALL or lift.mean is None:
+            continue
+        if lift.n < rules.min_slice_queries:
+            detail = (
+                f"NDCG@10 lift {lift.mean:+.4f} not judged: {lift.n} judged queries < "
+                f"min_slice_queries {rules.min_slice_queries}"
+            )
+            reasons.append(
+                RuleResult("max_slice_regression", scope, True, lift.mean, floor, detail)
+            )
+        else:
             reasons.append(
                 _at_least("max_slice_regression", scope, lift.mean, floor, "NDCG@10 lift")
             )

@@ -250,6 +250,15 @@ class PromotionConfig(_Model):
     required_slices: list[str] = Field(default_factory=list)
     min_ndcg_lift: float = 0.0
     max_slice_regression: Annotated[float, Field(ge=0)] = 0.02
+    min_slice_queries: Annotated[
+        int,
+        Field(
+            ge=1,
+            description="Slices with fewer judged queries are reported, not judged, by "
+            "max_slice_regression: one query's rank change moves a tiny slice's mean by more "
+            "than the limit.",
+        ),
+    ] = 10
     max_p95_latency_ms: Milliseconds | None = None
     max_llm_calls_per_turn: Annotated[float | None, Field(ge=0)] = None
 
