@@ -5,17 +5,24 @@ Run on demand (not in CI; needs the bundled MiniLM):
     python benchmarks/bench_eval_quality.py                 # the table, both collections
     python benchmarks/bench_eval_quality.py --mechanisms    # each mechanism on / off, tune + held-out
     python benchmarks/bench_eval_quality.py --latency       # turn latency with / without each
+    python benchmarks/bench_eval_quality.py --select        # how the shipped default was chosen
 
 Each collection's index is built ONCE with exactly what `ragtiller ingest <corpus.jsonl> --index
 DIR` does by default (bundled MiniLM, default chunking) into ``--cache-dir/<name>`` and reused.
 Every row runs every judged query through ``build_graph`` + ``run_eval`` (the code path of
 ``ragtiller eval``), with the policy's result size raised to 100 (``ragtiller eval --top-k 100``)
 so Recall@100 is defined. Query vectors are memoised per run (many policies, same queries).
+
+``--select`` is the selection the shipped default came from: every point of a small space,
+evaluated on the TUNE half of every collection, ranked by its smallest tune-half lift over the
+previous default (a default must help every collection, not the average). The held-out halves
+are printed beside it, but only ``ragtiller promote`` on them confirms the choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import tempfile
 import time
@@ -55,11 +62,13 @@ REFERENCE = {  # dataset READMEs: NDCG@10, MRR@10, Recall@100 (document level, s
     },
 }
 FUSIONS = ("RRF", "z-score", "min-max")
+PREVIOUS = "previous_default_2026-11-29.yaml"
 
 ROWS: list[tuple[str, str]] = [
-    ("**shipped default** (2026-11-29, unchanged)", "default"),
+    ("**shipped default** (2026-11-30)", "default"),
+    ("previous default (2026-11-29)", PREVIOUS),
     (
-        "candidate 2026-11-30, not shipped (`candidate_2026-11-30.yaml`)",
+        "candidate 2026-11-30 without fused feedback, not shipped (`candidate_2026-11-30.yaml`)",
         "candidate_2026-11-30.yaml",
     ),
     (
@@ -69,20 +78,50 @@ ROWS: list[tuple[str, str]] = [
     ("BM25 alone over chunks (`bm25.yaml`)", "bm25.yaml"),
     ("dense alone over chunks (`dense.yaml`)", "dense.yaml"),
 ]
-CANDIDATE = "candidate_2026-11-30.yaml"
 
 # Each mechanism as an override of the shipped default: switched OFF (when the default has it)
 # or ON (when it does not). The rows say which.
 MECHANISMS: list[tuple[str, dict[str, Any]]] = [
-    ("candidate (doc max, section BM25, RRF, parent-child weight 0, Rocchio 3/0.5)", {}),
+    ("shipped default (doc max, section BM25, RRF, parent-child 0, fused Rocchio 3/2)", {}),
+    ("- Rocchio from the dense tier's own first pass", {"feedback.dense_source": "tier"}),
+    (
+        "- Rocchio from the tier's own first pass, weight 0.5 (candidate 2026-11-30)",
+        {"feedback.dense_source": "tier", "feedback.dense_weight": 0.5},
+    ),
+    ("- Rocchio off", {"feedback.dense": "off"}),
     ("- chunks, not documents (doc_aggregation off)", {"fusion.doc_aggregation": "off"}),
     ("~ doc_aggregation sum instead of max", {"fusion.doc_aggregation": "sum"}),
     ("- chunk BM25 instead of section BM25", {"fusion.lexical_unit": "chunk"}),
-    ("- Rocchio off", {"feedback.dense": "off"}),
     ("+ RM3 on (10 docs, 10 terms, original weight 0.5)", {"feedback.lexical": "rm3"}),
     ("~ z-score instead of RRF", {"fusion.method": "zscore"}),
     ("~ min-max instead of RRF", {"fusion.method": "minmax"}),
     ("~ parent-child weight 1", {"fusion.tier_weights": {"parent_child": 1.0}}),
+]
+
+# The space --select searched: fusion method x fused-feedback documents x feedback weight, on
+# top of the 2026-11-30 candidate (doc max, section BM25, parent-child 0); plus the candidate's
+# own tier-feedback Rocchio and no Rocchio, per fusion method.
+SELECT_BASE = "candidate_2026-11-30.yaml"
+SELECT_SPACE: list[tuple[str, dict[str, Any]]] = [
+    (
+        f"{method} fused Rocchio {docs}/{weight}",
+        {
+            "fusion.method": method,
+            "feedback.dense_source": "fused",
+            "feedback.dense_docs": docs,
+            "feedback.dense_weight": weight,
+        },
+    )
+    for method, docs, weight in itertools.product(
+        ("rrf", "minmax", "zscore"), (2, 3, 5), (0.5, 1.0, 2.0)
+    )
+] + [
+    variant
+    for method in ("rrf", "minmax", "zscore")
+    for variant in (
+        (f"{method} tier Rocchio 3/0.5", {"fusion.method": method}),
+        (f"{method} no Rocchio", {"fusion.method": method, "feedback.dense": "off"}),
+    )
 ]
 
 
@@ -166,7 +205,7 @@ def table(cache_dir: Path, seed: int, names: Sequence[str] = COLLECTIONS) -> Non
 
 def mechanisms(cache_dir: Path, seed: int) -> None:
     """Each mechanism switched against the shipped default, on both halves of both collections."""
-    base = load(CANDIDATE)
+    base = load("default")
     variants = list(MECHANISMS)
     print(
         "| variant | "
@@ -192,12 +231,13 @@ def mechanisms(cache_dir: Path, seed: int) -> None:
 
 def latency(cache_dir: Path, repeats: int) -> None:
     """Turn latency p50/p95 with and without each query-time mechanism, side by side."""
-    base = load(CANDIDATE)
+    base = load("default")
     variants = [
-        ("candidate (doc max, section BM25, Rocchio)", {}),
+        ("shipped default (doc max, section BM25, fused Rocchio)", {}),
+        ("Rocchio from the tier's own first pass", {"feedback.dense_source": "tier"}),
+        ("Rocchio off", {"feedback.dense": "off"}),
         ("doc_aggregation off", {"fusion.doc_aggregation": "off"}),
         ("lexical_unit chunk", {"fusion.lexical_unit": "chunk"}),
-        ("Rocchio off", {"feedback.dense": "off"}),
         ("RM3 on", {"feedback.lexical": "rm3"}),
         (
             "none of them",
@@ -235,6 +275,48 @@ def latency(cache_dir: Path, repeats: int) -> None:
         print(f"| {label} | " + " | ".join(cells[label]) + f" | {llm[label]:.0f} |")
 
 
+def select(cache_dir: Path, seed: int) -> None:
+    """Rank SELECT_SPACE by its smallest tune-half lift over the previous default."""
+    base, previous = load(SELECT_BASE), load(PREVIOUS)
+    rows: dict[str, dict[str, dict[str, float]]] = {label: {} for label, _ in SELECT_SPACE}
+    before: dict[str, dict[str, float]] = {}
+    for name in COLLECTIONS:
+        index = default_index(name, cache_dir)
+        full = load_beir(DATA / name)
+        halves = full.split_halves(seed=seed)
+        emb = QueryVectorCache(index.embedder)
+        before[name] = evaluate(previous, index, full, emb, halves)
+        for label, overrides in SELECT_SPACE:
+            rows[label][name] = evaluate(with_overrides(base, overrides), index, full, emb, halves)
+            print(f"{name} {label}: {rows[label][name]['ndcg']:.4f}", file=sys.stderr)
+
+    def lift(label: str, name: str, half: str) -> float:
+        return rows[label][name][half] - before[name][half]
+
+    ranked = sorted(rows, key=lambda label: -min(lift(label, n, "half0") for n in COLLECTIONS))
+    print(
+        "| variant | smallest tune lift | "
+        + " | ".join(f"{n} tune lift | {n} held-out lift | {n} all" for n in COLLECTIONS)
+        + " |"
+    )
+    print("|---|---|" + "---|---|---|" * len(COLLECTIONS))
+    for label in ranked:
+        cells = [
+            f"{lift(label, n, 'half0'):+.4f} | {lift(label, n, 'half1'):+.4f} | "
+            f"{rows[label][n]['ndcg']:.4f}"
+            for n in COLLECTIONS
+        ]
+        worst = min(lift(label, n, "half0") for n in COLLECTIONS)
+        print(f"| {label} | {worst:+.4f} | " + " | ".join(cells) + " |")
+    print(
+        "\nprevious default, NDCG@10 tune / held-out / all: "
+        + "; ".join(
+            f"{n} {before[n]['half0']:.4f} / {before[n]['half1']:.4f} / {before[n]['ndcg']:.4f}"
+            for n in COLLECTIONS
+        )
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -243,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="Seed of the tune/held-out split.")
     parser.add_argument("--mechanisms", action="store_true", help="Ablate each mechanism.")
     parser.add_argument("--latency", action="store_true", help="Latency with/without each.")
+    parser.add_argument("--select", action="store_true", help="Rank the default's search space.")
     parser.add_argument(
         "--collection", choices=COLLECTIONS, action="append", help="Only these (repeatable)."
     )
@@ -252,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         mechanisms(args.cache_dir, args.seed)
     elif args.latency:
         latency(args.cache_dir, args.repeats)
+    elif args.select:
+        select(args.cache_dir, args.seed)
     else:
         table(args.cache_dir, args.seed, args.collection or COLLECTIONS)
 

@@ -104,6 +104,11 @@ class SearchRequest:
     filter: Mapping[str, Any] | None = None
 
 
+INDEX_TIER_NAMES = frozenset({"dense", "lexical", "parent_child"})
+"""Names of the tiers an embedded index serves. A policy may weigh any of them (the shipped
+default weighs ``parent_child``) even in a graph built with fewer, or with tiers of its own."""
+
+
 @runtime_checkable
 class Tier(Protocol):
     """One retrieval tier. Implementations: the embedded numpy/BM25 tiers, Pinecone, test fakes.

@@ -192,7 +192,12 @@ def test_section_lexical_scores_whole_sections(index: EmbeddedIndex) -> None:
 
 
 def test_policy_switches_wrap_only_what_they_name(index: EmbeddedIndex) -> None:
-    plain = {"feedback.dense": "off", "feedback.lexical": "off", "fusion.lexical_unit": "chunk"}
+    plain = {
+        "feedback.dense": "off",
+        "feedback.dense_source": "tier",
+        "feedback.lexical": "off",
+        "fusion.lexical_unit": "chunk",
+    }
     base = with_overrides(load_policy(), plain)
     assert apply_query_options(base, index.tiers, index) == index.tiers
     policy = with_overrides(

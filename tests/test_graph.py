@@ -72,8 +72,15 @@ def test_every_stage_reports_in_order(query: str) -> None:
     assert {e["step"] for e in events if e["status"] != "active"} == set(STAGES)
 
 
+def exact_rerank_policy() -> RetrievalPolicy:
+    """The default with rerank ``conditional`` on exact lookups (the default has it off)."""
+    policy = load_policy()
+    exact = policy.routes["exact_lexical_lookup"].model_copy(update={"rerank": "conditional"})
+    return policy.model_copy(update={"routes": {**policy.routes, "exact_lexical_lookup": exact}})
+
+
 def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:
-    out, events = run(graph(), EXACT)
+    out, events = run(graph(policy=exact_rerank_policy()), EXACT)
     m: RunManifest = out["manifest"]
     assert m.query_type == "exact_lexical_lookup"
     assert m.hybrid is not None and m.hybrid.enabled
@@ -359,6 +366,19 @@ def test_no_tiers_is_a_clear_error() -> None:
         build_graph(tiers=[])
     with pytest.raises(ConfigurationError, match=r"tiers \['dense'\] need query vectors"):
         build_graph(tiers=[StaticTier("dense", [])])
+
+
+def test_tier_weights_may_name_index_tiers_but_not_misspellings() -> None:
+    from ragtiller import ConfigurationError
+    from ragtiller.eval.variants import with_overrides
+
+    tiers = [StaticTier("lexical", [])]
+    embedder = DeterministicFakeEmbedding(size=8)
+    # the shipped default weighs parent_child: a graph of other tiers still builds with it
+    build_graph(tiers=tiers, embedder=embedder)
+    misspelled = with_overrides(load_policy(), {"fusion.tier_weights": {"lexcial": 1.0}})
+    with pytest.raises(ConfigurationError, match=r"does not have: \['lexcial'\]"):
+        build_graph(misspelled, tiers=tiers, embedder=embedder)
 
 
 def test_graph_shape_snapshot() -> None:

@@ -50,6 +50,10 @@ POLICY = _DEFAULT.model_copy(
             "factual_lookup": _DEFAULT.routes["factual_lookup"].model_copy(
                 update={"hybrid": "conditional"}
             ),
+            # rerank on exact lookups unless the lexical tier matched exactly
+            "exact_lexical_lookup": _DEFAULT.routes["exact_lexical_lookup"].model_copy(
+                update={"rerank": "conditional"}
+            ),
         }
     }
 )

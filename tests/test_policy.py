@@ -27,7 +27,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert isinstance(policy, RetrievalPolicy)
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
-        "2026-11-29",
+        "2026-11-30",
         2,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
@@ -40,6 +40,9 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert policy.reranker.provider == "zscore"
     assert policy.budgets.candidate_cap == 36
     assert policy.deadlines.turn_s == 15
+    # promoted on Cranfield and CACM, 2026-11-30 (benchmarks/README.md)
+    assert (policy.fusion.doc_aggregation, policy.fusion.lexical_unit) == ("max", "section")
+    assert (policy.feedback.dense, policy.feedback.dense_source) == ("rocchio", "fused")
 
 
 def test_policy_is_frozen() -> None:

@@ -34,7 +34,7 @@ from ragtiller.query_tiers import apply_query_options
 from ragtiller.records import TierTask
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
-from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, Tier
+from ragtiller.types import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier
 
 
 class CompiledRetrievalGraph(OneHopGraph, CheckedGraph):
@@ -136,8 +136,8 @@ def build_components(
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")
-    unknown = sorted(set(resolved.fusion.tier_weights) - set(names))
-    if unknown:
+    unknown = sorted(set(resolved.fusion.tier_weights) - set(names) - INDEX_TIER_NAMES)
+    if unknown:  # a misspelled tier name would otherwise weigh nothing, silently
         raise ConfigurationError(
             f"fusion.tier_weights names tiers this graph does not have: {unknown}; "
             f"its tiers are {sorted(names)}"
