@@ -212,7 +212,9 @@ class FeedbackConfig(_Model):
         "tier",
         description="Which first pass picks Rocchio's feedback: the vector tier's own top chunks "
         "(tier), or the top documents of the dense and lexical first passes fused as `fusion` "
-        "fuses them (fused; needs an embedded lexical tier, else the tier's own).",
+        "fuses them (fused; needs an embedded lexical tier, else the tier's own). The fused "
+        "first pass reads BM25 even on a route whose hybrid switch leaves the lexical tier out "
+        "of the turn's fusion.",
     )
 
 
