@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ragtiller.doc_ranking import DocKey, collapse_to_documents, doc_key
-from ragtiller.fusion import fuse_hits
+from ragtiller.doc_ranking import DocKey, doc_key
+from ragtiller.fusion import fuse_scores
 from ragtiller.index._compute import CpuTier, top_k
+from ragtiller.index._scans import SharedScans, scan_key
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FeedbackConfig, FusionConfig
@@ -161,6 +162,7 @@ class RocchioTier(CpuTier):
         *,
         lexical: Tier | None = None,
         fusion: FusionConfig | None = None,
+        first_passes: SharedScans | None = None,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -170,6 +172,8 @@ class RocchioTier(CpuTier):
         self.lexical = lexical if fused else None
         self.fusion = fusion or FusionConfig()
         self.label = "rocchio-fused" if fused else "rocchio"
+        # the dense and parent-child wrappers of one graph share it: one first pass per turn
+        self.first_passes = first_passes or SharedScans()
 
     @property
     def rows(self) -> int:
@@ -193,9 +197,19 @@ class RocchioTier(CpuTier):
         return [_mark(h, status) for h in hits]
 
     def _feedback_rows(self, request: SearchRequest, vector: Sequence[float]) -> list[int]:
-        if self.lexical is not None:
-            return fused_feedback_rows(
-                self.store, self.lexical, request, self.fusion, docs=self.config.dense_docs
+        lexical = self.lexical
+        if lexical is not None:
+
+            def first_pass() -> list[int]:
+                return fused_feedback_rows(
+                    self.store, lexical, request, self.fusion, docs=self.config.dense_docs
+                )
+
+            key = scan_key(np.asarray(vector, dtype=np.float32), request.namespaces, request.filter)
+            return (
+                first_pass()
+                if key is None
+                else self.first_passes.get((key, request.query), first_pass)
             )
         top = self.store.search_rows(
             vector, self.config.dense_docs, namespaces=request.namespaces, filter=request.filter
@@ -214,31 +228,32 @@ def fused_feedback_rows(
     """Store rows of the best chunk of each of the top ``docs`` documents of the fused first pass.
 
     The dense first pass (``store``) and the ``lexical`` one each give their top
-    :data:`FUSED_FIRST_PASS_DEPTH` hits (or ``request.k``, if more), collapsed to documents and
+    :data:`FUSED_FIRST_PASS_DEPTH` hits, collapsed to documents (a document's best score) and
     fused as ``fusion`` fuses a turn. A top document the dense first pass did not reach has no
     row to read; the next fused document takes its place.
     """
     if request.vector is None:
         return []
-    depth = max(request.k, FUSED_FIRST_PASS_DEPTH)
-    scored = store.search_rows(
-        request.vector, depth, namespaces=request.namespaces, filter=request.filter
-    )
-    dense_hits = [store.records.hit(row, score) for row, score in scored]
+    depth = FUSED_FIRST_PASS_DEPTH
+    dense: dict[DocKey, float] = {}
     best_row: dict[DocKey, int] = {}
-    for (row, _), hit in zip(scored, dense_hits, strict=True):
-        best_row.setdefault(doc_key(hit), row)  # search_rows is best first
-    lexical_hits = lexical.search(replace(request, k=depth))
-    by_doc = collapse_to_documents({"dense": dense_hits, lexical.name: lexical_hits}, "max")
-    fused = fuse_hits(
-        by_doc,
+    for row, score in store.search_rows(
+        request.vector, depth, namespaces=request.namespaces, filter=request.filter
+    ):  # best first: a document's first row is its best chunk
+        key = doc_key(store.records.hit(row, score))
+        if key not in dense:
+            dense[key], best_row[key] = score, row
+    lexical_docs: dict[DocKey, float] = {}
+    for hit in lexical.search(replace(request, k=depth)):
+        lexical_docs.setdefault(doc_key(hit), float(hit["score"]))
+    fused = fuse_scores(
+        {"dense": dense, lexical.name: lexical_docs},
         method=fusion.method,
-        cap=len(best_row) + len(lexical_hits),
         rrf_k=fusion.rrf_k,
         weights=fusion.tier_weights,
     )
-    rows = [best_row[key] for c in fused if (key := doc_key(c)) in best_row]
-    return rows[:docs]
+    ranked = sorted(fused, key=lambda key: -fused[key])  # stable: ties keep dense order
+    return [best_row[key] for key in ranked if key in best_row][:docs]
 
 
 def _indexed(hit: Hit) -> str:

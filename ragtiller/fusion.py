@@ -13,12 +13,14 @@ values. Conventions for degenerate input (documented once, used everywhere):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Literal
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Literal, TypeVar
 
 from ragtiller.types import Candidate, Hit
 
 FusionMethod = Literal["rrf", "zscore", "minmax"]
+K = TypeVar("K", bound=Hashable)
+"""What is fused: chunk ids in a turn, document keys in a feedback first pass."""
 MISSING_Z_FLAT = -1.0
 """z given to a miss in a tier whose scores are all equal (no spread to measure against)."""
 
@@ -47,11 +49,11 @@ def _missing_z(z_values: Sequence[float]) -> float:
 
 
 def reciprocal_rank_fusion(
-    ranked_lists: Mapping[str, Sequence[str]],
+    ranked_lists: Mapping[str, Sequence[K]],
     *,
     k: int = 60,
     weights: Mapping[str, float] | None = None,
-) -> dict[str, float]:
+) -> dict[K, float]:
     """RRF score per id: the sum over lists of ``weight / (k + rank)``, rank 1-based.
 
     Example:
@@ -60,7 +62,7 @@ def reciprocal_rank_fusion(
     """
     if k <= 0:
         raise ValueError(f"k must be > 0, but got {k}")
-    fused: dict[str, float] = {}
+    fused: dict[K, float] = {}
     for tier, ids in ranked_lists.items():
         weight = 1.0 if weights is None else weights.get(tier, 1.0)
         for rank, doc_id in enumerate(dict.fromkeys(ids), start=1):
@@ -69,17 +71,17 @@ def reciprocal_rank_fusion(
 
 
 def zscore_fusion(
-    scored_lists: Mapping[str, Mapping[str, float]],
+    scored_lists: Mapping[str, Mapping[K, float]],
     *,
     weights: Mapping[str, float] | None = None,
-) -> dict[str, float]:
+) -> dict[K, float]:
     """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes)."""
     per_tier = {
         tier: dict(zip(s, zscores(list(s.values())), strict=True))
         for tier, s in scored_lists.items()
     }
     all_ids = {i for s in scored_lists.values() for i in s}
-    fused: dict[str, float] = {}
+    fused: dict[K, float] = {}
     for tier, zs in per_tier.items():
         weight = 1.0 if weights is None else weights.get(tier, 1.0)
         floor = _missing_z(list(zs.values()))
@@ -89,12 +91,12 @@ def zscore_fusion(
 
 
 def minmax_fusion(
-    scored_lists: Mapping[str, Mapping[str, float]],
+    scored_lists: Mapping[str, Mapping[K, float]],
     *,
     weights: Mapping[str, float] | None = None,
-) -> dict[str, float]:
+) -> dict[K, float]:
     """Sum of per-list min-max normalised scores; a miss counts 0, a flat list counts 1."""
-    fused: dict[str, float] = {i: 0.0 for s in scored_lists.values() for i in s}
+    fused: dict[K, float] = {i: 0.0 for s in scored_lists.values() for i in s}
     for tier, scores in scored_lists.items():
         if not scores:
             continue
@@ -104,6 +106,29 @@ def minmax_fusion(
             norm = 1.0 if high == low else (score - low) / (high - low)
             fused[doc_id] += weight * norm
     return fused
+
+
+def fuse_scores(
+    scored_lists: Mapping[str, Mapping[K, float]],
+    *,
+    method: FusionMethod = "rrf",
+    rrf_k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> dict[K, float]:
+    """Fused score per key of tier -> (key -> score) lists, each in its tier's order, best first.
+
+    Example:
+        >>> fuse_scores({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 5.0}}, method="minmax")
+        {'x': 1.0, 'y': 1.0}
+    """
+    if method == "rrf":
+        ranked = {tier: list(s) for tier, s in scored_lists.items()}
+        return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
+    if method == "zscore":
+        return zscore_fusion(scored_lists, weights=weights)
+    if method == "minmax":
+        return minmax_fusion(scored_lists, weights=weights)
+    raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
 
 
 def fuse_hits(
@@ -121,15 +146,7 @@ def fuse_hits(
     by tier order (the order of ``hits_by_tier``), then by id, so the order is deterministic.
     """
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
-    if method == "rrf":
-        ranked = {tier: list(s) for tier, s in scored.items()}
-        fused = reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
-    elif method == "zscore":
-        fused = zscore_fusion(scored, weights=weights)
-    elif method == "minmax":
-        fused = minmax_fusion(scored, weights=weights)
-    else:
-        raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
 
     z_by_tier = {
         tier: dict(zip(s, zscores(list(s.values())), strict=True)) for tier, s in scored.items()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragtiller.feedback import RM3Tier, RocchioTier
+from ragtiller.index._scans import SharedScans
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
 from ragtiller.policies.schema import RetrievalPolicy
@@ -62,15 +63,22 @@ def apply_query_options(
         store = _embedded_store(out)
         lexical = next((t for t in out if isinstance(t, LexicalTier | RM3Tier)), None)
         if store is not None:
-            out = [_rocchio(t, store, policy, lexical) for t in out]
+            shared = SharedScans()  # one fused first pass per turn for both vector tiers
+            out = [_rocchio(t, store, policy, lexical, shared) for t in out]
     return out
 
 
 def _rocchio(
-    tier: Tier, store: NumpyVectorStore, policy: RetrievalPolicy, lexical: Tier | None
+    tier: Tier,
+    store: NumpyVectorStore,
+    policy: RetrievalPolicy,
+    lexical: Tier | None,
+    shared: SharedScans,
 ) -> Tier:
     if tier.name in VECTOR_TIERS and getattr(tier, "store", None) is store:
-        return RocchioTier(tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion)
+        return RocchioTier(
+            tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion, first_passes=shared
+        )
     return tier
 
 

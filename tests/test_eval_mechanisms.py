@@ -10,6 +10,7 @@ from langchain_core.documents import Document
 from ragtiller.doc_ranking import collapse_to_documents
 from ragtiller.eval.variants import with_overrides
 from ragtiller.feedback import (
+    FUSED_FIRST_PASS_DEPTH,
     RM3Tier,
     RocchioTier,
     fused_feedback_rows,
@@ -18,6 +19,7 @@ from ragtiller.feedback import (
 )
 from ragtiller.fusion import fuse_hits
 from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.index._scans import SharedScans
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.query_tiers import apply_query_options, section_lexical_tier
@@ -164,6 +166,28 @@ def test_fused_rocchio_moves_toward_the_fused_top_document(index: EmbeddedIndex)
     assert {h["metadata"]["feedback"] for h in hits} == {"rocchio-fused"}
 
 
+def test_dense_and_parent_child_share_one_fused_first_pass(index: EmbeddedIndex) -> None:
+    by_name = {t.name: t for t in index.tiers}
+    calls: list[SearchRequest] = []
+
+    class Counting:
+        name = "lexical"
+        needs_vector = False
+
+        def search(self, request: SearchRequest) -> list:  # type: ignore[type-arg]
+            calls.append(request)
+            return by_name["lexical"].search(request)  # type: ignore[no-any-return]
+
+    config = FeedbackConfig(dense="rocchio", dense_source="fused")
+    store = by_name["dense"].store  # type: ignore[attr-defined]
+    shared = SharedScans()  # what apply_query_options gives both wrappers of one graph
+    vector = index.embedder.embed_query("swept wing")
+    for name in ("dense", "parent_child"):
+        tier = RocchioTier(by_name[name], store, config, lexical=Counting(), first_passes=shared)  # type: ignore[arg-type]
+        tier.search(SearchRequest(query="swept wing", vector=vector, k=3))
+    assert len(calls) == 1 and calls[0].k == FUSED_FIRST_PASS_DEPTH  # not the turn's k
+
+
 def test_fused_rocchio_survives_a_failing_lexical_first_pass(index: EmbeddedIndex) -> None:
     dense = next(t for t in index.tiers if t.name == "dense")
 
@@ -215,6 +239,7 @@ def test_policy_switches_wrap_only_what_they_name(index: EmbeddedIndex) -> None:
     for name in ("dense", "parent_child"):
         assert by_name[name].lexical is by_name["lexical"]  # type: ignore[attr-defined]
         assert by_name[name].label == "rocchio-fused"  # type: ignore[attr-defined]
+    assert by_name["dense"].first_passes is by_name["parent_child"].first_passes  # type: ignore[attr-defined]
     # without an index (tiers passed by hand) there are no sections: the lexical tier stays
     no_index = {t.name: t for t in apply_query_options(policy, index.tiers, None)}
     assert no_index["lexical"].inner is next(t for t in index.tiers if t.name == "lexical")  # type: ignore[attr-defined]
