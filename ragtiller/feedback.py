@@ -206,11 +206,11 @@ class RocchioTier(CpuTier):
                 )
 
             key = scan_key(np.asarray(vector, dtype=np.float32), request.namespaces, request.filter)
-            return (
-                first_pass()
-                if key is None
-                else self.first_passes.get((key, request.query), first_pass)
-            )
+            if key is None:
+                return first_pass()
+            # the record table is replaced whenever the store's rows change: rows kept for the
+            # old table never answer for the new one (the key holds it, so its id stays unique)
+            return self.first_passes.get((self.store.records, key, request.query), first_pass)
         top = self.store.search_rows(
             vector, self.config.dense_docs, namespaces=request.namespaces, filter=request.filter
         )

@@ -188,6 +188,31 @@ def test_dense_and_parent_child_share_one_fused_first_pass(index: EmbeddedIndex)
     assert len(calls) == 1 and calls[0].k == FUSED_FIRST_PASS_DEPTH  # not the turn's k
 
 
+def test_a_changed_store_gets_a_new_fused_first_pass() -> None:
+    docs = [Document(page_content=t, metadata={"source": t}) for t in ("wing flutter", "heat")]
+    index = EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=32), progress=False)
+    by_name = {t.name: t for t in index.tiers}
+    calls: list[SearchRequest] = []
+
+    class Counting:
+        name = "lexical"
+        needs_vector = False
+
+        def search(self, request: SearchRequest) -> list:  # type: ignore[type-arg]
+            calls.append(request)
+            return by_name["lexical"].search(request)  # type: ignore[no-any-return]
+
+    store = by_name["dense"].store  # type: ignore[attr-defined]
+    config = FeedbackConfig(dense="rocchio", dense_source="fused")
+    tier = RocchioTier(by_name["dense"], store, config, lexical=Counting())  # type: ignore[arg-type]
+    request = SearchRequest(query="wing", vector=index.embedder.embed_query("wing"), k=3)
+    tier.search(request)
+    tier.search(request)
+    assert len(calls) == 1  # the same turn's first pass, kept
+    store.add_texts(["wing panel"], metadatas=[{"doc_id": "panel", "source": "panel"}])
+    hits = tier.search(request)
+    assert len(calls) == 2  # rows kept for the old table never answer for the new one
+    assert {h["metadata"]["feedback"] for h in hits} == {"rocchio-fused"}
 def test_fused_rocchio_survives_a_failing_lexical_first_pass(index: EmbeddedIndex) -> None:
     dense = next(t for t in index.tiers if t.name == "dense")
 
