@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from ragtiller.types import Candidate, Hit
+from ragtiller.types import Hit
 
 DocAggregation = Literal["off", "max", "sum"]
 """How one tier's hits of one document combine: ``max`` keeps the best chunk's score, ``sum``
@@ -20,8 +20,8 @@ adds the scores of every chunk of the document the tier returned; ``off`` keeps 
 DocKey = tuple[str, str]
 
 
-def doc_key(hit: Hit | Candidate) -> DocKey:
-    """A hit's (or fused candidate's) document: its namespace and ``doc_id`` (ids are unique per namespace)."""
+def doc_key(hit: Hit) -> DocKey:
+    """A hit's document: its namespace and ``doc_id`` (ids are unique per namespace)."""
     return (str(hit["metadata"].get("namespace", "")), hit["doc_id"])
 
 
