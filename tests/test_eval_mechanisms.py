@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fixtures.fakes import hit
+from fixtures.fakes import RaisingTier, StaticTier, hit
 from langchain_core.documents import Document
 
 from ragtiller.doc_ranking import collapse_to_documents
@@ -23,7 +23,7 @@ from ragtiller.index._scans import SharedScans
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.query_tiers import apply_query_options, section_lexical_tier
-from ragtiller.types import SearchRequest
+from ragtiller.types import SearchRequest, Tier
 
 
 def test_max_keeps_a_documents_best_chunk_and_sum_adds_them() -> None:
@@ -133,6 +133,12 @@ def test_rocchio_searches_with_the_moved_vector(index: EmbeddedIndex) -> None:
     assert hits[0]["metadata"]["feedback"] == "rocchio"
 
 
+def recorded_lexical(lexical: Tier, query: str) -> StaticTier:
+    """``lexical``'s own hits for ``query``, served by a tier that records each request."""
+    hits = lexical.search(SearchRequest(query=query, vector=None, k=FUSED_FIRST_PASS_DEPTH))
+    return StaticTier("lexical", hits, needs_vector=False)
+
+
 def test_fused_feedback_takes_the_document_both_tiers_rank(index: EmbeddedIndex) -> None:
     # Only "wing" has the query terms, so BM25 returns it alone; dense ranks every document.
     # Under RRF a document in both lists outranks any document in one: "wing" is the top fused
@@ -168,67 +174,45 @@ def test_fused_rocchio_moves_toward_the_fused_top_document(index: EmbeddedIndex)
 
 def test_dense_and_parent_child_share_one_fused_first_pass(index: EmbeddedIndex) -> None:
     by_name = {t.name: t for t in index.tiers}
-    calls: list[SearchRequest] = []
-
-    class Counting:
-        name = "lexical"
-        needs_vector = False
-
-        def search(self, request: SearchRequest) -> list:  # type: ignore[type-arg]
-            calls.append(request)
-            return by_name["lexical"].search(request)  # type: ignore[no-any-return]
-
+    lexical = recorded_lexical(by_name["lexical"], "swept wing")
     config = FeedbackConfig(dense="rocchio", dense_source="fused")
     store = by_name["dense"].store  # type: ignore[attr-defined]
     shared = SharedScans()  # what apply_query_options gives both wrappers of one graph
     vector = index.embedder.embed_query("swept wing")
     for name in ("dense", "parent_child"):
-        tier = RocchioTier(by_name[name], store, config, lexical=Counting(), first_passes=shared)  # type: ignore[arg-type]
+        tier = RocchioTier(by_name[name], store, config, lexical=lexical, first_passes=shared)
         tier.search(SearchRequest(query="swept wing", vector=vector, k=3))
-    assert len(calls) == 1 and calls[0].k == FUSED_FIRST_PASS_DEPTH  # not the turn's k
+    assert len(lexical.calls) == 1 and lexical.calls[0]["k"] == FUSED_FIRST_PASS_DEPTH  # not k
 
 
 def test_a_changed_store_gets_a_new_fused_first_pass() -> None:
     docs = [Document(page_content=t, metadata={"source": t}) for t in ("wing flutter", "heat")]
     index = EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=32), progress=False)
     by_name = {t.name: t for t in index.tiers}
-    calls: list[SearchRequest] = []
-
-    class Counting:
-        name = "lexical"
-        needs_vector = False
-
-        def search(self, request: SearchRequest) -> list:  # type: ignore[type-arg]
-            calls.append(request)
-            return by_name["lexical"].search(request)  # type: ignore[no-any-return]
-
+    lexical = recorded_lexical(by_name["lexical"], "wing")
     store = by_name["dense"].store  # type: ignore[attr-defined]
     config = FeedbackConfig(dense="rocchio", dense_source="fused")
-    tier = RocchioTier(by_name["dense"], store, config, lexical=Counting())  # type: ignore[arg-type]
+    tier = RocchioTier(by_name["dense"], store, config, lexical=lexical)
     request = SearchRequest(query="wing", vector=index.embedder.embed_query("wing"), k=3)
     tier.search(request)
     tier.search(request)
-    assert len(calls) == 1  # the same turn's first pass, kept
+    assert len(lexical.calls) == 1  # the same turn's first pass, kept
     store.add_texts(["wing panel"], metadatas=[{"doc_id": "panel", "source": "panel"}])
     hits = tier.search(request)
-    assert len(calls) == 2  # rows kept for the old table never answer for the new one
+    assert len(lexical.calls) == 2  # rows kept for the old table never answer for the new one
     assert {h["metadata"]["feedback"] for h in hits} == {"rocchio-fused"}
+
+
 def test_fused_rocchio_survives_a_failing_lexical_first_pass(index: EmbeddedIndex) -> None:
     dense = next(t for t in index.tiers if t.name == "dense")
 
-    class Failing:
-        name = "lexical"
-        needs_vector = False
-
-        def search(self, request: SearchRequest) -> list:  # type: ignore[type-arg]
-            raise RuntimeError("bm25 gone")
-
+    failing = RaisingTier("lexical", [], needs_vector=False)
     config = FeedbackConfig(dense="rocchio", dense_source="fused")
-    tier = RocchioTier(dense, dense.store, config, lexical=Failing())  # type: ignore[attr-defined,arg-type]
+    tier = RocchioTier(dense, dense.store, config, lexical=failing)  # type: ignore[attr-defined]
     request = SearchRequest(query="flutter", vector=index.embedder.embed_query("flutter"), k=2)
     hits = tier.search(request)
     assert [h["id"] for h in hits] == [h["id"] for h in dense.search(request)]  # plain vector
-    assert hits[0]["metadata"]["feedback"] == "failed: RuntimeError: bm25 gone"
+    assert hits[0]["metadata"]["feedback"] == "failed: ConnectionError: lexical is down"
 
 
 def test_section_lexical_scores_whole_sections(index: EmbeddedIndex) -> None:
