@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import doctest
 import importlib
-from pathlib import Path
 
 import pytest
-
-PACKAGE = Path(__file__).resolve().parents[1] / "ragtiller"
-
-
-def modules() -> list[str]:
-    names = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = ("ragtiller", *path.relative_to(PACKAGE).with_suffix("").parts)
-        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return names
+from fixtures.package import modules
 
 
 @pytest.mark.parametrize("name", modules())

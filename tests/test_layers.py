@@ -10,11 +10,9 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-PACKAGE = Path(__file__).resolve().parents[1] / "ragtiller"
+from fixtures.package import PACKAGE, modules
 
 LAYERS: dict[str, int] = {
     "errors": 0,
@@ -53,14 +51,6 @@ def layer_of(module: str) -> int:
     part = module.split(".")[1] if "." in module else "__init__"
     assert part in LAYERS, f"{module}: place {part!r} in a layer in tests/test_layers.py"
     return LAYERS[part]
-
-
-def modules() -> list[str]:
-    names = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = ("ragtiller", *path.relative_to(PACKAGE).with_suffix("").parts)
-        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return names
 
 
 def eager_imports(tree: ast.Module) -> list[str]:
