@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import logging
 import os
@@ -17,6 +16,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.errors import ModelPrepareError
+from ragtiller.index._threaded import ThreadedEmbeddings
 from ragtiller.index.onnx_embedder import MINILM_NAME, OnnxMiniLMEmbedder
 from ragtiller.index.onnx_model import DEFAULT_VARIANT, Variant, prepare_model
 from ragtiller.providers import model_label
@@ -99,7 +99,7 @@ class HashingEmbedder(Embeddings):
         return cached
 
 
-class MiniLMEmbedder(Embeddings):
+class MiniLMEmbedder(ThreadedEmbeddings):
     """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, fully offline.
 
     The reference path, and the fallback when the ONNX export cannot be prepared (see
@@ -146,18 +146,6 @@ class MiniLMEmbedder(Embeddings):
         )
         result: list[list[float]] = vectors.tolist()
         return result
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed one query."""
-        return self.embed_documents([text])[0]
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed in a worker thread (torch releases the GIL while it computes)."""
-        return await asyncio.to_thread(self.embed_documents, texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """Embed one query in a worker thread."""
-        return await asyncio.to_thread(self.embed_query, text)
 
     def _load(self) -> Any:
         with self._lock:

@@ -9,14 +9,13 @@ length before batching, so a batch pads to similar lengths, and returned in inpu
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from langchain_core.embeddings import Embeddings
 
+from ragtiller.index._threaded import ThreadedEmbeddings
 from ragtiller.index.onnx_model import MAX_SEQ_LENGTH, PreparedModel
 
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -25,7 +24,7 @@ RUNTIME_INSTALL_HINT = (
 )
 
 
-class OnnxMiniLMEmbedder(Embeddings):
+class OnnxMiniLMEmbedder(ThreadedEmbeddings):
     """all-MiniLM-L6-v2 (384 dimensions) from a prepared ONNX export, fully offline.
 
     The session is created on first use. Vectors match sentence-transformers' to a cosine
@@ -66,18 +65,6 @@ class OnnxMiniLMEmbedder(Embeddings):
             ImportError: onnxruntime or tokenizers is not installed (the message says how).
         """
         return self.embed_matrix(texts).tolist()  # type: ignore[no-any-return]
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed one query."""
-        return self.embed_documents([text])[0]
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed in a worker thread (onnxruntime releases the GIL while it computes)."""
-        return await asyncio.to_thread(self.embed_documents, texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """Embed one query in a worker thread."""
-        return await asyncio.to_thread(self.embed_query, text)
 
     def embed_matrix(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """The embeddings as one float32 matrix, a row per text in input order."""
