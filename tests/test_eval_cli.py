@@ -1,4 +1,3 @@
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -6,22 +5,14 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures.eval_cli import main
 
-from ragtiller.eval.commands import add_commands
 from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest
 from ragtiller.index.versions import current_version
 from ragtiller.policies import load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"
 DEFAULT_YAML = Path(__file__).parents[1] / "ragtiller" / "policies" / "shipped" / "default.yaml"
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ragtiller")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
 
 
 @pytest.fixture(scope="module")

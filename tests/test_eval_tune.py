@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.eval_cli import main
 
 from ragtiller.errors import PolicyError
 from ragtiller.eval import EvalError, compare_runs, load_beir, run_eval
-from ragtiller.eval.commands import add_commands
 from ragtiller.eval.fingerprint import dataset_fingerprint, file_sha256, index_fingerprint
 from ragtiller.eval.tuning import load_space
 from ragtiller.eval.variants import expand_space, policy_sha256, with_depth, with_overrides
@@ -21,14 +20,6 @@ from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest, open_index
 from ragtiller.policies import load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ragtiller")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
 
 
 def build(target: Path, chunk_tokens: int) -> Path:
