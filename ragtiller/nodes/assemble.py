@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.report import build_manifest
 from ragtiller.nodes.rerank import select_distinct
+from ragtiller.nodes.run_input import tenant_filter
 from ragtiller.nodes.stage import Stage
 from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import Candidate
@@ -53,6 +54,19 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
     return "\n\n".join(parts)
 
 
+def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, list[str]]:
+    """The corpus outline for a broad turn that step-back did not serve, cut to the turn's
+    namespaces and tenant, with a label when an outline exists but cannot be cut to them."""
+    route = state["route"]
+    if deps.overview is None or not route["is_broad"] or state["step_back"]["status"] == "done":
+        return None, []
+    tenant = state.get("tenant")
+    text = deps.overview(route["namespaces"], tenant_filter(tenant))
+    if text is None:
+        return None, [f"corpus overview left out: it cannot be limited to tenant {tenant!r}"]
+    return text or None, []
+
+
 def make_assemble(deps: Components) -> NodeFn:
     """Build the assemble node bound to ``deps``."""
 
@@ -63,22 +77,19 @@ def make_assemble(deps: Components) -> NodeFn:
         ranked = state.get("ranked") or identity_order(candidates, len(candidates))
         chunks = select_distinct(ranked, route["top_k"])
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
-        inject_map = bool(
-            route["is_broad"] and state["step_back"]["status"] != "done" and deps.corpus_map
-        )
+        overview, own = turn_overview(deps, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
-        own = [f"{designed} source(s) describe designed, not built, features"] if designed else []
+        if designed:
+            own.append(f"{designed} source(s) describe designed, not built, features")
         record = stage.done(
             route["no_retrieval_reason"],
             labels=own,
             documents=len(documents),
-            corpus_map=inject_map,
+            corpus_map=bool(overview),
         )
         stages = [*state.get("stages", []), record]
         manifest = build_manifest(state, stages, documents, deps.policy)
-        context = render_context(
-            documents, manifest.degraded, deps.corpus_map if inject_map else None
-        )
+        context = render_context(documents, manifest.degraded, overview)
         return {
             "documents": documents,
             "context": context,

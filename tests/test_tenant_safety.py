@@ -1,0 +1,130 @@
+"""Default deny across tenants: no text of tenant A, or of a namespace a turn did not ask for,
+reaches a tenant-B turn by any path out of it.
+
+The paths a turn's text takes out: its documents, its context (corpus overview and labels
+included), its manifest and stage records, the events it streams, the agent tool's content and
+the retriever's documents. Every test here asks as ``globex`` on an index that also holds
+``acme``'s documents and a namespace nobody asked for, and looks for their marker words on each
+path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+
+from ragtiller import build_graph
+from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.integrations import as_retriever, as_tool
+
+BROAD = "give me an overview of the handbook"
+FACTUAL = "which port does the server listen on"
+FOREIGN = ("zebrafoil", "acme handbook", "otterquill", "vault handbook")
+"""Words only acme's documents and the unrequested ``vault`` namespace hold."""
+
+
+def _doc(source: str, text: str, **metadata: Any) -> Document:
+    return Document(page_content=text, metadata={"source": source, **metadata})
+
+
+@pytest.fixture(scope="module")
+def index() -> EmbeddedIndex:
+    return EmbeddedIndex.build(
+        [
+            _doc(
+                "acme.md",
+                "# Acme handbook\n\nZebrafoil is the acme server. It listens on port 7000.",
+                tenant="acme",
+            ),
+            _doc(
+                "globex.md",
+                "# Globex handbook\n\nThe globex server listens on port 8000 by default.",
+                tenant="globex",
+            ),
+            _doc(
+                "vault.md",
+                "# Vault handbook\n\nOtterquill keeps the vault server on port 9000.",
+                tenant="globex",
+                namespace="vault",
+            ),
+        ],
+        embedder=HashingEmbedder(dim=64),
+        progress=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def graph(index: EmbeddedIndex) -> Any:
+    return build_graph(index=index)  # no chat model: step-back never runs, the overview does
+
+
+def leaked(text: str) -> list[str]:
+    lowered = text.lower()
+    return [word for word in FOREIGN if word in lowered]
+
+
+def everything(out: dict[str, Any]) -> str:
+    """Every text a turn returns, in one string."""
+    return json.dumps(
+        {
+            "documents": [(d.page_content, d.metadata) for d in out["documents"]],
+            "context": out["context"],
+            "manifest": out["manifest"].model_dump(mode="json"),
+            "stages": out["stages"],
+        },
+        default=str,
+    )
+
+
+@pytest.mark.parametrize("query", [BROAD, FACTUAL, "how do I get started?", "what is a server?"])
+def test_a_turn_as_globex_carries_nothing_of_acme_or_of_another_namespace(
+    graph: Any, query: str
+) -> None:
+    out = graph.invoke({"query": query, "tenant": "globex"})
+    assert leaked(everything(out)) == []
+    assert all(d.metadata["tenant"] == "globex" for d in out["documents"])
+
+
+def test_the_corpus_overview_of_a_broad_turn_lists_only_the_tenants_own_documents(
+    graph: Any,
+) -> None:
+    out = graph.invoke({"query": BROAD}, context={"tenant": "globex"})
+    assert "<project-overview>" in out["context"]
+    overview = out["context"].split("<project-overview>")[1]
+    assert "Globex handbook" in overview
+    assert leaked(overview) == []
+    acme = graph.invoke({"query": BROAD}, context={"tenant": "acme"})
+    assert "Acme handbook" in acme["context"] and "globex" not in acme["context"].lower()
+
+
+async def test_streamed_events_of_a_globex_turn_carry_nothing_of_acme(graph: Any) -> None:
+    events = [
+        e async for e in graph.astream_events({"query": BROAD, "tenant": "globex"}, version="v2")
+    ]
+    assert leaked(json.dumps([e.get("data") for e in events], default=str)) == []
+
+
+def test_agent_tool_and_retriever_as_globex_carry_nothing_of_acme(graph: Any) -> None:
+    tool = as_tool(graph, tenant="globex")
+    content = tool.invoke({"query": BROAD})
+    assert leaked(str(content)) == []
+    docs = as_retriever(graph, tenant="globex").invoke(BROAD)
+    assert (
+        docs and leaked(json.dumps([(d.page_content, d.metadata) for d in docs], default=str)) == []
+    )
+
+
+def test_a_fixed_overview_text_is_shown_only_on_turns_without_a_tenant(
+    index: EmbeddedIndex,
+) -> None:
+    g = build_graph(index=index, corpus_map="Acme handbook: zebrafoil")
+    open_turn = g.invoke({"query": BROAD})
+    assert "<project-overview>\nAcme handbook: zebrafoil" in open_turn["context"]
+    scoped = g.invoke({"query": BROAD, "tenant": "globex"})
+    assert leaked(everything(scoped)) == []
+    assert "corpus overview left out: it cannot be limited to tenant 'globex'" in (
+        scoped["manifest"].degraded
+    )
