@@ -11,12 +11,17 @@ path.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from pydantic import ValidationError
 
-from ragtiller import build_graph
+from ragtiller import InputError, build_graph
+from ragtiller.exit_codes import EXIT_USAGE
 from ragtiller.index import EmbeddedIndex, HashingEmbedder
 from ragtiller.integrations import as_retriever, as_tool
 
@@ -128,3 +133,65 @@ def test_a_fixed_overview_text_is_shown_only_on_turns_without_a_tenant(
     assert "corpus overview left out: it cannot be limited to tenant 'globex'" in (
         scoped["manifest"].degraded
     )
+
+
+# --- a tenant or namespace that names nobody is refused, never read as "no filter" --------
+
+BLANK = ["", " ", "\t\n"]
+
+
+@pytest.mark.parametrize("value", BLANK)
+@pytest.mark.parametrize("field", ["tenant", "namespace"])
+def test_a_blank_tenant_or_namespace_in_the_input_is_an_input_error(
+    graph: Any, field: str, value: str
+) -> None:
+    with pytest.raises(InputError, match=f"input '{field}' must not be empty or blank"):
+        graph.invoke({"query": FACTUAL, field: value})
+
+
+@pytest.mark.parametrize("value", BLANK)
+@pytest.mark.parametrize("field", ["tenant", "namespace"])
+def test_a_blank_tenant_or_namespace_in_the_context_is_an_input_error(
+    graph: Any, field: str, value: str
+) -> None:
+    with pytest.raises(InputError, match=f"{field}: Value error, must not be empty or blank"):
+        graph.invoke({"query": FACTUAL}, context={field: value})
+
+
+def test_an_empty_namespace_list_is_an_input_error(graph: Any) -> None:
+    with pytest.raises(InputError, match="must name at least one namespace"):
+        graph.invoke({"query": FACTUAL, "namespace": []})
+    with pytest.raises(InputError, match="must name at least one namespace"):
+        graph.invoke({"query": FACTUAL}, context={"namespace": []})
+    with pytest.raises(InputError, match="must not be empty or blank"):
+        graph.invoke({"query": FACTUAL}, context={"namespace": ["default", ""]})
+
+
+def test_a_blank_tenant_given_to_the_retriever_or_tool_is_refused(graph: Any) -> None:
+    with pytest.raises(ValidationError, match="must not be empty or blank"):
+        as_retriever(graph, tenant="")
+    with pytest.raises(ValidationError, match="must not be empty or blank"):
+        as_retriever(graph, search_kwargs={"tenant": " "})
+    with pytest.raises(InputError, match="must not be empty or blank"):
+        as_retriever(graph).invoke(FACTUAL, tenant="")
+    with pytest.raises(InputError, match="must not be empty or blank"):
+        as_tool(graph, tenant="")
+
+
+def test_ask_with_a_blank_tenant_exits_with_the_usage_code(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# Ports\n\nThe server listens on port 8000.\n", "utf-8")
+    index_dir = tmp_path / "index"
+    run = [sys.executable, "-m", "ragtiller.cli"]
+    ingest = [*run, "ingest", str(corpus), "--index", str(index_dir), "--embedder", "hashing"]
+    subprocess.run([*ingest, "--quiet"], check=True, capture_output=True, timeout=300)
+    asked = subprocess.run(
+        [*run, "ask", FACTUAL, "--index", str(index_dir), "--tenant", ""],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert asked.returncode == EXIT_USAGE, asked.stderr
+    assert "tenant" in asked.stderr and "must not be empty or blank" in asked.stderr
+    assert "port 8000" not in asked.stdout

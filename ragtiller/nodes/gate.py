@@ -26,7 +26,7 @@ from ragtiller.policies.decisions import (
     decide_step_back,
 )
 from ragtiller.policies.router import Classification, classify
-from ragtiller.policies.run_context import RunContext
+from ragtiller.policies.run_context import RunContext, scope_problem
 from ragtiller.records import QuotaView, Route, StepBack
 from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
 
@@ -39,13 +39,13 @@ CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
 
 
-def _check_tenant(state: RetrievalState) -> None:
-    value = state.get("tenant")
-    if value is not None and not isinstance(value, str):
-        raise InputError(
-            f"input 'tenant' must be a str, got {type(value).__name__}: {value!r:.80}; "
-            f"pass {ACCEPTED_SHAPES}"
-        )
+def _check_scope(state: RetrievalState) -> None:
+    """Refuse an input ``tenant`` or ``namespace`` that names nothing (see ``scope_problem``)."""
+    for field in ("tenant", "namespace"):
+        value = state.get(field)
+        problem = None if value is None else scope_problem(field, value)
+        if problem is not None:
+            raise InputError(f"input {field!r} {problem}: {value!r:.80}; pass {ACCEPTED_SHAPES}")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -61,14 +61,11 @@ def _namespaces(
     state: RetrievalState, context: RunContext, route_namespaces: list[str]
 ) -> list[str]:
     override = state.get("namespace")
-    if override is None or override == "" or override == []:
+    if override is None:
         override = context.namespace
-    if override is None or override == "" or override == []:
+    if override is None:
         return route_namespaces
-    names = [override] if isinstance(override, str) else override
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InputError(f"input 'namespace' must be a str or a list of str, got {override!r:.80}")
-    return list(names)
+    return [override] if isinstance(override, str) else list(override)
 
 
 async def read_quota(deps: Components) -> QuotaView:
@@ -106,7 +103,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         raw = query_of(state)
         query = encodable(raw)
         context = current_context()
-        _check_tenant(state)  # a context tenant is shown to the nodes by the graph (per_run)
+        _check_scope(state)  # a context tenant is shown to the nodes by the graph (per_run)
         overrides = context.overrides()
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars

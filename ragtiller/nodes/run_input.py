@@ -100,7 +100,7 @@ def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) 
 
 def tenant_filter(tenant: str | None) -> dict[str, str] | None:
     """The metadata filter every tier and the corpus overview apply for ``tenant``."""
-    return {"tenant": tenant} if tenant else None
+    return {"tenant": tenant} if tenant is not None else None
 
 
 def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:

@@ -32,6 +32,26 @@ def cached_policy(name: str) -> RetrievalPolicy:
     return load_policy(name)
 
 
+def scope_problem(field: str, value: object) -> str | None:
+    """What is wrong with a ``tenant`` or ``namespace`` value, or None when it names one.
+
+    An empty or blank value is refused rather than read as "no filter": a tenant that names
+    nobody must never widen a turn to every tenant's documents (default deny).
+    """
+    names = value if field == "namespace" and isinstance(value, list) else [value]
+    if field == "namespace" and not names:
+        return "must name at least one namespace, got an empty list; leave it out for the route's"
+    for name in names:
+        if not isinstance(name, str):
+            return f"must be a str{' or a list of str' if field == 'namespace' else ''}, got {type(name).__name__}"
+        if not name.strip():
+            return (
+                f"must not be empty or blank, got {name!r}: it would filter nothing out; "
+                f"name the {field}, or leave the key out"
+            )
+    return None
+
+
 class RunContext(BaseModel):
     """Settings for one run; every unset field keeps the graph's policy.
 
@@ -80,6 +100,14 @@ class RunContext(BaseModel):
                 cached_policy(value)
             except PolicyError as e:
                 raise ValueError(str(e)) from e
+        return value
+
+    @field_validator("tenant", "namespace")
+    @classmethod
+    def _names_one(cls, value: Any, info: Any) -> Any:
+        problem = None if value is None else scope_problem(info.field_name, value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     def overrides(self) -> dict[str, Any]:
@@ -141,4 +169,12 @@ def context_from(value: Any, configurable: dict[str, Any] | None = None) -> RunC
     return RunContext(**known) if known else EMPTY
 
 
-__all__ = ("EMPTY", "RerankSwitch", "RunContext", "cached_policy", "context_from", "run_policy")
+__all__ = (
+    "EMPTY",
+    "RerankSwitch",
+    "RunContext",
+    "cached_policy",
+    "context_from",
+    "run_policy",
+    "scope_problem",
+)
