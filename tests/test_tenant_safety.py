@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import ValidationError
 
 from ragtiller import InputError, build_graph
@@ -195,3 +196,59 @@ def test_ask_with_a_blank_tenant_exits_with_the_usage_code(tmp_path: Path) -> No
     assert asked.returncode == EXIT_USAGE, asked.stderr
     assert "tenant" in asked.stderr and "must not be empty or blank" in asked.stderr
     assert "port 8000" not in asked.stdout
+
+
+# --- tenant and namespace are the turn's own, never the thread's ---------------------------
+
+
+def thread_graph(index: EmbeddedIndex) -> tuple[Any, dict[str, Any]]:
+    return build_graph(index=index, checkpointer=InMemorySaver()), {
+        "configurable": {"thread_id": "t1"}
+    }
+
+
+def tenants(out: dict[str, Any]) -> set[str]:
+    return {d.metadata["tenant"] for d in out["documents"]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_turn_on_a_thread_does_not_inherit_the_previous_turns_tenant(
+    index: EmbeddedIndex, mode: str
+) -> None:
+    g, config = thread_graph(index)
+
+    async def turn(payload: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        if mode == "sync":
+            return g.invoke(payload, config, **kwargs)  # type: ignore[no-any-return]
+        return await g.ainvoke(payload, config, **kwargs)  # type: ignore[no-any-return]
+
+    first = await turn({"query": FACTUAL, "tenant": "acme"})
+    assert tenants(first) == {"acme"} and first["manifest"].tenant == "acme"
+    open_turn = await turn({"query": FACTUAL})
+    assert open_turn["manifest"].tenant is None
+    assert tenants(open_turn) == {"acme", "globex"}
+    globex = await turn({"query": FACTUAL}, context={"tenant": "globex"})
+    assert tenants(globex) == {"globex"}
+    assert globex["manifest"].tenant == "globex"
+    assert leaked(everything(globex)) == []
+
+
+def test_a_turn_on_a_thread_does_not_inherit_the_previous_turns_namespace(
+    index: EmbeddedIndex,
+) -> None:
+    g, config = thread_graph(index)
+    vault = g.invoke({"query": FACTUAL, "namespace": "vault"}, config)
+    assert {d.metadata["namespace"] for d in vault["documents"]} == {"vault"}
+    after = g.invoke({"query": FACTUAL, "tenant": "globex"}, config)
+    assert after["manifest"].selected_namespaces == ["default"]
+    assert leaked(everything(after)) == []
+
+
+def test_the_context_wins_over_the_input_and_the_manifest_says_what_was_used(
+    graph: Any,
+) -> None:
+    out = graph.invoke({"query": FACTUAL, "tenant": "acme"}, context={"tenant": "globex"})
+    assert tenants(out) == {"globex"}
+    assert out["manifest"].tenant == "globex"
+    assert out["manifest"].overrides == {"tenant": "globex"}
+    assert leaked(everything(out)) == []

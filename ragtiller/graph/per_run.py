@@ -82,11 +82,7 @@ async def announce(update: Mapping[str, Any]) -> None:
 
 
 class PerRunNodes:
-    """The graph's nodes, bound per run to the components its run context asks for.
-
-    The context's ``tenant`` reaches the nodes as the state's ``tenant`` when the input gave
-    none, for this turn only.
-    """
+    """The graph's nodes, bound per run to the components its run context asks for."""
 
     def __init__(
         self,
@@ -134,12 +130,7 @@ class PerRunNodes:
         """The node ``name``: finds this run's variant, runs it, announces its records."""
 
         async def run(state: Any) -> dict[str, Any]:
-            context = current_context()
-            if context.tenant and name != "tier_search" and not state.get("tenant"):
-                # the turn's own tenant, seen by the nodes but never written to the state, so
-                # a checkpointed thread's next turn does not inherit it
-                state = {**state, "tenant": context.tenant}
-            update = await self.nodes(context)[name](state)
+            update = await self.nodes(current_context())[name](state)
             await announce(update)
             return update
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any, NotRequired
 
 from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage
+from langgraph.channels.ephemeral_value import EphemeralValue
 from typing_extensions import TypedDict
 
 from ragtiller.manifest import RunManifest
@@ -42,10 +43,12 @@ class InputState(TypedDict):
     messages: NotRequired[list[AnyMessage]]
     """A chat history (``MessagesState``); its last human message is the question when
     ``query`` is not given."""
-    namespace: NotRequired[str | list[str] | None]
-    """Overrides the route's namespace(s) for this turn."""
-    tenant: NotRequired[str | None]
-    """Tenant id; recorded in the manifest and passed to tiers as a metadata filter."""
+    namespace: NotRequired[Annotated[str | list[str] | None, EphemeralValue]]
+    """Overrides the route's namespace(s) for this turn. Held for the gate's step only, so a
+    thread's next turn does not inherit it; the gate's ``route`` carries what was used."""
+    tenant: NotRequired[Annotated[str | None, EphemeralValue]]
+    """Tenant id, passed to tiers and the corpus overview as a metadata filter. Held for the
+    gate's step only, as ``namespace``; ``route["tenant"]`` carries what was used."""
 
 
 class OutputState(TypedDict):

@@ -60,7 +60,7 @@ def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, 
     route = state["route"]
     if deps.overview is None or not route["is_broad"] or state["step_back"]["status"] == "done":
         return None, []
-    tenant = state.get("tenant")
+    tenant = route["tenant"]
     text = deps.overview(route["namespaces"], tenant_filter(tenant))
     if text is None:
         return None, [f"corpus overview left out: it cannot be limited to tenant {tenant!r}"]

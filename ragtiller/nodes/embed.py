@@ -87,7 +87,6 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
         records.extend(
             skipped("tier_search", reason, tier=name) for name, reason in skipped_tiers.items()
         )
-        tenant = state.get("tenant")
         limit = deadline(policy, policy.deadlines.tier_s, state["turn"]["started_at"])
         if limit.expired:
             records.extend(skipped("tier_search", TURN_DEADLINE, tier=name) for name in run)
@@ -99,7 +98,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 vector=vector,
                 k=depth,
                 namespaces=route["namespaces"],
-                filter=tenant_filter(tenant),
+                filter=tenant_filter(route["tenant"]),
                 deadline_s=limit.seconds,
                 turn_bound=limit.turn_bound,
             )

@@ -60,12 +60,16 @@ def encodable(text: str) -> str:
 def _namespaces(
     state: RetrievalState, context: RunContext, route_namespaces: list[str]
 ) -> list[str]:
-    override = state.get("namespace")
-    if override is None:
-        override = context.namespace
+    """The context's namespaces, else the input's, else the route's."""
+    override = context.namespace if context.namespace is not None else state.get("namespace")
     if override is None:
         return route_namespaces
     return [override] if isinstance(override, str) else list(override)
+
+
+def _tenant(state: RetrievalState, context: RunContext) -> str | None:
+    """The context's tenant, else the input's (both checked non-blank)."""
+    return context.tenant if context.tenant is not None else state.get("tenant")
 
 
 async def read_quota(deps: Components) -> QuotaView:
@@ -103,7 +107,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         raw = query_of(state)
         query = encodable(raw)
         context = current_context()
-        _check_scope(state)  # a context tenant is shown to the nodes by the graph (per_run)
+        _check_scope(state)
         overrides = context.overrides()
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
@@ -140,6 +144,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 is_broad=False,
                 triggers=[],
                 namespaces=[],
+                tenant=_tenant(state, context),
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
@@ -171,6 +176,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 is_broad=cls.is_broad,
                 triggers=cls.trigger_labels,
                 namespaces=namespaces,
+                tenant=_tenant(state, context),
                 top_k=top_k,
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),

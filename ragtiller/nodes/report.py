@@ -74,6 +74,7 @@ def build_manifest(
             {ns for config in policy.routes.values() for ns in config.namespaces}
         ),
         selected_namespaces=route["namespaces"],
+        tenant=route["tenant"],
         top_k={
             "tier": policy.fusion.tier_depth or policy.budgets.candidate_cap,
             "candidates": policy.budgets.candidate_cap,
