@@ -334,7 +334,7 @@ async def test_langgraph_dev_serves_the_graph_with_stage_events(
     url, server = dev_server
     values, events = await one_turn(url, QUESTION)
 
-    assert set(values) == {"documents", "context", "manifest", "stages"}
+    assert set(values) == {"documents", "messages", "context", "manifest", "stages"}
     assert values["context"].startswith("[1] ")
     assert values["documents"] and values["documents"][0]["metadata"]["citation"] == 1
     manifest = RunManifest.model_validate(values["manifest"])

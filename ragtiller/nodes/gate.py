@@ -13,6 +13,7 @@ from ragtiller.errors import InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import (
     ACCEPTED_SHAPES,
+    asked_by,
     current_context,
     query_of,
     unknown_namespace_labels,
@@ -220,6 +221,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "started_at": started,
                 "quota": quota,
                 "overrides": overrides,
+                "asked_by": asked_by(state),
             },
             "route": route,
             "embed_query": embed_text,
