@@ -52,7 +52,7 @@ def test_top_k_from_the_context_or_configurable_sets_the_number_of_documents() -
     assert len(two["documents"]) == 2
     assert two["manifest"].overrides == {"top_k": 2}
     assert two["manifest"].top_k["final"] == 2
-    three = g.invoke({"query": FACTUAL}, config={"configurable": {"top_k": 3}})
+    three = g.invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": {"top_k": 3}}})
     assert len(three["documents"]) == 3
     again = g.invoke({"query": FACTUAL})  # the override held for its own turn only
     assert len(again["documents"]) == 5
@@ -289,3 +289,39 @@ def test_a_context_tenant_is_not_inherited_by_the_next_turn_of_a_thread() -> Non
     g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"})
     g.invoke({"query": FACTUAL}, config)
     assert [call["filter"] for call in ts[0].calls] == [{"tenant": "acme"}, None]
+
+
+# --- a parent's own settings are never read as ragtiller's --------------------------------
+
+
+@pytest.mark.parametrize(
+    "parent", [{"policy": "gold-customer"}, {"tenant": "acme"}, {"top_k": "all"}, {"rerank": 7}]
+)
+def test_a_parents_generic_configurable_keys_are_not_read(parent: dict[str, Any]) -> None:
+    g = graph()
+    plain = g.invoke({"query": FACTUAL})
+    out = g.invoke({"query": FACTUAL}, config={"configurable": parent})
+    assert out["manifest"].overrides == {} and out["manifest"].tenant is None
+    assert [d.id for d in out["documents"]] == [d.id for d in plain["documents"]]
+
+
+def test_settings_under_the_ragtiller_key_are_checked_strictly() -> None:
+    g = graph()
+    with pytest.raises(InputError, match="topk: Extra inputs are not permitted"):
+        g.invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": {"topk": 1}}})
+    with pytest.raises(InputError, match=r"configurable\['ragtiller'\] must be a dict"):
+        g.invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": "top_k=1"}})
+
+
+def test_an_agent_tool_keeps_its_settings_under_a_parent_with_its_own_keys() -> None:
+    from ragtiller.integrations import as_tool
+
+    tool = as_tool(graph(), k=2)
+    content, artifact = tool.func("which port?")  # type: ignore[misc]
+    assert artifact["manifest"]["overrides"] == {"top_k": 2}
+    message = tool.invoke(
+        {"type": "tool_call", "id": "c1", "name": tool.name, "args": {"query": FACTUAL}},
+        config={"configurable": {"policy": "gold-customer", "tenant": "acme", "top_k": "all"}},
+    )
+    assert message.artifact["manifest"]["overrides"] == {"top_k": 2}
+    assert message.artifact["manifest"]["tenant"] is None

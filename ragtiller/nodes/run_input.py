@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
 from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 
 from ragtiller.errors import InputError
 from ragtiller.policies.run_context import RunContext, context_from
@@ -110,9 +111,7 @@ def current_context() -> RunContext:
         config = get_config()
     except RuntimeError:  # a node function called directly, outside a run
         return RunContext()
-    configurable = config.get("configurable") or {}
-    runtime = configurable.get("__pregel_runtime")
-    return context_from(getattr(runtime, "context", None), configurable)
+    return context_from(getattr(get_runtime(), "context", None), config.get("configurable"))
 
 
 def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) -> list[str]:

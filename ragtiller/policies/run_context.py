@@ -7,6 +7,7 @@ these fields in its configuration panel (``context_schema``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -56,7 +57,7 @@ class RunContext(BaseModel):
     """Settings for one run; every unset field keeps the graph's policy.
 
     Pass it as ``graph.invoke(input, context={...})`` (or a ``RunContext``), or as
-    ``config={"configurable": {...}}``. A bad value raises :class:`~ragtiller.errors.InputError`
+    ``config={"configurable": {"ragtiller": {...}}}``. A bad value raises :class:`~ragtiller.errors.InputError`
     naming the field.
 
     Example:
@@ -151,25 +152,40 @@ EMPTY = RunContext()
 """The context of a run that sets nothing."""
 
 
-def context_from(value: Any, configurable: dict[str, Any] | None = None) -> RunContext:
-    """This run's context: LangGraph's ``context`` when it is ours, else the ``configurable``
-    keys that name context fields (how older clients and Studio assistants pass them).
+CONFIG_KEY = "ragtiller"
+"""The ``configurable`` key that holds a run's settings when they cannot travel as LangGraph's
+``context`` (a retriever, a tool, an older client): ``{"configurable": {"ragtiller": {...}}}``."""
 
-    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it);
-    any other context object or dict seen here is a parent graph's, so only the fields named
-    like ours are read from it.
+
+def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> RunContext:
+    """This run's context: LangGraph's ``context`` when it is ours, else the settings under
+    ``configurable["ragtiller"]``, else none.
+
+    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it).
+    Any other context object is a parent graph's, and a parent's generic ``configurable`` keys
+    (``policy``, ``top_k``, ``tenant``) are the parent's own: neither is ever read as ours.
+
+    Raises:
+        InputError: ``configurable["ragtiller"]`` is not a mapping, or holds an unknown key or
+            a bad value.
     """
     if isinstance(value, RunContext):
         return value
-    if isinstance(value, dict):
-        source: dict[str, Any] = value
-    else:
-        source = configurable or {}
-    known = {k: v for k, v in source.items() if k in RunContext.model_fields}
-    return RunContext(**known) if known else EMPTY
+    ours = (configurable or {}).get(CONFIG_KEY)
+    if ours is None:
+        return EMPTY
+    if isinstance(ours, RunContext):
+        return ours
+    if not isinstance(ours, Mapping):
+        raise InputError(
+            f"configurable[{CONFIG_KEY!r}] must be a dict of run-context fields, got "
+            f"{type(ours).__name__}; accepted fields: {', '.join(RunContext.model_fields)}"
+        )
+    return RunContext(**ours) if ours else EMPTY
 
 
 __all__ = (
+    "CONFIG_KEY",
     "EMPTY",
     "RerankSwitch",
     "RunContext",
