@@ -317,7 +317,7 @@ def test_an_agent_tool_keeps_its_settings_under_a_parent_with_its_own_keys() -> 
     from ragtiller.integrations import as_tool
 
     tool = as_tool(graph(), k=2)
-    content, artifact = tool.func("which port?")  # type: ignore[misc]
+    _, artifact = tool.func("which port?")  # type: ignore[misc]
     assert artifact["manifest"]["overrides"] == {"top_k": 2}
     message = tool.invoke(
         {"type": "tool_call", "id": "c1", "name": tool.name, "args": {"query": FACTUAL}},

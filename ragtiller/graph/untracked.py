@@ -110,4 +110,4 @@ def graph_for_run(graph: G, input: Any, kwargs: Mapping[str, Any]) -> G:
         tracked = {name: _tracking(channel) for name, channel in untracked.items()}
         twin = graph.copy(update={"channels": {**graph.channels, **tracked}})
         _tracked[graph] = twin
-    return twin  # type: ignore[no-any-return]
+    return twin
