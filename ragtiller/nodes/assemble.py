@@ -55,14 +55,15 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
     return "\n\n".join(parts)
 
 
-def answer_messages(state: RetrievalState, context: str) -> list[AnyMessage]:
-    """What the turn appends to the transcript: the question when it came as ``query``, then
-    the context as ragtiller's answer."""
+def answer_messages(state: RetrievalState, context: str, max_chars: int) -> list[AnyMessage]:
+    """What the turn appends to the transcript: the question when it came as ``query`` (cut
+    to ``max_chars``, as for embedding), then the context as ragtiller's answer."""
     turn = state["turn"]
     answer = AIMessage(context, name=ANSWER_NAME, id=answer_id(turn["run_id"]))
     if turn.get("asked_by") != "query":
         return [answer]
-    question = HumanMessage(state["rerank_query"], id=f"ragtiller-question-{turn['run_id']}")
+    asked = state["rerank_query"][:max_chars]
+    question = HumanMessage(asked, id=f"ragtiller-question-{turn['run_id']}")
     return [question, answer]
 
 
@@ -105,7 +106,7 @@ def make_assemble(deps: Components) -> NodeFn:
         return {
             "documents": documents,
             "context": context,
-            "messages": answer_messages(state, context),
+            "messages": answer_messages(state, context, deps.policy.budgets.max_query_chars),
             "manifest": manifest,
             "stages": [record],
         }

@@ -33,6 +33,10 @@ def cached_policy(name: str) -> RetrievalPolicy:
     return load_policy(name)
 
 
+MAX_NAMESPACES = 64
+"""Most namespaces one turn may name: each is searched, checked and may be labelled."""
+
+
 def scope_problem(field: str, value: object) -> str | None:
     """What is wrong with a ``tenant`` or ``namespace`` value, or None when it names one.
 
@@ -42,6 +46,8 @@ def scope_problem(field: str, value: object) -> str | None:
     names = value if field == "namespace" and isinstance(value, list) else [value]
     if field == "namespace" and not names:
         return "must name at least one namespace, got an empty list; leave it out for the route's"
+    if len(names) > MAX_NAMESPACES:
+        return f"names {len(names)} namespaces; at most {MAX_NAMESPACES} may be searched in one turn"
     for name in names:
         if not isinstance(name, str):
             return f"must be a str{' or a list of str' if field == 'namespace' else ''}, got {type(name).__name__}"
