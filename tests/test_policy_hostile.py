@@ -395,3 +395,51 @@ def test_the_retriever_and_tool_k_is_not_coerced(value: object) -> None:
     with pytest.raises(InputError, match=r"top_k: Input should be a valid integer"):
         as_tool(graph(), k=value)  # type: ignore[arg-type]
     assert len(as_retriever(graph(), k=3).invoke(FACTUAL)) == 3
+
+
+# --- through `langgraph dev`, as a remote client -----------------------------------------------
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_refuses_paths_and_serves_allowed_names(tmp_path: Path) -> None:
+    from langgraph_sdk import get_client
+    from test_studio import DevServer, errors_of
+
+    creds = tmp_path / "creds.json"
+    creds.write_text(json.dumps({"api_key": SECRET}), "utf-8")
+    os.mkfifo(tmp_path / "fifo.yaml")
+    folder = policy_dir(tmp_path, strict=variant_text("strict-1"))
+    server = DevServer(tmp_path, env={POLICY_DIR_ENV: str(folder)})
+    try:
+        url = server.url(timeout_s=120)
+        server.wait_ready(url, timeout_s=120)
+        not_a_path = (
+            "a per-run policy is a policy name, not a path; allowed: default, no-llm, strict"
+        )
+        for given, said in (
+            (str(creds), not_a_path),
+            (str(tmp_path / "fifo.yaml"), not_a_path),
+            ("/dev/zero", not_a_path),
+            ("nope", "unknown policy 'nope'; allowed: default, no-llm, strict"),  # lists the dir
+        ):
+            errors = await errors_of(url, input={"query": FACTUAL}, context={"policy": given})
+            assert [e["error"] for e in errors] == ["InputError"], errors
+            assert said in errors[0]["message"] and SECRET not in json.dumps(errors)
+        for value in ("5", 5.0, True):
+            errors = await errors_of(url, input={"query": FACTUAL}, context={"top_k": value})
+            assert [e["error"] for e in errors] == ["InputError"], errors
+            assert "top_k: Input should be a valid integer" in errors[0]["message"]
+        async with get_client(url=url) as client:
+            for name, policy_id in (("strict", "strict-1"), ("no-llm", "no-llm")):
+                thread = await client.threads.create()
+                out = await client.runs.wait(
+                    thread["thread_id"],
+                    "ragtiller",
+                    input={"query": FACTUAL},
+                    context={"policy": name},
+                )
+                assert isinstance(out, dict) and "manifest" in out, out
+                assert out["manifest"]["policy_id"].startswith(policy_id), out["manifest"]
+    finally:
+        server.stop()
+    assert "BlockingError" not in "".join(server.log)

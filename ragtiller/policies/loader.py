@@ -55,12 +55,17 @@ def shipped_policies() -> list[str]:
 # --- reading: regular files only, bounded in size --------------------------------------------
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
 def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
-    for test, name in (*kinds, (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def _check_file(info: os.stat_result, source: str) -> None:
@@ -212,14 +217,13 @@ def load_yaml(text: str, *, source: str = "<policy>") -> Any:
 
 
 def _strings(value: Any, found: set[str], budget: int = 1000) -> None:
-    """Collect up to ``budget`` str values (and keys) inside ``value``."""
+    """Collect up to ``budget`` str values inside ``value`` (not mapping keys: field names)."""
     stack = [value]
     while stack and len(found) < budget:
         item = stack.pop()
         if isinstance(item, str):
             found.add(item)
         elif isinstance(item, Mapping):
-            stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
@@ -357,13 +361,14 @@ def policy_dir(env: Mapping[str, str] = os.environ) -> Path | None:
 
 
 def _directory_policies(directory: Path) -> list[str]:
+    # os.listdir, not os.scandir: `langgraph dev` raises BlockingError for scandir on its loop
     try:
-        entries = list(os.scandir(directory))
+        names = os.listdir(directory)
     except OSError as e:
         raise ConfigurationError(
             f"{POLICY_DIR_ENV}={directory} cannot be listed: {e.strerror or type(e).__name__}"
         ) from e
-    stems = (entry.name.removesuffix(".yaml") for entry in entries if entry.name.endswith(".yaml"))
+    stems = (name.removesuffix(".yaml") for name in names if name.endswith(".yaml"))
     return [
         stem
         for stem in stems
