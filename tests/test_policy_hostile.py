@@ -241,12 +241,17 @@ def hostile_files(tmp_path: Path) -> dict[str, Path]:
     return files
 
 
+@pytest.mark.parametrize("command", ["ask", "show", "migrate"])
 @pytest.mark.parametrize("kind", ["laughs", "deep", "huge", "fifo"])
 def test_the_cli_refuses_each_hostile_file_with_the_usage_code(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, command: str
 ) -> None:
     path = hostile_files(tmp_path)[kind]
-    argv = ["ask", "q", "--index", str(tmp_path / "none"), "--policy", str(path)]
+    argv = {
+        "ask": ["ask", "q", "--index", str(tmp_path / "none"), "--policy", str(path)],
+        "show": ["policy", "show", str(path)],
+        "migrate": ["policy", "migrate", str(path)],
+    }[command]
     outcome: list[int] = []
     assert within(30, lambda: outcome.append(main(argv))) is None
     assert outcome == [EXIT_USAGE]
