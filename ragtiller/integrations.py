@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.manifest import RunManifest
-from ragtiller.policies.run_context import RunContext
+from ragtiller.policies.run_context import CONFIG_KEY, RunContext
 
 MANIFEST_KEY = "ragtiller_manifest"
 """Document metadata key under which :class:`RagtillerRetriever` puts the turn's manifest."""
@@ -104,8 +104,8 @@ class RagtillerRetriever(BaseRetriever):
     (``k`` and any :class:`~ragtiller.policies.run_context.RunContext` field: ``policy``,
     ``max_chunks``, ``namespace``, ``tenant``, ``step_back``, ``rerank``), checked when the
     retriever is made; ``retriever.invoke(query, k=2)`` overrides them for one call. They
-    reach the graph as ``configurable`` run-context keys, so the manifest records them under
-    ``overrides``.
+    reach the graph under ``configurable["ragtiller"]``, so the manifest records them under
+    ``overrides``, and a parent's own ``configurable`` keys never change them.
 
     Attributes:
         graph: A compiled ragtiller graph (from :func:`ragtiller.build_graph`), without a
@@ -152,7 +152,7 @@ class RagtillerRetriever(BaseRetriever):
             {"query": query},
             config={
                 "callbacks": run_manager.get_child(),
-                "configurable": self.context(**call).overrides(),
+                "configurable": {CONFIG_KEY: self.context(**call).overrides()},
             },
         )
         documents, _, manifest = _output(out)
@@ -165,7 +165,7 @@ class RagtillerRetriever(BaseRetriever):
             {"query": query},
             config={
                 "callbacks": run_manager.get_child(),
-                "configurable": self.context(**call).overrides(),
+                "configurable": {CONFIG_KEY: self.context(**call).overrides()},
             },
         )
         documents, _, manifest = _output(out)
@@ -246,12 +246,9 @@ def as_tool(
         content = context or f"No documents retrieved ({reason})."
         return content, {"documents": documents, "manifest": manifest}
 
-    # the settings travel as ``configurable`` keys, which any Runnable accepts
-    config: RunnableConfig = {
-        "configurable": run_context(
-            search_kwargs, k=k, namespace=namespace, tenant=tenant
-        ).overrides()
-    }
+    # the settings travel under ``configurable["ragtiller"]``, which any Runnable accepts
+    settings = run_context(search_kwargs, k=k, namespace=namespace, tenant=tenant)
+    config: RunnableConfig = {"configurable": {CONFIG_KEY: settings.overrides()}}
 
     def search(query: str) -> tuple[str, dict[str, Any]]:
         return result(graph.invoke({"query": query}, config=config))

@@ -84,6 +84,7 @@ class RunManifest(_Record):
     embed_query: str = ""
     rerank_query: str = ""
     query_truncated: bool = False
+    tenant: str | None = Field(None, description="The tenant filter the turn applied.")
     candidate_namespaces: list[str] = Field(default_factory=list)
     selected_namespaces: list[str] = Field(default_factory=list)
     top_k: dict[str, int] = Field(default_factory=dict, description="Size asked of each stage.")

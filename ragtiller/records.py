@@ -54,6 +54,9 @@ class Route(TypedDict):
     triggers: list[str]
     """Lexical triggers that fired, as ``kind:text``."""
     namespaces: list[str]
+    """The namespaces this turn searches: the context's, else the input's, else the route's."""
+    tenant: str | None
+    """The tenant filter of this turn: the context's, else the input's; None: unscoped."""
     top_k: int
     truncated: bool
     """Whether the query was cut to ``budgets.max_query_chars`` for embedding."""

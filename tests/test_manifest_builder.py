@@ -27,6 +27,7 @@ def state(**overrides: Any) -> dict[str, Any]:
             "is_broad": True,
             "triggers": [],
             "namespaces": ["default"],
+            "tenant": None,
             "top_k": 8,
             "truncated": False,
             "hybrid": decision(True, True, "route enables hybrid"),

@@ -385,7 +385,7 @@ def test_top_k_and_max_chunks_are_not_coerced(field: str, value: object) -> None
     with pytest.raises(InputError, match=rf"  {field}: Input should be a valid integer"):
         graph().invoke({"query": FACTUAL}, context={field: value})
     with pytest.raises(InputError, match=rf"  {field}: Input should be a valid integer"):
-        graph().invoke({"query": FACTUAL}, config={"configurable": {field: value}})
+        graph().invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": {field: value}}})
     assert RunContext(**{field: 5}).overrides() == {field: 5}
 
 

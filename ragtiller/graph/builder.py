@@ -20,7 +20,7 @@ from ragtiller.graph.per_run import PerRunNodes
 from ragtiller.graph.state import InputState, OutputState, RetrievalState
 from ragtiller.graph.untracked import untrack_hits
 from ragtiller.nodes.assemble import make_assemble
-from ragtiller.nodes.components import Components
+from ragtiller.nodes.components import Components, Overview, fixed_overview
 from ragtiller.nodes.embed import make_embed
 from ragtiller.nodes.fuse import make_fuse
 from ragtiller.nodes.gate import make_gate
@@ -48,7 +48,10 @@ RetrievalGraph = CompiledRetrievalGraph
 
 
 class IndexLike(Protocol):
-    """What ``build_graph(index=...)`` reads: an embedder, tiers and an optional corpus map."""
+    """What ``build_graph(index=...)`` reads: an embedder and tiers. An index may also
+    offer a corpus outline: ``overview(namespaces, filter)``, cut to a turn's scope (as
+    :class:`ragtiller.index.EmbeddedIndex` does), or one ``corpus_map`` text, which is then
+    shown only on turns without a tenant."""
 
     @property
     def embedder(self) -> Embeddings: ...
@@ -56,8 +59,14 @@ class IndexLike(Protocol):
     @property
     def tiers(self) -> Sequence[Tier]: ...
 
-    @property
-    def corpus_map(self) -> str: ...
+
+def _overview(given: str | Overview | None, index: IndexLike | None) -> Overview | None:
+    """The outline a graph shows: the one given, else the index's, scoped when it can be."""
+    if given is None and index is not None:
+        given = getattr(index, "overview", None) or getattr(index, "corpus_map", None)
+    if isinstance(given, str):
+        return fixed_overview(given) if given else None
+    return given
 
 
 def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
@@ -84,7 +93,9 @@ class GraphParts(TypedDict, total=False):
         cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
         chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
         reranker: A rerank provider; default: built from the policy's ``reranker`` section.
-        corpus_map: Corpus outline for broad turns; default: the index's.
+        corpus_map: Corpus outline for broad turns: a function of a turn's namespaces and
+            tenant filter, or one text (shown only on turns without a tenant, since it cannot
+            be cut to one); default: the index's.
         llm_router: An LLM router strategy; default: built from the policy's ``router``
             section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm_router`.
     """
@@ -96,7 +107,7 @@ class GraphParts(TypedDict, total=False):
     cache: Cache | None
     chat_model: BaseChatModel | None
     reranker: Reranker | None
-    corpus_map: str | None
+    corpus_map: str | Overview | None
     llm_router: Any | None
 
 
@@ -127,12 +138,12 @@ def build_components(
     chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
     corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    tier_list = list(tiers) if tiers is not None else _index_tiers(resolved, index)
-    if not tier_list:
+    base_tiers = list(tiers) if tiers is not None else _index_tiers(resolved, index)
+    if not base_tiers:
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
         )
-    tier_list = apply_query_options(resolved, tier_list, index)
+    tier_list = apply_query_options(resolved, base_tiers, index)
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")
@@ -162,9 +173,19 @@ def build_components(
             cache=cache,
             trigger_kinds=resolved.lexical_triggers,
         )
-    if reranker is None:
-        from ragtiller.rerankers import reranker_from_policy
+    from ragtiller.rerankers import reranker_from_policy
 
+    given_reranker = reranker
+
+    def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
+        """The tiers and reranker of ``other``'s fusion and feedback, over the same parts."""
+        tiers = apply_query_options(other, base_tiers, index)
+        rerank = given_reranker or reranker_from_policy(
+            other.reranker, ledger=quota, cache=cache, tier_weights=other.fusion.tier_weights
+        )
+        return {t.name: t for t in tiers}, rerank
+
+    if reranker is None:
         reranker = reranker_from_policy(
             resolved.reranker, ledger=quota, cache=cache, tier_weights=resolved.fusion.tier_weights
         )
@@ -176,10 +197,9 @@ def build_components(
         cache=cache,
         chat_model=chat_model,
         reranker=reranker,
-        corpus_map=corpus_map
-        if corpus_map is not None
-        else (index.corpus_map if index is not None else None),
+        overview=_overview(corpus_map, index),
         llm_router=llm_router,
+        variant=variant,
     )
 
 

@@ -303,7 +303,7 @@ def _kept(previous: EmbeddedIndex | None, plan: SyncPlan) -> tuple[_Rows, list[i
     )
     parents = previous.parents
     sections = [
-        _section_from_record(parents.ids[r], parents.texts[r], parents.metadatas[r])
+        section_from_record(parents.ids[r], parents.texts[r], parents.metadatas[r])
         for r, md in enumerate(parents.metadatas)
         if group_id(namespace_of(md), str(md.get("doc_id"))) in plan.kept_groups
     ]
@@ -315,7 +315,7 @@ _RESERVED_SECTION_KEYS = frozenset(
 )
 
 
-def _section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
+def section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
     """A stored section as a :class:`Section`, for the corpus map and the parents table.
 
     The document text is not stored, so ``document.text`` is empty; where the body begins is

@@ -1,14 +1,22 @@
 """The corpus map: a bounded plain-text outline of documents and sections, built without an LLM.
 
 The assemble node injects it as ``<project-overview>`` on broad turns, so that a question like
-"what is in here?" gets an answer even when step-back could not run.
+"what is in here?" gets an answer even when step-back could not run. A turn only ever sees the
+outline of what it may search: :class:`ScopedOverview` builds one per namespace set and tenant
+filter, from the same rows the tiers filter.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+import numpy as np
+
+from ragtiller.index._records import RecordTable
 from ragtiller.index.chunking import Section
 
 SUMMARY_CHARS = 120
@@ -89,3 +97,57 @@ def _document_block(doc_id: str, sections: Sequence[Section], max_sections: int)
 
 def _section_summary(section: Section) -> str:
     return summarize(section.text[section.body_start :]) or summarize(section.text)
+
+
+SCOPES_KEPT = 64
+"""Outlines kept per index, one per (namespaces, filter) asked for; older ones are rebuilt."""
+
+
+class ScopedOverview:
+    """The corpus map of the rows a turn may see, built on first use per scope and kept.
+
+    Args:
+        sections: The index's section table (the parents): their metadata carry the namespace
+            and the document's own metadata (``tenant`` and the like) that tiers filter on.
+        to_section: Turns row ``(id, text, metadata)`` back into a :class:`Section`.
+
+    Example:
+        >>> from ragtiller.index._records import RecordTable
+        >>> rows = RecordTable(["s1"], ["Setup. Run make."], [{"doc_id": "a.md", "tenant": "acme"}])
+        >>> overview = ScopedOverview(rows, lambda id_, text, md: NotImplemented)
+        >>> overview.outline(["default"], {"tenant": "globex"})  # nothing of acme's
+        ''
+    """
+
+    def __init__(
+        self,
+        sections: RecordTable,
+        to_section: Callable[[str, str, dict[str, Any]], Section],
+    ) -> None:
+        self._sections = sections
+        self._to_section = to_section
+        self._kept: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
+        """The outline of the sections in ``namespaces`` whose metadata equals ``filter``
+        (empty when none match)."""
+        key = (
+            None if namespaces is None else tuple(sorted(set(namespaces))),
+            tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
+        )
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        table = self._sections
+        mask = table.mask(namespaces, filter)
+        rows = range(len(table)) if mask is None else np.flatnonzero(mask).tolist()
+        text = build_corpus_map(
+            [self._to_section(table.ids[r], table.texts[r], table.metadatas[r]) for r in rows]
+        )
+        with self._lock:
+            self._kept[key] = text
+            while len(self._kept) > SCOPES_KEPT:
+                self._kept.popitem(last=False)
+        return text

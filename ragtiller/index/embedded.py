@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,11 @@ from pydantic import ValidationError
 
 from ragtiller._retry import RetryPolicy
 from ragtiller.errors import IndexStoreError
-from ragtiller.index._builder import IndexBuilder, chunk_sync_record
+from ragtiller.index._builder import IndexBuilder, chunk_sync_record, section_from_record
 from ragtiller.index._embedding import DEFAULT_RETRY, EmbeddingStats
 from ragtiller.index._records import RecordTable
 from ragtiller.index.chunking import DEFAULT_CHUNKING, ChunkingConfig
+from ragtiller.index.corpus_map import ScopedOverview
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
 from ragtiller.index.embedders import embedder_identity
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LEXICAL_DIR, LexicalConfig, LexicalTier
@@ -80,6 +81,9 @@ class EmbeddedIndex:
         self.parents = parents
         self.manifest = manifest
         self.corpus_map = corpus_map
+        """The outline of the whole index, every namespace and tenant: for operators. A turn
+        gets :meth:`overview` of its own scope instead."""
+        self._overview = ScopedOverview(parents, section_from_record)
         self.stats = stats or EmbeddingStats()
         self.skipped = tuple(skipped)
         self.report = report
@@ -91,6 +95,13 @@ class EmbeddedIndex:
     def tiers(self) -> list[Tier]:
         """The ``dense``, ``parent_child`` and ``lexical`` tiers, in that order."""
         return list(self._tiers)
+
+    def overview(
+        self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
+    ) -> str:
+        """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
+        (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
+        return self._overview.outline(namespaces, filter)
 
     @property
     def embedder(self) -> Embeddings:

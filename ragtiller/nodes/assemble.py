@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.report import build_manifest
 from ragtiller.nodes.rerank import select_distinct
+from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter
 from ragtiller.nodes.stage import Stage
 from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import Candidate
@@ -53,6 +55,31 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
     return "\n\n".join(parts)
 
 
+def answer_messages(state: RetrievalState, context: str, max_chars: int) -> list[AnyMessage]:
+    """What the turn appends to the transcript: the question when it came as ``query`` (cut
+    to ``max_chars``, as for embedding), then the context as ragtiller's answer."""
+    turn = state["turn"]
+    answer = AIMessage(context, name=ANSWER_NAME, id=answer_id(turn["run_id"]))
+    if turn.get("asked_by") != "query":
+        return [answer]
+    asked = state["rerank_query"][:max_chars]
+    question = HumanMessage(asked, id=f"ragtiller-question-{turn['run_id']}")
+    return [question, answer]
+
+
+def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, list[str]]:
+    """The corpus outline for a broad turn that step-back did not serve, cut to the turn's
+    namespaces and tenant, with a label when an outline exists but cannot be cut to them."""
+    route = state["route"]
+    if deps.overview is None or not route["is_broad"] or state["step_back"]["status"] == "done":
+        return None, []
+    tenant = route["tenant"]
+    text = deps.overview(route["namespaces"], tenant_filter(tenant))
+    if text is None:
+        return None, [f"corpus overview left out: it cannot be limited to tenant {tenant!r}"]
+    return text or None, []
+
+
 def make_assemble(deps: Components) -> NodeFn:
     """Build the assemble node bound to ``deps``."""
 
@@ -63,25 +90,23 @@ def make_assemble(deps: Components) -> NodeFn:
         ranked = state.get("ranked") or identity_order(candidates, len(candidates))
         chunks = select_distinct(ranked, route["top_k"])
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
-        inject_map = bool(
-            route["is_broad"] and state["step_back"]["status"] != "done" and deps.corpus_map
-        )
+        overview, own = turn_overview(deps, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
-        own = [f"{designed} source(s) describe designed, not built, features"] if designed else []
+        if designed:
+            own.append(f"{designed} source(s) describe designed, not built, features")
         record = stage.done(
             route["no_retrieval_reason"],
             labels=own,
             documents=len(documents),
-            corpus_map=inject_map,
+            corpus_map=bool(overview),
         )
         stages = [*state.get("stages", []), record]
         manifest = build_manifest(state, stages, documents, deps.policy)
-        context = render_context(
-            documents, manifest.degraded, deps.corpus_map if inject_map else None
-        )
+        context = render_context(documents, manifest.degraded, overview)
         return {
             "documents": documents,
             "context": context,
+            "messages": answer_messages(state, context, deps.policy.budgets.max_query_chars),
             "manifest": manifest,
             "stages": [record],
         }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,19 @@ if TYPE_CHECKING:
 
 NodeFn = Callable[[Any], Coroutine[Any, Any, dict[str, Any]]]
 """A node: an ``async def`` taking the state (or a Send payload), returning a partial update."""
+Overview = Callable[[Sequence[str], Mapping[str, Any] | None], str | None]
+"""The corpus outline of one turn's scope: its namespaces and its tenant filter. None: no
+outline can be given for that scope (it is left out, with a label)."""
+
+
+def fixed_overview(text: str) -> Overview:
+    """An outline given as one text: it cannot be cut to a tenant, so it is shown only on
+    turns without a tenant filter (default deny)."""
+
+    def outline(namespaces: Sequence[str], filter: Mapping[str, Any] | None) -> str | None:
+        return None if filter else text
+
+    return outline
 
 
 @dataclass(frozen=True)
@@ -35,8 +48,11 @@ class Components:
         cache: Step-back (and reranker) cache.
         chat_model: Step-back model; None skips step-back with reason ``no-llm``.
         reranker: The rerank provider (the z-score floor by default).
-        corpus_map: Outline of the corpus, injected for broad turns without step-back.
+        overview: The corpus outline of a turn's scope, injected for broad turns without
+            step-back.
         llm_router: Optional router strategy; see :mod:`ragtiller.routing.llm_router`.
+        variant: The tiers and reranker for another policy's fusion and feedback (a run
+            context's policy); None: they cannot be rebuilt, and stay these.
     """
 
     policy: RetrievalPolicy
@@ -46,8 +62,9 @@ class Components:
     cache: Cache
     chat_model: BaseChatModel | None
     reranker: Reranker
-    corpus_map: str | None = None
+    overview: Overview | None = None
     llm_router: Callable[..., Any] | None = None
+    variant: Callable[[RetrievalPolicy], tuple[dict[str, Tier], Reranker]] | None = None
 
     @property
     def has_ceiling(self) -> bool:

@@ -9,6 +9,7 @@ from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
+from ragtiller.nodes.run_input import tenant_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import plan_tiers
 from ragtiller.records import TierTask
@@ -86,7 +87,6 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
         records.extend(
             skipped("tier_search", reason, tier=name) for name, reason in skipped_tiers.items()
         )
-        tenant = state.get("tenant")
         limit = deadline(policy, policy.deadlines.tier_s, state["turn"]["started_at"])
         if limit.expired:
             records.extend(skipped("tier_search", TURN_DEADLINE, tier=name) for name in run)
@@ -98,7 +98,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 vector=vector,
                 k=depth,
                 namespaces=route["namespaces"],
-                filter={"tenant": tenant} if tenant else None,
+                filter=tenant_filter(route["tenant"]),
                 deadline_s=limit.seconds,
                 turn_bound=limit.turn_bound,
             )

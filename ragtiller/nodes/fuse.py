@@ -28,7 +28,7 @@ def make_fuse(deps: Components) -> NodeFn:
         if not hits:
             candidates = []
             tier_hits = state.get("tier_hits") or {}
-            labels = nothing_matched_labels(state.get("tenant"), tier_hits)
+            labels = nothing_matched_labels(state["route"]["tenant"], tier_hits)
             records.append(skipped("fuse", "no-candidates", labels=labels))
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))

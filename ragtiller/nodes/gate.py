@@ -13,6 +13,7 @@ from ragtiller.errors import InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import (
     ACCEPTED_SHAPES,
+    asked_by,
     current_context,
     query_of,
     unknown_namespace_labels,
@@ -26,7 +27,7 @@ from ragtiller.policies.decisions import (
     decide_step_back,
 )
 from ragtiller.policies.router import Classification, classify
-from ragtiller.policies.run_context import RunContext
+from ragtiller.policies.run_context import RunContext, scope_problem
 from ragtiller.records import QuotaView, Route, StepBack
 from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
 
@@ -39,13 +40,13 @@ CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
 
 
-def _check_tenant(state: RetrievalState) -> None:
-    value = state.get("tenant")
-    if value is not None and not isinstance(value, str):
-        raise InputError(
-            f"input 'tenant' must be a str, got {type(value).__name__}: {value!r:.80}; "
-            f"pass {ACCEPTED_SHAPES}"
-        )
+def _check_scope(state: RetrievalState) -> None:
+    """Refuse an input ``tenant`` or ``namespace`` that names nothing (see ``scope_problem``)."""
+    for field in ("tenant", "namespace"):
+        value = state.get(field)
+        problem = None if value is None else scope_problem(field, value)
+        if problem is not None:
+            raise InputError(f"input {field!r} {problem}: {value!r:.80}; pass {ACCEPTED_SHAPES}")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -60,25 +61,41 @@ def encodable(text: str) -> str:
 def _namespaces(
     state: RetrievalState, context: RunContext, route_namespaces: list[str]
 ) -> list[str]:
-    override = state.get("namespace")
-    if override is None or override == "" or override == []:
-        override = context.namespace
-    if override is None or override == "" or override == []:
+    """The context's namespaces, else the input's, else the route's."""
+    override = context.namespace if context.namespace is not None else state.get("namespace")
+    if override is None:
         return route_namespaces
-    names = [override] if isinstance(override, str) else override
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InputError(f"input 'namespace' must be a str or a list of str, got {override!r:.80}")
-    return list(names)
+    return [override] if isinstance(override, str) else list(override)
+
+
+def _tenant(state: RetrievalState, context: RunContext) -> str | None:
+    """The context's tenant, else the input's (both checked non-blank)."""
+    return context.tenant if context.tenant is not None else state.get("tenant")
 
 
 async def read_quota(deps: Components) -> QuotaView:
-    """One read of the chat and rerank budgets (a single round trip on Redis)."""
-    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in deps.quota.limits]
+    """One read of the chat and rerank budgets (a single round trip on Redis), capped by the
+    turn's policy: a run policy with a lower daily limit than the ledger's sees what is left of
+    its own limit today (it can lower a limit, never raise it)."""
+    limits = deps.quota.limits
+    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in limits]
     snapshot = await deps.quota.asnapshot(resources)
     left = snapshot.remaining
+    own: dict[str, int] = {
+        CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
+        RERANK_RESOURCE: deps.policy.reranker.daily_calls,
+    }
+
+    def capped(resource: str) -> int:
+        remaining = left.get(resource, 0)
+        if resource not in limits:
+            return remaining
+        used = limits[resource] - remaining
+        return max(0, min(remaining, own[resource] - used))
+
     return QuotaView(
-        chat_left=left.get(CHAT_RESOURCE, 0),
-        rerank_left=left.get(RERANK_RESOURCE, 0),
+        chat_left=capped(CHAT_RESOURCE),
+        rerank_left=capped(RERANK_RESOURCE),
         available=snapshot.available,
     )
 
@@ -106,7 +123,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         raw = query_of(state)
         query = encodable(raw)
         context = current_context()
-        _check_tenant(state)  # a context tenant is shown to the nodes by the graph (per_run)
+        _check_scope(state)
         overrides = context.overrides()
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
@@ -143,6 +160,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 is_broad=False,
                 triggers=[],
                 namespaces=[],
+                tenant=_tenant(state, context),
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
@@ -174,6 +192,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 is_broad=cls.is_broad,
                 triggers=cls.trigger_labels,
                 namespaces=namespaces,
+                tenant=_tenant(state, context),
                 top_k=top_k,
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
@@ -217,6 +236,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "started_at": started,
                 "quota": quota,
                 "overrides": overrides,
+                "asked_by": asked_by(state),
             },
             "route": route,
             "embed_query": embed_text,

@@ -7,6 +7,7 @@ these fields in its configuration panel (``context_schema``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -40,11 +41,37 @@ def _cached_policy(name: str, directory: Path | None) -> RetrievalPolicy:
     return load_allowed_policy(name, directory)
 
 
+MAX_NAMESPACES = 64
+"""Most namespaces one turn may name: each is searched, checked and may be labelled."""
+
+
+def scope_problem(field: str, value: object) -> str | None:
+    """What is wrong with a ``tenant`` or ``namespace`` value, or None when it names one.
+
+    An empty or blank value is refused rather than read as "no filter": a tenant that names
+    nobody must never widen a turn to every tenant's documents (default deny).
+    """
+    names = value if field == "namespace" and isinstance(value, list) else [value]
+    if field == "namespace" and not names:
+        return "must name at least one namespace, got an empty list; leave it out for the route's"
+    if len(names) > MAX_NAMESPACES:
+        return f"names {len(names)} namespaces; at most {MAX_NAMESPACES} may be searched in one turn"
+    for name in names:
+        if not isinstance(name, str):
+            return f"must be a str{' or a list of str' if field == 'namespace' else ''}, got {type(name).__name__}"
+        if not name.strip():
+            return (
+                f"must not be empty or blank, got {name!r}: it would filter nothing out; "
+                f"name the {field}, or leave the key out"
+            )
+    return None
+
+
 class RunContext(BaseModel):
     """Settings for one run; every unset field keeps the graph's policy.
 
     Pass it as ``graph.invoke(input, context={...})`` (or a ``RunContext``), or as
-    ``config={"configurable": {...}}``. A bad value raises :class:`~ragtiller.errors.InputError`
+    ``config={"configurable": {"ragtiller": {...}}}``. A bad value raises :class:`~ragtiller.errors.InputError`
     naming the field.
 
     Example:
@@ -97,6 +124,14 @@ class RunContext(BaseModel):
                 raise ValueError(str(e)) from e
         return value
 
+    @field_validator("tenant", "namespace")
+    @classmethod
+    def _names_one(cls, value: Any, info: Any) -> Any:
+        problem = None if value is None else scope_problem(info.field_name, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     def overrides(self) -> dict[str, Any]:
         """The fields this run sets, as recorded in the manifest."""
         return self.model_dump(exclude_none=True)
@@ -138,22 +173,45 @@ EMPTY = RunContext()
 """The context of a run that sets nothing."""
 
 
-def context_from(value: Any, configurable: dict[str, Any] | None = None) -> RunContext:
-    """This run's context: LangGraph's ``context`` when it is ours, else the ``configurable``
-    keys that name context fields (how older clients and Studio assistants pass them).
+CONFIG_KEY = "ragtiller"
+"""The ``configurable`` key that holds a run's settings when they cannot travel as LangGraph's
+``context`` (a retriever, a tool, an older client): ``{"configurable": {"ragtiller": {...}}}``."""
 
-    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it);
-    any other context object or dict seen here is a parent graph's, so only the fields named
-    like ours are read from it.
+
+def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> RunContext:
+    """This run's context: LangGraph's ``context`` when it is ours, else the settings under
+    ``configurable["ragtiller"]``, else none.
+
+    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it).
+    Any other context object is a parent graph's, and a parent's generic ``configurable`` keys
+    (``policy``, ``top_k``, ``tenant``) are the parent's own: neither is ever read as ours.
+
+    Raises:
+        InputError: ``configurable["ragtiller"]`` is not a mapping, or holds an unknown key or
+            a bad value.
     """
     if isinstance(value, RunContext):
         return value
-    if isinstance(value, dict):
-        source: dict[str, Any] = value
-    else:
-        source = configurable or {}
-    known = {k: v for k, v in source.items() if k in RunContext.model_fields}
-    return RunContext(**known) if known else EMPTY
+    ours = (configurable or {}).get(CONFIG_KEY)
+    if ours is None:
+        return EMPTY
+    if isinstance(ours, RunContext):
+        return ours
+    if not isinstance(ours, Mapping):
+        raise InputError(
+            f"configurable[{CONFIG_KEY!r}] must be a dict of run-context fields, got "
+            f"{type(ours).__name__}; accepted fields: {', '.join(RunContext.model_fields)}"
+        )
+    return RunContext(**ours) if ours else EMPTY
 
 
-__all__ = ("EMPTY", "RerankSwitch", "RunContext", "cached_policy", "context_from", "run_policy")
+__all__ = (
+    "CONFIG_KEY",
+    "EMPTY",
+    "RerankSwitch",
+    "RunContext",
+    "cached_policy",
+    "context_from",
+    "run_policy",
+    "scope_problem",
+)
