@@ -125,7 +125,7 @@ class RagtillerRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     graph: Runnable[Any, Any]
-    k: int | None = None
+    k: int | None = Field(None, strict=True)  # as the run context's top_k: "3", 3.0, True refused
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     namespace: Namespace = None
     tenant: str | None = None

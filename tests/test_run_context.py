@@ -73,7 +73,10 @@ def test_top_k_above_max_chunks_is_capped_with_a_label() -> None:
         ({"topk": 2}, r"topk: Extra inputs are not permitted[\s\S]*accepted fields: policy, top_k"),
         ({"rerank": "maybe"}, r"rerank: Input should be 'on', 'off' or 'ceiling'"),
         ({"step_back": True}, r"step_back: Input should be 'on' or 'off'"),
-        ({"policy": "no-such-policy"}, r"policy file no-such-policy does not exist"),
+        (
+            {"policy": "no-such-policy"},
+            r"unknown policy 'no-such-policy'; allowed: default, no-llm",
+        ),
     ],
 )
 def test_a_bad_context_value_is_an_input_error_naming_the_field(
@@ -83,14 +86,15 @@ def test_a_bad_context_value_is_an_input_error_naming_the_field(
         graph().invoke({"query": FACTUAL}, context=context)
 
 
-def test_policies_are_loaded_once_by_name(tmp_path: Path) -> None:
+def test_policies_are_loaded_once_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cached_policy("default") is cached_policy("default")
     variant = tmp_path / "variant.yaml"
     data = load_policy().model_dump(mode="json") | {"policy_id": "per-run-variant"}
     data["routes"]["factual_lookup"]["top_k"] = 1
     variant.write_text(yaml.safe_dump(data), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
     g = graph()
-    out = g.invoke({"query": FACTUAL}, context={"policy": str(variant)})
+    out = g.invoke({"query": FACTUAL}, context={"policy": "variant"})
     assert out["manifest"].policy_id == "per-run-variant"
     assert len(out["documents"]) == 1
     assert g.invoke({"query": FACTUAL})["manifest"].policy_id == "default-retrieval-policy"
@@ -226,15 +230,16 @@ def test_unknown_namespace_and_empty_tenant_are_labelled(tenant_index: EmbeddedI
 
 
 def test_a_context_policy_with_an_unknown_namespace_fails_with_the_known_list(
-    tenant_index: EmbeddedIndex, tmp_path: Path
+    tenant_index: EmbeddedIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ragtiller.policies import parse_policy
 
     g = build_graph(parse_policy(routed_to("docs")), index=tenant_index)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(routed_to("wiki")), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
     with pytest.raises(ConfigurationError, match=r"'wiki'.*the index holds: docs, faq"):
-        g.invoke({"query": FACTUAL}, context={"policy": str(bad)})
+        g.invoke({"query": FACTUAL}, context={"policy": "bad"})
 
 
 # --- stage events in LangChain's event API ---------------------------------------------------
@@ -362,16 +367,19 @@ def test_a_per_run_policy_gives_the_turn_a_graph_built_with_it_would_give(query:
     assert turn_facts(default) != turn_facts(per_run)  # the fields differ, and they applied
 
 
-def test_a_per_run_policy_that_changes_a_build_time_field_is_refused(tmp_path: Path) -> None:
+def test_a_per_run_policy_that_changes_a_build_time_field_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = load_policy().model_dump(mode="json") | {"policy_id": "routed-by-llm"}
     data["router"]["llm_router"] = "on"
     data["reranker"]["provider"] = "identity"
     variant = tmp_path / "routed.yaml"
     variant.write_text(yaml.safe_dump(data), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
     with pytest.raises(
         InputError, match=r"fixed when the graph was built \(router, reranker.provider\)"
     ):
-        graph().invoke({"query": FACTUAL}, context={"policy": str(variant)})
+        graph().invoke({"query": FACTUAL}, context={"policy": "routed"})
 
 
 def test_a_per_run_policy_can_lower_the_daily_chat_limit() -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragtiller.errors import InputError, PolicyError
-from ragtiller.policies.loader import load_policy
+from ragtiller.errors import InputError, RagtillerError
+from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
 
 OnOff = Literal["on", "off"]
@@ -23,14 +24,21 @@ RerankSwitch = Literal["on", "off", "ceiling"]
 quota allows (the floor otherwise)."""
 
 
-@lru_cache(maxsize=32)
 def cached_policy(name: str) -> RetrievalPolicy:
-    """The policy ``name`` (a shipped name or a YAML path), loaded once per process.
+    """The per-run policy ``name``, loaded once per process: a shipped name, or a
+    ``<name>.yaml`` in the operator's ``RAGTILLER_POLICY_DIR`` (read on each call), never a path.
 
     Raises:
-        PolicyError: Unknown name, unreadable or invalid file.
+        InputError: ``name`` is not an allowed policy (the message lists the allowed ones).
+        PolicyError: The operator's file is invalid or takes a shipped name.
+        ConfigurationError: ``RAGTILLER_POLICY_DIR`` cannot be listed.
     """
-    return load_policy(name)
+    return _cached_policy(name, policy_dir())
+
+
+@lru_cache(maxsize=32)
+def _cached_policy(name: str, directory: Path | None) -> RetrievalPolicy:
+    return load_allowed_policy(name, directory)
 
 
 MAX_NAMESPACES = 64
@@ -74,13 +82,20 @@ class RunContext(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     policy: str | None = Field(
-        None, description="Shipped policy name (e.g. 'default') or a policy YAML path."
+        None,
+        description="Name of an allowed policy: a shipped one (e.g. 'default') or one in the "
+        "operator's RAGTILLER_POLICY_DIR; never a path.",
     )
+    # strict: "5", 5.0 and True are refused, not read as 5, 5 and 1
     top_k: int | None = Field(
-        None, gt=0, le=100, description="Documents returned (capped by max_chunks)."
+        None, strict=True, gt=0, le=100, description="Documents returned (capped by max_chunks)."
     )
     max_chunks: int | None = Field(
-        None, gt=0, le=100, description="Most chunks any route may return; sizes the candidates."
+        None,
+        strict=True,
+        gt=0,
+        le=100,
+        description="Most chunks any route may return; sizes the candidates.",
     )
     namespace: str | list[str] | None = Field(
         None, description="Namespace(s) searched instead of the route's."
@@ -105,7 +120,7 @@ class RunContext(BaseModel):
         if value is not None:
             try:
                 cached_policy(value)
-            except PolicyError as e:
+            except RagtillerError as e:  # unknown name, bad operator file or directory
                 raise ValueError(str(e)) from e
         return value
 
