@@ -184,6 +184,7 @@ def test_tune_over_a_list_of_datasets_ships_a_point_every_fold_confirms(
     selection = json.loads((out / "selection.json").read_text("utf-8"))
     assert selection["kind"] == "ragtiller.loco-selection"
     assert list(selection["collections"]) == ["alpha", "beta"]
+    assert selection["collections"]["alpha"]["top_k"] is None  # neither --top-k nor top_k
     base_row, point_row = (p["tune_half_scores"] for p in selection["points"])
     assert all(point_row[c] > base_row[c] for c in ("alpha", "beta"))
     assert [f["held_back"] for f in selection["folds"]] == ["alpha", "beta"]
@@ -221,15 +222,26 @@ def test_tune_needs_one_dataset_or_a_list(
     assert capsys.readouterr().err == f"ragtiller tune: error: {message}\n"
 
 
-def test_a_bad_dataset_list_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"dataset": "d", "index": "i", "qrels": "x"}, "entry 1: unknown key(s) ['qrels']"),
+        (
+            {"dataset": "d", "index": "i", "top_k": "10"},
+            "entry 1: top_k must be a positive integer",
+        ),
+        ({"dataset": "d"}, "entry 1: expected a mapping with 'dataset' and 'index'"),
+    ],
+)
+def test_a_bad_dataset_list_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: dict[str, str], message: str
+) -> None:
     listing = tmp_path / "list.yaml"
-    listing.write_text(yaml.safe_dump([{"dataset": "d", "index": "i", "qrels": "x"}]))
+    listing.write_text(yaml.safe_dump([entry]))
     space = tmp_path / "space.yaml"
     space.write_text("fusion.method: [zscore]\n")
     argv = ["tune", "--datasets", str(listing), "--base", "default", "--space", str(space)]
     assert main([*argv, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert (
-        err.startswith("ragtiller tune: error: dataset list ")
-        and "entry 1: unknown key(s) ['qrels']" in err
-    )
+    assert err.startswith("ragtiller tune: error: dataset list ")
+    assert message in err and err.count("\n") == 1

@@ -112,8 +112,8 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
         "--datasets",
         type=Path,
         default=None,
-        help="YAML list of {dataset, index[, split, slices]}: leave-one-collection-out "
-        "over them (instead of --index and --dataset).",
+        help="YAML list of {dataset, index[, split, slices, top_k]}: leave-one-collection-out "
+        "over them (instead of --index and --dataset); an entry's top_k overrides --top-k.",
     )
     _common(tu, single=False)
     _bootstrap(tu, "Split and bootstrap seed (default 0).")
@@ -393,13 +393,15 @@ def _tune_many(args: argparse.Namespace) -> int:
             dataset = load_dataset(entry.dataset, split=entry.split, slices=entry.slices)
             index, coverage = _open(entry.index, dataset)
             tune_half, held_out = dataset.split_halves(seed=args.seed)
-            evaluate = _checked(index, quiet, QueryVectorCache(index.embedder))
+            depth = argparse.Namespace(**{**vars(quiet), "top_k": entry.top_k or args.top_k})
+            evaluate = _checked(index, depth, QueryVectorCache(index.embedder))
             collections.append(Collection(dataset.name, tune_half, held_out, evaluate))
             described.append(
                 {
                     "dataset": dataset_fingerprint(dataset),
                     "index": index_fingerprint(index),
                     "metric": primary_metric(dataset),
+                    "top_k": entry.top_k or args.top_k,
                     "halves": [len(tune_half.queries), len(held_out.queries)],
                 }
             )

@@ -8,6 +8,7 @@ Example file (relative paths are read from the file's own folder)::
       index: idx/squad
       split: questions-1000      # optional: qrels split or questions file stem
       slices: squad-slices.tsv   # optional: query-id -> slice file
+      top_k: 10                  # optional: this collection's --top-k
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ import yaml
 
 from ragtiller.eval._errors import EvalError
 
-_KEYS = {"dataset", "index", "split", "slices"}
+_KEYS = {"dataset", "index", "split", "slices", "top_k"}
 
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """One entry of the list: a dataset folder, the index built from it, optional split/slices."""
+    """One entry of the list: a dataset folder, the index built from it, and optionally its
+    split, slice file and result depth (``top_k``, instead of the command's ``--top-k``)."""
 
     dataset: Path
     index: Path
     split: str | None = None
     slices: Path | None = None
+    top_k: int | None = None
 
 
 def read_dataset_list(path: str | Path) -> list[DatasetEntry]:
@@ -55,14 +58,18 @@ def read_dataset_list(path: str | Path) -> list[DatasetEntry]:
         unknown = sorted(set(map(str, item)) - _KEYS)
         if unknown:
             raise EvalError(f"{where}: unknown key(s) {unknown}; known: {sorted(_KEYS)}")
+        top_k = item.pop("top_k", None)
+        if top_k is not None and (type(top_k) is not int or top_k <= 0):
+            raise EvalError(f"{where}: top_k must be a positive integer, got {top_k!r}")
         if not all(isinstance(v, str) for v in item.values()):
-            raise EvalError(f"{where}: every value must be a string")
+            raise EvalError(f"{where}: dataset, index, split and slices must be strings")
         entries.append(
             DatasetEntry(
                 dataset=root / item["dataset"],
                 index=root / item["index"],
                 split=item.get("split"),
                 slices=root / item["slices"] if "slices" in item else None,
+                top_k=top_k,
             )
         )
     return entries
