@@ -65,7 +65,7 @@ def test_a_point_every_fold_chooses_and_every_held_back_collection_confirms_ship
     assert result.points == ({}, {"fusion.method": "zscore"}, {"fusion.method": "minmax"})
     assert result.scores == {"a": (0.0, 0.0, 1.0), "b": (0.0, 0.0, 1.0), "c": (0.0, 0.0, 1.0)}
     assert [(f.held_back, f.choice) for f in result.folds] == [("a", 2), ("b", 2), ("c", 2)]
-    assert all(f.confirmation.confirmed for f in result.folds)
+    assert all(f.confirmed for f in result.folds)
     assert result.candidate is not None and result.candidate.fusion.method == "minmax"
     assert result.candidate.version == f"{load_policy().version}+loco-seed0"
     assert result.verdict.startswith("shipped: {'fusion.method': 'minmax'}")
@@ -85,7 +85,7 @@ def test_a_held_back_collection_that_rejects_the_choice_stops_it() -> None:
     # Everyone prefers minmax on the tune halves, but on c's held-out half it finds nothing.
     result = select(lambda name, method, held: method == "minmax" and not (name == "c" and held))
     assert [f.choice for f in result.folds] == [2, 2, 2]
-    assert [f.confirmation.confirmed for f in result.folds] == [True, True, False]
+    assert [f.confirmed for f in result.folds] == [True, True, False]
     assert result.candidate is None
     assert result.verdict == "NOT shipped: not confirmed by held-back c"
 
@@ -93,6 +93,7 @@ def test_a_held_back_collection_that_rejects_the_choice_stops_it() -> None:
 def test_a_space_that_cannot_beat_the_base_keeps_it() -> None:
     result = select(lambda name, method, held: True)  # all points tie: the base wins ties
     assert {f.choice for f in result.folds} == {0}
+    assert all(f.confirmation is None and not f.confirmed for f in result.folds)  # no runs
     assert result.candidate is None and result.verdict == "NOT shipped: every fold kept the base"
 
 

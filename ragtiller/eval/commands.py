@@ -448,21 +448,23 @@ def _selection(
     folds = []
     for fold, held in zip(result.folds, collections, strict=True):
         c = fold.confirmation
-        promotion = decision_artifact(
-            fold.candidate,
-            base,
-            held.held_out,
-            c.comparison,
-            c.decision,
-            index=c.candidate_run.index,
-            degraded=_degraded(c.candidate_run, c.baseline_run),
-        )
+        promotion = None
+        if c is not None:
+            promotion = decision_artifact(
+                fold.candidate,
+                base,
+                held.held_out,
+                c.comparison,
+                c.decision,
+                index=c.candidate_run.index,
+                degraded=_degraded(c.candidate_run, c.baseline_run),
+            )
         folds.append(
             {
                 "held_back": fold.held_back,
                 "chosen": dict(result.points[fold.choice]),
                 "others_mean_score": round(fold.selection_score, 6),
-                "confirmed": c.confirmed,
+                "confirmed": fold.confirmed,
                 "promotion": promotion,
             }
         )

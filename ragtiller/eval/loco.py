@@ -58,14 +58,20 @@ class Fold:
         choice: Index of the chosen point (0 is the base).
         selection_score: The chosen point's mean tune-half score over the other collections.
         candidate: The base with the chosen point's overrides, renamed.
-        confirmation: The choice against the base on the held-back collection's held-out half.
+        confirmation: The choice against the base on the held-back collection's held-out half;
+            None when the fold kept the base (there is nothing to confirm).
     """
 
     held_back: str
     choice: int
     selection_score: float
     candidate: RetrievalPolicy
-    confirmation: Confirmation
+    confirmation: Confirmation | None
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether the held-back collection confirmed a point other than the base."""
+        return self.confirmation is not None and self.confirmation.confirmed
 
 
 @dataclass(frozen=True)
@@ -133,9 +139,11 @@ def loco_tune(
         means = [math.fsum(r[:i] + r[i + 1 :]) / (len(r) - 1) for r in rows]
         choice = max(range(len(means)), key=lambda p: means[p])  # the first of equals
         candidate = tuned_policy(base, policies[choice][0], tag=tag)
-        confirmation = confirm(
-            candidate, base, held.held_out, held.evaluate, seed=seed, n_resamples=n_resamples
-        )
+        confirmation = None
+        if choice:
+            confirmation = confirm(
+                candidate, base, held.held_out, held.evaluate, seed=seed, n_resamples=n_resamples
+            )
         folds.append(Fold(held.name, choice, means[choice], candidate, confirmation))
     return LocoResult(
         points=tuple(o for o, _ in policies),
@@ -149,7 +157,7 @@ def loco_tune(
 def _shipped(folds: Sequence[Fold]) -> RetrievalPolicy | None:
     """The folds' common candidate when every fold chose it (not the base) and confirmed it."""
     choices = {f.choice for f in folds}
-    if len(choices) != 1 or 0 in choices or not all(f.confirmation.confirmed for f in folds):
+    if len(choices) != 1 or not all(f.confirmed for f in folds):
         return None
     return folds[0].candidate
 
@@ -165,7 +173,7 @@ def _verdict(
     (choice,) = choices
     if choice == 0:
         return "NOT shipped: every fold kept the base"
-    rejected = [f.held_back for f in folds if not f.confirmation.confirmed]
+    rejected = [f.held_back for f in folds if not f.confirmed]
     if rejected:
         return f"NOT shipped: not confirmed by held-back {', '.join(rejected)}"
     return f"shipped: {dict(policies[choice][0])}, confirmed by every held-back collection"

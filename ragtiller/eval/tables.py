@@ -129,16 +129,18 @@ def print_loco_folds(result: LocoResult) -> None:
     """One line per fold: the choice made without the collection, and the collection's verdict."""
     print("\nfold: held back -> chosen on the others -> judged on its held-out half")
     for fold in result.folds:
-        lift = fold.confirmation.comparison.lifts[OVERALL]
+        chosen = f"point {fold.choice} {dict(result.points[fold.choice]) or '(base)'}"
+        head = f"{fold.held_back}: {chosen} (others' mean {fold.selection_score:.4f})"
+        c = fold.confirmation
+        if c is None:
+            print(f"{head} -> kept the base, nothing to confirm")
+            continue
+        lift = c.comparison.lifts[OVERALL]
         ci = "-" if lift.ci_low is None else f"[{lift.ci_low:+.4f}, {lift.ci_high:+.4f}]"
         mean = "-" if lift.mean is None else f"{lift.mean:+.4f}"
-        verdict = "confirmed" if fold.confirmation.confirmed else "REJECTED"
-        print(
-            f"{fold.held_back}: point {fold.choice} {dict(result.points[fold.choice]) or '(base)'} "
-            f"(others' mean {fold.selection_score:.4f}) -> lift {mean} {ci}, "
-            f"{fold.confirmation.decision.decision}: {verdict}"
-        )
-        for reason in fold.confirmation.decision.reasons:
+        verdict = "confirmed" if c.confirmed else "REJECTED"
+        print(f"{head} -> lift {mean} {ci}, {c.decision.decision}: {verdict}")
+        for reason in c.decision.reasons:
             if not reason.passed:
                 print(f"  FAIL {reason.rule}[{reason.scope}]: {reason.detail}")
     print(result.verdict)
