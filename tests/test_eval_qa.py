@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fixtures.eval_cli import main
-from fixtures.qa_data import HIT_RATE, QUESTIONS, write_qa_dataset
+from fixtures.qa_data import HIT_RATE, HITTING, QUESTIONS, write_qa_dataset
 
 from ragtiller.eval import EvalError, dataset_kind, load_dataset, load_qa
 from ragtiller.eval.coverage import index_doc_ids
@@ -232,3 +232,20 @@ def test_promote_compares_answer_mrr_on_a_qa_dataset(
     assert artifact["eval"]["degraded"]["candidate"]["turns"] == 0
     assert "answer MRR@10 per slice" in printed
     assert "PASS min_ndcg_lift[all]: answer MRR@10 lift +0.0000 >= +0.0000" in printed
+
+
+def test_tune_scores_a_qa_dataset_by_answer_mrr(
+    qa_root: Path, qa_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("fusion.method: [zscore]\n", encoding="utf-8")
+    argv = ["tune", "--index", str(qa_index), "--dataset", str(qa_root), "--base", "default"]
+    argv += ["--space", str(space), "--out", str(tmp_path / "o"), "--resamples", "200"]
+    assert main([*argv, "--no-progress"]) == 1  # every point hits the same: nothing to confirm
+    printed = capsys.readouterr().out
+    assert "tune answer MRR@10  overrides" in printed
+    tune = json.loads((tmp_path / "o" / "promotion.json").read_text("utf-8"))["tune"]
+    assert tune["metric"] == "answer_mrr_at_10"
+    tune_half, _ = load_qa(qa_root).split_halves(seed=0)
+    expected = sum(q in HITTING for q in tune_half.queries) / len(tune_half.queries)
+    assert [p["score"] for p in tune["tune_half_scores"]] == [round(expected, 6)] * 2
