@@ -26,6 +26,7 @@ from typing import Any
 
 from ragtiller.eval import EvalDataset, load_beir, run_eval, summarize
 from ragtiller.eval.datasets import dataset_sha256, read_jsonl
+from ragtiller.eval.honesty import check_degraded, without_deadlines
 from ragtiller.eval.query_cache import QueryVectorCache
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import ChunkingConfig, EmbeddedIndex, ingest, local_embedder
@@ -69,8 +70,12 @@ def open_index(dataset: EvalDataset, cache_dir: Path) -> EmbeddedIndex:
 def evaluate(
     policy: RetrievalPolicy, index: EmbeddedIndex, dataset: EvalDataset, **graph: Any
 ) -> dict[str, Any]:
-    """Overall NDCG@10, MRR@10, Recall@100 and p95 turn latency of ``policy`` on ``dataset``."""
-    run = run_eval(build_graph(policy, index=index, **graph), dataset, progress=False)
+    """Overall NDCG@10, MRR@10, Recall@100 and p95 turn latency of ``policy`` on ``dataset``
+    (as ``ragtiller eval``: deadlines lifted, a degraded turn is an error)."""
+    run = run_eval(
+        build_graph(without_deadlines(policy), index=index, **graph), dataset, progress=False
+    )
+    check_degraded(run, allow=False, what=f"{policy.policy_id} on {dataset.name}")
     overall = summarize(run, dataset)["all"]
     return {
         "ndcg": overall.ndcg_at_10,

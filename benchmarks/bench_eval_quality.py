@@ -33,6 +33,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.eval import EvalDataset, load_beir, run_eval, summarize
+from ragtiller.eval.honesty import check_degraded, without_deadlines
 from ragtiller.eval.query_cache import QueryVectorCache
 from ragtiller.eval.report import query_scores
 from ragtiller.eval.variants import with_depth, with_overrides
@@ -150,9 +151,12 @@ def evaluate(
     concurrency: int = 4,
 ) -> dict[str, float]:
     """NDCG@10, MRR@10, Recall@100, p50/p95 turn ms and LLM calls per turn of one run; with
-    ``halves``, also the NDCG@10 of each half (``half0``, ``half1``) from the same run."""
-    graph = build_graph(policy, index=index, embedder=embedder)
+    ``halves``, also the NDCG@10 of each half (``half0``, ``half1``) from the same run.
+
+    As ``ragtiller eval``: the policy's deadlines lifted, and a degraded turn is an error."""
+    graph = build_graph(without_deadlines(policy), index=index, embedder=embedder)
     run = run_eval(graph, dataset, progress=False, concurrency=concurrency)
+    check_degraded(run, allow=False, what=f"{policy.policy_id} on {dataset.name}")
     m = summarize(run, dataset)["all"]
     total = m.latency_ms["total"]
     out = {

@@ -47,14 +47,15 @@ def test_eval_prints_a_table_per_slice(index_dir: Path, capsys: pytest.CaptureFi
     argv = ["eval", "--index", str(index_dir), "--dataset", str(TINY), "--policy", "default"]
     assert main([*argv, "--slices", str(TINY / "slices.tsv"), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert f"policy default-retrieval-policy @ {load_policy().version}" in out
-    assert out.splitlines()[1].split()[:4] == ["slice", "queries", "no-rel", "NDCG@10"]
-    assert [line.split()[0] for line in out.splitlines()[2:]] == [
-        "all",
-        "factual",
-        "lexical",
-        "synthesis",
-    ]
+    lines = out.splitlines()
+    assert lines[0].startswith(f"policy default-retrieval-policy @ {load_policy().version}")
+    assert lines[1].startswith("index holds 7 of the dataset's 7 judged documents")
+    assert "deadlines lifted to 600 s for the eval" in lines[1]
+    assert lines[2].split()[:4] == ["slice", "queries", "no-rel", "NDCG@10"]
+    assert lines[2].split()[-1] == "degraded"
+    assert [line.split()[0] for line in lines[3:-1]] == ["all", "factual", "lexical", "synthesis"]
+    assert [line.split()[-1] for line in lines[3:-1]] == ["0", "0", "0", "0"]
+    assert lines[-1] == "0 of 5 turns degraded"
 
 
 def test_eval_json(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +130,7 @@ def test_reject_a_worse_candidate(
     ("argv", "message"),
     [
         (["--index", "{missing}"], "ragtiller {cmd}: error: no index at"),
-        (["--dataset", "{missing}"], "ragtiller {cmd}: error: BEIR dataset"),
+        (["--dataset", "{missing}"], "ragtiller {cmd}: error: no dataset folder at"),
         (["--policy", "{bad}"], "ragtiller {cmd}: error: invalid retrieval policy"),
     ],
 )

@@ -126,12 +126,13 @@ def test_tune_writes_candidate_and_artifact(
     printed = capsys.readouterr().out
     artifact = json.loads((out / "promotion.json").read_text("utf-8"))
     tune = artifact["tune"]
-    assert [p["overrides"] for p in tune["tune_half_ndcg_at_10"]] == [
+    assert tune["metric"] == "ndcg_at_10"
+    assert [p["overrides"] for p in tune["tune_half_scores"]] == [
         {},
         {"routes.factual_lookup.top_k": 1, "fusion.method": "rrf"},
         {"routes.factual_lookup.top_k": 1, "fusion.method": "minmax"},
     ]
-    best = max(tune["tune_half_ndcg_at_10"], key=lambda p: p["ndcg_at_10"])
+    best = max(tune["tune_half_scores"], key=lambda p: p["score"])
     assert tune["chosen"] == best["overrides"]
     candidate = load_policy(out / "candidate.yaml")
     assert candidate.policy_id == "default-retrieval-policy-tuned"

@@ -1,9 +1,20 @@
-"""Evaluation harness: BEIR datasets, metrics, runs through the serving graph, promotion."""
+"""Evaluation harness: BEIR and passage-QA datasets, metrics, runs through the serving graph,
+promotion, tuning."""
 
 from ragtiller.eval._errors import EvalError
 from ragtiller.eval.compare import Comparison, Lift, bootstrap_ci, compare_runs, paired_differences
 from ragtiller.eval.datasets import EvalDataset, load_beir, load_slice_labels
-from ragtiller.eval.metrics import QueryScores, mrr_at_k, ndcg_at_k, recall_at_k, score_query
+from ragtiller.eval.honesty import Degradation, degradation, without_deadlines
+from ragtiller.eval.layouts import dataset_kind, load_dataset, load_qa
+from ragtiller.eval.metrics import (
+    QueryScores,
+    answer_hit_at_k,
+    answer_rr_at_k,
+    mrr_at_k,
+    ndcg_at_k,
+    recall_at_k,
+    score_query,
+)
 from ragtiller.eval.promotion import (
     PromotionDecision,
     RuleResult,
@@ -16,6 +27,7 @@ from ragtiller.eval.runner import EvalRun, QueryResult, arun_eval, run_eval
 
 __all__ = (
     "Comparison",
+    "Degradation",
     "EvalDataset",
     "EvalError",
     "EvalRun",
@@ -25,12 +37,18 @@ __all__ = (
     "QueryScores",
     "RuleResult",
     "SliceMetrics",
+    "answer_hit_at_k",
+    "answer_rr_at_k",
     "arun_eval",
     "bootstrap_ci",
     "compare_runs",
+    "dataset_kind",
     "decide",
     "decision_artifact",
+    "degradation",
     "load_beir",
+    "load_dataset",
+    "load_qa",
     "load_slice_labels",
     "mrr_at_k",
     "ndcg_at_k",
@@ -39,5 +57,6 @@ __all__ = (
     "run_eval",
     "score_query",
     "summarize",
+    "without_deadlines",
     "write_decision",
 )

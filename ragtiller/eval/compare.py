@@ -1,4 +1,5 @@
-"""Paired comparison of two eval runs: per-query NDCG@10 differences and bootstrap CIs per slice."""
+"""Paired comparison of two eval runs: per-query differences of the dataset's primary metric
+(NDCG@10, or answer MRR@10 for a QA dataset) and bootstrap CIs per slice."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from ragtiller.eval._errors import EvalError
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import same_index
-from ragtiller.eval.report import SliceMetrics, query_scores, summarize
+from ragtiller.eval.report import SliceMetrics, primary_metric, primary_scores, summarize
 from ragtiller.eval.runner import EvalRun
 
 DEFAULT_RESAMPLES = 2000
@@ -58,7 +59,7 @@ def bootstrap_ci(
 
 @dataclass(frozen=True)
 class Lift:
-    """Candidate minus baseline NDCG@10 over the judged queries of one slice.
+    """Candidate minus baseline primary metric over the judged queries of one slice.
 
     Attributes:
         n: Judged queries (with a relevant document) in the slice.
@@ -83,10 +84,11 @@ class Comparison:
         slices_from: ``labels`` or ``baseline-route``.
         candidate: Candidate metrics per slice (``all`` first).
         baseline: Baseline metrics per slice.
-        lifts: NDCG@10 lift per slice.
+        lifts: Primary-metric lift per slice.
         seed: Bootstrap seed.
         n_resamples: Bootstrap resamples.
         confidence: CI level.
+        metric: The primary metric compared (a ``SliceMetrics`` field name).
     """
 
     slices: Mapping[str, str]
@@ -97,18 +99,15 @@ class Comparison:
     seed: int
     n_resamples: int
     confidence: float
+    metric: str = "ndcg_at_10"
 
 
 def paired_differences(
     candidate: EvalRun, baseline: EvalRun, dataset: EvalDataset
 ) -> dict[str, float]:
-    """Query id -> candidate minus baseline NDCG@10, for the judged queries."""
-    cand, base = query_scores(candidate, dataset), query_scores(baseline, dataset)
-    return {
-        qid: c.ndcg_at_10 - b.ndcg_at_10
-        for qid, c in cand.items()
-        if c is not None and (b := base[qid]) is not None
-    }
+    """Query id -> candidate minus baseline primary metric, for the judged queries."""
+    cand, base = primary_scores(candidate, dataset), primary_scores(baseline, dataset)
+    return {qid: c - b for qid, c in cand.items() if c is not None and (b := base[qid]) is not None}
 
 
 def compare_runs(
@@ -161,4 +160,5 @@ def compare_runs(
         seed=seed,
         n_resamples=n_resamples,
         confidence=confidence,
+        metric=primary_metric(dataset),
     )

@@ -1,4 +1,8 @@
-"""BEIR-format evaluation datasets: queries, graded qrels, optional slice labels, a content hash."""
+"""Evaluation datasets: queries, graded qrels, optional slice labels, a content hash.
+
+Two kinds share :class:`EvalDataset`: ``documents`` (a BEIR collection, judged by qrels) and
+``passages`` (a QA collection, judged by answer strings; see :mod:`ragtiller.eval.qa`).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,14 @@ import csv
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ragtiller.eval._errors import EvalError
+from ragtiller.eval.qa import Answers, document_key
 from ragtiller.policies.evidence import OVERALL_SLICE
 
 Qrels = Mapping[str, Mapping[str, int]]
@@ -21,23 +26,34 @@ Qrels = Mapping[str, Mapping[str, int]]
 OVERALL = OVERALL_SLICE
 """Reserved slice name for metrics over every query (the artifacts' ``all``)."""
 
+DatasetKind = Literal["documents", "passages"]
+"""``documents``: a BEIR collection judged per document; ``passages``: a QA collection judged
+by whether a returned passage holds an answer."""
+
 
 @dataclass(frozen=True)
 class EvalDataset:
-    """The queries of one split of a BEIR collection, with their judgments.
+    """The queries of one split of a collection, with their judgments.
 
-    Only queries that appear in the split's qrels file are part of the split (the BEIR
-    convention: ``queries.jsonl`` may hold the queries of every split).
+    For a BEIR collection only queries that appear in the split's qrels file are part of the
+    split (the BEIR convention: ``queries.jsonl`` may hold the queries of every split). For a
+    QA collection the split is a questions file, and each question's qrels are its gold
+    document (grade 1), so document metrics judge the article and answer metrics the passage.
 
     Attributes:
         name: The dataset folder's name.
         path: The dataset folder.
-        split: The qrels split (``qrels/<split>.tsv``).
-        queries: Query id -> query text, in qrels file order.
-        qrels: Query id -> corpus id -> grade.
+        split: The qrels split (``qrels/<split>.tsv``), or the questions file's stem.
+        queries: Query id -> query text, in file order.
+        qrels: Query id -> document id -> grade.
         labels: Query id -> slice label, from a mapping file; None: slices are the routes the
             router chose.
         sha256: Hash of the files that define the split (see :func:`dataset_sha256`).
+        kind: ``documents`` or ``passages``.
+        answers: Query id -> its answers (``passages`` only).
+        documents: The collection's document ids: the judged ones of a BEIR split, or the
+            files under a QA collection's ``docs/``.
+        files: Name -> the files it covers, for the fingerprint (``docs/``: every document).
 
     Example:
         >>> ds = load_beir("tests/data/tiny_beir")  # doctest: +SKIP
@@ -52,11 +68,21 @@ class EvalDataset:
     qrels: Qrels
     labels: Mapping[str, str] | None
     sha256: str
+    kind: DatasetKind = "documents"
+    answers: Mapping[str, Answers] | None = None
+    documents: frozenset[str] = frozenset()
+    files: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
 
     @property
     def corpus_path(self) -> Path:
-        """The collection's ``corpus.jsonl``."""
+        """The collection's ``corpus.jsonl`` (a BEIR collection's corpus)."""
         return self.path / "corpus.jsonl"
+
+    def document_key(self, doc_id: str) -> str:
+        """The dataset's id for an index document (QA: its path under ``docs/``)."""
+        if self.kind == "documents":
+            return doc_id
+        return document_key(doc_id, self.documents)
 
     def subset(self, query_ids: Iterable[str], *, label: str) -> EvalDataset:
         """The same dataset restricted to ``query_ids`` (kept in dataset order).
@@ -79,6 +105,7 @@ class EvalDataset:
             queries={qid: self.queries[qid] for qid in kept},
             qrels={qid: self.qrels[qid] for qid in kept},
             labels=None if self.labels is None else {qid: self.labels[qid] for qid in kept},
+            answers=None if self.answers is None else {qid: self.answers[qid] for qid in kept},
             sha256=digest,
         )
 
@@ -129,9 +156,7 @@ def load_beir(
     unknown = [qid for qid in qrels if qid not in texts]
     if unknown:
         raise EvalError(f"{qrels_file}: query ids not in queries.jsonl: {', '.join(unknown[:5])}")
-    labels = None if slices is None else load_slice_labels(slices)
-    if labels is not None and OVERALL in labels.values():
-        raise EvalError(f"{slices}: slice name {OVERALL!r} is reserved for the overall metrics")
+    labels = read_labels(slices, qrels)
     files = [corpus, queries_file, qrels_file, *([Path(slices)] if slices is not None else [])]
     return EvalDataset(
         name=root.resolve().name,
@@ -139,9 +164,29 @@ def load_beir(
         split=split,
         queries={qid: texts[qid] for qid in qrels},
         qrels=qrels,
-        labels=None if labels is None else {qid: labels.get(qid, "unlabelled") for qid in qrels},
+        labels=labels,
         sha256=dataset_sha256(files),
+        documents=frozenset(doc for grades in qrels.values() for doc in grades),
+        files={
+            "corpus.jsonl": (corpus,),
+            "queries.jsonl": (queries_file,),
+            f"qrels/{split}.tsv": (qrels_file,),
+        },
     )
+
+
+def read_labels(slices: str | Path | None, query_ids: Iterable[str]) -> dict[str, str] | None:
+    """Query id -> slice for ``query_ids`` from a mapping file (``unlabelled`` when unnamed).
+
+    Raises:
+        EvalError: The file is malformed or uses the reserved slice name ``all``.
+    """
+    if slices is None:
+        return None
+    labels = load_slice_labels(slices)
+    if OVERALL in labels.values():
+        raise EvalError(f"{slices}: slice name {OVERALL!r} is reserved for the overall metrics")
+    return {qid: labels.get(qid, "unlabelled") for qid in query_ids}
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ragtiller.eval.datasets import EvalDataset
+from ragtiller.eval.datasets import EvalDataset, dataset_sha256
 
 
 def file_sha256(path: Path) -> str:
@@ -25,18 +25,21 @@ def file_sha256(path: Path) -> str:
 
 
 def dataset_fingerprint(dataset: EvalDataset) -> dict[str, Any]:
-    """The dataset's name, split, query count and the sha256 of each of its files."""
-    files = {
-        "corpus.jsonl": dataset.corpus_path,
-        "queries.jsonl": dataset.path / "queries.jsonl",
-        f"qrels/{dataset.split}.tsv": dataset.path / "qrels" / f"{dataset.split}.tsv",
-    }
+    """The dataset's name, kind, split, query count and the sha256 of each of its files.
+
+    An entry covering several files (a QA collection's ``docs/``) gets one hash over all of
+    them (see :func:`~ragtiller.eval.datasets.dataset_sha256`).
+    """
     return {
         "name": dataset.name,
+        "kind": dataset.kind,
         "split": dataset.split,
         "sha256": dataset.sha256,
         "n_queries": len(dataset.queries),
-        "files": {name: file_sha256(path) for name, path in files.items() if path.is_file()},
+        "files": {
+            name: file_sha256(paths[0]) if len(paths) == 1 else dataset_sha256(paths)
+            for name, paths in dataset.files.items()
+        },
     }
 
 

@@ -8,6 +8,10 @@ Conventions (trec_eval style):
   the ideal DCG sorts every judged grade, not just the retrieved ones;
 * a query with no relevant document has no defined NDCG, MRR or recall: :func:`score_query`
   returns None for it, and averages leave it out and count it instead.
+
+Answer metrics (QA datasets) read, per returned passage in order, whether it holds an answer:
+answer hit@k is whether one of the first k does, and answer RR@k the reciprocal rank of the
+first that does (0 when none does within k).
 """
 
 from __future__ import annotations
@@ -90,6 +94,33 @@ def score_query(ranking: Sequence[str], grades: Mapping[str, int]) -> QueryScore
     if ndcg is None or mrr is None or r10 is None or r100 is None:
         return None
     return QueryScores(ndcg_at_10=ndcg, mrr_at_10=mrr, recall_at_10=r10, recall_at_100=r100)
+
+
+def answer_hit_at_k(hits: Sequence[bool], k: int) -> bool:
+    """Whether one of the first ``k`` passages holds an answer.
+
+    Example:
+        >>> answer_hit_at_k([False, True], 1), answer_hit_at_k([False, True], 5)
+        (False, True)
+    """
+    if k <= 0:
+        raise ValueError(f"k must be > 0, but got {k}")
+    return any(hits[:k])
+
+
+def answer_rr_at_k(hits: Sequence[bool], k: int = 10) -> float:
+    """Reciprocal rank of the first passage holding an answer within ``k``; 0 when none.
+
+    Example:
+        >>> answer_rr_at_k([False, False, True]), answer_rr_at_k([False] * 12 + [True])
+        (0.3333333333333333, 0.0)
+    """
+    if k <= 0:
+        raise ValueError(f"k must be > 0, but got {k}")
+    for rank, hit in enumerate(hits[:k], start=1):
+        if hit:
+            return 1.0 / rank
+    return 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

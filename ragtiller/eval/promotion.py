@@ -11,7 +11,8 @@ from typing import Any, Literal
 from ragtiller.eval.compare import Comparison
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import dataset_fingerprint
-from ragtiller.eval.report import TOTAL
+from ragtiller.eval.honesty import EVAL_DEADLINE_S, Degradation
+from ragtiller.eval.report import METRIC_LABELS, TOTAL
 from ragtiller.eval.variants import policy_sha256
 from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
@@ -72,8 +73,8 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     Rules, in order (each a reason in the decision):
 
     1. ``required_slices``: each required slice has at least one judged query.
-    2. ``min_ndcg_lift``: the mean NDCG@10 lift is at least ``min_ndcg_lift`` overall and in
-       each required slice.
+    2. ``min_ndcg_lift``: the mean lift of the primary metric (NDCG@10; answer MRR@10 for a QA
+       dataset) is at least ``min_ndcg_lift`` overall and in each required slice.
     3. ``max_slice_regression``: in every slice with at least ``min_slice_queries`` judged
        queries, the mean lift is at least ``-max_slice_regression``. A smaller slice's lift is
        reported (passed, its detail says "not judged"): one query moves its mean too far.
@@ -84,6 +85,7 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     artifact next to them. A rule left unset (None) passes with the detail ``not set``.
     """
     lifts = comparison.lifts
+    lift_of = f"{METRIC_LABELS[comparison.metric]} lift"
     reasons: list[RuleResult] = []
     for name in rules.required_slices:
         n = lifts[name].n if name in lifts else 0
@@ -91,23 +93,21 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
         reasons.append(RuleResult("required_slices", name, n > 0, float(n), 1.0, detail))
     for scope in [OVERALL, *rules.required_slices]:
         mean = lifts[scope].mean if scope in lifts else None
-        reasons.append(_at_least("min_ndcg_lift", scope, mean, rules.min_ndcg_lift, "NDCG@10 lift"))
+        reasons.append(_at_least("min_ndcg_lift", scope, mean, rules.min_ndcg_lift, lift_of))
     floor = -rules.max_slice_regression
     for scope, lift in lifts.items():
         if scope == OVERALL or lift.mean is None:
             continue
         if lift.n < rules.min_slice_queries:
             detail = (
-                f"NDCG@10 lift {lift.mean:+.4f} not judged: {lift.n} judged queries < "
+                f"{lift_of} {lift.mean:+.4f} not judged: {lift.n} judged queries < "
                 f"min_slice_queries {rules.min_slice_queries}"
             )
             reasons.append(
                 RuleResult("max_slice_regression", scope, True, lift.mean, floor, detail)
             )
         else:
-            reasons.append(
-                _at_least("max_slice_regression", scope, lift.mean, floor, "NDCG@10 lift")
-            )
+            reasons.append(_at_least("max_slice_regression", scope, lift.mean, floor, lift_of))
     overall = comparison.candidate[OVERALL]
     p95 = overall.latency_ms[TOTAL].p95 if TOTAL in overall.latency_ms else None
     calls = overall.llm_calls_per_turn if overall.n_queries else None
@@ -132,9 +132,11 @@ def decision_artifact(
     decision: PromotionDecision,
     *,
     index: Mapping[str, Any] | None = None,
+    degraded: Mapping[str, Degradation] | None = None,
 ) -> dict[str, Any]:
     """The decision as JSON-ready data: policies and their hashes, the dataset's file hashes,
-    the index fingerprint, metrics, lifts, rules, reasons.
+    the index fingerprint, metrics, lifts, rules, reasons, and how the eval ran (deadlines
+    lifted; degraded turns per run, ``candidate`` and ``baseline``).
 
     It holds no timestamp, so two runs with equal results give equal quality sections.
     """
@@ -156,7 +158,11 @@ def decision_artifact(
             "baseline": {s: m.to_json() for s, m in comparison.baseline.items()},
         },
         "lifts": {
-            s: {"metric": "ndcg_at_10", **asdict(lift)} for s, lift in comparison.lifts.items()
+            s: {"metric": comparison.metric, **asdict(lift)} for s, lift in comparison.lifts.items()
+        },
+        "eval": {
+            "deadlines_s": EVAL_DEADLINE_S,
+            "degraded": {run: d.to_json() for run, d in (degraded or {}).items()},
         },
         "rules": candidate.promotion.model_dump(mode="json"),
         "reasons": [asdict(r) for r in decision.reasons],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,16 +22,26 @@ from ragtiller.manifest import RunManifest
 class QueryResult:
     """What the graph returned for one eval query.
 
+    Only what the metrics need is kept (not the texts: a turn that returns whole articles
+    would hold gigabytes over a large dataset).
+
     Attributes:
         query_id: The dataset's query id.
-        ranking: Unique source-document ids (``metadata["doc_id"]``), in the order of the
-            returned documents.
+        ranking: Unique source-document ids (``metadata["doc_id"]``, as the dataset names
+            them), in order of first appearance among the returned documents.
         manifest: The turn's run manifest (route, latency per stage, LLM calls, cost).
+        answer_hits: Per returned passage, in order, whether it holds an answer (QA datasets;
+            empty for document datasets).
+        passage_words: Words (whitespace-separated) of each returned passage, in order.
+        context_words: Words of the turn's ``context`` string.
     """
 
     query_id: str
     ranking: tuple[str, ...]
     manifest: RunManifest
+    answer_hits: tuple[bool, ...] = ()
+    passage_words: tuple[int, ...] = ()
+    context_words: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,14 @@ class EvalRun:
         return {qid: r.manifest.query_type for qid, r in self.results.items()}
 
 
-def ranking_from_documents(documents: list[Document]) -> tuple[str, ...]:
-    """Unique ``doc_id`` values in document order (several chunks of a doc count once).
+def ranking_from_documents(
+    documents: list[Document], key: Callable[[str], str] = str
+) -> tuple[str, ...]:
+    """Unique ``doc_id`` values in order of first appearance (passages of a doc count once).
+
+    Args:
+        documents: The turn's documents, best first.
+        key: Maps an index ``doc_id`` to the dataset's id for that document.
 
     Raises:
         EvalError: A document has no ``doc_id`` in its metadata.
@@ -71,8 +87,32 @@ def ranking_from_documents(documents: list[Document]) -> tuple[str, ...]:
         doc_id = doc.metadata.get("doc_id")
         if doc_id is None:
             raise EvalError(f"graph returned a document without metadata['doc_id']: id={doc.id!r}")
-        ids[str(doc_id)] = None
+        ids[key(str(doc_id))] = None
     return tuple(ids)
+
+
+def query_result(query_id: str, out: dict[str, Any], dataset: EvalDataset) -> QueryResult:
+    """What the metrics need from one turn's output.
+
+    Raises:
+        EvalError: The output has no documents list, no valid manifest, or a document has
+            no ``doc_id``.
+    """
+    documents = out.get("documents")
+    if not isinstance(documents, list):
+        raise EvalError(f"query {query_id!r}: graph output has no 'documents' list")
+    answers = None if dataset.answers is None else dataset.answers[query_id]
+    context = out.get("context")
+    return QueryResult(
+        query_id,
+        ranking_from_documents(documents, dataset.document_key),
+        _manifest(out.get("manifest")),
+        answer_hits=()
+        if answers is None
+        else tuple(answers.held_by(d.page_content) for d in documents),
+        passage_words=tuple(len(d.page_content.split()) for d in documents),
+        context_words=len(context.split()) if isinstance(context, str) else 0,
+    )
 
 
 def _manifest(value: Any) -> RunManifest:
@@ -121,11 +161,9 @@ async def arun_eval(
             except Exception as e:
                 raise EvalError(f"query {query_id!r} failed in the graph: {e}") from e
         bar.update(1)
-        if not isinstance(out, dict) or not isinstance(out.get("documents"), list):
+        if not isinstance(out, dict):
             raise EvalError(f"query {query_id!r}: graph output has no 'documents' list")
-        return QueryResult(
-            query_id, ranking_from_documents(out["documents"]), _manifest(out.get("manifest"))
-        )
+        return query_result(query_id, out, dataset)
 
     try:
         results = await asyncio.gather(*(one(q, t) for q, t in dataset.queries.items()))

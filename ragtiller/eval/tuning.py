@@ -19,7 +19,7 @@ from ragtiller.errors import PolicyError
 from ragtiller.eval.compare import Comparison, compare_runs
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.promotion import PromotionDecision, decide
-from ragtiller.eval.report import summarize
+from ragtiller.eval.report import primary_metric, summarize
 from ragtiller.eval.runner import EvalRun
 from ragtiller.eval.variants import expand_space, with_overrides
 from ragtiller.policies.schema import RetrievalPolicy
@@ -31,10 +31,32 @@ MAX_POINTS = 256
 
 @dataclass(frozen=True)
 class TunePoint:
-    """One point of the space and its NDCG@10 on the tune half."""
+    """One point of the space and its primary metric on a tune half (-1 when none is judged).
+
+    The primary metric is NDCG@10, or answer MRR@10 for a QA dataset.
+    """
 
     overrides: Mapping[str, Any]
-    ndcg_at_10: float
+    score: float
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A candidate against the base on a held-out half, judged as ``promote`` judges.
+
+    Attributes:
+        candidate_run: The candidate's run of the held-out half.
+        baseline_run: The base's run of the held-out half.
+        comparison: Candidate vs base.
+        decision: The candidate's promotion rules applied to that comparison.
+        confirmed: The decision is ``promote`` AND the held-out lift is above zero.
+    """
+
+    candidate_run: EvalRun
+    baseline_run: EvalRun
+    comparison: Comparison
+    decision: PromotionDecision
+    confirmed: bool
 
 
 @dataclass(frozen=True)
@@ -42,20 +64,21 @@ class TuneResult:
     """What ``tune`` found and what the held-out half said about it.
 
     Attributes:
-        points: Every point, in space order, with its tune-half NDCG@10 (the base first).
+        points: Every point, in space order, with its tune-half score (the base first).
         best: The best point on the tune half (the earliest among equals).
         candidate: The base policy with the best point's overrides, renamed.
-        comparison: Candidate vs base on the held-out half.
-        decision: The candidate's promotion rules applied to that comparison.
-        confirmed: The decision is ``promote`` AND the held-out lift is above zero.
+        confirmation: Candidate vs base on the held-out half.
     """
 
     points: tuple[TunePoint, ...]
     best: TunePoint
     candidate: RetrievalPolicy
-    comparison: Comparison
-    decision: PromotionDecision
-    confirmed: bool
+    confirmation: Confirmation
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether the held-out half confirmed the candidate."""
+        return self.confirmation.confirmed
 
 
 def load_space(path: str | Path) -> dict[str, list[Any]]:
@@ -87,6 +110,50 @@ def load_space(path: str | Path) -> dict[str, list[Any]]:
     return space
 
 
+def space_policies(
+    base: RetrievalPolicy, space: Mapping[str, Sequence[Any]]
+) -> list[tuple[Mapping[str, Any], RetrievalPolicy]]:
+    """The base (no overrides) then every point of ``space``, each as a validated policy.
+
+    Raises:
+        PolicyError: A point gives an invalid policy (so it fails before any run).
+    """
+    policies: list[tuple[Mapping[str, Any], RetrievalPolicy]] = [({}, base)]
+    return policies + [(o, with_overrides(base, o)) for o in expand_space(space)]
+
+
+def score_on(policy: RetrievalPolicy, half: EvalDataset, evaluate: Evaluate) -> float:
+    """The policy's overall primary metric on ``half`` (-1 when no query is judged)."""
+    value = summarize(evaluate(policy, half), half)[OVERALL].headline(primary_metric(half))
+    return -1.0 if value is None else value
+
+
+def tuned_policy(
+    base: RetrievalPolicy, overrides: Mapping[str, Any], *, tag: str
+) -> RetrievalPolicy:
+    """The base with ``overrides``, renamed ``<policy_id>-tuned`` @ ``<version>+<tag>``."""
+    rename = {"policy_id": f"{base.policy_id}-tuned", "version": f"{base.version}+{tag}"}
+    return with_overrides(base, {**overrides, **rename})
+
+
+def confirm(
+    candidate: RetrievalPolicy,
+    base: RetrievalPolicy,
+    held_out: EvalDataset,
+    evaluate: Evaluate,
+    *,
+    seed: int,
+    n_resamples: int,
+) -> Confirmation:
+    """Compare ``candidate`` with ``base`` on ``held_out`` and apply the candidate's rules."""
+    cand_run, base_run = evaluate(candidate, held_out), evaluate(base, held_out)
+    comparison = compare_runs(cand_run, base_run, held_out, seed=seed, n_resamples=n_resamples)
+    decision = decide(candidate.promotion, comparison)
+    lift = comparison.lifts[OVERALL].mean
+    confirmed = decision.decision == "promote" and lift is not None and lift > 0
+    return Confirmation(cand_run, base_run, comparison, decision, confirmed)
+
+
 def tune(
     base: RetrievalPolicy,
     space: Mapping[str, Sequence[Any]],
@@ -106,36 +173,16 @@ def tune(
     Raises:
         PolicyError: A point of the space gives an invalid policy (checked before any run).
     """
-    policies: list[tuple[Mapping[str, Any], RetrievalPolicy]] = [({}, base)]
-    policies += [(o, with_overrides(base, o)) for o in expand_space(space)]
     points: list[TunePoint] = []
-    for overrides, policy in policies:
-        run = evaluate(policy, tune_half)
-        ndcg = summarize(run, tune_half)[OVERALL].ndcg_at_10
-        point = TunePoint(overrides, -1.0 if ndcg is None else ndcg)
+    for overrides, policy in space_policies(base, space):
+        point = TunePoint(overrides, score_on(policy, tune_half, evaluate))
         points.append(point)
         if on_point is not None:
             on_point(point)
-    best = max(points, key=lambda p: p.ndcg_at_10)  # max keeps the first of equals: the base
-    candidate = with_overrides(
-        base,
-        {
-            **best.overrides,
-            "policy_id": f"{base.policy_id}-tuned",
-            "version": f"{base.version}+tune-seed{seed}",
-        },
-    )
-    comparison = compare_runs(
-        evaluate(candidate, held_out),
-        evaluate(base, held_out),
-        held_out,
-        seed=seed,
-        n_resamples=n_resamples,
-    )
-    decision = decide(candidate.promotion, comparison)
-    lift = comparison.lifts[OVERALL].mean
-    confirmed = decision.decision == "promote" and lift is not None and lift > 0
-    return TuneResult(tuple(points), best, candidate, comparison, decision, confirmed)
+    best = max(points, key=lambda p: p.score)  # max keeps the first of equals: the base
+    candidate = tuned_policy(base, best.overrides, tag=f"tune-seed{seed}")
+    confirmation = confirm(candidate, base, held_out, evaluate, seed=seed, n_resamples=n_resamples)
+    return TuneResult(tuple(points), best, candidate, confirmation)
 
 
 def tune_section(
@@ -145,9 +192,9 @@ def tune_section(
     return {
         "seed": seed,
         "space": {k: list(v) for k, v in space.items()},
-        "tune_half_ndcg_at_10": [
-            {"overrides": dict(p.overrides), "ndcg_at_10": round(p.ndcg_at_10, 6)}
-            for p in result.points
+        "metric": result.confirmation.comparison.metric,
+        "tune_half_scores": [
+            {"overrides": dict(p.overrides), "score": round(p.score, 6)} for p in result.points
         ],
         "chosen": dict(result.best.overrides),
         "confirmed_on_held_out": result.confirmed,

@@ -1,0 +1,146 @@
+"""The text the eval commands print: metric tables, promotion decisions, the selection table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ragtiller.eval.compare import Comparison
+from ragtiller.eval.datasets import OVERALL, DatasetKind, EvalDataset
+from ragtiller.eval.loco import LocoResult
+from ragtiller.eval.promotion import PromotionDecision
+from ragtiller.eval.report import METRIC_LABELS, TOTAL, SliceMetrics
+from ragtiller.policies.schema import RetrievalPolicy
+
+
+def num(value: float | None, digits: int = 4) -> str:
+    """A figure, or ``-`` when it is not defined."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def dataset_line(dataset: EvalDataset) -> str:
+    """``dataset NAME/SPLIT (kind) · N queries · sha256 ...``."""
+    return (
+        f"dataset {dataset.name}/{dataset.split} ({dataset.kind}) · {len(dataset.queries)} "
+        f"queries · sha256 {dataset.sha256[:12]}"
+    )
+
+
+def _cells(m: SliceMetrics, kind: DatasetKind) -> list[tuple[str, str]]:
+    total = m.latency_ms.get(TOTAL)
+    if kind == "passages":
+        quality = [
+            ("hit@1", num(m.hit_at_1)),
+            ("hit@5", num(m.hit_at_5)),
+            ("hit@10", num(m.hit_at_10)),
+            ("hit@20", num(m.hit_at_20)),
+            ("aMRR@10", num(m.answer_mrr_at_10)),
+            ("words/psg", num(m.words_per_passage, 0)),
+            ("ctx p50", num(m.context_words.p50, 0)),
+            ("ctx p95", num(m.context_words.p95, 0)),
+        ]
+    else:
+        quality = [
+            ("no-rel", str(m.n_no_relevant)),
+            ("NDCG@10", num(m.ndcg_at_10)),
+            ("MRR@10", num(m.mrr_at_10)),
+            ("R@10", num(m.recall_at_10)),
+            ("R@100", num(m.recall_at_100)),
+        ]
+    return [
+        ("queries", str(m.n_queries)),
+        *quality,
+        ("p50 ms", num(total.p50 if total else None, 1)),
+        ("p95 ms", num(total.p95 if total else None, 1)),
+        ("LLM/q", num(m.llm_calls_per_turn, 2)),
+        ("degraded", str(m.degraded_turns)),
+    ]
+
+
+def print_table(metrics: Mapping[str, SliceMetrics], kind: DatasetKind, out: TextIO) -> None:
+    """One row per slice (``all`` first); columns by dataset kind."""
+    width = max(len("slice"), *(len(name) for name in metrics))
+    rows = {name: _cells(m, kind) for name, m in metrics.items()}
+    head = next(iter(rows.values()))
+    widths = [max(7, len(h)) for h, _ in head]
+    print(
+        f"{'slice':<{width}}  "
+        + "  ".join(f"{h:>{w}}" for (h, _), w in zip(head, widths, strict=True)),
+        file=out,
+    )
+    for name, cells in rows.items():
+        line = "  ".join(f"{c:>{w}}" for (_, c), w in zip(cells, widths, strict=True))
+        print(f"{name:<{width}}  {line}", file=out)
+
+
+def print_decision(
+    candidate: RetrievalPolicy,
+    baseline: RetrievalPolicy,
+    dataset: EvalDataset,
+    comparison: Comparison,
+    decision: PromotionDecision,
+    out_file: Path | None,
+) -> None:
+    """The per-slice lift table, the text each policy returned, each rule, the decision."""
+    print(
+        f"candidate {candidate.policy_id} @ {candidate.version} vs baseline "
+        f"{baseline.policy_id} @ {baseline.version} · {dataset_line(dataset)}"
+    )
+    metric = comparison.metric
+    pct = round(comparison.confidence * 100)
+    width = max(len("slice"), *(len(name) for name in comparison.lifts))
+    print(f"{METRIC_LABELS[metric]} per slice")
+    print(
+        f"{'slice':<{width}}  {'n':>4}  {'baseline':>8}  {'candidate':>9}  {'lift':>8}  {pct}% CI"
+    )
+    for name, lift in comparison.lifts.items():
+        base = comparison.baseline[name].headline(metric)
+        cand = comparison.candidate[name].headline(metric)
+        mean = "-" if lift.mean is None else f"{lift.mean:+.4f}"
+        ci = "-" if lift.ci_low is None else f"[{lift.ci_low:+.4f}, {lift.ci_high:+.4f}]"
+        print(f"{name:<{width}}  {lift.n:>4}  {num(base):>8}  {num(cand):>9}  {mean:>8}  {ci}")
+    b, c = comparison.baseline[OVERALL], comparison.candidate[OVERALL]
+    print(
+        f"text returned: words per passage {num(b.words_per_passage, 0)} -> "
+        f"{num(c.words_per_passage, 0)}, context words p95 {num(b.context_words.p95, 0)} -> "
+        f"{num(c.context_words.p95, 0)} (baseline -> candidate)"
+    )
+    for reason in decision.reasons:
+        verdict = "PASS" if reason.passed else "FAIL"
+        print(f"{verdict} {reason.rule}[{reason.scope}]: {reason.detail}")
+    written = f" (decision written to {out_file})" if out_file is not None else ""
+    print(f"decision: {decision.decision}{written}")
+
+
+def print_loco_header(names: Sequence[str], metrics: Sequence[str]) -> None:
+    """The head of the selection table: one score column per collection."""
+    labels = ", ".join(f"{n}: {METRIC_LABELS[m]}" for n, m in zip(names, metrics, strict=True))
+    print(f"tune-half score per collection ({labels})")
+    print("  ".join(f"{n[:12]:>12}" for n in names) + "  overrides")
+
+
+def print_loco_row(overrides: Mapping[str, Any], scores: Sequence[float]) -> None:
+    """One row of the selection table, printed as soon as the point is scored."""
+    print("  ".join(f"{s:>12.4f}" for s in scores) + f"  {dict(overrides) or '(base)'}", flush=True)
+
+
+def print_loco_folds(result: LocoResult) -> None:
+    """One line per fold: the choice made without the collection, and the collection's verdict."""
+    print("\nfold: held back -> chosen on the others -> judged on its held-out half")
+    for fold in result.folds:
+        chosen = f"point {fold.choice} {dict(result.points[fold.choice]) or '(base)'}"
+        head = f"{fold.held_back}: {chosen} (others' mean {fold.selection_score:.4f})"
+        c = fold.confirmation
+        if c is None:
+            print(f"{head} -> kept the base, nothing to confirm")
+            continue
+        lift = c.comparison.lifts[OVERALL]
+        ci = "-" if lift.ci_low is None else f"[{lift.ci_low:+.4f}, {lift.ci_high:+.4f}]"
+        mean = "-" if lift.mean is None else f"{lift.mean:+.4f}"
+        verdict = "confirmed" if c.confirmed else "REJECTED"
+        print(f"{head} -> lift {mean} {ci}, {c.decision.decision}: {verdict}")
+        for reason in c.decision.reasons:
+            if not reason.passed:
+                print(f"  FAIL {reason.rule}[{reason.scope}]: {reason.detail}")
+    print(result.verdict)
