@@ -9,6 +9,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.channels.ephemeral_value import EphemeralValue
 from typing_extensions import TypedDict
 
+from ragtiller.graph.checkpoint import ManifestValue
 from ragtiller.manifest import RunManifest
 from ragtiller.records import QuotaView, RerankDecision, RerankOutcome, Route, StepBack, TierTask
 from ragtiller.types import Candidate, Hit, StageRecord
@@ -114,5 +115,5 @@ class RetrievalState(InputState, total=False):
     """Written by assemble (see :class:`OutputState`)."""
     context: str
     """Written by assemble."""
-    manifest: RunManifest
-    """Written by assemble, from every stage's record."""
+    manifest: Annotated[RunManifest, ManifestValue]
+    """Written by assemble, from every stage's record; checkpointed as its JSON dict."""

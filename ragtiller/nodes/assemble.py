@@ -93,7 +93,7 @@ def make_assemble(deps: Components) -> NodeFn:
         return {
             "documents": documents,
             "context": context,
-            "manifest": manifest,
+            "manifest": manifest.model_dump(mode="json"),  # plain data in saved writes
             "stages": [record],
         }
 
