@@ -188,8 +188,11 @@ def test_a_thread_holds_plain_data_and_no_run_inherits_the_last_runs_input(
     threaded.invoke({"path": "handbook"}, config)
     second = threaded.invoke({"docs": [BILLING.replace("first", "last")]}, config)["report"]
     assert second["documents"] == {"added": 1, "updated": 0, "unchanged": 0, "deleted": 0}
-    state = threaded.get_state(config).values
-    assert set(state) == {"report"}
+    assert set(threaded.get_state(config).values) == {"report"}
+    with pytest.raises(InputError):
+        threaded.invoke({"path": "../outside"}, config)
+    third = threaded.invoke({"docs": ["The kestrel queue retries."]}, config)["report"]
+    assert third["documents"]["added"] == 1  # the failed run's path is not run again
 
 
 async def test_studio_graphs_search_what_was_ingested_and_keep_their_stores(
@@ -245,10 +248,12 @@ async def sources_found(client: Any, query: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("strict", ["false", "true"])
 async def test_langgraph_dev_serves_the_indexer_and_the_retrieval_graph_finds_its_documents(
-    place: dict[str, str], tmp_path: Path
+    place: dict[str, str], tmp_path: Path, strict: str
 ) -> None:
-    server = DevServer(tmp_path, env=place)
+    # by default the server warns about a type LangGraph does not know; strict, it refuses it
+    server = DevServer(tmp_path, env={**place, "LANGGRAPH_STRICT_MSGPACK": strict})
     try:
         url = server.url(timeout_s=120)
         server.wait_ready(url, timeout_s=120)
@@ -272,6 +277,18 @@ async def test_langgraph_dev_serves_the_indexer_and_the_retrieval_graph_finds_it
             assert "stay inside it" in refused["error"]["message"]
             typo = await run_indexer(client, thread, {"paths": "handbook"})
             assert typo["error"]["error"] == "InputError"
+            history = await client.threads.get_history(thread)  # read back: no warning (below)
+            assert [
+                h["values"]["report"]["documents"]["added"] for h in history if h["next"] == []
+            ][:2] == [1, 2]
+
+            # two turns on one thread, read back: the checkpoints restore without a warning
+            asked = (await client.threads.create())["thread_id"]
+            for query in (ASK_PORTS, ASK_KESTREL):
+                await client.runs.wait(asked, "ragtiller", input={"query": query})
+            saved = (await client.threads.get_state(asked))["values"]
+            assert saved["manifest"]["rerank_query"] == ASK_KESTREL
+            assert len(await client.threads.get_history(asked)) >= 2
     finally:
         server.stop()
     log = "".join(server.log)
