@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.manifest import RunManifest
-from ragtiller.policies.run_context import RunContext
+from ragtiller.policies.run_context import CONFIG_KEY, RunContext
 
 MANIFEST_EVENT = "ragtiller_manifest"
 """Name of the custom callback event that carries a retriever call's manifest."""
@@ -138,8 +138,8 @@ class RagtillerRetriever(BaseRetriever):
     (``k`` and any :class:`~ragtiller.policies.run_context.RunContext` field: ``policy``,
     ``max_chunks``, ``namespace``, ``tenant``, ``step_back``, ``rerank``), checked when the
     retriever is made; ``retriever.invoke(query, k=2)`` overrides them for one call. They
-    reach the graph as ``configurable`` run-context keys, so the manifest records them under
-    ``overrides``.
+    reach the graph under ``configurable["ragtiller"]``, so the manifest records them under
+    ``overrides``, and a parent's own ``configurable`` keys never change them.
 
     Attributes:
         graph: A compiled ragtiller graph (from :func:`ragtiller.build_graph`), without a
@@ -160,7 +160,7 @@ class RagtillerRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     graph: Runnable[Any, Any]
-    k: int | None = None
+    k: int | None = Field(None, strict=True)  # as the run context's top_k: "3", 3.0, True refused
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     namespace: Namespace = None
     tenant: str | None = None
@@ -186,7 +186,10 @@ class RagtillerRetriever(BaseRetriever):
         callbacks = run_manager.get_child()
         out = self.graph.invoke(
             {"query": query},
-            config={"callbacks": callbacks, "configurable": self.context(**call).overrides()},
+            config={
+                "callbacks": callbacks,
+                "configurable": {CONFIG_KEY: self.context(**call).overrides()},
+            },
         )
         documents, _, manifest = _output(out)
         callbacks.on_custom_event(MANIFEST_EVENT, manifest, run_id=run_manager.run_id)
@@ -198,7 +201,10 @@ class RagtillerRetriever(BaseRetriever):
         callbacks = run_manager.get_child()
         out = await self.graph.ainvoke(
             {"query": query},
-            config={"callbacks": callbacks, "configurable": self.context(**call).overrides()},
+            config={
+                "callbacks": callbacks,
+                "configurable": {CONFIG_KEY: self.context(**call).overrides()},
+            },
         )
         documents, _, manifest = _output(out)
         await callbacks.on_custom_event(MANIFEST_EVENT, manifest, run_id=run_manager.run_id)
@@ -279,12 +285,9 @@ def as_tool(
         content = context or f"No documents retrieved ({reason})."
         return content, {"documents": documents, "manifest": manifest}
 
-    # the settings travel as ``configurable`` keys, which any Runnable accepts
-    config: RunnableConfig = {
-        "configurable": run_context(
-            search_kwargs, k=k, namespace=namespace, tenant=tenant
-        ).overrides()
-    }
+    # the settings travel under ``configurable["ragtiller"]``, which any Runnable accepts
+    settings = run_context(search_kwargs, k=k, namespace=namespace, tenant=tenant)
+    config: RunnableConfig = {"configurable": {CONFIG_KEY: settings.overrides()}}
 
     def search(query: str) -> tuple[str, dict[str, Any]]:
         return result(graph.invoke({"query": query}, config=config))

@@ -18,18 +18,23 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.demo import DEMO_CHUNKING, demo_embedder
-from ragtiller.errors import ConfigurationError, RagtillerError
+from ragtiller.errors import ConfigurationError, InputError, RagtillerError
 from ragtiller.graph.builder import _default_stores, build_graph
 from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents, tiers_for_policy
 from ragtiller.indexing_graph import IndexingTarget, build_indexing_graph
 from ragtiller.policies import load_policy
+from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.stores import Cache, QuotaLedger
+
+if TYPE_CHECKING:
+    from langgraph_sdk.runtime import ServerRuntime
 
 logger = logging.getLogger("ragtiller.studio")
 
@@ -172,26 +177,45 @@ def _use_index(index: EmbeddedIndex) -> None:
         _graphs.clear()
 
 
-async def make_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
+def check_run_context(runtime: ServerRuntime[Any]) -> None:
+    """Check a server run's context as strictly as an in-process run does.
+
+    The server keeps only the context keys the graph's schema lists, so a typo (``topk``)
+    would reach the graph as nothing at all. The factory sees the context the client sent,
+    before that filter: this refuses it there.
+
+    Raises:
+        InputError: An unknown field or a bad value, named as for ``graph.invoke``.
+    """
+    execution = runtime.execution_runtime
+    context = getattr(execution, "context", None)
+    if isinstance(context, Mapping) and context:
+        RunContext(**context)
+
+
+async def make_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
     """The graph factory ``langgraph.json`` names as ``ragtiller``.
 
-    The server calls it for every run. The graph is built once per server process, in a
-    worker thread, so the blocking index build never runs on the server's event loop (which
-    ``langgraph dev`` polices with ``BlockingError``); later calls return the same graph.
+    The server calls it for every run, and for schemas and state reads. The graph is built
+    once per server process, in a worker thread, so the blocking index build never runs on the
+    server's event loop (which ``langgraph dev`` polices with ``BlockingError``); later calls
+    return the same graph. A run's context is checked first (:func:`check_run_context`).
 
     Returns:
         The shared compiled graph (``RAGTILLER_POLICY``, or the default policy).
     """
+    check_run_context(runtime)
     return await asyncio.to_thread(_shared_graph)
 
 
-async def make_no_llm_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
+async def make_no_llm_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
     """The graph factory ``langgraph.json`` names as ``ragtiller_no_llm``: the shipped
     ``no-llm`` policy over the same index.
 
     Returns:
         The shared compiled graph.
     """
+    check_run_context(runtime)
     return await asyncio.to_thread(_shared_graph, NO_LLM_POLICY)
 
 
@@ -240,7 +264,7 @@ def studio_indexing_graph(
     return build_indexing_graph(target)
 
 
-async def make_indexing_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
+async def make_indexing_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
     """The graph factory ``langgraph.json`` names as ``ragtiller_indexer``.
 
     After a run that changed the index, the ``ragtiller`` and ``ragtiller_no_llm`` graphs are
@@ -248,5 +272,12 @@ async def make_indexing_graph() -> CompiledStateGraph:  # type: ignore[type-arg]
 
     Returns:
         The indexing graph (cheap to build: the factory builds it for every run).
+
+    Raises:
+        InputError: The run sent a context: the indexing graph takes none.
     """
+    context = getattr(runtime.execution_runtime, "context", None)
+    if isinstance(context, Mapping) and context:
+        keys = ", ".join(map(repr, sorted(context)))
+        raise InputError(f"the indexing graph takes no run context, but got {keys}")
     return studio_indexing_graph(os.environ, on_ingested=_use_index)

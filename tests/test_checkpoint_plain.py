@@ -32,8 +32,10 @@ def assert_restored(result: dict[str, Any]) -> None:
     assert len(result["turns"]) == len(TURNS)
     assert result["saved"] == result["turns"]  # get_state after each turn: the same values
     assert result["history"] >= len(TURNS)
-    first, _chat, one, greeting = result["turns"]
+    first, chat, one, greeting = result["turns"]
     assert first["documents"] and first["documents"][0][1]["source"] == "gather.md"
+    assert chat["manifest"]["rerank_query"] == "json dumps indent"  # this turn's own question
+    assert [kind for kind, _ in chat["messages"]][-2:] == ["human", "ai"]
     assert len(one["documents"]) == 1 and one["manifest"]["overrides"] == {"top_k": 1}
     assert greeting["documents"] == [] and greeting["manifest"]["query_type"] == "no_retrieval"
     assert len({turn["manifest"]["run_id"] for turn in result["turns"]}) == len(TURNS)

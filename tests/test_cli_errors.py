@@ -110,8 +110,8 @@ def test_a_policy_error_is_folded_into_one_line(index_dir: Path, tmp_path: Path)
     assert done.stderr.startswith(f"ragtiller: error: invalid retrieval policy {bad}: ")
     problems = done.stderr.split(f"{bad}: ", 1)[1].rstrip("\n").split("; ")
     assert sorted(problems) == [
-        "deadlines.turn_s: Input should be a finite number (got inf)",
-        "fusion.tier_weights.dense: Input should be greater than or equal to 0 (got -1)",
+        "deadlines.turn_s: Input should be a finite number",  # never the file's value
+        "fusion.tier_weights.dense: Input should be greater than or equal to 0",
     ]
 
 

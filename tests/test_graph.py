@@ -319,7 +319,7 @@ def test_huge_query_is_truncated_for_embedding_and_labelled() -> None:
     query = "why does the boundary layer separate " * 200
     out = graph().invoke({"query": query})
     m = out["manifest"]
-    assert len(m.embed_query) == 4000 and m.rerank_query == query
+    assert len(m.embed_query) == 4000 and m.rerank_query == query[:4000]  # not copied whole
     assert m.query_truncated
     assert "query truncated to 4000 characters for embedding" in m.degraded
 
@@ -355,7 +355,7 @@ async def test_async_invoke_and_astream() -> None:
 
 def test_sync_invoke_and_stream_match_async_shape() -> None:
     g = graph()
-    assert set(g.invoke({"query": EXACT})) == {"documents", "context", "manifest", "stages"}
+    assert set(g.invoke({"query": EXACT})) == {"documents", "messages", "context", "manifest", "stages"}
     assert {e["step"] for e in g.stream({"query": EXACT}, stream_mode="custom")} == set(STAGES)
 
 

@@ -362,4 +362,6 @@ def test_graph_drops_into_a_messages_state_agent() -> None:
         {"messages": [HumanMessage("hello"), AIMessage("hi"), HumanMessage(FACTUAL)]}
     )
     assert out["documents"] and out["context"].startswith("[1] ")
-    assert len(out["messages"]) == 3  # the agent's history is untouched
+    *history, answer = out["messages"]
+    assert [m.text for m in history] == ["hello", "hi", FACTUAL]  # the agent's history is kept
+    assert isinstance(answer, AIMessage) and answer.text == out["context"]

@@ -75,7 +75,7 @@ def _broken(**changes: object) -> dict[str, object]:
         ({"policy_id": ...}, r"policy_id: Field required"),
         (
             {"budgets__max_chunks": "many"},
-            r"budgets\.max_chunks: Input should be a valid integer.*'many'",
+            r"budgets\.max_chunks: Input should be a valid integer, unable to parse[^']*$",
         ),
         ({"budgets__max_chunks": 0}, r"budgets\.max_chunks: Input should be greater than 0"),
         ({"step_back__enabld": True}, r"step_back\.enabld: Extra inputs are not permitted"),
@@ -91,7 +91,7 @@ def _broken(**changes: object) -> dict[str, object]:
         ),
         (
             {"quota__timezone": "Mars/Olympus"},
-            r"quota\.timezone: Value error, unknown timezone 'Mars/Olympus'",
+            r"quota\.timezone: Value error, unknown timezone \(value not shown\); use an IANA",
         ),
         ({"lexical_triggers": ["tickets"]}, r"lexical_triggers\.0: Input should be 'ticket_id'"),
     ],

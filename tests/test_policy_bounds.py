@@ -64,7 +64,7 @@ def test_yaml_infinity_is_rejected_with_the_file_and_field(tmp_path: Path) -> No
         load_policy(path)
     assert str(info.value).splitlines() == [
         f"invalid retrieval policy {path}:",
-        "  deadlines.step_back_s: Input should be a finite number (got inf)",
+        "  deadlines.step_back_s: Input should be a finite number",  # never the value itself
     ]
 
 

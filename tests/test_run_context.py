@@ -52,7 +52,7 @@ def test_top_k_from_the_context_or_configurable_sets_the_number_of_documents() -
     assert len(two["documents"]) == 2
     assert two["manifest"].overrides == {"top_k": 2}
     assert two["manifest"].top_k["final"] == 2
-    three = g.invoke({"query": FACTUAL}, config={"configurable": {"top_k": 3}})
+    three = g.invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": {"top_k": 3}}})
     assert len(three["documents"]) == 3
     again = g.invoke({"query": FACTUAL})  # the override held for its own turn only
     assert len(again["documents"]) == 5
@@ -73,7 +73,10 @@ def test_top_k_above_max_chunks_is_capped_with_a_label() -> None:
         ({"topk": 2}, r"topk: Extra inputs are not permitted[\s\S]*accepted fields: policy, top_k"),
         ({"rerank": "maybe"}, r"rerank: Input should be 'on', 'off' or 'ceiling'"),
         ({"step_back": True}, r"step_back: Input should be 'on' or 'off'"),
-        ({"policy": "no-such-policy"}, r"policy file no-such-policy does not exist"),
+        (
+            {"policy": "no-such-policy"},
+            r"unknown policy 'no-such-policy'; allowed: default, no-llm",
+        ),
     ],
 )
 def test_a_bad_context_value_is_an_input_error_naming_the_field(
@@ -83,14 +86,15 @@ def test_a_bad_context_value_is_an_input_error_naming_the_field(
         graph().invoke({"query": FACTUAL}, context=context)
 
 
-def test_policies_are_loaded_once_by_name(tmp_path: Path) -> None:
+def test_policies_are_loaded_once_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cached_policy("default") is cached_policy("default")
     variant = tmp_path / "variant.yaml"
     data = load_policy().model_dump(mode="json") | {"policy_id": "per-run-variant"}
     data["routes"]["factual_lookup"]["top_k"] = 1
     variant.write_text(yaml.safe_dump(data), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
     g = graph()
-    out = g.invoke({"query": FACTUAL}, context={"policy": str(variant)})
+    out = g.invoke({"query": FACTUAL}, context={"policy": "variant"})
     assert out["manifest"].policy_id == "per-run-variant"
     assert len(out["documents"]) == 1
     assert g.invoke({"query": FACTUAL})["manifest"].policy_id == "default-retrieval-policy"
@@ -226,15 +230,16 @@ def test_unknown_namespace_and_empty_tenant_are_labelled(tenant_index: EmbeddedI
 
 
 def test_a_context_policy_with_an_unknown_namespace_fails_with_the_known_list(
-    tenant_index: EmbeddedIndex, tmp_path: Path
+    tenant_index: EmbeddedIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ragtiller.policies import parse_policy
 
     g = build_graph(parse_policy(routed_to("docs")), index=tenant_index)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(routed_to("wiki")), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
     with pytest.raises(ConfigurationError, match=r"'wiki'.*the index holds: docs, faq"):
-        g.invoke({"query": FACTUAL}, context={"policy": str(bad)})
+        g.invoke({"query": FACTUAL}, context={"policy": "bad"})
 
 
 # --- stage events in LangChain's event API ---------------------------------------------------
@@ -289,3 +294,100 @@ def test_a_context_tenant_is_not_inherited_by_the_next_turn_of_a_thread() -> Non
     g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"})
     g.invoke({"query": FACTUAL}, config)
     assert [call["filter"] for call in ts[0].calls] == [{"tenant": "acme"}, None]
+
+
+# --- a parent's own settings are never read as ragtiller's --------------------------------
+
+
+@pytest.mark.parametrize(
+    "parent", [{"policy": "gold-customer"}, {"tenant": "acme"}, {"top_k": "all"}, {"rerank": 7}]
+)
+def test_a_parents_generic_configurable_keys_are_not_read(parent: dict[str, Any]) -> None:
+    g = graph()
+    plain = g.invoke({"query": FACTUAL})
+    out = g.invoke({"query": FACTUAL}, config={"configurable": parent})
+    assert out["manifest"].overrides == {} and out["manifest"].tenant is None
+    assert [d.id for d in out["documents"]] == [d.id for d in plain["documents"]]
+
+
+def test_settings_under_the_ragtiller_key_are_checked_strictly() -> None:
+    g = graph()
+    with pytest.raises(InputError, match="topk: Extra inputs are not permitted"):
+        g.invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": {"topk": 1}}})
+    with pytest.raises(InputError, match=r"configurable\['ragtiller'\] must be a dict"):
+        g.invoke({"query": FACTUAL}, config={"configurable": {"ragtiller": "top_k=1"}})
+
+
+def test_an_agent_tool_keeps_its_settings_under_a_parent_with_its_own_keys() -> None:
+    from ragtiller.integrations import as_tool
+
+    tool = as_tool(graph(), k=2)
+    _, artifact = tool.func("which port?")  # type: ignore[misc]
+    assert artifact["manifest"]["overrides"] == {"top_k": 2}
+    message = tool.invoke(
+        {"type": "tool_call", "id": "c1", "name": tool.name, "args": {"query": FACTUAL}},
+        config={"configurable": {"policy": "gold-customer", "tenant": "acme", "top_k": "all"}},
+    )
+    assert message.artifact["manifest"]["overrides"] == {"top_k": 2}
+    assert message.artifact["manifest"]["tenant"] is None
+
+
+# --- a per-run policy applies every field it sets, or is refused ---------------------------
+
+
+def index_graph_parts() -> dict[str, Any]:
+    docs = [
+        Document(
+            page_content=f"# Guide {i}\n\n## Ports\n\nServer {i} listens on port {8000 + i}.\n\n"
+            f"## Logs\n\nServer {i} writes its logs to /var/log/s{i}.",
+            metadata={"source": f"g{i}.md"},
+        )
+        for i in range(6)
+    ]
+    return {"index": EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=64), progress=False)}
+
+
+def turn_facts(out: dict[str, Any]) -> tuple[Any, ...]:
+    manifest = out["manifest"]
+    return (
+        [(d.id, d.metadata["fused_score"]) for d in out["documents"]],
+        {tier: [h.id for h in hits] for tier, hits in manifest.tiers.items()},
+        manifest.fusion_method,
+    )
+
+
+@pytest.mark.parametrize("query", [FACTUAL, "how do I get started with the logs?"])
+def test_a_per_run_policy_gives_the_turn_a_graph_built_with_it_would_give(query: str) -> None:
+    parts = index_graph_parts()
+    built = build_graph("no-llm", **parts).invoke({"query": query})
+    per_run = build_graph(**parts).invoke({"query": query}, context={"policy": "no-llm"})
+    assert per_run["manifest"].policy_id == "no-llm"
+    assert turn_facts(per_run) == turn_facts(built)
+    default = build_graph(**parts).invoke({"query": query})
+    assert turn_facts(default) != turn_facts(per_run)  # the fields differ, and they applied
+
+
+def test_a_per_run_policy_that_changes_a_build_time_field_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = load_policy().model_dump(mode="json") | {"policy_id": "routed-by-llm"}
+    data["router"]["llm_router"] = "on"
+    data["reranker"]["provider"] = "identity"
+    variant = tmp_path / "routed.yaml"
+    variant.write_text(yaml.safe_dump(data), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
+    with pytest.raises(
+        InputError, match=r"fixed when the graph was built \(router, reranker.provider\)"
+    ):
+        graph().invoke({"query": FACTUAL}, context={"policy": "routed"})
+
+
+def test_a_per_run_policy_can_lower_the_daily_chat_limit() -> None:
+    g = graph(chat_model=ScriptedChatModel())
+    broad = "how do I get started with the server?"
+    own = g.invoke({"query": broad})
+    assert own["manifest"].step_back.status == "done"
+    other = "how do I get started with the logs?"  # not cached by the first turn
+    lowered = g.invoke({"query": other}, context={"policy": "no-llm", "step_back": "on"})
+    assert lowered["manifest"].step_back.status == "skipped"
+    assert lowered["manifest"].step_back.reason == "quota"

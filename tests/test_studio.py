@@ -22,11 +22,14 @@ import httpx
 import pytest
 import yaml
 from langchain_core.documents import Document
+from langgraph.store.memory import InMemoryStore
 from langgraph_cli.config import get_unknown_keys, validate_config_file
 from langgraph_sdk import get_client
+from langgraph_sdk.runtime import _ExecutionRuntime
 
 from ragtiller import (
     ConfigurationError,
+    InputError,
     PolicyError,
     RunManifest,
     load_policy,
@@ -64,7 +67,8 @@ def test_langgraph_json_is_valid_and_names_the_async_factory() -> None:
         factory = getattr(studio_graphs, variable)
         assert factory is getattr(studio, variable)  # the package module's: one shared state
         assert inspect.iscoroutinefunction(factory)
-        assert not inspect.signature(factory).parameters
+        (runtime,) = inspect.signature(factory).parameters.values()  # the server's runtime
+        assert runtime.annotation == "ServerRuntime[Any]"
     assert config["env"] == ".env"
     assert ".env" in (ROOT / ".gitignore").read_text("utf-8").splitlines()
 
@@ -162,13 +166,34 @@ async def test_make_graph_builds_once_off_the_event_loop(monkeypatch: pytest.Mon
     monkeypatch.setattr(studio, "_index", None)
     monkeypatch.setattr(studio, "_open", fake_open)
     monkeypatch.setattr(studio, "build_studio_graph", fake_build)
+    run = server_runtime({"top_k": 2})
     first, second, lean = await asyncio.gather(
-        studio.make_graph(), studio.make_graph(), studio.make_no_llm_graph()
+        studio.make_graph(run), studio.make_graph(run), studio.make_no_llm_graph(run)
     )
     assert first is second == (None, index)
     assert lean == ("no-llm", index)  # the second graph shares the index
     assert len(built_on) == 2 and len(opened) == 1
     assert threading.current_thread() not in built_on + opened
+
+
+def server_runtime(context: Any) -> Any:
+    """What the server hands a factory for a run with this context."""
+    return _ExecutionRuntime(
+        access_context="threads.create_run", user=None, store=InMemoryStore(), context=context
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "match"),
+    [({"topk": 1}, "topk: Extra inputs are not permitted"), ({"top_k": 0}, "greater than 0")],
+)
+async def test_the_factory_refuses_a_run_context_the_server_would_filter(
+    context: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(InputError, match=match):
+        await studio.make_graph(server_runtime(context))
+    with pytest.raises(InputError, match=match):
+        await studio.make_no_llm_graph(server_runtime(context))
 
 
 def test_the_no_llm_graph_makes_no_model_call() -> None:
@@ -344,7 +369,7 @@ async def test_langgraph_dev_serves_the_graph_with_stage_events(
     url, server = dev_server
     values, events = await one_turn(url, QUESTION)
 
-    assert set(values) == {"documents", "context", "manifest", "stages"}
+    assert set(values) == {"documents", "messages", "context", "manifest", "stages"}
     assert values["context"].startswith("[1] ")
     assert values["documents"] and values["documents"][0]["metadata"]["citation"] == 1
     manifest = RunManifest.model_validate(values["manifest"])
@@ -444,3 +469,53 @@ async def test_langgraph_dev_shows_a_bad_index_as_ragtiller_wrote_it(tmp_path: P
         assert expected in errors[0]["message"]
     finally:
         server.stop()
+
+
+async def run_values(client: Any, thread_id: str, input: Any, **run: Any) -> dict[str, Any]:
+    """The last ``values`` of one run on ``thread_id`` (it must raise no error)."""
+    values: dict[str, Any] = {}
+    async for part in client.runs.stream(
+        thread_id, "ragtiller", input=input, stream_mode=["values"], **run
+    ):
+        assert part.event != "error", part.data
+        if part.event == "values":
+            values = part.data
+    return values
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_threads_breakpoints_and_context_behave_as_invoke(
+    dev_server: tuple[str, DevServer],
+) -> None:
+    url, _ = dev_server
+    async with get_client(url=url) as client:
+        plain_thread = await client.threads.create()
+        plain = await run_values(client, plain_thread["thread_id"], {"query": QUESTION})
+        expected = [d["id"] for d in plain["documents"]]
+        assert expected
+        for where, node in [
+            ("interrupt_before", "fuse"),
+            ("interrupt_before", "assemble"),
+            ("interrupt_after", "tier_search"),
+        ]:
+            thread = await client.threads.create()
+            await run_values(client, thread["thread_id"], {"query": QUESTION}, **{where: [node]})
+            paused = await client.threads.get_state(thread["thread_id"])
+            assert paused["next"], (where, node)
+            resumed = await run_values(client, thread["thread_id"], None)
+            assert [d["id"] for d in resumed["documents"]] == expected, (where, node)
+            assert resumed["manifest"]["degraded"] == plain["manifest"]["degraded"]
+
+        chat = await client.threads.create()
+        await run_values(client, chat["thread_id"], {"query": "pathlib glob"})
+        second = await run_values(
+            client, chat["thread_id"], {"messages": [{"type": "human", "content": "json dumps"}]}
+        )
+        assert second["manifest"]["rerank_query"] == "json dumps"
+        assert second["messages"][-1]["type"] == "ai"
+        assert second["messages"][-1]["content"] == second["context"]
+
+    for context in ({"topk": 1}, {"k": 1}):
+        errors = await errors_of(url, input={"query": QUESTION}, context=context)
+        assert [e["error"] for e in errors] == ["InputError"], context
+        assert "Extra inputs are not permitted" in errors[0]["message"]

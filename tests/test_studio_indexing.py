@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk import get_client
-from test_studio import DevServer
+from test_studio import DevServer, server_runtime
 
 from ragtiller import ConfigurationError, InputError, studio
 from ragtiller.index import open_index
@@ -58,6 +58,8 @@ def versions(env: dict[str, str]) -> list[str]:
 
 
 # --- in process ----------------------------------------------------------------------------
+
+RUN = server_runtime({})
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -153,6 +155,11 @@ def test_without_a_root_folders_are_refused_and_documents_still_work(
     assert graph.invoke({"docs": [PORTS]})["report"]["documents"]["added"] == 1
 
 
+async def test_the_factory_refuses_a_run_context(place: dict[str, str]) -> None:
+    with pytest.raises(InputError, match="takes no run context, but got 'top_k'"):
+        await studio.make_indexing_graph(server_runtime({"top_k": 2}))
+
+
 def test_without_an_index_directory_there_is_no_indexing_graph() -> None:
     with pytest.raises(ConfigurationError, match="RAGTILLER_INDEX is not set"):
         studio.studio_indexing_graph({"RAGTILLER_INGEST_ROOT": "/"})
@@ -204,19 +211,19 @@ async def test_studio_graphs_search_what_was_ingested_and_keep_their_stores(
     monkeypatch.setattr(studio, "_graphs", {})
     monkeypatch.setattr(studio, "_index", None)
     monkeypatch.setattr(studio, "_stores", {})
-    indexer = await studio.make_indexing_graph()
+    indexer = await studio.make_indexing_graph(RUN)
     await indexer.ainvoke({"docs": [BILLING]})
-    before = await studio.make_graph()
+    before = await studio.make_graph(RUN)
     stores = studio._stores[""]
-    out = await (await studio.make_indexing_graph()).ainvoke({"path": "handbook/ports.md"})
+    out = await (await studio.make_indexing_graph(RUN)).ainvoke({"path": "handbook/ports.md"})
     assert out["report"]["documents"]["added"] == 1
-    after = await studio.make_graph()
+    after = await studio.make_graph(RUN)
     assert after is not before and studio._stores[""] is stores
     found = await after.ainvoke({"query": ASK_PORTS})
     assert found["documents"][0].metadata["source"] == "handbook/ports.md"
-    unchanged = await (await studio.make_indexing_graph()).ainvoke({"path": "handbook/ports.md"})
+    unchanged = await (await studio.make_indexing_graph(RUN)).ainvoke({"path": "handbook/ports.md"})
     assert unchanged["report"]["version"] is None
-    assert await studio.make_graph() is after  # nothing changed: nothing rebuilt
+    assert await studio.make_graph(RUN) is after  # nothing changed: nothing rebuilt
 
 
 # --- `langgraph dev` -----------------------------------------------------------------------

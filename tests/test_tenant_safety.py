@@ -252,3 +252,30 @@ def test_the_context_wins_over_the_input_and_the_manifest_says_what_was_used(
     assert out["manifest"].tenant == "globex"
     assert out["manifest"].overrides == {"tenant": "globex"}
     assert leaked(everything(out)) == []
+
+
+# --- what a caller sends is bounded in what a turn returns ---------------------------------
+
+
+def test_too_many_namespaces_are_refused(graph: Any) -> None:
+    many = [f"ns{i}" for i in range(10_000)]
+    with pytest.raises(InputError, match="names 10000 namespaces; at most 64"):
+        graph.invoke({"query": FACTUAL, "namespace": many})
+    with pytest.raises(InputError, match="names 10000 namespaces; at most 64"):
+        graph.invoke({"query": FACTUAL}, context={"namespace": many})
+
+
+def test_a_huge_query_is_not_copied_into_the_manifest(graph: Any) -> None:
+    query = "which port " * 1_000_000  # 11 MB
+    out = graph.invoke({"query": query})
+    manifest = out["manifest"]
+    assert manifest.query_truncated
+    assert len(manifest.model_dump_json()) < 100_000
+    assert sum(len(m.text) for m in out["messages"]) < 100_000 + len(out["context"])
+
+
+@pytest.mark.parametrize("query", ["🙂🙂🙂", "?!...", "\u200b\u200b", "— · —"])
+def test_a_query_with_no_words_retrieves_nothing_and_says_why(graph: Any, query: str) -> None:
+    out = graph.invoke({"query": query})
+    assert out["documents"] == []
+    assert out["manifest"].no_retrieval_reason == "no-words"

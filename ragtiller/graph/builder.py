@@ -138,12 +138,12 @@ def build_components(
     chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
     corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    tier_list = list(tiers) if tiers is not None else _index_tiers(resolved, index)
-    if not tier_list:
+    base_tiers = list(tiers) if tiers is not None else _index_tiers(resolved, index)
+    if not base_tiers:
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
         )
-    tier_list = apply_query_options(resolved, tier_list, index)
+    tier_list = apply_query_options(resolved, base_tiers, index)
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"tier names must be unique, got {names}")
@@ -173,9 +173,19 @@ def build_components(
             cache=cache,
             trigger_kinds=resolved.lexical_triggers,
         )
-    if reranker is None:
-        from ragtiller.rerankers import reranker_from_policy
+    from ragtiller.rerankers import reranker_from_policy
 
+    given_reranker = reranker
+
+    def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
+        """The tiers and reranker of ``other``'s fusion and feedback, over the same parts."""
+        tiers = apply_query_options(other, base_tiers, index)
+        rerank = given_reranker or reranker_from_policy(
+            other.reranker, ledger=quota, cache=cache, tier_weights=other.fusion.tier_weights
+        )
+        return {t.name: t for t in tiers}, rerank
+
+    if reranker is None:
         reranker = reranker_from_policy(
             resolved.reranker, ledger=quota, cache=cache, tier_weights=resolved.fusion.tier_weights
         )
@@ -189,6 +199,7 @@ def build_components(
         reranker=reranker,
         overview=_overview(corpus_map, index),
         llm_router=llm_router,
+        variant=variant,
     )
 
 

@@ -14,6 +14,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from ragtiller.graph.untracked import graph_for_run
 from ragtiller.nodes.run_input import check_keys
 
 
@@ -31,8 +32,14 @@ class CheckedGraph(CompiledStateGraph):  # type: ignore[type-arg]
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         _check(input, config)
+        graph = graph_for_run(self, input, kwargs)
+        if graph is not self:
+            return graph.stream(input, config, **kwargs)
         return super().stream(input, config, **kwargs)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         _check(input, config)
+        graph = graph_for_run(self, input, kwargs)
+        if graph is not self:
+            return graph.astream(input, config, **kwargs)
         return super().astream(input, config, **kwargs)

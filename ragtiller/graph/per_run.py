@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackManager, adispatch_custom_event
 from langgraph.config import get_config
 
-from ragtiller.errors import ConfigurationError
+from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
 from ragtiller.nodes.stage import EVENT_TYPE, final_event
@@ -52,6 +52,30 @@ def check_route_namespaces(policy: RetrievalPolicy, known: Sequence[str] | None)
             f"policy {policy.policy_id!r} routes name namespaces the index does not hold "
             f"({'; '.join(bad)}); the index holds: {', '.join(known)}"
         )
+
+
+FIXED_AT_BUILD = ("router", "lexical_triggers", "dense_backend", "lexical_backend")
+"""Policy sections whose objects ``build_graph`` makes once (the LLM router, the backends)."""
+
+
+def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
+    """The fields ``run`` sets differently from ``base`` that a run cannot change.
+
+    The reranker's provider settings and the ledger's day are built once; the daily call
+    limits (``quota.chat_gen_per_day``, ``reranker.daily_calls``) are not listed: the gate caps
+    a turn's quota view by the run policy's (it can lower a limit, never raise it).
+    """
+    changed = [name for name in FIXED_AT_BUILD if getattr(base, name) != getattr(run, name)]
+    if base.quota.timezone != run.quota.timezone:
+        changed.append("quota.timezone")
+    provider = {"daily_calls"}
+    if base.reranker.model_dump(exclude=provider) != run.reranker.model_dump(exclude=provider):
+        changed.extend(
+            f"reranker.{field}"
+            for field in type(base.reranker).model_fields
+            if field not in provider and getattr(base.reranker, field) != getattr(run.reranker, field)
+        )
+    return changed
 
 
 def _listening(config: Mapping[str, Any]) -> bool:
@@ -99,19 +123,32 @@ class PerRunNodes:
         check_route_namespaces(deps.policy, known_namespaces)
 
     def components(self, context: RunContext) -> Components:
-        """The graph's components with the context's policy and rerank switch applied.
+        """The graph's components with the context's policy and rerank switch applied: every
+        field the policy sets takes effect, or the run is refused.
 
         Raises:
             ConfigurationError: The context's policy names a namespace the index lacks.
+            InputError: The context's policy changes a field fixed when the graph was built.
         """
         if context.policy_key() == EMPTY.policy_key():
             return self.deps
-        policy = run_policy(self.deps.policy, context)
+        base = self.deps.policy
+        policy = run_policy(base, context)
+        fixed = fixed_changes(base, policy)
+        if fixed:
+            raise InputError(
+                f"run policy {policy.policy_id!r} changes fields fixed when the graph was built "
+                f"({', '.join(fixed)}); build a graph with that policy instead "
+                "(build_graph(policy=...)), or leave those fields as the graph's"
+            )
         check_route_namespaces(policy, self.known_namespaces)
-        reranker = self.deps.reranker
+        tiers, reranker = self.deps.tiers, self.deps.reranker
+        rebuilt = (policy.fusion, policy.feedback) != (base.fusion, base.feedback)
+        if rebuilt and self.deps.variant is not None:
+            tiers, reranker = self.deps.variant(policy)
         if context.rerank == "on" and isinstance(reranker, CeilingReranker):
             reranker = reranker.floor  # "on" means the free floor, never the paid ceiling
-        return dataclasses.replace(self.deps, policy=policy, reranker=reranker)
+        return dataclasses.replace(self.deps, policy=policy, tiers=tiers, reranker=reranker)
 
     def nodes(self, context: RunContext) -> dict[str, NodeFn]:
         """The nodes for ``context``'s policy key, built on first use."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage
 from langgraph.channels.ephemeral_value import EphemeralValue
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from ragtiller.graph.checkpoint import ManifestValue
@@ -39,11 +40,13 @@ def tier_results(
 class InputState(TypedDict):
     """What a caller passes in: ``query`` or ``messages``; other keys raise ``InputError``."""
 
-    query: NotRequired[str]
-    """The user's question, verbatim."""
-    messages: NotRequired[list[AnyMessage]]
-    """A chat history (``MessagesState``); its last human message is the question when
-    ``query`` is not given."""
+    query: NotRequired[Annotated[str, EphemeralValue]]
+    """The user's question, verbatim. Held for the gate's step only: a thread's next turn
+    never inherits it."""
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    """A chat transcript (as ``MessagesState``): the turn's messages are appended, and so is
+    ragtiller's answer. Without ``query``, the question is the last human message that came
+    after ragtiller's last answer."""
     namespace: NotRequired[Annotated[str | list[str] | None, EphemeralValue]]
     """Overrides the route's namespace(s) for this turn. Held for the gate's step only, so a
     thread's next turn does not inherit it; the gate's ``route`` carries what was used."""
@@ -57,6 +60,9 @@ class OutputState(TypedDict):
 
     documents: list[Document]
     """Selected chunks as LangChain documents, best first, with scores in metadata."""
+    messages: list[AnyMessage]
+    """The transcript with this turn's answer appended: the context as an ``AIMessage`` named
+    ``ragtiller`` (and, for a ``query`` input, the question before it as a human message)."""
     context: str
     """Prompt-ready text with numbered citations and any degradation labels."""
     manifest: RunManifest
@@ -78,6 +84,8 @@ class Turn(TypedDict):
     """The one quota read of this turn; it advises the step-back and rerank edges."""
     overrides: NotRequired[dict[str, Any]]
     """The run context's fields set for this turn (see ``RunContext``)."""
+    asked_by: NotRequired[Literal["query", "messages"]]
+    """Which input key held the question."""
 
 
 class RetrievalState(InputState, total=False):

@@ -1,21 +1,28 @@
-"""Keep the intermediate hit lists out of checkpoints.
+"""Keep the intermediate hit lists out of checkpoints, except on runs that may pause.
 
 Tier hits, fused candidates and the rerank order are most of a turn's state (about 300 KB on
 the Studio demo index) yet matter only until ``assemble`` has built the documents and the
 manifest, which keep every id and score. Their channels become in-memory only: a checkpointer
 saves everything else. A thread paused *between* tier search and assemble and resumed from its
-checkpoint would have lost them, so a graph built with ``interrupt_before`` keeps them.
+checkpoint would have lost them, so a graph built with ``interrupt_before`` keeps them, and so
+does every run that sets breakpoints of its own (``interrupt_before``/``interrupt_after`` passed
+to ``invoke``/``stream``, as Studio does) or resumes a thread: :func:`graph_for_run` runs those
+on a copy of the graph whose hit channels are checkpointed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Self
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self, TypeVar
 
 from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.last_value import LastValue
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.graph import StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 
 HIT_CHANNELS = ("tier_tasks", "tier_hits", "candidates", "ranked")
 """State fields holding per-turn hit lists (and query vectors), untracked by default."""
@@ -66,3 +73,41 @@ def untrack_hits(builder: StateGraph[Any, Any, Any, Any]) -> None:
             builder.channels[name] = UntrackedMerge(channel.typ, channel.operator)
         else:
             builder.channels[name] = UntrackedValue(channel.typ, guard=False)
+
+
+G = TypeVar("G", bound=CompiledStateGraph)  # type: ignore[type-arg]
+_tracked: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _tracking(channel: Any) -> Any:
+    """The checkpointed channel an untracked one stands for."""
+    if isinstance(channel, UntrackedMerge):
+        tracked: Any = BinaryOperatorAggregate(channel.typ, channel.operator)
+    else:
+        tracked = LastValue(channel.typ)
+    tracked.key = channel.key
+    return tracked
+
+
+def may_pause(input: Any, kwargs: Mapping[str, Any]) -> bool:
+    """Whether a run sets its own breakpoints or resumes a paused thread."""
+    resuming = input is None or isinstance(input, Command)
+    return resuming or bool(kwargs.get("interrupt_before") or kwargs.get("interrupt_after"))
+
+
+def graph_for_run(graph: G, input: Any, kwargs: Mapping[str, Any]) -> G:
+    """``graph``, or for a run that may pause (see :func:`may_pause`), its copy whose hit
+    channels are checkpointed, so the resumed nodes find what the paused ones wrote."""
+    untracked = {
+        name: channel
+        for name, channel in graph.channels.items()
+        if isinstance(channel, UntrackedValue)
+    }
+    if not untracked or not may_pause(input, kwargs):
+        return graph
+    twin = _tracked.get(graph)
+    if twin is None:
+        tracked = {name: _tracking(channel) for name, channel in untracked.items()}
+        twin = graph.copy(update={"channels": {**graph.channels, **tracked}})
+        _tracked[graph] = twin
+    return twin

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.report import build_manifest
 from ragtiller.nodes.rerank import select_distinct
-from ragtiller.nodes.run_input import tenant_filter
+from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter
 from ragtiller.nodes.stage import Stage
 from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import Candidate
@@ -54,6 +55,18 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
     return "\n\n".join(parts)
 
 
+def answer_messages(state: RetrievalState, context: str, max_chars: int) -> list[AnyMessage]:
+    """What the turn appends to the transcript: the question when it came as ``query`` (cut
+    to ``max_chars``, as for embedding), then the context as ragtiller's answer."""
+    turn = state["turn"]
+    answer = AIMessage(context, name=ANSWER_NAME, id=answer_id(turn["run_id"]))
+    if turn.get("asked_by") != "query":
+        return [answer]
+    asked = state["rerank_query"][:max_chars]
+    question = HumanMessage(asked, id=f"ragtiller-question-{turn['run_id']}")
+    return [question, answer]
+
+
 def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, list[str]]:
     """The corpus outline for a broad turn that step-back did not serve, cut to the turn's
     namespaces and tenant, with a label when an outline exists but cannot be cut to them."""
@@ -93,6 +106,7 @@ def make_assemble(deps: Components) -> NodeFn:
         return {
             "documents": documents,
             "context": context,
+            "messages": answer_messages(state, context, deps.policy.budgets.max_query_chars),
             "manifest": manifest.model_dump(mode="json"),  # plain data in saved writes
             "stages": [record],
         }

@@ -51,6 +51,8 @@ class Components:
         overview: The corpus outline of a turn's scope, injected for broad turns without
             step-back.
         llm_router: Optional router strategy; see :mod:`ragtiller.routing.llm_router`.
+        variant: The tiers and reranker for another policy's fusion and feedback (a run
+            context's policy); None: they cannot be rebuilt, and stay these.
     """
 
     policy: RetrievalPolicy
@@ -62,6 +64,7 @@ class Components:
     reranker: Reranker
     overview: Overview | None = None
     llm_router: Callable[..., Any] | None = None
+    variant: Callable[[RetrievalPolicy], tuple[dict[str, Tier], Reranker]] | None = None
 
     @property
     def has_ceiling(self) -> bool:

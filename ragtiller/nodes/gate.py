@@ -13,6 +13,7 @@ from ragtiller.errors import InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import (
     ACCEPTED_SHAPES,
+    asked_by,
     current_context,
     query_of,
     unknown_namespace_labels,
@@ -73,13 +74,28 @@ def _tenant(state: RetrievalState, context: RunContext) -> str | None:
 
 
 async def read_quota(deps: Components) -> QuotaView:
-    """One read of the chat and rerank budgets (a single round trip on Redis)."""
-    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in deps.quota.limits]
+    """One read of the chat and rerank budgets (a single round trip on Redis), capped by the
+    turn's policy: a run policy with a lower daily limit than the ledger's sees what is left of
+    its own limit today (it can lower a limit, never raise it)."""
+    limits = deps.quota.limits
+    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in limits]
     snapshot = await deps.quota.asnapshot(resources)
     left = snapshot.remaining
+    own: dict[str, int] = {
+        CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
+        RERANK_RESOURCE: deps.policy.reranker.daily_calls,
+    }
+
+    def capped(resource: str) -> int:
+        remaining = left.get(resource, 0)
+        if resource not in limits:
+            return remaining
+        used = limits[resource] - remaining
+        return max(0, min(remaining, own[resource] - used))
+
     return QuotaView(
-        chat_left=left.get(CHAT_RESOURCE, 0),
-        rerank_left=left.get(RERANK_RESOURCE, 0),
+        chat_left=capped(CHAT_RESOURCE),
+        rerank_left=capped(RERANK_RESOURCE),
         available=snapshot.available,
     )
 
@@ -220,6 +236,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "started_at": started,
                 "quota": quota,
                 "overrides": overrides,
+                "asked_by": asked_by(state),
             },
             "route": route,
             "embed_query": embed_text,

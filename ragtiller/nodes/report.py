@@ -55,6 +55,7 @@ def build_manifest(
     plan = state.get("rerank")
     retrieved = route["query_type"] != "no_retrieval"
     sb = state["step_back"]
+    bound = policy.budgets.max_query_chars  # a huge query is cut, as for embedding, not copied
     return RunManifest(
         run_id=turn["run_id"],
         created_at=datetime.now(UTC).isoformat(),
@@ -68,7 +69,7 @@ def build_manifest(
         is_broad=route["is_broad"],
         triggers=route["triggers"],
         embed_query=state.get("embed_query", ""),
-        rerank_query=state.get("rerank_query", ""),
+        rerank_query=state.get("rerank_query", "")[:bound],
         query_truncated=route["truncated"],
         candidate_namespaces=sorted(
             {ns for config in policy.routes.values() for ns in config.namespaces}
@@ -89,7 +90,7 @@ def build_manifest(
         step_back=StepBackRecord(
             status=sb["status"],
             reason=sb["reason"],
-            original=sb["original"],
+            original=sb["original"][:bound],
             generalized=sb["generalized"],
             from_cache=sb["from_cache"],
         ),

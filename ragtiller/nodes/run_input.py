@@ -4,10 +4,11 @@ run context, plus the labels for namespaces and tenants that cannot match anythi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
 from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 
 from ragtiller.errors import InputError
 from ragtiller.policies.run_context import RunContext, context_from
@@ -35,6 +36,31 @@ def check_keys(value: Any) -> None:
         raise InputError(
             f"unknown input key(s) {', '.join(map(repr, unknown))}; pass {ACCEPTED_SHAPES}"
         )
+    if "query" in value:
+        _check_query(value["query"])
+    if "messages" in value and not isinstance(value["messages"], list):
+        raise InputError(
+            f"input 'messages' must be a list, got {type(value['messages']).__name__}; "
+            f"pass {ACCEPTED_SHAPES}"
+        )
+
+
+def _check_query(query: Any) -> str:
+    if not isinstance(query, str):
+        raise InputError(
+            f"input 'query' must be a str, got {type(query).__name__}: {query!r:.80}; "
+            f"pass {ACCEPTED_SHAPES}"
+        )
+    return query
+
+
+ANSWER_NAME = "ragtiller"
+"""The ``name`` of the AI message that carries a turn's answer (its context)."""
+
+
+def answer_id(run_id: str) -> str:
+    """The message id of turn ``run_id``'s answer."""
+    return f"ragtiller-answer-{run_id}"
 
 
 def _last_human(messages: Any) -> str:
@@ -45,31 +71,34 @@ def _last_human(messages: Any) -> str:
     for message in reversed(parsed):
         if isinstance(message, HumanMessage):
             return message.text
+        if (message.id or "").startswith(answer_id("")):
+            raise InputError(
+                "no new question: the last human message was answered by an earlier turn; "
+                f"pass {ACCEPTED_SHAPES}"
+            )
     raise InputError(f"input 'messages' holds no human message; pass {ACCEPTED_SHAPES}")
 
 
+def asked_by(state: Mapping[str, Any]) -> Literal["query", "messages"]:
+    """The input key that holds the turn's question: ``query`` when given, else ``messages``."""
+    return "query" if state.get("query") is not None else "messages"
+
+
 def query_of(state: Mapping[str, Any]) -> str:
-    """The turn's question: ``query``, else the last human message of ``messages``.
+    """The turn's question: ``query``, else the last human message of ``messages`` that came
+    after ragtiller's last answer.
 
     Raises:
-        InputError: Neither is given, or one has the wrong type.
+        InputError: Neither is given, one has the wrong type, or the transcript holds no
+            unanswered human message.
     """
     query = state.get("query")
-    if query is None and "query" not in state:
-        messages = state.get("messages")
-        if messages is None:
-            raise InputError(f"input 'query' is missing; pass {ACCEPTED_SHAPES}")
-        if not isinstance(messages, list):
-            raise InputError(
-                f"input 'messages' must be a list, got {type(messages).__name__}; pass {ACCEPTED_SHAPES}"
-            )
-        return _last_human(messages)
-    if not isinstance(query, str):
-        raise InputError(
-            f"input 'query' must be a str, got {type(query).__name__}: {query!r:.80}; "
-            f"pass {ACCEPTED_SHAPES}"
-        )
-    return query
+    if query is not None:
+        return _check_query(query)
+    messages = state.get("messages")
+    if not messages:
+        raise InputError(f"input 'query' is missing; pass {ACCEPTED_SHAPES}")
+    return _last_human(messages)
 
 
 def current_context() -> RunContext:
@@ -82,9 +111,7 @@ def current_context() -> RunContext:
         config = get_config()
     except RuntimeError:  # a node function called directly, outside a run
         return RunContext()
-    configurable = config.get("configurable") or {}
-    runtime = configurable.get("__pregel_runtime")
-    return context_from(getattr(runtime, "context", None), configurable)
+    return context_from(getattr(get_runtime(), "context", None), config.get("configurable"))
 
 
 def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from ragtiller.errors import PolicyError
-from ragtiller.policies.loader import load_policy, upgrade_v1
+from ragtiller.policies.loader import load_policy, load_yaml, read_policy_file, upgrade_v1
 
 
 def add_policy_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +43,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def migrate_text(text: str, source: str) -> tuple[str, list[str]]:
     """A policy file's text as schema 2 (comments kept above the data), and the changes made."""
-    data: Any = yaml.safe_load(text)
-    if not isinstance(data, dict):
+    data: Any = load_yaml(text, source=source)  # bounded, as for load_policy
+    if not isinstance(data, dict) or not data:
         raise PolicyError(f"{source}: expected a mapping at the top level")
     upgraded, changes = upgrade_v1(data)
     if not changes:
@@ -55,7 +55,7 @@ def migrate_text(text: str, source: str) -> tuple[str, list[str]]:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    text, changes = migrate_text(args.file.read_text(encoding="utf-8"), str(args.file))
+    text, changes = migrate_text(read_policy_file(args.file), str(args.file))
     if not changes:
         print(f"{args.file}: already schema 2, nothing to do")
         return 0

@@ -1,20 +1,47 @@
-"""Load a policy from YAML, with errors that name the file and the field path."""
+"""Load a policy from YAML, with errors that name the file and the field path.
+
+A policy file may come from an operator's directory and a per-run ``policy`` from a remote
+client, so reading one is bounded: regular files only (a FIFO or device is refused before it is
+opened), at most :data:`MAX_POLICY_BYTES`, YAML without unbounded alias expansion or nesting,
+and no error ever quotes a string value from the file (it may hold a credential).
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 import warnings
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from yaml.composer import ComposerError
+from yaml.events import AliasEvent, Event
+from yaml.nodes import Node
 
-from ragtiller.errors import PolicyError
+from ragtiller.errors import ConfigurationError, InputError, PolicyError
 from ragtiller.policies.schema import SCHEMA_VERSION, RetrievalPolicy
 
 DEFAULT_POLICY = "default"
 """Name of the shipped policy used when none is given."""
+POLICY_DIR_ENV = "RAGTILLER_POLICY_DIR"
+"""Environment variable naming the operator's directory of extra per-run policies."""
+MAX_POLICY_BYTES = 1024 * 1024
+"""A policy file larger than this (1 MiB) is refused unread; the shipped default is 2.4 kB."""
+MAX_YAML_DEPTH = 20
+"""Deepest nesting of mappings and sequences a policy file may have (the default has 4)."""
+MAX_YAML_ALIASES = 100
+"""Most ``*alias`` uses in one policy file."""
+MAX_YAML_NODES = 10_000
+"""Most YAML nodes in one file with every alias expanded (the default has 128)."""
+MAX_LISTED_ERRORS = 20
+"""Schema errors listed in one message; the rest are counted."""
+POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""What a per-run policy name looks like: no path separators, at most 64 characters."""
 
 
 def shipped_policies() -> list[str]:
@@ -25,13 +52,206 @@ def shipped_policies() -> list[str]:
     )
 
 
+# --- reading: regular files only, bounded in size --------------------------------------------
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _check_file(info: os.stat_result, source: str) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise PolicyError(f"policy file {source} is {_kind(info.st_mode)}, not a regular file")
+    if info.st_size > MAX_POLICY_BYTES:
+        raise PolicyError(
+            f"policy file {source} is {info.st_size} bytes, over the {MAX_POLICY_BYTES}-byte limit"
+        )
+
+
+def read_policy_file(file: Path) -> str:
+    """The text of a policy file, read only if it is a regular file within the size limit.
+
+    The type is checked with ``stat`` before opening (a FIFO would block, a device never ends)
+    and again on the open descriptor (opened non-blocking), in case the path changed between.
+
+    Raises:
+        PolicyError: Missing, not a regular file, too large, unreadable or not UTF-8.
+    """
+    source = str(file)
+    try:
+        _check_file(os.stat(file), source)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        with os.fdopen(os.open(file, flags), "rb") as handle:
+            _check_file(os.fstat(handle.fileno()), source)
+            data = handle.read(MAX_POLICY_BYTES + 1)
+    except FileNotFoundError as e:
+        raise PolicyError(
+            f"policy file {source} does not exist; shipped policies: {', '.join(shipped_policies())}"
+        ) from e
+    except OSError as e:
+        raise PolicyError(
+            f"cannot read policy file {source}: {e.strerror or type(e).__name__}"
+        ) from e
+    if len(data) > MAX_POLICY_BYTES:  # it grew after the stat
+        raise PolicyError(f"policy file {source} is over the {MAX_POLICY_BYTES}-byte limit")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PolicyError(
+            f"policy file {source} is not UTF-8 text (bad byte at offset {e.start})"
+        ) from e
+
+
+# --- parsing: YAML with bounded aliases and depth ---------------------------------------------
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses deep nesting, many aliases and large alias expansion.
+
+    It counts every node as if each alias were expanded (what the schema check walks), so a
+    "billion laughs" file is refused after :data:`MAX_YAML_NODES` nodes, not after it has used
+    the memory; and it stops at :data:`MAX_YAML_DEPTH` before Python's recursion limit.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+        self._expanded = 0
+        self._sizes: dict[int, int] = {}  # id(anchored node) -> its expanded node count
+
+    def _count(self, nodes: int, mark: Any) -> None:
+        self._expanded += nodes
+        if self._expanded > MAX_YAML_NODES:
+            raise ComposerError(
+                None,
+                None,
+                f"more than {MAX_YAML_NODES} nodes (counting each alias as its expansion)",
+                mark,
+            )
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        event: Event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: Any = event.start_mark  # a yaml.error.Mark (this loader is pure Python)
+        if isinstance(event, AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                raise ComposerError(None, None, f"more than {MAX_YAML_ALIASES} aliases", mark)
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise ComposerError(None, None, "an alias refers to a node that holds it", mark)
+            self._count(size, mark)
+            return node
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            raise ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+        before = self._expanded
+        self._count(1, mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if getattr(event, "anchor", None) is not None:
+            self._sizes[id(node)] = self._expanded - before
+        return node
+
+
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _unquoted(text: str) -> str:
+    """``text`` with quoted fragments (values, anchors, tags from the file) masked; PyYAML's
+    token names such as ``'<scalar>'`` and single punctuation marks are kept."""
+
+    def mask(match: re.Match[str]) -> str:
+        inner = match.group()[1:-1]
+        keep = re.fullmatch(r"<[a-z ]+>", inner) or re.fullmatch(r"[^\w\s\\]{1,3}", inner)
+        return match.group() if keep else "(value not shown)"
+
+    return _QUOTED.sub(mask, text)
+
+
+def _yaml_problem(error: Exception) -> str:
+    """Where and what a YAML error is, without PyYAML's snippet of the file."""
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        what = "; ".join(part for part in (error.context, error.problem) if part)
+        return where + _unquoted(what or "syntax error")
+    if isinstance(error, yaml.reader.ReaderError):
+        return f"character {error.position}: a control character YAML does not allow"
+    # a scalar the constructor cannot build, e.g. an int of more than 4300 digits
+    return f"a value YAML cannot construct ({type(error).__name__})"
+
+
+def load_yaml(text: str, *, source: str = "<policy>") -> Any:
+    """Parse policy YAML with :class:`BoundedLoader`; an empty document is ``{}``.
+
+    Raises:
+        PolicyError: Not YAML, or over a bound; naming the line and the problem.
+    """
+    loader: BoundedLoader | None = None
+    try:
+        loader = BoundedLoader(text)  # the reader checks every character here
+        return loader.get_single_data() or {}
+    except (yaml.YAMLError, ValueError) as e:
+        raise PolicyError(
+            f"invalid retrieval policy {source}: not valid YAML: {_yaml_problem(e)}"
+        ) from e
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+# --- validation errors that name fields, never values ----------------------------------------
+
+
+def _strings(value: Any, found: set[str], budget: int = 1000) -> None:
+    """Collect up to ``budget`` str values inside ``value`` (not mapping keys: field names)."""
+    stack = [value]
+    while stack and len(found) < budget:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.add(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+def _without_values(message: str, value: Any) -> str:
+    """A validator's message with any string from ``value`` masked (some quote what they got)."""
+    found: set[str] = set()
+    _strings(value, found)
+    for text in sorted(found, key=len, reverse=True):
+        for shown in (repr(text), f'"{text}"') + ((text,) if len(text) >= 8 else ()):
+            message = message.replace(shown, "(value not shown)")
+    return message
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    parts = [str(part) if len(str(part)) <= 40 else f"{str(part)[:40]}..." for part in loc]
+    return ".".join(parts) or "<root>"
+
+
 def _format_errors(source: str, error: ValidationError) -> str:
+    items = error.errors()
     lines = [f"invalid retrieval policy {source}:"]
-    for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"]) or "<root>"
-        got = item.get("input")
-        shown = "" if item["type"] == "missing" else f" (got {got!r:.80})"
-        lines.append(f"  {path}: {item['msg']}{shown}")
+    for item in items[:MAX_LISTED_ERRORS]:
+        message = _without_values(item["msg"], item.get("input"))
+        lines.append(f"  {_field_path(item['loc'])}: {message}")
+    if len(items) > MAX_LISTED_ERRORS:
+        lines.append(f"  ... and {len(items) - MAX_LISTED_ERRORS} more errors")
     return "\n".join(lines)
 
 
@@ -100,7 +320,7 @@ def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
 
 
 def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
-    """Load and validate a retrieval policy.
+    """Load and validate a retrieval policy, the operator's choice (a path is read as given).
 
     Args:
         path: A YAML file, or the name of a shipped policy (``default``, ...). None: the default.
@@ -109,8 +329,9 @@ def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
         The validated, frozen policy.
 
     Raises:
-        PolicyError: The file is missing, is not YAML, or does not match the schema; the message
-            names the file and the field path.
+        PolicyError: The file is missing, not a regular file, over :data:`MAX_POLICY_BYTES`,
+            not YAML (or over a YAML bound), or does not match the schema; the message names
+            the file and the line or field path, never a value from the file.
 
     Example:
         >>> load_policy().policy_id
@@ -118,25 +339,82 @@ def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
     """
     name = DEFAULT_POLICY if path is None else str(path)
     if path is None or (name in shipped_policies() and not Path(name).exists()):
-        text = (
-            resources.files("ragtiller.policies")
-            .joinpath("shipped", f"{name}.yaml")
-            .read_text("utf-8")
-        )
-        source = f"<shipped policy {name!r}>"
-    else:
-        file = Path(path)
-        source = str(file)
-        try:
-            text = file.read_text("utf-8")
-        except FileNotFoundError as e:
-            raise PolicyError(
-                f"policy file {source} does not exist; shipped policies: {', '.join(shipped_policies())}"
-            ) from e
-        except (OSError, UnicodeDecodeError) as e:
-            raise PolicyError(f"cannot read policy file {source}: {e}") from e
+        return _shipped(name)
+    source = str(path)
+    return parse_policy(load_yaml(read_policy_file(Path(path)), source=source), source=source)
+
+
+def _shipped(name: str) -> RetrievalPolicy:
+    folder = resources.files("ragtiller.policies").joinpath("shipped")
+    source = f"<shipped policy {name!r}>"
+    text = folder.joinpath(f"{name}.yaml").read_text("utf-8")
+    return parse_policy(load_yaml(text, source=source), source=source)
+
+
+# --- per-run policies: names the deployment allows --------------------------------------------
+
+
+def policy_dir(env: Mapping[str, str] = os.environ) -> Path | None:
+    """The operator's directory of extra per-run policies (``RAGTILLER_POLICY_DIR``), if set."""
+    value = env.get(POLICY_DIR_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def _directory_policies(directory: Path) -> list[str]:
+    # os.listdir, not os.scandir: `langgraph dev` raises BlockingError for scandir on its loop
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise PolicyError(f"invalid retrieval policy {source}: not valid YAML: {e}") from e
-    return parse_policy(data, source=source)
+        names = os.listdir(directory)
+    except OSError as e:
+        raise ConfigurationError(
+            f"{POLICY_DIR_ENV}={directory} cannot be listed: {e.strerror or type(e).__name__}"
+        ) from e
+    stems = (name.removesuffix(".yaml") for name in names if name.endswith(".yaml"))
+    return [
+        stem
+        for stem in stems
+        if POLICY_NAME.fullmatch(stem) and (directory / f"{stem}.yaml").is_file()
+    ]
+
+
+def allowed_policies(directory: Path | None = None) -> list[str]:
+    """The names a per-run ``policy`` may take: the shipped ones, then ``directory``'s
+    ``<name>.yaml`` regular files whose stem is a :data:`POLICY_NAME`.
+
+    Raises:
+        ConfigurationError: ``directory`` cannot be listed.
+    """
+    extra = _directory_policies(directory) if directory is not None else []
+    return sorted(set(shipped_policies()) | set(extra))
+
+
+def load_allowed_policy(name: str, directory: Path | None = None) -> RetrievalPolicy:
+    """The per-run policy ``name``: a shipped one, or ``directory/<name>.yaml``, never a path.
+
+    A caller's run context picks among what the deployment allows; it cannot make the server
+    read a file of its choosing. Shipped names are reserved: a file in ``directory`` that takes
+    one is refused rather than silently ignored or preferred.
+
+    Raises:
+        InputError: ``name`` is not an allowed policy (the message lists the allowed ones).
+        PolicyError: The directory's file is invalid, or takes a shipped name.
+        ConfigurationError: ``directory`` cannot be listed.
+    """
+    candidate = directory / f"{name}.yaml" if directory is not None else None
+    if not POLICY_NAME.fullmatch(name):
+        raise InputError(
+            f"a per-run policy is a policy name, not a path; allowed: "
+            f"{', '.join(allowed_policies(directory))}"
+        )
+    if name in shipped_policies():
+        if candidate is not None and os.path.lexists(candidate):
+            raise PolicyError(
+                f"{candidate} takes the name of the shipped policy {name!r}; rename the file "
+                f"(per-run policy names must be unique)"
+            )
+        return _shipped(name)
+    if candidate is None or not os.path.lexists(candidate):
+        raise InputError(
+            f"unknown policy {name!r}; allowed: {', '.join(allowed_policies(directory))}"
+            + ("" if directory is not None else f" (set {POLICY_DIR_ENV} to allow more)")
+        )
+    return load_policy(candidate)

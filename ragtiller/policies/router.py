@@ -158,6 +158,10 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
     text = " ".join(query.split())
     if not text:
         return Classification(None, "empty-query", reason="the query is empty")
+    if not any(ch.isalnum() for ch in text):
+        return Classification(
+            None, "no-words", reason="the query has no letters or digits to search for"
+        )
     triggers = find_triggers(text, list(policy.lexical_triggers))
     if _GREETING.match(text):
         return Classification(

@@ -7,13 +7,15 @@ these fields in its configuration panel (``context_schema``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragtiller.errors import InputError, PolicyError
-from ragtiller.policies.loader import load_policy
+from ragtiller.errors import InputError, RagtillerError
+from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
 
 OnOff = Literal["on", "off"]
@@ -22,14 +24,25 @@ RerankSwitch = Literal["on", "off", "ceiling"]
 quota allows (the floor otherwise)."""
 
 
-@lru_cache(maxsize=32)
 def cached_policy(name: str) -> RetrievalPolicy:
-    """The policy ``name`` (a shipped name or a YAML path), loaded once per process.
+    """The per-run policy ``name``, loaded once per process: a shipped name, or a
+    ``<name>.yaml`` in the operator's ``RAGTILLER_POLICY_DIR`` (read on each call), never a path.
 
     Raises:
-        PolicyError: Unknown name, unreadable or invalid file.
+        InputError: ``name`` is not an allowed policy (the message lists the allowed ones).
+        PolicyError: The operator's file is invalid or takes a shipped name.
+        ConfigurationError: ``RAGTILLER_POLICY_DIR`` cannot be listed.
     """
-    return load_policy(name)
+    return _cached_policy(name, policy_dir())
+
+
+@lru_cache(maxsize=32)
+def _cached_policy(name: str, directory: Path | None) -> RetrievalPolicy:
+    return load_allowed_policy(name, directory)
+
+
+MAX_NAMESPACES = 64
+"""Most namespaces one turn may name: each is searched, checked and may be labelled."""
 
 
 def scope_problem(field: str, value: object) -> str | None:
@@ -41,6 +54,8 @@ def scope_problem(field: str, value: object) -> str | None:
     names = value if field == "namespace" and isinstance(value, list) else [value]
     if field == "namespace" and not names:
         return "must name at least one namespace, got an empty list; leave it out for the route's"
+    if len(names) > MAX_NAMESPACES:
+        return f"names {len(names)} namespaces; at most {MAX_NAMESPACES} may be searched in one turn"
     for name in names:
         if not isinstance(name, str):
             return f"must be a str{' or a list of str' if field == 'namespace' else ''}, got {type(name).__name__}"
@@ -56,7 +71,7 @@ class RunContext(BaseModel):
     """Settings for one run; every unset field keeps the graph's policy.
 
     Pass it as ``graph.invoke(input, context={...})`` (or a ``RunContext``), or as
-    ``config={"configurable": {...}}``. A bad value raises :class:`~ragtiller.errors.InputError`
+    ``config={"configurable": {"ragtiller": {...}}}``. A bad value raises :class:`~ragtiller.errors.InputError`
     naming the field.
 
     Example:
@@ -67,13 +82,20 @@ class RunContext(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     policy: str | None = Field(
-        None, description="Shipped policy name (e.g. 'default') or a policy YAML path."
+        None,
+        description="Name of an allowed policy: a shipped one (e.g. 'default') or one in the "
+        "operator's RAGTILLER_POLICY_DIR; never a path.",
     )
+    # strict: "5", 5.0 and True are refused, not read as 5, 5 and 1
     top_k: int | None = Field(
-        None, gt=0, le=100, description="Documents returned (capped by max_chunks)."
+        None, strict=True, gt=0, le=100, description="Documents returned (capped by max_chunks)."
     )
     max_chunks: int | None = Field(
-        None, gt=0, le=100, description="Most chunks any route may return; sizes the candidates."
+        None,
+        strict=True,
+        gt=0,
+        le=100,
+        description="Most chunks any route may return; sizes the candidates.",
     )
     namespace: str | list[str] | None = Field(
         None, description="Namespace(s) searched instead of the route's."
@@ -98,7 +120,7 @@ class RunContext(BaseModel):
         if value is not None:
             try:
                 cached_policy(value)
-            except PolicyError as e:
+            except RagtillerError as e:  # unknown name, bad operator file or directory
                 raise ValueError(str(e)) from e
         return value
 
@@ -151,25 +173,40 @@ EMPTY = RunContext()
 """The context of a run that sets nothing."""
 
 
-def context_from(value: Any, configurable: dict[str, Any] | None = None) -> RunContext:
-    """This run's context: LangGraph's ``context`` when it is ours, else the ``configurable``
-    keys that name context fields (how older clients and Studio assistants pass them).
+CONFIG_KEY = "ragtiller"
+"""The ``configurable`` key that holds a run's settings when they cannot travel as LangGraph's
+``context`` (a retriever, a tool, an older client): ``{"configurable": {"ragtiller": {...}}}``."""
 
-    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it);
-    any other context object or dict seen here is a parent graph's, so only the fields named
-    like ours are read from it.
+
+def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> RunContext:
+    """This run's context: LangGraph's ``context`` when it is ours, else the settings under
+    ``configurable["ragtiller"]``, else none.
+
+    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it).
+    Any other context object is a parent graph's, and a parent's generic ``configurable`` keys
+    (``policy``, ``top_k``, ``tenant``) are the parent's own: neither is ever read as ours.
+
+    Raises:
+        InputError: ``configurable["ragtiller"]`` is not a mapping, or holds an unknown key or
+            a bad value.
     """
     if isinstance(value, RunContext):
         return value
-    if isinstance(value, dict):
-        source: dict[str, Any] = value
-    else:
-        source = configurable or {}
-    known = {k: v for k, v in source.items() if k in RunContext.model_fields}
-    return RunContext(**known) if known else EMPTY
+    ours = (configurable or {}).get(CONFIG_KEY)
+    if ours is None:
+        return EMPTY
+    if isinstance(ours, RunContext):
+        return ours
+    if not isinstance(ours, Mapping):
+        raise InputError(
+            f"configurable[{CONFIG_KEY!r}] must be a dict of run-context fields, got "
+            f"{type(ours).__name__}; accepted fields: {', '.join(RunContext.model_fields)}"
+        )
+    return RunContext(**ours) if ours else EMPTY
 
 
 __all__ = (
+    "CONFIG_KEY",
     "EMPTY",
     "RerankSwitch",
     "RunContext",
