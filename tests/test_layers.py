@@ -38,6 +38,8 @@ LAYERS: dict[str, int] = {
     "eval": 5,
     "integrations": 5,
     "studio": 5,
+    "studio_graphs": 5,
+    "indexing_graph": 5,
     "demo": 5,
     "deployment": 5,
     "cli": 5,
