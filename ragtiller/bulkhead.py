@@ -10,11 +10,13 @@ design contains the damage instead of undoing it, and admits load instead of she
 - **admission**: a pool starts a thread per call it is given, up to ``workers`` running at
   once; threads idle for ``idle_s`` go. Past ``workers``, a call waits for a worker, at most its
   deadline; still waiting then, it is cancelled before it starts and fails as
-  :class:`Overloaded` (the process is saturated; the provider did nothing wrong);
+  :class:`Overloaded` (the process is saturated; the provider did nothing wrong). So does a
+  call cut by its deadline after waiting for a worker longer than it ran;
 - **abandonment**: a call still running at its deadline is abandoned. Its thread stops counting
   against ``workers`` (the pool may start another) and counts against ``spare`` instead: a
   provider holds at most ``workers + spare`` threads, however its calls hang;
-- **recovery**: ``hung_after`` calls in a row abandoned at their deadline open the pool's
+- **recovery**: ``hung_after`` calls in a row abandoned at their deadline (having run for
+  most of their time) open the pool's
   :class:`~ragtiller.breaker.CircuitBreaker`: calls fail at once as :class:`ProviderHung`
   instead of costing a deadline and a thread each. After ``probe_after_s`` one call goes
   through as a probe; an answer in time (a result or the provider's own error) closes it;
@@ -34,6 +36,7 @@ import itertools
 import logging
 import math
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -86,8 +89,9 @@ class _Scope:
 
     until: float
     parent: _Scope | None
-    unstarted: bool = False
-    """A call of this scope was still waiting for a worker when the scope was cancelled."""
+    overloaded: bool = False
+    """A call of this scope was cut while it waited for a worker (or after waiting longer
+    than it ran)."""
 
 
 _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
@@ -113,7 +117,8 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
     Raises:
         DeadlineExceeded: The deadline passed (the awaitable's own ``TimeoutError``, say a
             provider's HTTP timeout, propagates as it is).
-        Overloaded: The deadline passed while the work still waited for a bulkhead worker.
+        Overloaded: The deadline passed while the work waited for a bulkhead worker (see
+            :meth:`Bulkhead.call`).
     """
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -128,8 +133,8 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
         if not cut.expired():
             raise
         waited = until - started
-        if scope.unstarted:
-            raise Overloaded(f"no worker came free within {waited:.2f}s") from e
+        if scope.overloaded:
+            raise Overloaded(f"no worker came free in time within {waited:.2f}s") from e
         raise DeadlineExceeded(f"no answer within {waited:.2f}s") from e
     finally:
         _scope.reset(token)
@@ -138,13 +143,16 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 class _Job:
     """One call handed to a pool, and where it stands."""
 
-    __slots__ = ("abandoned", "finished", "future", "probe", "run")
+    __slots__ = ("abandoned", "finished", "future", "probe", "run", "started", "submitted")
 
     def __init__(self, run: Callable[[], Any], probe: bool) -> None:
         self.run = run
         self.probe = probe
         """Whether this call is the breaker's half-open probe."""
         self.future: Future[Any] = Future()
+        self.submitted = time.monotonic()
+        self.started: float | None = None
+        """When a worker took it (monotonic seconds)."""
         self.abandoned = False
         """Its caller stopped waiting while it ran; its thread counts against ``spare``."""
         self.finished = False
@@ -243,7 +251,9 @@ class Bulkhead:
 
         Raises:
             DeadlineExceeded: No result in time (the call is abandoned, not stopped).
-            Overloaded: No worker came free in time (the call never ran).
+            Overloaded: No worker came free in time (the call never ran), or the call waited
+                for one longer than it then ran (it is abandoned too, but its provider is not
+                blamed: the breaker does not count it).
             ProviderHung: See :meth:`submit`.
         """
         loop = asyncio.get_running_loop()
@@ -251,7 +261,7 @@ class Bulkhead:
         started = loop.time()
         until = started + timeout_s
         # Cut just before the enclosing deadline, so that this call, not its caller's timer,
-        # tells what happened (never ran: Overloaded; ran too long: DeadlineExceeded).
+        # tells what happened (it waited: Overloaded; it ran too long: DeadlineExceeded).
         bound = scope is not None and scope.until - _EARLY_S <= until
         if scope is not None and bound:
             until = scope.until - _EARLY_S
@@ -266,19 +276,19 @@ class Bulkhead:
             async with cut:
                 value = await answer
         except asyncio.CancelledError:
-            if self._give_up(job, cut=loop.time() >= until) == "queued":
-                _unstarted(scope)
+            if self._give_up(job, cut=loop.time() >= until) in ("queued", "waited"):
+                _overloaded(scope)
             raise
         except TimeoutError:
             if not cut.expired():  # the provider's own timeout: it answered
                 self._answered()
                 raise
             outcome = self._give_up(job, cut=True)
-            if outcome == "queued":
+            if outcome in ("queued", "waited"):
                 if bound:
-                    _unstarted(scope)
+                    _overloaded(scope)
                 raise Overloaded(
-                    f"provider {self.name!r}: no worker came free within "
+                    f"provider {self.name!r}: no worker came free in time within "
                     f"{until - started:.2f}s ({self.workers} busy)"
                 ) from None
             if outcome == "finished":
@@ -346,9 +356,11 @@ class Bulkhead:
         """The caller stopped waiting for ``job``; ``cut``: because its deadline passed.
 
         Returns:
-            ``queued`` (cancelled before it ran), ``running`` (abandoned) or ``finished``.
+            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut after waiting
+            for a worker longer than it ran), ``running`` (abandoned) or ``finished``.
         """
         spawn = False
+        now = time.monotonic()
         with self._lock:
             if job.future.cancel():
                 self._refused(job)
@@ -357,10 +369,12 @@ class Bulkhead:
                 return "finished"
             job.abandoned = True
             self._abandoned += 1
-            if cut:
+            started = job.started if job.started is not None else now
+            waited = cut and started - job.submitted > now - started
+            if cut and not waited:
                 self.breaker.failed()
             else:
-                self.breaker.abandoned()  # cancelled for another reason: no verdict
+                self.breaker.abandoned()  # no verdict on the provider
             live = self._threads - self._abandoned
             if (
                 self._idle == 0
@@ -372,7 +386,7 @@ class Bulkhead:
                 spawn = True
         if spawn:
             self._start_thread()
-        return "running"
+        return "waited" if waited else "running"
 
     def _start_thread(self) -> None:
         name = f"ragtiller-{self.name}-{next(self._numbers)}"
@@ -414,6 +428,7 @@ class Bulkhead:
                     return
                 job = self._next(None)
                 continue
+            job.started = time.monotonic()
             if not job.future.set_running_or_notify_cancel():
                 job = self._next(None)  # cancelled while it waited
                 continue
@@ -430,10 +445,10 @@ class Bulkhead:
                 done.future.set_exception(error)
 
 
-def _unstarted(scope: _Scope | None) -> None:
-    """Tell ``scope`` and the scopes around it that a call was cut before it started."""
+def _overloaded(scope: _Scope | None) -> None:
+    """Tell ``scope`` and the scopes around it that a call was cut waiting for a worker."""
     while scope is not None:
-        scope.unstarted = True
+        scope.overloaded = True
         scope = scope.parent
 
 
