@@ -270,7 +270,12 @@ class RedisCache(Cache):
         deadline = time.monotonic() + self._lock_wait_s
         while True:
             locked = bool(self._redis.call(lambda c: _ACQUIRE.run(c, keys, args)))
-            found = decode(key, self._get_text(key), accept)
+            try:
+                found = decode(key, self._get_text(key), accept)
+            except StoreUnavailableError:
+                if locked:  # an entry that cannot be read: computed under this lock
+                    return None, True
+                raise
             if found is not None:
                 if locked:
                     self._release(key, token)
@@ -295,7 +300,12 @@ class RedisCache(Cache):
         deadline = time.monotonic() + wait_s
         while True:
             locked = bool(await self._redis.acall(lambda c: _ACQUIRE.arun(c, keys, args)))
-            found = decode(key, await self._aget_text(key), accept)
+            try:
+                found = decode(key, await self._aget_text(key), accept)
+            except StoreUnavailableError:
+                if locked:  # an entry that cannot be read: computed under this lock
+                    return None, True
+                raise
             if found is not None:
                 if locked:
                     await self._arelease(key, token)

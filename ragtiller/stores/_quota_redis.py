@@ -94,13 +94,13 @@ if not pick then return {-2} end
 local days = tonumber(ARGV[2])
 local reply = {pick}
 for r = 0, #KEYS / days - 1 do
-  reply[#reply + 1] = redis.call('GET', KEYS[r * days + pick]) or ''
+  reply[#reply + 1] = redis.call('GET', KEYS[r * days + pick])
 end
 return reply
 """
 )
-"""The raw counters of the picked day, one per resource (``''`` when absent): ``KEYS`` holds
-each resource's candidate days in turn."""
+"""The raw counters of the picked day, one per resource (nil when absent): ``KEYS`` holds each
+resource's candidate days in turn."""
 
 
 class RedisQuotaLedger(QuotaLedger):
@@ -272,10 +272,13 @@ class RedisQuotaLedger(QuotaLedger):
         self._picked(pick, 0, "", days)  # -2: no day holds the store's time
         used = []
         for resource, raw in zip(resources, reply[1:], strict=True):
+            if raw is None:
+                used.append(0)
+                continue
             text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
-            if text and not _COUNT.fullmatch(text):
+            if not _COUNT.fullmatch(text):
                 self._picked(-1, pick, resource, days)
-            used.append(int(text or 0))
+            used.append(int(text))
         return used
 
     @property

@@ -13,15 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fixtures.fakes import StaticTier, hit
-from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
+from fixtures.fakes import StaticTier, SyncChatModel, hit
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import Field
 
 from ragtiller import build_graph, load_policy
 from ragtiller.bulkhead import Bulkhead, bulkhead_for
@@ -83,46 +77,6 @@ class Embedder(Embeddings):
         elif self.latency_s:
             time.sleep(self.latency_s)
         return self.inner.embed_query(text)
-
-
-class SyncChatModel(BaseChatModel):
-    """A chat model with no native async: only ``_generate``, which sleeps ``delay_s`` or hangs.
-
-    It supports structured output through ``bind_tools`` (as tool-calling models do), so the
-    LLM router can use it: with tools bound it answers a route choice as a tool call.
-    """
-
-    delay_s: float = 0.0
-    hang: bool = False
-    reply: str = "What are the general principles of asyncio?"
-    calls: list[str] = Field(default_factory=list)
-    """``router`` or ``step-back`` per call, in order."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "sync-only"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:  # type: ignore[override]
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        routing = "tools" in kwargs
-        self.calls.append("router" if routing else "step-back")
-        if self.hang:
-            RELEASE.wait()
-        elif self.delay_s:
-            time.sleep(self.delay_s)
-        if not routing:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(self.reply))])
-        args = {"route": "synthesis", "is_broad": True, "triggers": [], "confidence": 0.9}
-        call = {"name": "RouteChoice", "args": args, "id": "call-1"}
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
 
 
 def tiers() -> list[StaticTier]:
@@ -222,7 +176,7 @@ HUNG_PROVIDERS: dict[str, Callable[[], dict[str, Any]]] = {
     "sync chat model": lambda: {
         "embedder": Embedder(),
         "tiers": tiers(),
-        "chat_model": SyncChatModel(hang=True),
+        "chat_model": SyncChatModel(hang_until=RELEASE),
     },
 }
 
@@ -293,7 +247,7 @@ def test_a_hung_sync_chat_model_never_reaches_a_loops_default_executor() -> None
     # loop's default executor; after 12 turns the app's loop could no longer run to_thread or
     # getaddrinfo, another graph's sync invoke with a sync callback hung, and asyncio.run()
     # around one ainvoke never returned. Both chat paths run here: the router and step-back.
-    model = SyncChatModel(hang=True)
+    model = SyncChatModel(hang_until=RELEASE)
     policy = quick(llm_router="on", llm_timeout_s=0.2)
     graph = build_graph(
         policy, embedder=Embedder(), tiers=tiers(), chat_model=model, quota=ledger()
