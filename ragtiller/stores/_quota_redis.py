@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ragtiller.breaker import CircuitBreaker
@@ -182,6 +182,7 @@ class RedisQuotaLedger(QuotaLedger):
         self._prefix = prefix
         self._slack_s = expiry_slack_s
         self._store_clock = clock is None
+        self._around: tuple[date, list[Day], list[str | int]] | None = None
 
     def key(self, resource: str, window: QuotaWindow) -> str:
         """The Redis key of ``resource``'s counter in ``window``."""
@@ -194,12 +195,15 @@ class RedisQuotaLedger(QuotaLedger):
         """The candidate days, and the script arguments that pick one (see ``_DAY``)."""
         now = self.now()
         today = self.today(now)
-        if self._store_clock:
-            days, at = [self.day(today + timedelta(days=k)) for k in (-1, 0, 1)], ""
-        else:
-            days, at = [self.day(today)], repr(now.timestamp())
-        spans = [repr(edge) for day in days for edge in (day.start, day.end)]
-        return days, [at, len(days), *spans]
+        if not self._store_clock:
+            day = self.day(today)
+            return [day], [repr(now.timestamp()), 1, repr(day.start), repr(day.end)]
+        known = self._around
+        if known is None or known[0] != today:  # computed once a day, not once a call
+            days = [self.day(today + timedelta(days=k)) for k in (-1, 0, 1)]
+            spans = [repr(edge) for day in days for edge in (day.start, day.end)]
+            known = self._around = (today, days, ["", len(days), *spans])
+        return known[1], list(known[2])
 
     def _picked(self, status: Any, pick: Any, resource: str, days: list[Day]) -> None:
         """Raise for a script's refusal to count (see ``_SPEND``)."""
