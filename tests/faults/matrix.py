@@ -217,7 +217,8 @@ it meets. Four mechanisms:
   - *Abandonment.* A call still running at its deadline is abandoned: its thread stops counting
     against the 32 (the pool may start another) and counts against 32 spare ones instead, so a
     provider holds at most 64 threads, however its calls hang; when a hung call returns, its
-    thread serves again.
+    thread serves again. (A provider whose 64 threads are all held by calls that never return
+    is refused, `hung`, until one of them does: threads are bounded, never leaked.)
   - *Recovery.* Three calls in a row abandoned at their deadline (after running for most of
     it) open the pool's circuit breaker, as for Redis (`ragtiller/breaker.py`): the provider's
     calls fail at once, **error with reason `hung`** (`embed failed: hung`), costing neither a
