@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "query_tiers": 2,
     "redact": 0,
     "bulkhead": 0,
+    "breaker": 0,
     "providers": 0,
     "nodes": 3,
     "graph": 4,
