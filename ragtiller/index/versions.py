@@ -59,14 +59,19 @@ def is_index_directory(directory: Path) -> bool:
 
 
 def holds_index(directory: Path) -> bool:
-    """Whether ``directory`` is surely an index: ``CURRENT`` naming a version beside ``versions/``,
-    or a legacy index's manifest beside its vectors. Stricter than :func:`is_index_directory`,
-    so a documentation folder that has a ``versions/`` subfolder is not mistaken for one.
+    """Whether ``directory`` is surely an index: ``versions/`` beside a ``CURRENT`` that names a
+    version or beside the ``.lock`` every save takes first (a first save killed midway), or a
+    legacy index's manifest beside its vectors. Stricter than :func:`is_index_directory`, so
+    a documentation folder with a ``versions/`` subfolder is not mistaken for an index.
     """
     try:
-        if (directory / VERSIONS_DIR).is_dir() and (directory / POINTER_FILE).is_file():
-            with (directory / POINTER_FILE).open("rb") as f:
-                return _VERSION.fullmatch(f.read(64).strip().decode("ascii", "replace")) is not None
+        if (directory / VERSIONS_DIR).is_dir():
+            if (directory / LOCK_FILE).is_file():
+                return True
+            if (directory / POINTER_FILE).is_file():
+                with (directory / POINTER_FILE).open("rb") as f:
+                    name = f.read(64).decode("ascii", "replace").strip()
+                return _VERSION.fullmatch(name) is not None
         return all((directory / name).is_file() for name in (LEGACY_MANIFEST, "vectors.npy"))
     except OSError:
         return False
