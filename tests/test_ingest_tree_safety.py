@@ -207,3 +207,21 @@ def test_an_unreadable_directory_is_reported_not_skipped_silently(tmp_path: Path
         locked.chmod(0o755)
     assert [d.doc_id for d in docs] == ["ok.md"]
     assert reasons(skipped) == {"locked": "unreadable directory: Permission denied"}
+
+
+def test_a_file_swapped_for_a_link_after_the_walk_is_not_followed(linked: Path) -> None:
+    target = linked / "index.md"
+
+    def swap(_: int) -> None:  # runs between the walk and the reads
+        target.unlink()
+        target.symlink_to(linked.parent / "outside" / "credentials.txt")
+
+    docs, skipped = load_sources([linked], on_total=swap)
+    assert all(SECRET not in d.text for d in docs)
+    assert reasons(skipped)["index.md"] == "became a symlink while ingesting"
+
+
+def test_a_named_symlink_loop_is_skipped_not_an_error(tmp_path: Path) -> None:
+    (tmp_path / "loop.md").symlink_to("loop.md")
+    docs, skipped = load_sources([tmp_path / "loop.md"])
+    assert docs == [] and reasons(skipped) == {"loop.md": "symlink loop"}

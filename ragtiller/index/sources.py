@@ -137,14 +137,17 @@ def load_sources(
             entries.append(source)
             continue
         path = Path(source)
-        if path.is_dir():  # a directory named here is walked even through a symlink (find -H)
-            entries.extend(_walk(path, skip))
-        elif _in_index(path):
-            skip(path, INDEX_SKIP)
-        elif path.exists() or path.is_symlink():
-            entries.append(_File(path, path.parent, None))
-        else:
-            raise IngestError(f"cannot ingest {path}: no such file or directory")
+        try:
+            if path.is_dir():  # a directory named here is walked even through a symlink (find -H)
+                entries.extend(_walk(path, skip))
+            elif _in_index(path):
+                skip(path, INDEX_SKIP)
+            elif path.exists() or path.is_symlink():
+                entries.append(_File(path, path.parent, None))
+            else:
+                raise IngestError(f"cannot ingest {path}: no such file or directory")
+        except OSError as e:
+            raise IngestError(f"cannot ingest {path}: {e.strerror or e}") from e
     if on_total is not None:
         on_total(len(entries))
     documents: list[tuple[SourceDocument, str]] = []
@@ -180,7 +183,10 @@ class _File:
 
 def _in_index(path: Path) -> bool:
     """Whether ``path``, resolved, is or is inside a directory holding a ragtiller index."""
-    real = path.resolve()
+    try:
+        real = path.resolve()
+    except RuntimeError:  # a symlink loop, before Python 3.13: opening it says so
+        return False
     return any(holds_index(d) for d in (real, *real.parents))
 
 
@@ -204,12 +210,15 @@ def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
         here = Path(dirpath)
         kept = []
         for name in sorted(d for d in dirnames if not d.startswith(".")):
-            if (here / name).is_symlink():
-                skip(here / name, "symlink to a directory (not followed)")
-            elif holds_index(here / name):
-                skip(here / name, INDEX_SKIP)
-            else:
-                kept.append(name)
+            try:
+                if (here / name).is_symlink():
+                    skip(here / name, "symlink to a directory (not followed)")
+                elif holds_index(here / name):
+                    skip(here / name, INDEX_SKIP)
+                else:
+                    kept.append(name)
+            except OSError as e:
+                skip(here / name, f"unreadable directory: {e.strerror or e}")
         dirnames[:] = kept
         for name in sorted(filenames):
             suffix = Path(name).suffix.lower()
@@ -217,8 +226,12 @@ def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
                 continue
             path = here / name
             real: Path | None = real_root / path.relative_to(root)
-            if path.is_symlink():
-                real = _resolved_inside(path, real_root, skip)
+            try:
+                if path.is_symlink():
+                    real = _resolved_inside(path, real_root, skip)
+            except OSError as e:
+                skip(path, f"unreadable: {e.strerror or e}")
+                continue
             if real is not None:
                 files.append(_File(path, root, real))
     return files
@@ -228,8 +241,11 @@ def _resolved_inside(link: Path, real_root: Path, skip: Callable[[Path, str], No
     """Where ``link`` leads, if that is inside the tree and outside any index directory."""
     try:
         target = link.resolve()
-    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+    except RuntimeError:  # a symlink loop, before Python 3.13
         skip(link, "symlink loop")
+        return None
+    except OSError as e:
+        skip(link, "symlink loop" if e.errno == errno.ELOOP else f"unreadable: {e.strerror or e}")
         return None
     if not target.is_relative_to(real_root):
         skip(link, "symlink out of the tree (not followed)")
@@ -296,7 +312,7 @@ def _read_regular_file(
         return None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            skip(path, "became a symlink while ingesting (not followed)")
+            skip(path, "symlink loop" if real is None else "became a symlink while ingesting")
             return None
         skip(path, f"unreadable: {e.strerror or e}")
         return None
