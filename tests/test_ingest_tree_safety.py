@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -121,11 +122,16 @@ def test_an_index_is_not_read_in_any_state_named_or_walked(tmp_path: Path) -> No
     (killed / LOCK_FILE).touch()
     (killed / VERSIONS_DIR / "v000001" / "corpus_map.txt").write_text("# Map\n\nnot a source\n")
     (root / "map.md").symlink_to("idx/versions/v000001/corpus_map.txt")
+    legacy = root / "legacy"  # saved before versioning: the files directly in the directory
+    legacy.mkdir()
+    for name in ("manifest.json", "vectors.npy", "chunks.jsonl", "corpus_map.txt"):
+        shutil.copy(root / "idx" / VERSIONS_DIR / "v000001" / name, legacy / name)
     docs, skipped = load_sources([root])
     assert [d.doc_id for d in docs] == ["a.md"]
     assert reasons(skipped) == {
         "idx": "a ragtiller index (not ingested)",
         "killed": "a ragtiller index (not ingested)",
+        "legacy": "a ragtiller index (not ingested)",
         "map.md": "symlink into a ragtiller index (not followed)",
     }
     corpus_map = root / "idx" / VERSIONS_DIR / "v000001" / "corpus_map.txt"
@@ -138,6 +144,7 @@ def test_a_docs_folder_with_a_versions_subfolder_is_still_read(tmp_path: Path) -
     (root / "versions").mkdir(parents=True)  # release notes, not an index
     (root / "versions" / "v1.md").write_text("# v1\n\nfirst release\n")
     (root / "manifest.json").write_text("{}")
+    (root / "vectors.npy").write_bytes(b"")  # an ML project's files, without chunks.jsonl
     docs, skipped = load_sources([root])
     assert [d.doc_id for d in docs] == ["versions/v1.md"] and skipped == []
 

@@ -61,7 +61,7 @@ def is_index_directory(directory: Path) -> bool:
 def holds_index(directory: Path) -> bool:
     """Whether ``directory`` is surely an index: ``versions/`` beside a ``CURRENT`` that names a
     version or beside the ``.lock`` every save takes first (a first save killed midway), or a
-    legacy index's manifest beside its vectors. Stricter than :func:`is_index_directory`, so
+    legacy index's manifest beside its vectors and chunks. Stricter than :func:`is_index_directory`, so
     a documentation folder with a ``versions/`` subfolder is not mistaken for an index.
     """
     try:
@@ -72,7 +72,8 @@ def holds_index(directory: Path) -> bool:
                 with (directory / POINTER_FILE).open("rb") as f:
                     name = f.read(64).decode("ascii", "replace").strip()
                 return _VERSION.fullmatch(name) is not None
-        return all((directory / name).is_file() for name in (LEGACY_MANIFEST, "vectors.npy"))
+        legacy = (LEGACY_MANIFEST, "vectors.npy", "chunks.jsonl")
+        return all((directory / name).is_file() for name in legacy)
     except OSError:
         return False
 
