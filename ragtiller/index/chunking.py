@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import re
@@ -12,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragtiller.index.sources import SourceDocument, TextFormat
 
-_TOKEN = re.compile(r"\S+")
 _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
 _MD_SETEXT = re.compile(r"={3,}|-{3,}")
@@ -21,6 +21,8 @@ MAX_TOKEN_CHARS = 100
 """A token longer than this is cut into pieces of this many characters, each counted as a token
 (BERT's basic tokenizer gives up on words past 100 characters too), so a base64 blob or a line of
 minified code cannot make one chunk of megabytes."""
+_PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")
+"""A token: a word, or a MAX_TOKEN_CHARS-character piece of a longer one."""
 
 
 class ChunkingConfig(BaseModel):
@@ -167,38 +169,26 @@ def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
     Consecutive windows share ``overlap_tokens`` tokens, fewer only where the character bound
     would be broken (a long run of whitespace); the last window may be shorter.
     """
-    spans = _pieces(text)
+    spans = [m.span() for m in _PIECE.finditer(text)]
+    starts = [start for start, _ in spans]
+    ends = [end for _, end in spans]
+    del spans
     most_chars = config.chunk_tokens * MAX_TOKEN_CHARS
     windows: list[tuple[int, int]] = []
     first = 0
-    while first < len(spans):
-        last = first + 1
-        while (
-            last < len(spans)
-            and last - first < config.chunk_tokens
-            and spans[last][1] - spans[first][0] <= most_chars
-        ):
-            last += 1
-        windows.append((spans[first][0], spans[last - 1][1]))
-        if last == len(spans):
+    while first < len(starts):
+        last = min(first + config.chunk_tokens, len(starts))
+        if ends[last - 1] - starts[first] > most_chars:  # whitespace runs: cut at the bound
+            last = max(
+                bisect.bisect_right(ends, starts[first] + most_chars, first, last), first + 1
+            )
+        windows.append((starts[first], ends[last - 1]))
+        if last == len(starts):
             break
         first = max(last - config.overlap_tokens, first + 1)
-        while spans[last][1] - spans[first][0] > most_chars:  # the next window takes spans[last]
-            first += 1
+        if ends[last] - starts[first] > most_chars:  # the next window must reach token last
+            first = bisect.bisect_left(starts, ends[last] - most_chars, first, last)
     return windows
-
-
-def _pieces(text: str) -> list[tuple[int, int]]:
-    """Spans of the words of ``text``, each word longer than MAX_TOKEN_CHARS cut into pieces."""
-    spans: list[tuple[int, int]] = []
-    for m in _TOKEN.finditer(text):
-        start, end = m.span()
-        if end - start <= MAX_TOKEN_CHARS:
-            spans.append((start, end))
-        else:
-            step = MAX_TOKEN_CHARS
-            spans.extend((i, min(i + step, end)) for i in range(start, end, step))
-    return spans
 
 
 def _markdown_headings(text: str) -> list[tuple[int, int, int, str]]:
