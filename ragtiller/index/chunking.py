@@ -260,13 +260,16 @@ class _UniqueIds:
 
     def __call__(self, *parts: str) -> str:
         base = "\x1f".join(parts)
-        first = hashlib.sha256(base.encode("utf-8")).hexdigest()
+        first = _sha256(base)
         repeat = self.repeats.get(first, 0)
         while True:
-            key = f"{base}\x1f{repeat}" if repeat else base
-            digest = (first if not repeat else hashlib.sha256(key.encode("utf-8")).hexdigest())[:16]
+            digest = (_sha256(f"{base}\x1f{repeat}") if repeat else first)[:16]
             if digest not in self.seen:
                 self.seen.add(digest)
                 self.repeats[first] = repeat + 1
                 return digest
             repeat += 1
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
