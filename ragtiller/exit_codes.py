@@ -19,9 +19,11 @@ EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 """A bug or an error ragtiller did not foresee; ``--debug`` shows the traceback."""
 EXIT_USAGE = 2
-"""Bad arguments, configuration, policy or input (argparse uses 2 for usage errors too)."""
+"""Bad arguments, configuration (a malformed ``REDIS_URL``), policy or input (a document id two
+sources share); argparse uses 2 for usage errors too."""
 EXIT_INDEX = 3
-"""The index directory is missing, partial, corrupt or built with another embedder."""
+"""The index directory is missing, partial, corrupt or built with another embedder, or the disk
+or file system failed while saving it (full, read-only, denied); the line names the path."""
 EXIT_STORE = 4
 """A shared store (Redis) could not be reached."""
 EXIT_PROVIDER = 5

@@ -90,6 +90,26 @@ def test_a_dead_redis_still_answers_without_a_traceback(index_dir: Path) -> None
     assert "[1] " in done.stdout
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("notaurl", "Redis URL must specify one of the following schemes"),
+        ("redis://:s3cret-pw@localhost:notaport/0", "Port could not be cast to integer value"),
+        ("redis://localhost:99999/0", "Port out of range"),
+    ],
+)
+def test_a_malformed_redis_url_is_a_configuration_error(
+    index_dir: Path, url: str, problem: str
+) -> None:
+    done = ragtiller(
+        "ask", "what is lift in association rules", "--index", str(index_dir), REDIS_URL=url
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.startswith("ragtiller: error: the Redis URL (REDIS_URL) is not valid: ")
+    assert problem in done.stderr and done.stderr.count("\n") == 1
+    assert "s3cret" not in done.stderr
+
+
 def test_a_missing_index_is_one_line_and_the_index_exit_code(tmp_path: Path) -> None:
     done = ragtiller("ask", "anything at all here", "--index", str(tmp_path / "nope"))
     assert done.returncode == EXIT_INDEX == 3

@@ -54,12 +54,12 @@ def test_binary_and_undecodable_files_are_skipped_with_one_log_record(
     with caplog.at_level(logging.INFO, logger="ragtiller.index"):
         index = EmbeddedIndex.build([tmp_path], embedder=EMBEDDER, progress=False)
     assert [(Path(s.path).name, s.reason) for s in index.skipped] == [
-        ("blob.txt", "binary"),
+        ("blob.txt", "binary: a NUL byte at offset 3"),
         ("latin1.txt", "not UTF-8 text"),
     ]
     warnings = [r for r in caplog.records if r.name == "ragtiller.index"]
     assert len(warnings) == 1
-    assert "blob.txt (binary)" in warnings[0].getMessage()
+    assert "blob.txt (binary: a NUL byte at offset 3)" in warnings[0].getMessage()
     assert "latin1.txt (not UTF-8 text)" in warnings[0].getMessage()
     assert index.manifest.counts.documents == 1
 
@@ -98,7 +98,7 @@ def test_empty_corpus_is_an_ingest_error_naming_what_was_skipped(tmp_path: Path)
     (tmp_path / "empty.md").write_text("   \n")
     with pytest.raises(
         IngestError,
-        match=r"nothing to ingest: 1 document\(s\) read, none with text; 1 source\(s\) skipped: .*blob.txt \(binary\)",
+        match=r"nothing to ingest: 1 document\(s\) read, none with text; 1 source\(s\) skipped: .*blob.txt \(binary: a NUL byte at offset 0\)",
     ):
         EmbeddedIndex.build([tmp_path], embedder=EMBEDDER, progress=False)
     with pytest.raises(IngestError, match=r"nothing to ingest: 0 document\(s\) read"):

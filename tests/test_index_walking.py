@@ -18,6 +18,7 @@ def hostile(tmp_path: Path) -> Path:
     (root / "good.md").write_text("# Good\n\nReal text.\n")
     os.mkfifo(root / "x.md")  # reading it would block forever
     (root / "zero.md").symlink_to("/dev/zero")  # reading it would never end
+    (root / "pipe.md").symlink_to(root / "x.md")  # inside the tree, but a FIFO
     (root / "link.md").symlink_to(root / "good.md")
     (root / "broken.md").symlink_to(root / "missing.md")
     outside = tmp_path / "outside"
@@ -37,7 +38,8 @@ def test_special_files_and_symlinks_are_skipped_each_once_with_a_reason(hostile:
     assert sorted(d.doc_id for d in docs) == ["good.md", "link.md"]  # a link to a file is read
     assert reasons(skipped) == {
         "x.md": "not a regular file (FIFO)",
-        "zero.md": "not a regular file (symlink to character device)",
+        "zero.md": "symlink out of the tree (not followed)",
+        "pipe.md": "not a regular file (symlink to FIFO)",
         "broken.md": "broken symlink",
         "linked_dir": "symlink to a directory (not followed)",
         "big.txt": "larger than the 1000 bytes cap (1500 bytes)",
@@ -77,9 +79,9 @@ def test_cli_reports_each_skip_once_and_takes_a_size_cap(
     assert main([*args, "--max-file-mb", "0.001"]) == 0
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
-    assert len(lines) == 5 and len(set(lines)) == 5
+    assert len(lines) == 6 and len(set(lines)) == 6
     assert f"skipped {hostile / 'big.txt'}: larger than the 1048 bytes cap (1500 bytes)" in lines
-    assert out.count("\n") == 1 and "5 paths skipped" in out
+    assert out.count("\n") == 1 and "6 paths skipped" in out
     assert main(args) == 0  # default cap (64 MiB): big.txt is read now
     out, err = capsys.readouterr()
     assert "big.txt" not in err and "documents: 1 added" in out

@@ -16,6 +16,7 @@ from ragtiller.index._records import RecordTable, namespace_of
 from ragtiller.index.chunking import Chunk, ChunkingConfig, Section, chunk_documents
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.doc_ids import check_against_index
 from ragtiller.index.embedders import embedder_identity, embedder_variant
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
@@ -113,6 +114,8 @@ class IndexBuilder:
             on_total=lambda n: bar.stage("read", n, unit="file"),
             on_read=bar.advance,
         )
+        if previous is not None and cleanup == "incremental":
+            check_against_index(documents, previous.parents.metadatas)
         bar.stage("chunk", len(documents), unit="doc")
         sections, chunks = chunk_documents(documents, self.chunking)
         bar.advance(len(documents))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import re
@@ -12,17 +13,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragtiller.index.sources import SourceDocument, TextFormat
 
-_TOKEN = re.compile(r"\S+")
 _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
 _MD_SETEXT = re.compile(r"={3,}|-{3,}")
 _RST_ADORNMENT = re.compile(r"([=\-`:'\"~^_*+#.<>])\1+")
+MAX_TOKEN_CHARS = 100
+"""A token longer than this is cut into pieces of this many characters, each counted as a token
+(BERT's basic tokenizer gives up on words past 100 characters too), so a base64 blob or a line of
+minified code cannot make one chunk of megabytes."""
+_PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")
+"""A token: a word, or a MAX_TOKEN_CHARS-character piece of a longer one."""
 
 
 class ChunkingConfig(BaseModel):
     """How parent sections are cut into child chunks.
 
-    Tokens are whitespace-separated words, so the bounds do not depend on any model's tokenizer.
+    Tokens are whitespace-separated words, so the bounds do not depend on any model's tokenizer;
+    a word longer than :data:`MAX_TOKEN_CHARS` counts as one token per 100 characters. A chunk
+    holds at most ``chunk_tokens`` tokens and at most ``chunk_tokens * MAX_TOKEN_CHARS``
+    characters (whitespace included), whatever the input.
 
     Example:
         >>> ChunkingConfig(chunk_tokens=120, overlap_tokens=20).chunk_tokens
@@ -104,16 +113,16 @@ def chunk_documents(
     """
     sections: list[Section] = []
     chunks: list[Chunk] = []
-    seen: set[str] = set()
+    unique_id = _UniqueIds()
     for doc in documents:
         for path, start, end, body in split_sections(doc.text, doc.format):
             text = doc.text[start:end]
-            parent_id = _unique_id(seen, "section", doc.namespace, doc.doc_id, *path, text)
+            parent_id = unique_id("section", doc.namespace, doc.doc_id, *path, text)
             section = Section(parent_id, doc, path, text, start, end, body)
             sections.append(section)
             for c_start, c_end in token_windows(text, config):
                 c_text = text[c_start:c_end]
-                chunk_id = _unique_id(seen, "chunk", doc.namespace, doc.doc_id, *path, c_text)
+                chunk_id = unique_id("chunk", doc.namespace, doc.doc_id, *path, c_text)
                 chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
     return sections, chunks
 
@@ -155,17 +164,30 @@ def split_sections(text: str, fmt: TextFormat) -> list[tuple[tuple[str, ...], in
 def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
     """Character spans of overlapping word windows that together cover every word of ``text``.
 
-    Consecutive windows share exactly ``overlap_tokens`` words; the last window may be shorter.
+    A window holds at most ``chunk_tokens`` tokens (words, or :data:`MAX_TOKEN_CHARS`-character
+    pieces of longer words) and spans at most ``chunk_tokens * MAX_TOKEN_CHARS`` characters.
+    Consecutive windows share ``overlap_tokens`` tokens, fewer only where the character bound
+    would be broken (a long run of whitespace); the last window may be shorter.
     """
-    spans = [m.span() for m in _TOKEN.finditer(text)]
+    spans = [m.span() for m in _PIECE.finditer(text)]
+    starts = [start for start, _ in spans]
+    ends = [end for _, end in spans]
+    del spans
+    most_chars = config.chunk_tokens * MAX_TOKEN_CHARS
     windows: list[tuple[int, int]] = []
     first = 0
-    while first < len(spans):
-        last = min(first + config.chunk_tokens, len(spans))
-        windows.append((spans[first][0], spans[last - 1][1]))
-        if last == len(spans):
+    while first < len(starts):
+        last = min(first + config.chunk_tokens, len(starts))
+        if ends[last - 1] - starts[first] > most_chars:  # whitespace runs: cut at the bound
+            last = max(
+                bisect.bisect_right(ends, starts[first] + most_chars, first, last), first + 1
+            )
+        windows.append((starts[first], ends[last - 1]))
+        if last == len(starts):
             break
-        first = last - config.overlap_tokens
+        first = max(last - config.overlap_tokens, first + 1)
+        if ends[last] - starts[first] > most_chars:  # the next window must reach token last
+            first = bisect.bisect_left(starts, ends[last] - most_chars, first, last)
     return windows
 
 
@@ -225,13 +247,29 @@ def _rst_headings(text: str) -> list[tuple[int, int, int, str]]:
     return found
 
 
-def _unique_id(seen: set[str], *parts: str) -> str:
-    """A 16-hex-digit sha256 of ``parts``, made unique against ``seen`` by a repeat counter."""
-    repeat = 0
-    while True:
-        key = "\x1f".join((*parts, str(repeat)) if repeat else parts)
-        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
-        if digest not in seen:
-            seen.add(digest)
-            return digest
-        repeat += 1
+class _UniqueIds:
+    """16-hex-digit sha256 ids of parts, made unique by a repeat counter mixed into the hash.
+
+    The n-th repeat of the same parts starts counting where the one before stopped, so a text
+    repeated n times costs n hashes, not n * n / 2; the ids are the ones counting from 0 gives.
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.repeats: dict[str, int] = {}
+
+    def __call__(self, *parts: str) -> str:
+        base = "\x1f".join(parts)
+        first = _sha256(base)
+        repeat = self.repeats.get(first, 0)
+        while True:
+            digest = (_sha256(f"{base}\x1f{repeat}") if repeat else first)[:16]
+            if digest not in self.seen:
+                self.seen.add(digest)
+                self.repeats[first] = repeat + 1
+                return digest
+            repeat += 1
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

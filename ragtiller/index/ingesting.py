@@ -19,7 +19,13 @@ from ragtiller.index.progress import IngestProgress
 from ragtiller.index.sources import Source
 from ragtiller.index.sync import CLEANUP_MODES, Cleanup
 from ragtiller.index.variant_check import variant_rebuild_reason
-from ragtiller.index.versions import FaultHook, check_writable, is_index_directory, open_current
+from ragtiller.index.versions import (
+    FaultHook,
+    check_writable,
+    is_index_directory,
+    open_current,
+    tidy,
+)
 
 
 def ingest(
@@ -56,9 +62,12 @@ def ingest(
         The index, with :attr:`~EmbeddedIndex.report`.
 
     Raises:
-        IngestError: Nothing to ingest, a missing path, ``cleanup`` not a mode, or an
-            ``incremental`` ingest into an index that has to be rebuilt.
-        IndexStoreError: ``index_dir`` is a non-empty directory that holds no index.
+        IngestError: Nothing to ingest, a missing path, ``cleanup`` not a mode, an
+            ``incremental`` ingest into an index that has to be rebuilt, or a document id
+            given by two sources (:mod:`ragtiller.index.doc_ids`).
+        IndexStoreError: ``index_dir`` is a non-empty directory that holds no index, or a file
+            operation on it failed (a full disk, a read-only file system): the message names
+            the path, and a failed save leaves nothing behind.
         EmbeddingError: The embedder kept failing on a batch.
     """
     if cleanup not in CLEANUP_MODES:
@@ -86,6 +95,8 @@ def ingest(
         if index is not previous:
             version = index.save(directory, progress=bar, fault=fault)
             index.report = replace(index.report, version=version.name)
+        else:
+            tidy(directory)  # free what a killed save left, though nothing is rewritten
     return index
 
 

@@ -17,18 +17,21 @@ new one current, never neither.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from ragtiller.errors import IndexStoreError
 
 POINTER_FILE = "CURRENT"
+STAGED_POINTER = ".CURRENT.next"
 VERSIONS_DIR = "versions"
 LOCK_FILE = ".lock"
 LEGACY_MANIFEST = "manifest.json"
@@ -55,19 +58,47 @@ def is_index_directory(directory: Path) -> bool:
     )
 
 
+def holds_index(directory: Path) -> bool:
+    """Whether ``directory`` is surely an index: ``versions/`` beside a ``CURRENT`` that names a
+    version or beside the ``.lock`` every save takes first (a first save killed midway), or a
+    legacy index's manifest beside its vectors and chunks. Stricter than :func:`is_index_directory`, so
+    a documentation folder with a ``versions/`` subfolder is not mistaken for an index.
+    """
+    try:
+        if (directory / VERSIONS_DIR).is_dir():
+            if (directory / LOCK_FILE).is_file():
+                return True
+            if (directory / POINTER_FILE).is_file():
+                with (directory / POINTER_FILE).open("rb") as f:
+                    name = f.read(64).decode("ascii", "replace").strip()
+                return _VERSION.fullmatch(name) is not None
+        legacy = (LEGACY_MANIFEST, "vectors.npy", "chunks.jsonl")
+        return all((directory / name).is_file() for name in legacy)
+    except OSError:
+        return False
+
+
 def check_writable(directory: Path) -> None:
     """Refuse a directory that is not empty and holds no index: a save never overwrites it.
 
     Raises:
-        IndexStoreError: ``directory`` is a file, or a non-empty directory without an index.
+        IndexStoreError: ``directory`` is a file, a non-empty directory without an index, or
+            cannot be listed.
     """
-    if directory.exists() and not directory.is_dir():
-        raise IndexStoreError(f"refusing to save into {directory}: it is a file, not a directory")
-    if directory.exists() and any(directory.iterdir()) and not is_index_directory(directory):
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise IndexStoreError(
+                f"refusing to save into {directory}: it is a file, not a directory"
+            )
+        if directory.exists() and any(directory.iterdir()) and not is_index_directory(directory):
+            raise IndexStoreError(
+                f"refusing to save into {directory}: it is not empty and holds no index; "
+                "choose an empty or new directory"
+            )
+    except OSError as e:
         raise IndexStoreError(
-            f"refusing to save into {directory}: it is not empty and holds no index; "
-            "choose an empty or new directory"
-        )
+            f"cannot save the index at {directory}: it cannot be read: {e.strerror or e}"
+        ) from e
 
 
 def current_version(directory: Path) -> Path:
@@ -127,85 +158,241 @@ def write_version(
 ) -> Path:
     """Write a new version with ``write(version_dir, step)`` and make it current.
 
-    ``write`` must call ``step(name)`` before each file it writes; ``fault`` is called at each
-    of those steps and before each of this function's own file operations.
+    ``write`` must call ``step("write <file>")`` before each file it writes (``<file>`` relative
+    to the version directory); ``fault`` is called at each of those steps and before each of
+    this function's own file operations.
+
+    A save that fails before ``CURRENT`` is switched (a full disk, a read-only file system)
+    removes what it wrote, so it leaves no space taken and no version behind, and the version
+    that was current stays current. (A process killed mid-save cannot; the next save, or the
+    next ingest that finds nothing to change, removes what it left.)
 
     Returns:
         The new version's directory.
 
     Raises:
-        IndexStoreError: ``directory`` is not empty and is not an index directory.
+        IndexStoreError: ``directory`` is not empty and is not an index directory, or a file
+            operation failed; the message names the step, the path and which version is current.
     """
     check_writable(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    with _locked(directory):
-        versions = directory / VERSIONS_DIR
-        fault("mkdir versions")
-        versions.mkdir(exist_ok=True)
-        _remove_partials(versions, fault)
-        name = f"v{_last_number(versions) + 1:06d}"
-        partial = versions / f".{name}.partial"
-        fault("mkdir partial")
+    at = _At("mkdir index", directory)
+    try:
+        at.current = _pointer(directory)  # to say what stays current if the lock cannot be had
+        at.step("mkdir index", directory, fault)
+        directory.mkdir(parents=True, exist_ok=True)
+        at.step("lock", directory / LOCK_FILE, fault)
+        with _locked(directory):
+            at.current = _pointer(directory)
+            return _write_locked(directory, write, fault, at)
+    except OSError as e:
+        raise IndexStoreError(at.failure(directory, e)) from e
+
+
+def _write_locked(
+    directory: Path, write: Callable[[Path, Step], None], fault: FaultHook, at: _At
+) -> Path:
+    versions = directory / VERSIONS_DIR
+    at.step("mkdir versions", versions, fault)
+    versions.mkdir(exist_ok=True)
+    _remove_partials(directory, fault, at)
+    name = f"v{_last_number(versions) + 1:06d}"
+    partial = versions / f".{name}.partial"
+    final = versions / name
+    staged = directory / STAGED_POINTER
+    previous = at.current
+    try:
+        at.step("mkdir partial", partial, fault)
         partial.mkdir()
-        write(partial, fault)
-        fault("fsync version")
+        write(partial, lambda step: at.step(step, partial / step.removeprefix("write "), fault))
+        at.step("fsync version", partial, fault)
         _fsync_tree(partial)
-        final = versions / name
-        fault("rename version")
+        at.step("rename version", final, fault)
         partial.rename(final)
         _fsync_dir(versions)
-        previous = _pointer(directory)
-        _switch_pointer(directory, name, fault)
-        _remove_superseded(directory, versions, keep={name, previous}, fault=fault)
+        at.step("write pointer", staged, fault)
+        with staged.open("w", encoding="utf-8") as f:
+            f.write(name + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        at.step("switch pointer", directory / POINTER_FILE, fault)
+        os.replace(staged, directory / POINTER_FILE)
+    except (Exception, KeyboardInterrupt):  # not a crash: take back what this save wrote
+        at.free = _free_space(at.path)  # before the removal frees it
+        at.leftovers = _remove_paths([partial, final, staged])
+        raise
+    at.current, at.switched = name, True
+    at.step("fsync pointer", directory, fault)
+    _fsync_dir(directory)
+    _remove_superseded(directory, versions, keep={name, previous}, fault=fault, at=at)
     return final
 
 
-def _switch_pointer(directory: Path, name: str, fault: FaultHook) -> None:
-    staged = directory / f".{POINTER_FILE}.next"
-    fault("write pointer")
-    with staged.open("w", encoding="utf-8") as f:
-        f.write(name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    fault("switch pointer")
-    os.replace(staged, directory / POINTER_FILE)
-    _fsync_dir(directory)
+@dataclass
+class _At:
+    """Where a save is (its step and the path the step touches), to say so when it fails.
+
+    Attributes:
+        name: The step.
+        path: The path it touches.
+        current: The version ``CURRENT`` names (the new one once switched).
+        switched: Whether ``CURRENT`` names the new version.
+        free: The space free when the step failed (a failed save then removes what it wrote).
+        leftovers: What a failed save could not take back, with why.
+    """
+
+    name: str
+    path: Path
+    current: str | None = None
+    switched: bool = False
+    free: str | None = None
+    leftovers: list[str] = field(default_factory=list)
+
+    def step(self, name: str, path: Path, fault: FaultHook) -> None:
+        self.name, self.path = name, path
+        fault(name)
+
+    def failure(self, directory: Path, error: OSError) -> str:
+        """The message: what failed where, why, the space left if it may be full, the state."""
+        path = Path(os.fsdecode(error.filename)) if error.filename else self.path
+        reason = error.strerror or str(error) or type(error).__name__
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, None):
+            reason += f" ({self.free or _free_space(path)} free on its file system)"
+        if self.switched:
+            state = f"{self.current} is current"
+        elif self.current:
+            state = f"{self.current} is still current"
+        else:
+            state = "no version is current"
+        if self.leftovers:
+            state += "; could not remove " + ", ".join(self.leftovers)
+        elif not self.switched:
+            state += ", nothing of this save is left"
+        return (
+            f"cannot save the index at {directory}: {self.name} failed on {path}: {reason}; {state}"
+        )
+
+
+def _remove_paths(paths: list[Path]) -> list[str]:
+    """Remove files and trees that exist; what could not be removed, with why."""
+    failed: list[str] = []
+    for path in paths:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as e:
+            failed.append(f"{path} ({e.strerror or e})")
+    return failed
+
+
+def _free_space(path: Path) -> str:
+    """Space free to unprivileged writers on the file system of ``path`` (or its nearest parent)."""
+    for candidate in (path, *path.parents):
+        try:
+            info = os.statvfs(candidate)
+        except OSError:
+            continue
+        free = info.f_bavail * info.f_frsize
+        return f"{free / 1024 / 1024:.1f} MiB" if free >= 1024 * 1024 else f"{free} bytes"
+    return "unknown space"  # pragma: no cover - "/" always answers
+
+
+def tidy(directory: Path) -> None:
+    """Remove what killed saves left (partial versions, a staged pointer) and versions older than
+    the one ``CURRENT`` replaced, if there are any.
+
+    An ingest that finds nothing to change calls it, so the space a killed save took is freed
+    even though nothing is rewritten. It touches nothing when there is nothing to remove, so an
+    up-to-date index on a read-only file system ingests as ``unchanged``.
+
+    Raises:
+        IndexStoreError: Something had to be removed and could not be; the message names it.
+    """
+    at = _At("tidy", directory)
+    try:
+        if not _untidy(directory):
+            return
+        at.step("lock", directory / LOCK_FILE, _no_fault)
+        with _locked(directory):
+            at.current = _pointer(directory)
+            _remove_partials(directory, _no_fault, at)
+            if at.current is not None and _VERSION.fullmatch(at.current):
+                at.switched = True  # nothing is being switched: say which version is current
+                current = _number(at.current)
+                older = [n for n in _numbers(directory / VERSIONS_DIR) if n < current]
+                keep = {at.current, f"v{max(older):06d}" if older else None}
+                _remove_superseded(
+                    directory, directory / VERSIONS_DIR, keep=keep, fault=_no_fault, at=at
+                )
+    except OSError as e:
+        raise IndexStoreError(at.failure(directory, e)) from e
+
+
+def _untidy(directory: Path) -> bool:
+    """Whether a killed save left something, or more than two versions are kept."""
+    versions = directory / VERSIONS_DIR
+    if (directory / STAGED_POINTER).exists():
+        return True
+    if not versions.is_dir():
+        return False
+    partials = any(p.name.endswith(".partial") for p in versions.iterdir())
+    return partials or len(_numbers(versions)) > 2
 
 
 def _pointer(directory: Path) -> str | None:
     try:
-        return (directory / POINTER_FILE).read_text(encoding="utf-8").strip()
+        return (directory / POINTER_FILE).read_bytes().decode("utf-8", "replace").strip()
     except FileNotFoundError:
         return None
 
 
 def _remove_superseded(
-    directory: Path, versions: Path, *, keep: set[str | None], fault: FaultHook
+    directory: Path, versions: Path, *, keep: set[str | None], fault: FaultHook, at: _At
 ) -> None:
     """Remove every version but the new one and the one it replaced, and legacy files.
 
     The replaced version stays for readers that resolved ``CURRENT`` just before the switch.
+
+    Raises:
+        OSError: A version or legacy file could not be removed (``at`` names it).
     """
     for old in sorted(versions.iterdir()):
         if _VERSION.fullmatch(old.name) and old.name not in keep:
-            fault(f"remove {old.name}")
-            shutil.rmtree(old, ignore_errors=True)
+            at.step(f"remove {old.name}", old, fault)
+            shutil.rmtree(old)
     if (directory / LEGACY_MANIFEST).exists():
         for entry in (*LEGACY_ENTRIES, LEGACY_MANIFEST):
             path = directory / entry
-            fault(f"remove legacy {entry}")
+            at.step(f"remove legacy {entry}", path, fault)
             if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
+                shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
 
 
-def _remove_partials(versions: Path, fault: FaultHook) -> None:
-    """Remove versions left half-written by a killed save (only one saver holds the lock)."""
-    for path in versions.iterdir():
+def _remove_partials(directory: Path, fault: FaultHook, at: _At) -> None:
+    """Remove versions left half-written and a pointer left staged by a killed save (only one
+    saver holds the lock)."""
+    for path in sorted((directory / VERSIONS_DIR).iterdir()):
         if path.name.endswith(".partial"):
-            fault(f"remove {path.name}")
-            shutil.rmtree(path, ignore_errors=True)
+            at.step(f"remove {path.name}", path, fault)
+            shutil.rmtree(path)
+    staged = directory / STAGED_POINTER
+    if staged.exists():
+        at.step("remove staged pointer", staged, fault)
+        staged.unlink()
+
+
+def _number(name: str) -> int:
+    match = _VERSION.fullmatch(name)
+    assert match is not None
+    return int(match.group(1))
+
+
+def _numbers(versions: Path) -> list[int]:
+    """The numbers of the complete versions in ``versions``."""
+    return [int(m.group(1)) for p in versions.iterdir() if (m := _VERSION.fullmatch(p.name))]
 
 
 def _last_number(versions: Path) -> int:
@@ -228,7 +415,7 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _fsync_tree(root: Path) -> None:
-    for dirpath, _, filenames in os.walk(root):
+    for dirpath, _, filenames in os.walk(root, onerror=_raise):
         for name in filenames:
             fd = os.open(Path(dirpath) / name, os.O_RDONLY)
             try:
@@ -236,6 +423,10 @@ def _fsync_tree(root: Path) -> None:
             finally:
                 os.close(fd)
         _fsync_dir(Path(dirpath))
+
+
+def _raise(error: OSError) -> None:
+    raise error
 
 
 def _fsync_dir(path: Path) -> None:

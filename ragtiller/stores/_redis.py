@@ -129,8 +129,8 @@ class RedisConnection:
             breaker: Shared with the other stores of the same Redis; default: one of its own.
 
         Raises:
-            ConfigurationError: None of ``client``, ``aclient`` and ``url`` was given, or a
-                timeout is not a finite number > 0.
+            ConfigurationError: None of ``client``, ``aclient`` and ``url`` was given, ``url``
+                is not a Redis URL, or a timeout is not a finite number > 0.
             ImportError: The ``redis`` package is not installed.
         """
         if client is None and aclient is None and not url:
@@ -146,6 +146,11 @@ class RedisConnection:
                     f"{name} must be a finite number of seconds > 0, but got {value!r}"
                 )
         self._redis = import_redis()
+        if url:
+            try:  # what building a client parses: a bad URL is configuration, not an outage
+                self._redis.connection.parse_url(url)
+            except ValueError as e:
+                raise ConfigurationError(f"the Redis URL (REDIS_URL) is not valid: {e}") from e
         exceptions = self._redis.exceptions
         self._errors: tuple[type[BaseException], ...] = (exceptions.RedisError, OSError)
         self._outages: tuple[type[BaseException], ...] = (
