@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -78,17 +79,33 @@ class LexicalTier(CpuTier):
     name = "lexical"
     needs_vector = False
 
-    def __init__(self, records: RecordTable, retriever: bm25s.BM25, config: LexicalConfig) -> None:
+    def __init__(
+        self,
+        records: RecordTable,
+        retriever: bm25s.BM25,
+        config: LexicalConfig,
+        *,
+        unit: str | None = None,
+    ) -> None:
         self.records = records
         self.config = config
+        self.unit = unit
         self._retriever = retriever
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
+        self._marks = {"unit": unit} if unit else {}
 
     @classmethod
     def build(
-        cls, records: RecordTable, texts: Sequence[str], config: LexicalConfig = DEFAULT_LEXICAL
+        cls,
+        records: RecordTable,
+        texts: Sequence[str],
+        config: LexicalConfig = DEFAULT_LEXICAL,
+        *,
+        unit: str | None = None,
     ) -> LexicalTier:
         """Index ``texts`` (one per row of ``records``, usually title-prefixed chunk text).
+
+        ``unit`` is set as ``metadata["unit"]`` on every hit (``section`` for BM25 over sections).
 
         Raises:
             ValueError: ``texts`` and ``records`` differ in length.
@@ -96,7 +113,7 @@ class LexicalTier(CpuTier):
         if len(texts) != len(records):
             raise ValueError(f"got {len(texts)} texts for {len(records)} records")
         retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)
-        tier = cls(records, retriever, config)
+        tier = cls(records, retriever, config, unit=unit)
         retriever.index(analyze(texts, config, tier._stemmer), show_progress=False)
         return tier
 
@@ -148,7 +165,7 @@ class LexicalTier(CpuTier):
         if not len(rows):
             return []
         best = rows[top_k(scores[rows], request.k)]
-        return [self.records.hit(r, scores[r]) for r in best.tolist()]
+        return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
 
     @property
     def rows(self) -> int:
@@ -158,6 +175,20 @@ class LexicalTier(CpuTier):
     def analyse(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms as the index sees them (stopwords removed, stemmed)."""
         return analyze(texts, self.config, self._stemmer)
+
+    def idf(self, terms: Iterable[str]) -> dict[str, float]:
+        """Lucene IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, of each analysed term.
+
+        A term the index never saw counts as seen in one row (it is rare, not worthless).
+        """
+        vocab, stats = self._retriever.vocab_dict, self._retriever.scores
+        indptr, n = stats["indptr"], float(stats["num_docs"])
+        out: dict[str, float] = {}
+        for term in terms:
+            pos = vocab.get(term)
+            df = float(indptr[pos + 1] - indptr[pos]) if pos is not None else 1.0
+            out[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return out
 
     def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
         """BM25 of every row for a weighted query: the sum of ``weight * BM25(term)``.

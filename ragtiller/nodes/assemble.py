@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 
 from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.context_budget import choose_passages
 from ragtiller.nodes.report import build_manifest
-from ragtiller.nodes.rerank import select_distinct
 from ragtiller.nodes.stage import Stage
 from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import Candidate
@@ -61,13 +61,14 @@ def make_assemble(deps: Components) -> NodeFn:
         route = state["route"]
         candidates = state.get("candidates") or []
         ranked = state.get("ranked") or identity_order(candidates, len(candidates))
-        chunks = select_distinct(ranked, route["top_k"])
+        chunks, budget_labels = choose_passages(ranked, route["top_k"], deps.policy.budgets)
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
         inject_map = bool(
             route["is_broad"] and state["step_back"]["status"] != "done" and deps.corpus_map
         )
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
         own = [f"{designed} source(s) describe designed, not built, features"] if designed else []
+        own += budget_labels
         record = stage.done(
             route["no_retrieval_reason"],
             labels=own,
