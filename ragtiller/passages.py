@@ -66,13 +66,11 @@ class SentenceCoverage:
             return [0.0] * len(texts)
         weights = self.lexical.idf(terms)
         total = math.fsum(weights.values())
-        split = [[s for s in _SENTENCE_BREAK.split(t) if s.strip()] or [t] for t in texts]
-        analysed = iter(self.lexical.analyse([s for sentences in split for s in sentences]))
         out: list[float] = []
-        for sentences in split:
+        for text in texts:
             best = 0.0
-            for _ in sentences:
-                found = terms.intersection(next(analysed))
+            for sentence in _SENTENCE_BREAK.split(text):
+                found = terms.intersection(self.lexical.term_set(sentence))
                 best = max(best, math.fsum(weights[t] for t in found))
             out.append(best / total)
         return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -57,6 +59,10 @@ class LexicalConfig(BaseModel):
 
 
 DEFAULT_LEXICAL = LexicalConfig()
+_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+"""bm25s' default token pattern (scikit-learn's), which :func:`analyze` uses."""
+TERM_CACHE = 65536
+"""Texts whose term sets one tier remembers (:meth:`LexicalTier.term_set`)."""
 
 
 class LexicalTier(CpuTier):
@@ -93,6 +99,15 @@ class LexicalTier(CpuTier):
         self._retriever = retriever
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
         self._marks = {"unit": unit} if unit else {}
+        stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
+        find = re.compile(_TOKEN_PATTERN).findall
+        stem = self._stemmer.stemWords if self._stemmer is not None else list
+
+        @functools.lru_cache(maxsize=TERM_CACHE)
+        def term_set(text: str) -> frozenset[str]:
+            return frozenset(stem([t for t in find(text.lower()) if t not in stop]))
+
+        self._term_set = term_set
 
     @classmethod
     def build(
@@ -175,6 +190,14 @@ class LexicalTier(CpuTier):
     def analyse(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms as the index sees them (stopwords removed, stemmed)."""
         return analyze(texts, self.config, self._stemmer)
+
+    def term_set(self, text: str) -> frozenset[str]:
+        """The distinct terms :meth:`analyse` finds in ``text``, without bm25s' per-call cost.
+
+        The same analysis (bm25s' token pattern, lower-casing, stopwords, stemmer), memoised
+        per text: the passage re-score reads the sentences of the same passages turn after turn.
+        """
+        return self._term_set(text)
 
     def idf(self, terms: Iterable[str]) -> dict[str, float]:
         """Lucene IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, of each analysed term.

@@ -57,6 +57,8 @@ def choose_passages(
     """The turn's passages and the labels saying why fewer than ``top_k`` (or less text) came back."""
     per_document = budgets.passages_per_document
     selection = select_distinct(ranked, top_k, per_document)
-    chosen, over = fit_context(selection.chosen, budgets.context_words)
+    chosen, over = selection.chosen, None
+    if budgets.context_words is not None:
+        chosen, over = fit_context(chosen, budgets.context_words)
     labels = [label for label in (selection.shortfall_label(per_document), over) if label]
     return chosen, labels

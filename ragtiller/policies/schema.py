@@ -165,11 +165,12 @@ class BudgetsConfig(_Model):
         ),
     ] = 3
     context_words: Annotated[
-        int,
+        int | None,
         Field(
             gt=0,
             description="Per turn, in words (whitespace-separated): the most text the turn's "
-            "documents and context hold; passages past it are left out, and a label says so.",
+            "documents and context hold; passages past it are left out, and a label says so. "
+            "None: no bound (evaluation at depth).",
         ),
     ] = 1500
     window_words: Annotated[
