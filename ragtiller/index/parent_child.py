@@ -108,7 +108,11 @@ class ParentChildTier(CpuTier):
         children = self.store.records
         siblings = self._siblings[parent]
         span = [children.metadatas[r] for r in siblings]
-        text = self.parents.texts[parent]
+        if any("start" not in md or "end" not in md for md in span):
+            siblings, span = [child], [{"start": 0, "end": len(children.texts[child])}]
+            text = children.texts[child]  # no offsets into the section: the child alone
+        else:
+            text = self.parents.texts[parent]
         lo = hi = siblings.index(child)
 
         def size(a: int, b: int) -> int:
