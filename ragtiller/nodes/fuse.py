@@ -21,7 +21,7 @@ def make_fuse(deps: Components) -> NodeFn:
     cap = policy.budgets.candidate_cap
     rescore = (
         SentenceCoverage.from_tiers(deps.tiers.values())
-        if policy.fusion.passage_rescore == "sentence"
+        if policy.fusion.passage_rescore == "sentence" and policy.fusion.doc_aggregation != "off"
         else None
     )
     rescored = "sentence" if rescore is not None else "off"
