@@ -140,7 +140,8 @@ class RM3Tier(CpuTier):
         if not len(rows):
             return []
         best = rows[top_k(scores[rows], k)]
-        return [tier.records.hit(r, scores[r], feedback="rm3") for r in best.tolist()]
+        marks = {"unit": tier.unit} if tier.unit else {}
+        return [tier.records.hit(r, scores[r], feedback="rm3", **marks) for r in best.tolist()]
 
 
 class RocchioTier(CpuTier):

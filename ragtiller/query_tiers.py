@@ -1,4 +1,5 @@
-"""The policy's query-time tier options applied to a tier list: section-level BM25 and feedback.
+"""The policy's query-time tier options applied to a tier list: the parent-child window,
+section-level BM25 and feedback.
 
 Called once when a graph is built, so a policy can switch these on for any index without
 re-ingesting: the section-level BM25 index is built from the parent table on first use (and
@@ -11,10 +12,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from ragtiller.doc_ranking import SECTION_UNIT
 from ragtiller.feedback import RM3Tier, RocchioTier
 from ragtiller.index._scans import SharedScans
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
+from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.types import Tier
 
@@ -25,8 +28,9 @@ VECTOR_TIERS = ("dense", "parent_child")
 def section_lexical_tier(index: Any) -> LexicalTier:
     """BM25 over the index's parent sections (title + section text), built once per index.
 
-    Hits are sections (``parent_id`` None), like the parent-child tier's; BM25 length
-    normalisation and document frequencies are then those of whole sections.
+    Hits are sections (``parent_id`` None, ``metadata["unit"]`` ``section``); BM25 length
+    normalisation and document frequencies are then those of whole sections. They vote for
+    their document's rank; the passages shown come from the other tiers.
     """
     tier = _SECTION_LEXICAL.get(index)
     if tier is None:
@@ -37,7 +41,7 @@ def section_lexical_tier(index: Any) -> LexicalTier:
         ]
         manifest = getattr(index, "manifest", None)
         config = getattr(manifest, "lexical", None) or DEFAULT_LEXICAL
-        tier = LexicalTier.build(parents, texts, config)
+        tier = LexicalTier.build(parents, texts, config, unit=SECTION_UNIT)
         _SECTION_LEXICAL[index] = tier
     return tier
 
@@ -45,14 +49,17 @@ def section_lexical_tier(index: Any) -> LexicalTier:
 def apply_query_options(
     policy: RetrievalPolicy, tiers: Sequence[Tier], index: Any | None
 ) -> list[Tier]:
-    """``tiers`` with the lexical unit and feedback the policy asks for.
+    """``tiers`` with the parent-child window, lexical unit and feedback the policy asks for.
 
     Options that need what this tier list lacks (a section table, embedded vectors) leave the
     tier as it is: a Pinecone dense tier is not moved by Rocchio, since its vectors are remote,
     and fused Rocchio feedback reads only an embedded lexical tier (a remote one would be
     called twice per turn), else the vector tier's own first pass.
     """
-    out = list(tiers)
+    out = [
+        t.with_window(policy.budgets.window_words) if isinstance(t, ParentChildTier) else t
+        for t in tiers
+    ]
     if policy.fusion.lexical_unit == "section" and index is not None and hasattr(index, "parents"):
         section = section_lexical_tier(index)
         out = [section if isinstance(t, LexicalTier) else t for t in out]

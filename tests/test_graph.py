@@ -72,11 +72,14 @@ def test_every_stage_reports_in_order(query: str) -> None:
     assert {e["step"] for e in events if e["status"] != "active"} == set(STAGES)
 
 
-def exact_rerank_policy() -> RetrievalPolicy:
-    """The default with rerank ``conditional`` on exact lookups (the default has it off)."""
+def exact_rerank_policy(method: str = "rrf") -> RetrievalPolicy:
+    """The default with rerank ``conditional`` on exact lookups (the default has it off),
+    fusing by ``method`` (rank fusion: the hand-made lists here are too short for z-scores)."""
     policy = load_policy()
     exact = policy.routes["exact_lexical_lookup"].model_copy(update={"rerank": "conditional"})
-    return policy.model_copy(update={"routes": {**policy.routes, "exact_lexical_lookup": exact}})
+    fusion = policy.fusion.model_copy(update={"method": method})
+    routes = {**policy.routes, "exact_lexical_lookup": exact}
+    return policy.model_copy(update={"routes": routes, "fusion": fusion})
 
 
 def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:

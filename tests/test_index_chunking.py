@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import random
 import re
 
 import pytest
 from pydantic import ValidationError
 
 from ragtiller.index import ChunkingConfig, SourceDocument, chunk_documents
-from ragtiller.index.chunking import split_sections, token_windows
+from ragtiller.index.chunking import passage_windows, split_sections, token_windows
 
 MARKDOWN = """Intro line before any heading.
 
@@ -206,3 +207,65 @@ def test_markdown_setext_headings_split_sections() -> None:
     text = "Guide\n=====\n\nIntro words.\n\nInstall\n-------\n\nRun pip.\n\nA rule below a paragraph\n\n---\n\nEnd.\n"
     paths = [path for path, *_ in split_sections(text, "markdown")]
     assert paths == [("Guide",), ("Guide", "Install")]
+
+
+def sentences(n: int, length: int, prefix: str) -> str:
+    """``n`` sentences of ``length`` words each, every word unique."""
+    return " ".join(" ".join(f"{prefix}{i}x{j}" for j in range(length)) + "." for i in range(n))
+
+
+def chunk_texts(text: str, config: ChunkingConfig) -> list[str]:
+    return [text[s:e] for s, e in passage_windows(text, config)]
+
+
+def test_each_paragraph_is_a_chunk_and_a_heading_line_joins_the_first() -> None:
+    p1, p2, p3 = sentences(3, 10, "a"), sentences(4, 10, "b"), sentences(5, 10, "c")
+    text = f"# Title\n\n{p1}\n\n{p2}\n\n{p3}"
+    assert chunk_texts(text, ChunkingConfig(chunk_tokens=100, overlap_tokens=20)) == [
+        f"# Title\n\n{p1}",
+        p2,
+        p3,
+    ]
+
+
+def test_an_overlong_paragraph_is_cut_at_sentence_ends_and_pieces_share_a_sentence() -> None:
+    text = sentences(10, 7, "s")  # 70 words, no blank line
+    config = ChunkingConfig(chunk_tokens=20, overlap_tokens=8)
+    pieces = [p.split() for p in chunk_texts(text, config)]
+    assert all(len(p) <= 20 and p[-1].endswith(".") for p in pieces)
+    for left, right in itertools.pairwise(pieces):
+        assert right[:7] == left[-7:] and right[7] not in left  # one whole sentence repeated
+    assert {w for p in pieces for w in p} == set(text.split())
+
+
+def test_a_sentence_longer_than_a_chunk_is_cut_into_word_windows() -> None:
+    text = words(50) + "."
+    config = ChunkingConfig(chunk_tokens=20, overlap_tokens=5)
+    assert passage_windows(text, config) == token_windows(text, config)
+
+
+def test_a_short_last_paragraph_joins_the_one_before_when_both_fit() -> None:
+    body, tail = sentences(3, 10, "a"), "See also."
+    text = f"{body}\n\n{tail}"
+    assert chunk_texts(text, ChunkingConfig(chunk_tokens=40, overlap_tokens=5)) == [text]
+    assert chunk_texts(text, ChunkingConfig(chunk_tokens=31, overlap_tokens=5)) == [body, tail]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_passages_cover_every_word_within_the_bound_and_never_span_two_paragraphs(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    paragraphs = [
+        sentences(rng.randint(1, 12), rng.randint(1, 30), f"p{i}s")
+        for i in range(rng.randint(1, 8))
+    ]
+    text = "\n\n".join(paragraphs)
+    config = ChunkingConfig(chunk_tokens=rng.randint(8, 60), overlap_tokens=rng.randint(0, 7))
+    small = config.chunk_tokens // 4
+    pieces = chunk_texts(text, config)
+    assert all(0 < len(p.split()) <= config.chunk_tokens for p in pieces)
+    assert {w for p in pieces for w in p.split()} == set(text.split())
+    for piece in pieces:  # a piece spans two paragraphs only when one of them is a fragment
+        parts = piece.split("\n\n")
+        assert len(parts) == 1 or any(len(part.split()) < small for part in parts)

@@ -20,6 +20,7 @@ from ragtiller.index import (
     ParentChildTier,
     _compute,
 )
+from ragtiller.index.parent_child import WINDOW_SUFFIX
 from ragtiller.types import SearchRequest, Tier
 
 EMBEDDER = HashingEmbedder(dim=128)
@@ -95,21 +96,49 @@ def test_hits_carry_document_fields_and_metadata(index: EmbeddedIndex) -> None:
     assert not {"doc_id", "source", "parent_id"} & set(hit["metadata"])
 
 
-def test_parent_child_returns_parent_sections_scored_by_their_best_child(
+def test_parent_child_returns_a_bounded_window_around_the_best_child(
     index: EmbeddedIndex,
 ) -> None:
     children = search(tier(index, "dense"), "cancel a task", k=50)
-    parents = search(tier(index, "parent_child"), "cancel a task", k=2)
+    windows = search(tier(index, "parent_child"), "cancel a task", k=2)
     best_child = children[0]
-    top = parents[0]
-    assert top["id"] == best_child["parent_id"] and top["parent_id"] is None
+    top = windows[0]
+    section = index.parents.texts[index.parents.row(best_child["parent_id"])]
+    assert top["id"] == best_child["id"] + WINDOW_SUFFIX
+    assert top["parent_id"] == best_child["parent_id"]
     assert top["score"] == pytest.approx(best_child["score"])
-    assert top["text"].startswith("# Tasks") and "Cancel a task" in top["text"]
+    assert best_child["text"] in top["text"] and top["text"] in section
     assert top["metadata"]["matched_child_ids"][0] == best_child["id"]
-    same_parent = [c["id"] for c in children if c["parent_id"] == top["id"]]
+    assert best_child["id"] in top["metadata"]["child_ids"]
+    same_parent = [c["id"] for c in children if c["parent_id"] == top["parent_id"]]
     assert set(top["metadata"]["matched_child_ids"]) <= set(same_parent)
     assert len(same_parent) > 1  # the Tasks section really was cut into several children
-    assert len({p["id"] for p in parents}) == len(parents) == 2
+    assert len({p["id"] for p in windows}) == len(windows) == 2
+
+
+@pytest.mark.parametrize("budget", [1, 12, 20, 30, 1000])
+def test_a_window_grows_by_whole_neighbours_and_never_passes_its_budget(
+    index: EmbeddedIndex, budget: int
+) -> None:
+    pc = tier(index, "parent_child")
+    assert isinstance(pc, ParentChildTier)
+    top = search(pc.with_window(budget), "cancel a task", k=1)[0]
+    section_row = index.parents.row(top["parent_id"])
+    section = index.parents.texts[section_row]
+    kids = [
+        (md["start"], md["end"], i)
+        for i, md in zip(index.store.records.ids, index.store.records.metadatas, strict=True)
+        if md["parent_id"] == top["parent_id"]
+    ]
+    start, end = top["metadata"]["start"], top["metadata"]["end"]
+    inside = [i for s, e, i in kids if start <= s and e <= end]
+    assert inside == top["metadata"]["child_ids"]  # whole children, contiguous
+    assert top["text"] == section[start:end]
+    records = index.store.records
+    best = records.texts[records.row(top["id"].removesuffix(WINDOW_SUFFIX)) or 0]
+    assert len(top["text"].split()) <= max(budget, len(best.split()))
+    if budget >= len(section.split()):
+        assert top["text"] == section  # a section that fits is shown whole
 
 
 def test_lexical_returns_only_matching_chunks_with_bm25_scores(index: EmbeddedIndex) -> None:

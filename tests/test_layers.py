@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "routing": 2,
     "fusion": 2,
     "doc_ranking": 2,
+    "passages": 2,
     "feedback": 2,
     "query_tiers": 2,
     "redact": 0,

@@ -214,8 +214,9 @@ def _evaluate(
     """One run of ``dataset``: deadlines lifted, ``--top-k`` applied, the index fingerprinted."""
     from ragtiller.graph.builder import build_graph
 
-    if args.top_k is not None:
-        policy = with_depth(policy, args.top_k)
+    if args.top_k is not None:  # documents: one passage each; QA: the policy's passages
+        per_document = None if dataset.kind == "passages" else 1
+        policy = with_depth(policy, args.top_k, per_document=per_document)
     graph = build_graph(without_deadlines(policy), index=index, embedder=embedder)
     run = run_eval(graph, dataset, concurrency=args.concurrency, progress=not args.no_progress)
     return replace(run, index=index_fingerprint(index))

@@ -17,9 +17,16 @@ from ragtiller.errors import PolicyError
 from ragtiller.policies.schema import RetrievalPolicy
 
 
-def with_depth(policy: RetrievalPolicy, depth: int) -> RetrievalPolicy:
-    """Every route returns ``depth`` results (``top_k`` and ``max_chunks``), so Recall@depth
-    is defined; nothing else changes.
+def with_depth(
+    policy: RetrievalPolicy, depth: int, *, per_document: int | None = 1
+) -> RetrievalPolicy:
+    """Every route returns ``depth`` results (``top_k`` and ``max_chunks``, and no context
+    word budget to cut them), so Recall@depth is defined; nothing else changes.
+
+    ``per_document`` sets ``budgets.passages_per_document``: 1 (the default, for
+    document-level metrics) makes the results the document ranking, one passage per document
+    in rank order, so a document's other passages neither help nor take a slot; None keeps
+    the policy's (passage-level metrics).
 
     Example:
         >>> from ragtiller import load_policy
@@ -27,7 +34,14 @@ def with_depth(policy: RetrievalPolicy, depth: int) -> RetrievalPolicy:
         100
     """
     routes = {name: {"top_k": depth} for name in policy.routes}
-    return with_overrides(policy, {"routes": routes, "budgets.max_chunks": depth})
+    overrides: dict[str, Any] = {
+        "routes": routes,
+        "budgets.max_chunks": depth,
+        "budgets.context_words": None,
+    }
+    if per_document is not None:
+        overrides["budgets.passages_per_document"] = per_document
+    return with_overrides(policy, overrides)
 
 
 def with_overrides(policy: RetrievalPolicy, overrides: Mapping[str, Any]) -> RetrievalPolicy:

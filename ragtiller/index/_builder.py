@@ -176,13 +176,14 @@ class IndexBuilder:
         )
         lexical_tier = LexicalTier.build(store.records, rows.indexed, self.lexical)
         bar.advance(len(rows.ids))
-        kept_documents = len({(s.document.namespace, s.document.doc_id) for s in kept_sections})
+        # pre-split Documents sharing an id are passages of one document: count documents once
+        keys = {(s.document.namespace, s.document.doc_id) for s in all_sections}
         manifest = IndexManifest(
             embedder=EmbedderInfo(name=name, dimension=dimension),
             chunking=self.chunking,
             lexical=self.lexical,
             counts=IndexCounts(
-                documents=kept_documents + len(documents),
+                documents=len(keys | {(d.namespace, d.doc_id) for d in documents}),
                 sections=len(all_sections),
                 chunks=len(rows.ids),
             ),

@@ -1,4 +1,9 @@
-"""Hierarchical chunking: documents -> parent sections (by heading) -> token-bounded child chunks."""
+"""Hierarchical chunking: documents -> parent sections (by heading) -> child chunks (passages).
+
+Children follow the author's units: a paragraph is a passage; a fragment (a heading line, a
+one-line paragraph) joins its neighbour; only a paragraph longer than ``chunk_tokens`` words is
+cut, at sentence ends where it has them, and its pieces overlap by whole sentences.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragtiller.index.sources import SourceDocument, TextFormat
 
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
 _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
 _MD_SETEXT = re.compile(r"={3,}|-{3,}")
@@ -120,7 +127,7 @@ def chunk_documents(
             parent_id = unique_id("section", doc.namespace, doc.doc_id, *path, text)
             section = Section(parent_id, doc, path, text, start, end, body)
             sections.append(section)
-            for c_start, c_end in token_windows(text, config):
+            for c_start, c_end in passage_windows(text, config):
                 c_text = text[c_start:c_end]
                 chunk_id = unique_id("chunk", doc.namespace, doc.doc_id, *path, c_text)
                 chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
@@ -158,6 +165,108 @@ def split_sections(text: str, fmt: TextFormat) -> list[tuple[tuple[str, ...], in
         while text[e - 1].isspace():
             e -= 1
         out.append((tuple(t for _, t in stack), s, e, max(body - s, 0)))
+    return out
+
+
+WordRange = tuple[int, int]
+"""Words ``[first, last)`` of a text, by index into its whitespace-separated words."""
+
+
+def passage_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    """Character spans of the child chunks of ``text``: paragraphs, fragments joined, long ones cut.
+
+    Paragraphs are separated by blank lines. One of at most ``chunk_tokens`` words is one chunk;
+    a longer one is cut into pieces of at most ``chunk_tokens`` words that end at sentence ends
+    (a word ending in ``.``, ``!`` or ``?``) where it has them and overlap by the whole sentences
+    (at most ``overlap_tokens`` words) before the cut. A paragraph shorter than a quarter of
+    ``chunk_tokens`` (a heading line, a one-line paragraph) joins the next one before any cut;
+    the last one joins the one before when both fit in one chunk. Every word is in some chunk.
+
+    Example:
+        >>> text = "# Title\\n\\nFirst paragraph, four words.\\n\\nThe second paragraph, five."
+        >>> config = ChunkingConfig(chunk_tokens=12, overlap_tokens=2)
+        >>> [text[s:e] for s, e in passage_windows(text, config)]
+        ['# Title\\n\\nFirst paragraph, four words.', 'The second paragraph, five.']
+    """
+    spans = [m.span() for m in _PIECE.finditer(text)]  # an overlong word is several pieces
+    if not spans:
+        return []
+    out: list[tuple[int, int]] = []
+    for first, last in _join_fragments(_paragraphs(text, spans), config):
+        if last - first <= config.chunk_tokens:
+            out.append((spans[first][0], spans[last - 1][1]))
+        else:
+            out.extend(_cut(text, spans, first, last, config))
+    return out
+
+
+def _paragraphs(text: str, spans: list[tuple[int, int]]) -> list[WordRange]:
+    """Word ranges of the blank-line-separated paragraphs."""
+    out: list[WordRange] = []
+    first = 0
+    for i in range(1, len(spans)):
+        if _BLANK_LINE.search(text, spans[i - 1][1], spans[i][0]):
+            out.append((first, i))
+            first = i
+    out.append((first, len(spans)))
+    return out
+
+
+def _cut(
+    text: str, spans: list[tuple[int, int]], first: int, last: int, config: ChunkingConfig
+) -> list[tuple[int, int]]:
+    """Character spans of the pieces of an overlong paragraph: whole sentences, at most
+    ``chunk_tokens`` words each; a sentence longer than that is cut by :func:`token_windows`."""
+    sentences: list[WordRange] = []
+    start = first
+    for i in range(first, last):
+        if _SENTENCE_END.search(text, spans[i][0], spans[i][1]):
+            sentences.append((start, i + 1))
+            start = i + 1
+    if start < last:
+        sentences.append((start, last))
+    size = config.chunk_tokens
+    pieces: list[tuple[int, int]] = []
+    i = 0
+    while i < len(sentences):
+        a, b = sentences[i]
+        if b - a > size:
+            offset = spans[a][0]
+            sentence = text[offset : spans[b - 1][1]]
+            pieces.extend((offset + s, offset + e) for s, e in token_windows(sentence, config))
+            i += 1
+            continue
+        j = i + 1
+        while j < len(sentences) and sentences[j][1] - a <= size:
+            j += 1
+        pieces.append((spans[a][0], spans[sentences[j - 1][1] - 1][1]))
+        if j == len(sentences):
+            break
+        back = j  # the next piece repeats the last sentences, at most overlap_tokens words
+        while (
+            back - 1 > i and sentences[j - 1][1] - sentences[back - 1][0] <= config.overlap_tokens
+        ):
+            back -= 1
+        if sentences[j][1] - sentences[back][0] > size:
+            back = j
+        i = back
+    return pieces
+
+
+def _join_fragments(paragraphs: list[WordRange], config: ChunkingConfig) -> list[WordRange]:
+    """Paragraphs shorter than a quarter of ``chunk_tokens`` joined to the next one (the last
+    to the one before, if the two fit in one chunk); a joined paragraph too long is cut later."""
+    small = max(config.chunk_tokens // 4, 1)
+    out: list[WordRange] = []
+    for a, b in paragraphs:
+        if out and out[-1][1] - out[-1][0] < small:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    if len(out) > 1 and out[-1][1] - out[-1][0] < small:
+        (a, _), (_, b) = out[-2], out[-1]
+        if b - a <= config.chunk_tokens:
+            out[-2:] = [(a, b)]
     return out
 
 

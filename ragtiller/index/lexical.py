@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -56,6 +59,10 @@ class LexicalConfig(BaseModel):
 
 
 DEFAULT_LEXICAL = LexicalConfig()
+_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+"""bm25s' default token pattern (scikit-learn's), which :func:`analyze` uses."""
+TERM_CACHE = 65536
+"""Texts whose term sets one tier remembers (:meth:`LexicalTier.term_set`)."""
 
 
 class LexicalTier(CpuTier):
@@ -78,17 +85,42 @@ class LexicalTier(CpuTier):
     name = "lexical"
     needs_vector = False
 
-    def __init__(self, records: RecordTable, retriever: bm25s.BM25, config: LexicalConfig) -> None:
+    def __init__(
+        self,
+        records: RecordTable,
+        retriever: bm25s.BM25,
+        config: LexicalConfig,
+        *,
+        unit: str | None = None,
+    ) -> None:
         self.records = records
         self.config = config
+        self.unit = unit
         self._retriever = retriever
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
+        self._marks = {"unit": unit} if unit else {}
+        stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
+        find = re.compile(_TOKEN_PATTERN).findall
+        stem = self._stemmer.stemWords if self._stemmer is not None else list
+
+        @functools.lru_cache(maxsize=TERM_CACHE)
+        def term_set(text: str) -> frozenset[str]:
+            return frozenset(stem([t for t in find(text.lower()) if t not in stop]))
+
+        self._term_set = term_set
 
     @classmethod
     def build(
-        cls, records: RecordTable, texts: Sequence[str], config: LexicalConfig = DEFAULT_LEXICAL
+        cls,
+        records: RecordTable,
+        texts: Sequence[str],
+        config: LexicalConfig = DEFAULT_LEXICAL,
+        *,
+        unit: str | None = None,
     ) -> LexicalTier:
         """Index ``texts`` (one per row of ``records``, usually title-prefixed chunk text).
+
+        ``unit`` is set as ``metadata["unit"]`` on every hit (``section`` for BM25 over sections).
 
         Raises:
             ValueError: ``texts`` and ``records`` differ in length.
@@ -96,7 +128,7 @@ class LexicalTier(CpuTier):
         if len(texts) != len(records):
             raise ValueError(f"got {len(texts)} texts for {len(records)} records")
         retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)
-        tier = cls(records, retriever, config)
+        tier = cls(records, retriever, config, unit=unit)
         retriever.index(analyze(texts, config, tier._stemmer), show_progress=False)
         return tier
 
@@ -148,7 +180,7 @@ class LexicalTier(CpuTier):
         if not len(rows):
             return []
         best = rows[top_k(scores[rows], request.k)]
-        return [self.records.hit(r, scores[r]) for r in best.tolist()]
+        return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
 
     @property
     def rows(self) -> int:
@@ -158,6 +190,28 @@ class LexicalTier(CpuTier):
     def analyse(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms as the index sees them (stopwords removed, stemmed)."""
         return analyze(texts, self.config, self._stemmer)
+
+    def term_set(self, text: str) -> frozenset[str]:
+        """The distinct terms :meth:`analyse` finds in ``text``, without bm25s' per-call cost.
+
+        The same analysis (bm25s' token pattern, lower-casing, stopwords, stemmer), memoised
+        per text: the passage re-score reads the sentences of the same passages turn after turn.
+        """
+        return self._term_set(text)
+
+    def idf(self, terms: Iterable[str]) -> dict[str, float]:
+        """Lucene IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, of each analysed term.
+
+        A term the index never saw counts as seen in one row (it is rare, not worthless).
+        """
+        vocab, stats = self._retriever.vocab_dict, self._retriever.scores
+        indptr, n = stats["indptr"], float(stats["num_docs"])
+        out: dict[str, float] = {}
+        for term in terms:
+            pos = vocab.get(term)
+            df = float(indptr[pos + 1] - indptr[pos]) if pos is not None else 1.0
+            out[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return out
 
     def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
         """BM25 of every row for a weighted query: the sum of ``weight * BM25(term)``.

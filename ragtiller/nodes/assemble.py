@@ -8,8 +8,8 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.context_budget import choose_passages
 from ragtiller.nodes.report import build_manifest
-from ragtiller.nodes.rerank import select_distinct
 from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter
 from ragtiller.nodes.stage import Stage
 from ragtiller.rerankers.floor import identity_order
@@ -88,12 +88,13 @@ def make_assemble(deps: Components) -> NodeFn:
         route = state["route"]
         candidates = state.get("candidates") or []
         ranked = state.get("ranked") or identity_order(candidates, len(candidates))
-        chunks = select_distinct(ranked, route["top_k"])
+        chunks, budget_labels = choose_passages(ranked, route["top_k"], deps.policy.budgets)
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
         overview, own = turn_overview(deps, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
         if designed:
             own.append(f"{designed} source(s) describe designed, not built, features")
+        own += budget_labels
         record = stage.done(
             route["no_retrieval_reason"],
             labels=own,

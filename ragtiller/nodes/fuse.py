@@ -1,14 +1,13 @@
-"""Fuse: merge tier hits into a wide candidate list, then decide the rerank edge."""
+"""Fuse: merge tier hits into a wide list of passages, documents ranked, then decide the rerank edge."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragtiller.doc_ranking import collapse_to_documents
-from ragtiller.fusion import fuse_hits
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.passages import SentenceCoverage, rank_passages
 from ragtiller.policies.decisions import decide_rerank
 from ragtiller.types import StageRecord
 
@@ -20,6 +19,12 @@ def make_fuse(deps: Components) -> NodeFn:
     """Build the fuse node bound to ``deps``."""
     policy = deps.policy
     cap = policy.budgets.candidate_cap
+    rescore = (
+        SentenceCoverage.from_tiers(deps.tiers.values())
+        if policy.fusion.passage_rescore == "sentence" and policy.fusion.doc_aggregation != "off"
+        else None
+    )
+    rescored = "sentence" if rescore is not None else "off"
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
@@ -32,14 +37,15 @@ def make_fuse(deps: Components) -> NodeFn:
             records.append(skipped("fuse", "no-candidates", labels=labels))
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
-            candidates = fuse_hits(
-                collapse_to_documents(hits, policy.fusion.doc_aggregation),
-                method=policy.fusion.method,
-                cap=cap,
-                rrf_k=policy.fusion.rrf_k,
-                weights=policy.fusion.tier_weights or None,
+            candidates = rank_passages(
+                hits, policy.fusion, cap=cap, query=state["rerank_query"], rescore=rescore
             )
-            records.append(stage.done(candidates=len(candidates), cap=cap))
+            documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
+            records.append(
+                stage.done(
+                    candidates=len(candidates), documents=documents, cap=cap, rescore=rescored
+                )
+            )
         assert route["rerank"] is not None  # set by the gate on every retrieval route
         plan = decide_rerank(
             route["rerank"],

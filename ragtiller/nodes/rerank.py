@@ -7,9 +7,11 @@ with an error record; assemble then keeps the route's ``top_k``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragtiller.bulkhead import DeadlineExceeded, Overloaded, within
+from ragtiller.doc_ranking import doc_key
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import OVERLOADED, TURN_DEADLINE, deadline
@@ -24,15 +26,46 @@ if TYPE_CHECKING:
     from ragtiller.graph.state import RetrievalState
 
 
-def select_distinct(ranked: list[Candidate], top_n: int) -> list[Candidate]:
-    """The best ``top_n`` chunks, skipping any that a better one already contains or is part of.
+@dataclass(frozen=True)
+class Selection:
+    """The passages a turn returns and what kept it from returning ``wanted``.
 
-    The parent-child tier returns whole sections while the other tiers return their child
-    chunks; showing both (or the same text twice) would repeat text in the context.
+    Attributes:
+        chosen: The passages, best first.
+        wanted: ``top_k``.
+        over_cap: Passages skipped because their document already gave ``per_document``.
+        repeats: Passages skipped because a chosen one contains them, is part of them, or
+            has the same text.
+    """
+
+    chosen: list[Candidate]
+    wanted: int
+    over_cap: int
+    repeats: int
+
+    def shortfall_label(self, per_document: int) -> str | None:
+        """Why fewer than ``wanted`` came back, or None when all did."""
+        if len(self.chosen) >= self.wanted:
+            return None
+        why = [f"only {len(self.chosen)} distinct passage(s) matched"]
+        if self.over_cap:
+            why.append(f"{self.over_cap} more over passages_per_document {per_document}")
+        if self.repeats:
+            why.append(f"{self.repeats} repeating a chosen passage")
+        return f"assemble: {len(self.chosen)} of {self.wanted} passages: " + "; ".join(why)
+
+
+def select_distinct(ranked: list[Candidate], top_n: int, per_document: int) -> Selection:
+    """The best ``top_n`` passages, at most ``per_document`` of one document, no text twice.
+
+    A candidate is skipped when a chosen one contains it or is part of it (a parent-child
+    window and a child inside it) or has the same text: the context would repeat text.
     """
     chosen: list[Candidate] = []
     ids: set[str] = set()
     texts: set[str] = set()
+    per_doc: dict[tuple[str, str], int] = {}
+    over_cap = repeats = 0
     for cand in ranked:
         if len(chosen) == top_n:
             break
@@ -41,12 +74,19 @@ def select_distinct(ranked: list[Candidate], top_n: int) -> list[Candidate]:
             related & ids
             or cand["text"] in texts
             or any(c["parent_id"] == cand["id"] for c in chosen)
+            or any(cand["id"] in c["metadata"].get("child_ids", ()) for c in chosen)
         ):
+            repeats += 1
             continue
+        key = doc_key(cand)
+        if per_doc.get(key, 0) >= per_document:
+            over_cap += 1
+            continue
+        per_doc[key] = per_doc.get(key, 0) + 1
         chosen.append(cand)
         ids.add(cand["id"])
         texts.add(cand["text"])
-    return chosen
+    return Selection(chosen, top_n, over_cap, repeats)
 
 
 def ceiling_labels(detail: dict[str, Any]) -> list[str]:

@@ -154,9 +154,35 @@ class RerankerConfig(_Model):
 
 
 class BudgetsConfig(_Model):
-    """Sizes: chunks returned at most, and the wide candidate list after fusion."""
+    """Sizes: passages returned at most, the wide candidate list after fusion, the context."""
 
-    max_chunks: Annotated[int, Field(gt=0)] = 12
+    max_chunks: Annotated[int, Field(gt=0, description="Most passages one turn returns.")] = 12
+    passages_per_document: Annotated[
+        int,
+        Field(
+            gt=0,
+            description="Per turn: most passages one document contributes to the result (its "
+            "best by the passage score, as Elasticsearch's collapse returns inner_hits).",
+        ),
+    ] = 3
+    context_words: Annotated[
+        int | None,
+        Field(
+            gt=0,
+            description="Per turn, in words (whitespace-separated): the most text the turn's "
+            "documents and context hold; passages past it are left out, and a label says so. "
+            "None: no bound (evaluation at depth).",
+        ),
+    ] = 1500
+    window_words: Annotated[
+        int,
+        Field(
+            gt=0,
+            description="In words, read when the graph is built: the parent-child tier returns "
+            "its best child with neighbouring children of the same section up to this size, "
+            "never more of the section.",
+        ),
+    ] = 300
     candidate_multiplier: Annotated[int, Field(gt=0)] = 3
     candidate_floor: Annotated[int, Field(gt=0)] = 20
     max_query_chars: Annotated[
@@ -182,14 +208,29 @@ class FusionConfig(_Model):
     ] = None
     doc_aggregation: Literal["off", "max", "sum"] = Field(
         "off",
-        description="Fuse documents, not chunks: a document's hits in one tier combine by their "
-        "best score (max) or their total (sum); off keeps chunk hits.",
+        description="Per turn: rank documents, then passages within them. A document's hits in "
+        "one tier combine by their best score (max) or their total (sum) into its rank; its "
+        "best passages fill the positions its passages hold in the fused passage order. off: "
+        "passages compete on their fused score alone.",
     )
     lexical_unit: Literal["chunk", "section"] = Field(
         "chunk",
         description="What the lexical tier scores: child chunks, or whole parent sections "
-        "(BM25 statistics of sections, built from the parent table on first use).",
+        "(BM25 statistics of sections, built from the parent table on first use). Section "
+        "scores rank documents only: the passages returned come from the other tiers.",
     )
+    passage_rescore: Literal["off", "sentence"] = Field(
+        "off",
+        description="Per turn, with doc_aggregation max or sum: order each document's passages "
+        "by their fused score plus how much of the query their best sentence holds (share "
+        "of the query terms' IDF); no model call. off: by fused score.",
+    )
+
+    @field_validator("passage_rescore", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare `off` as a boolean.
+        return "off" if value is False else value
 
 
 class FeedbackConfig(_Model):

@@ -1,0 +1,64 @@
+"""The passages a turn returns: distinct, at most ``passages_per_document`` of a document, and
+together within ``budgets.context_words``; every passage left out is named in a label."""
+
+from __future__ import annotations
+
+from ragtiller.nodes.rerank import select_distinct
+from ragtiller.policies.schema import BudgetsConfig
+from ragtiller.types import Candidate
+
+
+def words(text: str) -> int:
+    """Whitespace-separated words in ``text``."""
+    return len(text.split())
+
+
+def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate], str | None]:
+    """The passages, in order, whose words fit in ``budget``; a label for what did not fit.
+
+    A passage that does not fit is left out and later, shorter ones still get their turn. The
+    first passage is never left out: when it alone is longer than the budget, it is cut to its
+    first ``budget`` words (and the label says so).
+
+    Example:
+        >>> p = [{"id": i, "text": t} for i, t in [("a", "one two"), ("b", "x " * 5), ("c", "y")]]
+        >>> kept, label = fit_context(p, 3)  # type: ignore[arg-type]
+        >>> [c["id"] for c in kept], label
+        (['a', 'c'], 'context budget 3 words: left out 1 of 3 passages (rank 2; 5 words)')
+    """
+    kept: list[Candidate] = []
+    left: list[tuple[int, int]] = []
+    used = 0
+    notes: list[str] = []
+    for rank, cand in enumerate(passages, start=1):
+        size = words(cand["text"])
+        if not kept and size > budget:
+            cut = " ".join(cand["text"].split()[:budget])
+            kept.append({**cand, "text": cut})
+            used = budget
+            notes.append(f"passage 1 cut from {size} to {budget} words")
+        elif used + size <= budget:
+            kept.append(cand)
+            used += size
+        else:
+            left.append((rank, size))
+    if left:
+        ranks = ", ".join(str(r) for r, _ in left)
+        notes.append(
+            f"left out {len(left)} of {len(passages)} passages "
+            f"(rank{'s' if len(left) > 1 else ''} {ranks}; {sum(s for _, s in left)} words)"
+        )
+    return kept, (f"context budget {budget} words: " + "; ".join(notes)) if notes else None
+
+
+def choose_passages(
+    ranked: list[Candidate], top_k: int, budgets: BudgetsConfig
+) -> tuple[list[Candidate], list[str]]:
+    """The turn's passages and the labels saying why fewer than ``top_k`` (or less text) came back."""
+    per_document = budgets.passages_per_document
+    selection = select_distinct(ranked, top_k, per_document)
+    chosen, over = selection.chosen, None
+    if budgets.context_words is not None:
+        chosen, over = fit_context(chosen, budgets.context_words)
+    labels = [label for label in (selection.shortfall_label(per_document), over) if label]
+    return chosen, labels
