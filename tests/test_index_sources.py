@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fixtures.unprivileged import as_unprivileged
 from langchain_core.documents import Document
 
 from ragtiller.errors import IngestError
@@ -65,39 +66,13 @@ def test_binary_and_undecodable_files_are_skipped_with_one_log_record(
     assert index.manifest.counts.documents == 1
 
 
-def _reasons_as(uid: int | None, path: Path) -> list[str]:
-    """The skip reasons of ``load_sources([path])``, run as ``uid`` (in a forked child) when
-    given: root reads any file whatever its mode, so as root the check runs as nobody."""
-    if uid is None:
-        return [s.reason for s in load_sources([path])[1]]
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to uid, report, and leave without running pytest's exit
-        code = 1
-        try:
-            os.close(read)
-            os.setgid(uid)
-            os.setuid(uid)
-            reasons = [s.reason for s in load_sources([path])[1]]
-            os.write(write, "\n".join(reasons).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        out = pipe.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return out.splitlines()
-
-
 def test_unreadable_file_is_skipped() -> None:
     with tempfile.TemporaryDirectory() as folder:  # under /tmp, so nobody may enter it
         Path(folder).chmod(0o755)
         locked = Path(folder) / "locked.md"
         locked.write_text("# Locked\n")
         locked.chmod(0)
-        reasons = _reasons_as(65534 if os.geteuid() == 0 else None, locked)
+        reasons = as_unprivileged(lambda: [s.reason for s in load_sources([locked])[1]])
     assert reasons and reasons[0].startswith("unreadable")
 
 

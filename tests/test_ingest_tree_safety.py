@@ -4,11 +4,12 @@ text with a NUL anywhere is skipped as binary, with its reason in the report."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from fixtures.unprivileged import as_unprivileged
 from langchain_core.documents import Document
 
 from ragtiller.cli import main
@@ -201,17 +202,19 @@ def test_beir_lines_split_at_newlines_only(tmp_path: Path) -> None:
     assert [(d.doc_id, d.text) for d in docs] == [("d1", text)] and skipped == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root lists directories whatever their mode")
-def test_an_unreadable_directory_is_reported_not_skipped_silently(tmp_path: Path) -> None:
-    (tmp_path / "ok.md").write_text("# Ok\n\ntext\n")
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    (locked / "a.md").write_text("# A\n\ntext\n")
-    locked.chmod(0)
-    try:
-        docs, skipped = load_sources([tmp_path])
-    finally:
-        locked.chmod(0o755)
+def test_an_unreadable_directory_is_reported_not_skipped_silently() -> None:
+    with tempfile.TemporaryDirectory() as folder:  # under /tmp, so nobody may enter it
+        tree = Path(folder)
+        tree.chmod(0o755)
+        (tree / "ok.md").write_text("# Ok\n\ntext\n")
+        locked = tree / "locked"
+        locked.mkdir()
+        (locked / "a.md").write_text("# A\n\ntext\n")
+        locked.chmod(0)
+        try:
+            docs, skipped = as_unprivileged(lambda: load_sources([tree]))
+        finally:
+            locked.chmod(0o755)
     assert [d.doc_id for d in docs] == ["ok.md"]
     assert reasons(skipped) == {"locked": "unreadable directory: Permission denied"}
 
