@@ -106,7 +106,14 @@ class RunManifest(_Record):
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
     degraded: list[str] = Field(
-        default_factory=list, description="Honest labels, e.g. 'step_back skipped: quota'."
+        default_factory=list,
+        description="What went worse than the policy asked: a stage skipped, failed, timed "
+        "out or fell back, e.g. 'step_back skipped: quota'.",
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Why the result has the shape it has when nothing went wrong: fewer "
+        "passages than asked because fewer matched, what the context budget left out.",
     )
     stages: list[StageSummary] = Field(default_factory=list)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
@@ -39,8 +40,14 @@ def to_document(rank: int, chunk: Candidate) -> Document:
     return Document(page_content=chunk["text"], metadata=metadata, id=chunk["id"])
 
 
-def render_context(documents: list[Document], labels: list[str], overview: str | None) -> str:
-    """Prompt-ready text: numbered sources, then the overview backstop and the labels."""
+def render_context(
+    documents: list[Document],
+    labels: list[str],
+    overview: str | None,
+    notes: Sequence[str] = (),
+) -> str:
+    """Prompt-ready text: numbered sources, then the overview backstop, the degradation labels
+    and the notes on what the passage selection left out."""
     parts: list[str] = []
     for doc in documents:
         meta = doc.metadata
@@ -52,6 +59,8 @@ def render_context(documents: list[Document], labels: list[str], overview: str |
         parts.append(f"<project-overview>\n{overview.strip()}\n</project-overview>")
     if labels:
         parts.append("<degraded>\n" + "\n".join(f"- {label}" for label in labels) + "\n</degraded>")
+    if notes:
+        parts.append("<notes>\n" + "\n".join(f"- {note}" for note in notes) + "\n</notes>")
     return "\n\n".join(parts)
 
 
@@ -94,16 +103,17 @@ def make_assemble(deps: Components) -> NodeFn:
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
         if designed:
             own.append(f"{designed} source(s) describe designed, not built, features")
-        own += budget_labels
         record = stage.done(
             route["no_retrieval_reason"],
             labels=own,
             documents=len(documents),
             corpus_map=bool(overview),
+            notes=budget_labels,
         )
         stages = [*state.get("stages", []), record]
         manifest = build_manifest(state, stages, documents, deps.policy)
-        context = render_context(documents, manifest.degraded, overview)
+        manifest = manifest.model_copy(update={"notes": budget_labels})
+        context = render_context(documents, manifest.degraded, overview, budget_labels)
         return {
             "documents": documents,
             "context": context,
