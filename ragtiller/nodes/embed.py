@@ -13,7 +13,7 @@ from ragtiller.nodes.run_input import tenant_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import plan_tiers
 from ragtiller.records import TierTask
-from ragtiller.types import StageRecord
+from ragtiller.types import StageRecord, tier_role
 
 if TYPE_CHECKING:
     from ragtiller.graph.state import RetrievalState
@@ -78,7 +78,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
             records.append(record)
 
         run, skipped_tiers = plan_tiers(
-            list(deps.tiers),
+            {name: tier_role(tier) for name, tier in deps.tiers.items()},
             list(deps.vector_tiers),
             has_vector=vector is not None,
             hybrid=bool(route["hybrid"] and route["hybrid"]["enabled"]),
