@@ -75,6 +75,33 @@ def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bo
     return predicate(filter)(metadata)
 
 
+def where_clause(key: str, value: Any) -> dict[str, Any]:
+    """One filter entry in the Mongo-style syntax of Chroma and Pinecone: ``$eq`` or ``$in``
+    (an entry already in that syntax, an operator key or dict value, is kept as it is)."""
+    if key.startswith("$") or isinstance(value, Mapping):
+        return {key: value}
+    values = allowed(value)
+    return {key: {"$eq": value}} if values == [value] else {key: {"$in": values}}
+
+
+def to_where(filter: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``filter`` in the Mongo-style syntax (``$and`` of ``$eq``/``$in``); None for no filter.
+
+    Example:
+        >>> to_where({"tenant": "acme", "year": [2023, 2024]})
+        {'$and': [{'tenant': {'$eq': 'acme'}}, {'year': {'$in': [2023, 2024]}}]}
+    """
+    clauses = [where_clause(key, value) for key, value in (filter or {}).items()]
+    return join_where(clauses)
+
+
+def join_where(clauses: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Clauses that must all hold, as one Mongo-style filter (Chroma refuses a one-item ``$and``)."""
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
 def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> str | None:
     """What is wrong with ``filter`` as a portable filter, or None when it is one.
 
@@ -114,7 +141,10 @@ __all__ = (
     "allowed",
     "filter_problem",
     "in_scope",
+    "join_where",
     "matches",
     "namespace_of",
     "predicate",
+    "to_where",
+    "where_clause",
 )

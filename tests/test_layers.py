@@ -17,6 +17,7 @@ from fixtures.package import PACKAGE, modules
 LAYERS: dict[str, int] = {
     "errors": 0,
     "types": 0,
+    "filters": 0,
     "records": 0,
     "manifest": 0,
     "_retry": 0,
@@ -29,6 +30,7 @@ LAYERS: dict[str, int] = {
     "doc_ranking": 2,
     "feedback": 2,
     "query_tiers": 2,
+    "adapters": 2,
     "redact": 0,
     "bulkhead": 0,
     "providers": 0,
@@ -41,6 +43,7 @@ LAYERS: dict[str, int] = {
     "demo": 5,
     "deployment": 5,
     "cli": 5,
+    "testing": 5,
     "exit_codes": 5,
     "__init__": 5,
 }

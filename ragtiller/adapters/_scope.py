@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from langchain_core.documents import Document
 
-from ragtiller.filters import DEFAULT_NAMESPACE, allowed, in_scope
+from ragtiller.filters import DEFAULT_NAMESPACE, in_scope, join_where, where_clause
 from ragtiller.types import SearchRequest
 
 Pushdown = Literal["callable", "where", "none"]
@@ -60,21 +60,15 @@ def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
     if pushdown == "callable":
         return Scope(_predicate(namespaces, filter), True, namespaces, filter)
     if pushdown == "where":
-        clauses = [_clause(key, value) for key, value in (filter or {}).items()]
+        clauses = [where_clause(key, value) for key, value in (filter or {}).items()]
         complete = True
         if namespaces is not None:
             if DEFAULT_NAMESPACE in namespaces:
                 complete = False  # "default" also means "no namespace key": not expressible
             else:
                 clauses.append({"namespace": {"$in": namespaces}})
-        native = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
-        return Scope(native, complete, namespaces, filter)
+        return Scope(join_where(clauses), complete, namespaces, filter)
     return Scope(None, False, namespaces, filter)
-
-
-def _clause(key: str, value: Any) -> dict[str, Any]:
-    values = allowed(value)
-    return {key: {"$eq": value}} if values == [value] else {key: {"$in": values}}
 
 
 def _predicate(

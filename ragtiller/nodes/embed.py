@@ -9,7 +9,7 @@ from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
-from ragtiller.nodes.run_input import tenant_filter
+from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import plan_tiers
 from ragtiller.records import TierTask
@@ -98,7 +98,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 vector=vector,
                 k=depth,
                 namespaces=route["namespaces"],
-                filter=tenant_filter(route["tenant"]),
+                filter=turn_filter(route),
                 deadline_s=limit.seconds,
                 turn_bound=limit.turn_bound,
             )
