@@ -127,7 +127,9 @@ def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> st
         if len(values) > MAX_FILTER_VALUES:
             return f"{key!r}: {len(values)} values; at most {MAX_FILTER_VALUES}"
         for item in values:
-            if not isinstance(item, Scalar) or (isinstance(item, float) and not math.isfinite(item)):
+            if not isinstance(item, Scalar) or (
+                isinstance(item, float) and not math.isfinite(item)
+            ):
                 return f"{key!r}: value {item!r} is not a str, int, finite float or bool"
     return None
 

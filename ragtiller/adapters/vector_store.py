@@ -42,13 +42,15 @@ def _is_chroma(store: VectorStore) -> bool:
 
 
 def _chroma_space(store: Any) -> str:
-    """The collection's distance (``l2`` unless it was made with another)."""
-    config = store._collection.configuration or {}
+    """The collection's distance (``l2`` unless it was made with another), read from its
+    stored configuration (``collection.configuration`` warns on collections LangChain made)."""
+    collection = store._collection
+    config = getattr(getattr(collection, "_model", None), "configuration_json", None) or {}
     for section in ("hnsw", "spann"):
         space = (config.get(section) or {}).get("space")
         if space:
             return str(space)
-    return "l2"
+    return str((collection.metadata or {}).get("hnsw:space") or "l2")
 
 
 CHROMA_SCALES = {
