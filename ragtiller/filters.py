@@ -39,9 +39,22 @@ def in_scope(
     filter: Mapping[str, Any] | None,
 ) -> bool:
     """Whether a document is in a search's namespaces (None: all) and passes its filter."""
-    if namespaces is not None and namespace_of(metadata) not in namespaces:
-        return False
-    return matches(metadata, filter)
+    return scope_predicate(namespaces, filter)(metadata)
+
+
+def scope_predicate(
+    namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
+) -> Callable[[Mapping[str, Any]], bool]:
+    """:func:`in_scope` for one search, built once to test many documents."""
+    allowed_namespaces = None if namespaces is None else frozenset(namespaces)
+    passes = predicate(filter)
+
+    def test(metadata: Mapping[str, Any]) -> bool:
+        if allowed_namespaces is not None and namespace_of(metadata) not in allowed_namespaces:
+            return False
+        return passes(metadata)
+
+    return test
 
 
 def allowed(value: Any) -> list[Any]:
@@ -147,6 +160,7 @@ __all__ = (
     "matches",
     "namespace_of",
     "predicate",
+    "scope_predicate",
     "to_where",
     "where_clause",
 )

@@ -17,13 +17,13 @@ leak a document of another tenant or namespace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.documents import Document
 
-from ragtiller.filters import DEFAULT_NAMESPACE, in_scope, join_where, where_clause
+from ragtiller.filters import DEFAULT_NAMESPACE, join_where, scope_predicate, where_clause
 from ragtiller.types import SearchRequest
 
 Pushdown = Literal["callable", "where", "none"]
@@ -45,10 +45,14 @@ class Scope:
     complete: bool
     namespaces: Sequence[str] | None
     filter: Any
+    test: Callable[[Mapping[str, Any]], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", scope_predicate(self.namespaces, self.filter))
 
     def admits(self, doc: Document) -> bool:
         """Whether ``doc`` is in the scope (the check every hit passes, pushed down or not)."""
-        return in_scope(doc.metadata, self.namespaces, self.filter)
+        return self.test(doc.metadata)
 
 
 def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
@@ -58,7 +62,8 @@ def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
     if namespaces is None and filter is None:
         return Scope(None, True, None, None)
     if pushdown == "callable":
-        return Scope(_predicate(namespaces, filter), True, namespaces, filter)
+        test = scope_predicate(namespaces, filter)
+        return Scope(lambda doc: test(doc.metadata), True, namespaces, filter)
     if pushdown == "where":
         clauses = [where_clause(key, value) for key, value in (filter or {}).items()]
         complete = True
@@ -69,12 +74,3 @@ def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
                 clauses.append({"namespace": {"$in": namespaces}})
         return Scope(join_where(clauses), complete, namespaces, filter)
     return Scope(None, False, namespaces, filter)
-
-
-def _predicate(
-    namespaces: Sequence[str] | None, filter: dict[str, Any] | None
-) -> Callable[[Document], bool]:
-    def admits(doc: Document) -> bool:
-        return in_scope(doc.metadata, namespaces, filter)
-
-    return admits
