@@ -59,11 +59,16 @@ def retry_call(
 async def aretry_call(
     fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy = RetryPolicy(),
+    *,
+    final: tuple[type[BaseException], ...] = (),
 ) -> tuple[T, int]:
-    """Async twin of :func:`retry_call`."""
+    """Async twin of :func:`retry_call`; errors of a ``final`` type are raised at once (a
+    deadline that passed, a provider refused: trying again cannot help)."""
     for attempt in range(1, policy.attempts + 1):
         try:
             return await fn(), attempt
+        except final:
+            raise
         except Exception:
             if attempt == policy.attempts:
                 raise

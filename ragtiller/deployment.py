@@ -19,7 +19,7 @@ from ragtiller.studio import INDEX_ENV, POLICY_ENV
 
 REDIS_URL_ENV = "REDIS_URL"
 """Read by ``ragtiller.stores.stores_from_env``: quota ledger and caches in Redis when set."""
-GRAPH_FACTORY = "./ragtiller/studio.py:make_graph"
+GRAPH_FACTORY = "./ragtiller/studio_graphs.py:make_graph"
 """What ``langgraph.json`` names as the ``ragtiller`` graph."""
 
 

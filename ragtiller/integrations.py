@@ -2,7 +2,8 @@
 
 Both run the compiled graph itself (``invoke`` on the sync path, ``ainvoke`` on the async one),
 so an agent's retrieval takes the same policy, quota and rerank decisions as any other caller,
-and each call carries its own run manifest: nothing is stored on the shared retriever or tool.
+and each call delivers its own run manifest, once: nothing is stored on the shared retriever or
+tool.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
+    BaseCallbackHandler,
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
@@ -24,8 +26,10 @@ from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.manifest import RunManifest
 from ragtiller.policies.run_context import CONFIG_KEY, RunContext
 
-MANIFEST_KEY = "ragtiller_manifest"
-"""Document metadata key under which :class:`RagtillerRetriever` puts the turn's manifest."""
+MANIFEST_EVENT = "ragtiller_manifest"
+"""Name of the custom callback event that carries a retriever call's manifest."""
+RUN_ID_KEY = "ragtiller_run_id"
+"""Document metadata key of the turn (the manifest's ``run_id``) a retrieved document came from."""
 
 DEFAULT_TOOL_NAME = "search_docs"
 DEFAULT_TOOL_DESCRIPTION = (
@@ -83,22 +87,52 @@ def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
     return list(out["documents"]), str(out["context"]), manifest
 
 
-def _with_manifest(documents: list[Document], manifest: dict[str, Any]) -> list[Document]:
-    """Copies of ``documents`` whose metadata also holds the manifest (one shared dict)."""
+def _with_run_id(documents: list[Document], manifest: dict[str, Any]) -> list[Document]:
+    """Copies of ``documents`` whose metadata also names their turn (not the whole manifest:
+    that is sent once per call, as the :data:`MANIFEST_EVENT` callback event)."""
+    run_id = manifest["run_id"]
     return [
-        doc.model_copy(update={"metadata": {**doc.metadata, MANIFEST_KEY: manifest}})
+        doc.model_copy(update={"metadata": {**doc.metadata, RUN_ID_KEY: run_id}})
         for doc in documents
     ]
+
+
+class ManifestCollector(BaseCallbackHandler):
+    """A callback handler that keeps the manifests of the retriever calls it is passed to.
+
+    Make one per call (or per request): it belongs to its caller, unlike the shared retriever.
+
+    Attributes:
+        manifests: One JSON dict per call, in the order the calls ended; match documents to
+            theirs by ``metadata["ragtiller_run_id"] == manifest["run_id"]``.
+
+    Example:
+        >>> collector = ManifestCollector()
+        >>> docs = retriever.invoke(question, config={"callbacks": [collector]})  # doctest: +SKIP
+        >>> collector.manifests[0]["query_type"]  # doctest: +SKIP
+        'factual_lookup'
+    """
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.manifests: list[dict[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        if name == MANIFEST_EVENT:
+            self.manifests.append(data)
 
 
 class RagtillerRetriever(BaseRetriever):
     """The retrieval graph as a LangChain retriever: one graph turn per ``invoke``.
 
-    Returns the turn's ``documents``, best first. Every document's metadata also holds the
-    turn's run manifest, as a JSON dict, under ``"ragtiller_manifest"`` (the same dict object
-    for all documents of a call), so the manifest travels with the result and a retriever shared
-    by concurrent callers keeps no per-call state. A turn that retrieves nothing (a greeting, an
-    empty query) returns ``[]``; run the graph or use :func:`as_tool` to see why.
+    Returns the turn's ``documents``, best first, each with its own scores and provenance in
+    its metadata and ``"ragtiller_run_id"``, the turn it came from. The turn's run manifest is
+    sent once per call, as a JSON dict, in the custom callback event ``"ragtiller_manifest"``
+    of the retriever's run: pass a :class:`ManifestCollector` (or any handler's
+    ``on_custom_event``) in the call's ``callbacks``, or read it from ``astream_events``. So a
+    retriever shared by concurrent callers keeps no per-call state. A turn that retrieves
+    nothing (a greeting, an empty query) returns ``[]``; its manifest says why.
 
     Settings follow LangChain's retrievers: ``k`` (documents returned) and ``search_kwargs``
     (``k`` and any :class:`~ragtiller.policies.run_context.RunContext` field: ``policy``,
@@ -117,8 +151,9 @@ class RagtillerRetriever(BaseRetriever):
 
     Example:
         >>> retriever = as_retriever(graph, k=3, search_kwargs={"tenant": "acme"})  # doctest: +SKIP
-        >>> docs = retriever.invoke("how do I cancel a task?")  # doctest: +SKIP
-        >>> docs[0].metadata["ragtiller_manifest"]["query_type"]  # doctest: +SKIP
+        >>> collector = ManifestCollector()  # doctest: +SKIP
+        >>> docs = retriever.invoke("how do I cancel a task?", config={"callbacks": [collector]})  # doctest: +SKIP
+        >>> collector.manifests[0]["query_type"]  # doctest: +SKIP
         'factual_lookup'
     """
 
@@ -148,28 +183,32 @@ class RagtillerRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **call: Any
     ) -> list[Document]:
+        callbacks = run_manager.get_child()
         out = self.graph.invoke(
             {"query": query},
             config={
-                "callbacks": run_manager.get_child(),
+                "callbacks": callbacks,
                 "configurable": {CONFIG_KEY: self.context(**call).overrides()},
             },
         )
         documents, _, manifest = _output(out)
-        return _with_manifest(documents, manifest)
+        callbacks.on_custom_event(MANIFEST_EVENT, manifest, run_id=run_manager.run_id)
+        return _with_run_id(documents, manifest)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **call: Any
     ) -> list[Document]:
+        callbacks = run_manager.get_child()
         out = await self.graph.ainvoke(
             {"query": query},
             config={
-                "callbacks": run_manager.get_child(),
+                "callbacks": callbacks,
                 "configurable": {CONFIG_KEY: self.context(**call).overrides()},
             },
         )
         documents, _, manifest = _output(out)
-        return _with_manifest(documents, manifest)
+        await callbacks.on_custom_event(MANIFEST_EVENT, manifest, run_id=run_manager.run_id)
+        return _with_run_id(documents, manifest)
 
 
 def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriever:
@@ -181,7 +220,7 @@ def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriev
             ``namespace``, ``tenant``) and of ``BaseRetriever`` (``tags``, ``metadata``).
 
     Returns:
-        The retriever; see :class:`RagtillerRetriever` for where the manifest goes.
+        The retriever; see :class:`RagtillerRetriever` for how a call's manifest is sent.
 
     Raises:
         pydantic.ValidationError: An unknown or ill-typed default (the message names it),
@@ -269,8 +308,10 @@ def as_tool(
 __all__ = (
     "DEFAULT_TOOL_DESCRIPTION",
     "DEFAULT_TOOL_NAME",
-    "MANIFEST_KEY",
+    "MANIFEST_EVENT",
+    "RUN_ID_KEY",
     "SEARCH_KWARGS",
+    "ManifestCollector",
     "RagtillerRetriever",
     "SearchArgs",
     "as_retriever",

@@ -1,7 +1,8 @@
 """The graphs LangGraph Studio serves: ``langgraph.json`` points at :func:`make_graph` (the
 ``RAGTILLER_POLICY`` or default policy) and :func:`make_no_llm_graph` (the shipped ``no-llm``
 policy), so Studio users can switch between them; per run, the configuration panel sets the
-run context (:class:`~ragtiller.policies.run_context.RunContext`).
+run context (:class:`~ragtiller.policies.run_context.RunContext`). :func:`make_indexing_graph`
+ingests into the saved index the two search (see :mod:`ragtiller.indexing_graph`).
 
 Both open with no credentials and no network: the index is either one saved on disk
 (``RAGTILLER_INDEX``) or a small in-memory index of the standard library's own documentation,
@@ -15,18 +16,22 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.embeddings import Embeddings
 from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.demo import DEMO_CHUNKING, demo_embedder
-from ragtiller.errors import ConfigurationError, RagtillerError
-from ragtiller.graph.builder import build_graph
+from ragtiller.errors import ConfigurationError, InputError, RagtillerError
+from ragtiller.graph.builder import _default_stores, build_graph
 from ragtiller.index import EmbeddedIndex, open_index, stdlib_documents, tiers_for_policy
+from ragtiller.indexing_graph import IndexingTarget, build_indexing_graph
 from ragtiller.policies import load_policy
 from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.stores import Cache, QuotaLedger
 
 if TYPE_CHECKING:
     from langgraph_sdk.runtime import ServerRuntime
@@ -39,6 +44,8 @@ EMBEDDER_ENV = "RAGTILLER_EMBEDDER"
 """Embedder of the demo index: ``hashing`` (default) or ``minilm``."""
 POLICY_ENV = "RAGTILLER_POLICY"
 """Policy YAML file or shipped policy name; default: the shipped default policy."""
+INGEST_ROOT_ENV = "RAGTILLER_INGEST_ROOT"
+"""The one directory the indexing graph may read folders and files from; unset: none."""
 
 DEMO_MODULES: tuple[str, ...] = ("asyncio", "json", "pathlib")
 """Modules whose docstrings join the language reference topics in the demo index."""
@@ -49,6 +56,7 @@ NO_LLM_POLICY = "no-llm"
 _lock = threading.Lock()
 _index: EmbeddedIndex | None = None
 _graphs: dict[str, CompiledStateGraph] = {}  # type: ignore[type-arg]
+_stores: dict[str, tuple[QuotaLedger, Cache]] = {}  # per policy; kept when the index changes
 
 
 def studio_index(env: Mapping[str, str] = os.environ) -> EmbeddedIndex:
@@ -91,6 +99,8 @@ def build_studio_graph(
     *,
     policy: str | None = None,
     index: EmbeddedIndex | None = None,
+    quota: QuotaLedger | None = None,
+    cache: Cache | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build a Studio graph from the environment. Blocking; the factories cache it.
 
@@ -100,6 +110,8 @@ def build_studio_graph(
             (``REDIS_URL`` and ``COHERE_API_KEY`` are always read from ``os.environ``).
         policy: A policy name or path instead of ``RAGTILLER_POLICY``.
         index: An index already opened (the two Studio graphs share one).
+        quota: The quota ledger; default: from the environment, as for ``build_graph``.
+        cache: The cache; default: as ``quota``.
 
     Returns:
         The compiled graph, without a checkpointer (the server brings its own).
@@ -119,7 +131,8 @@ def build_studio_graph(
     )
     if index is None:
         index = _open(env)
-    return build_graph(chosen, index=index, tiers=tiers_for_policy(chosen, index, env=env))
+    tiers = tiers_for_policy(chosen, index, env=env)
+    return build_graph(chosen, index=index, tiers=tiers, quota=quota, cache=cache)
 
 
 def _open(env: Mapping[str, str]) -> EmbeddedIndex:
@@ -138,17 +151,30 @@ def _open(env: Mapping[str, str]) -> EmbeddedIndex:
 
 def _shared_graph(policy: str | None = None) -> CompiledStateGraph:  # type: ignore[type-arg]
     """The process's graph for ``policy``, built on first use; both graphs share the index,
-    and each keeps one quota ledger and cache for all its runs."""
+    and each keeps one quota ledger and cache for all its runs, across index changes."""
     global _index
     key = policy or ""
     with _lock:
         if key not in _graphs:
             env = os.environ
-            load_policy(policy or env.get(POLICY_ENV, "").strip() or None)  # before the index
-            if _index is None:
+            chosen = load_policy(policy or env.get(POLICY_ENV, "").strip() or None)
+            if _index is None:  # after the policy: a bad policy fails before the index build
                 _index = _open(env)
-            _graphs[key] = build_studio_graph(env, policy=policy, index=_index)
+            if key not in _stores:
+                _stores[key] = _default_stores(chosen)
+            quota, cache = _stores[key]
+            _graphs[key] = build_studio_graph(
+                env, policy=policy, index=_index, quota=quota, cache=cache
+            )
         return _graphs[key]
+
+
+def _use_index(index: EmbeddedIndex) -> None:
+    """After an ingest changed the index: the next run of each graph is built on it."""
+    global _index
+    with _lock:
+        _index = index
+        _graphs.clear()
 
 
 def check_run_context(runtime: ServerRuntime[Any]) -> None:
@@ -191,3 +217,67 @@ async def make_no_llm_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph: 
     """
     check_run_context(runtime)
     return await asyncio.to_thread(_shared_graph, NO_LLM_POLICY)
+
+
+def studio_indexing_graph(
+    env: Mapping[str, str] = os.environ,
+    *,
+    on_ingested: Callable[[EmbeddedIndex], None] | None = None,
+) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The indexing graph over ``RAGTILLER_INDEX``, reading folders only under
+    ``RAGTILLER_INGEST_ROOT``. Does no I/O; a run does (in a worker thread on the server).
+
+    A new index (``RAGTILLER_INDEX`` missing or empty) is embedded with ``RAGTILLER_EMBEDDER``;
+    an existing one keeps the embedder and chunking it was built with.
+
+    Args:
+        env: Where the variables are read.
+        on_ingested: Called with the index after a run changed it.
+
+    Raises:
+        ConfigurationError: ``RAGTILLER_INDEX`` is not set (the demo index is in memory: there
+            is nothing to ingest into).
+    """
+    directory = env.get(INDEX_ENV, "").strip()
+    if not directory:
+        raise ConfigurationError(
+            f"{INDEX_ENV} is not set: the indexing graph ingests into the saved index there "
+            "(a missing or empty directory gets a new one), which the retrieval graphs then "
+            "search; the in-memory demo index cannot be ingested into"
+        )
+    root = env.get(INGEST_ROOT_ENV, "").strip()
+    kind = env.get(EMBEDDER_ENV, "").strip() or DEFAULT_EMBEDDER
+
+    def new_embedder() -> Embeddings:
+        try:
+            return demo_embedder(kind)
+        except RagtillerError as e:
+            raise ConfigurationError(f"{EMBEDDER_ENV}: {e}") from e
+
+    target = IndexingTarget(
+        Path(directory),
+        ingest_root=Path(root) if root else None,
+        new_embedder=new_embedder,
+        on_ingested=on_ingested,
+        root_name=INGEST_ROOT_ENV,
+    )
+    return build_indexing_graph(target)
+
+
+async def make_indexing_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The graph factory ``langgraph.json`` names as ``ragtiller_indexer``.
+
+    After a run that changed the index, the ``ragtiller`` and ``ragtiller_no_llm`` graphs are
+    rebuilt on it at their next run (same quota ledger and cache), so they find what was added.
+
+    Returns:
+        The indexing graph (cheap to build: the factory builds it for every run).
+
+    Raises:
+        InputError: The run sent a context: the indexing graph takes none.
+    """
+    context = getattr(runtime.execution_runtime, "context", None)
+    if isinstance(context, Mapping) and context:
+        keys = ", ".join(map(repr, sorted(context)))
+        raise InputError(f"the indexing graph takes no run context, but got {keys}")
+    return studio_indexing_graph(os.environ, on_ingested=_use_index)

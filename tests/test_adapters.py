@@ -30,7 +30,7 @@ from ragtiller.adapters import RetrieverTier, VectorStoreTier, as_tier
 from ragtiller.adapters.vector_store import OVERFETCH
 from ragtiller.errors import ConfigurationError
 from ragtiller.index import HashingEmbedder
-from ragtiller.integrations import as_retriever
+from ragtiller.integrations import ManifestCollector, as_retriever
 from ragtiller.policies import load_policy
 from ragtiller.policies.decisions import plan_tiers
 from ragtiller.testing.tiers import contract_corpus, text_of
@@ -253,11 +253,12 @@ def test_a_run_filter_reaches_every_tier_with_the_tenant(tmp_path: Path) -> None
             "filter": {"color": ["red", "green"]},
         },
     )
-    docs = retriever.invoke(text_of("t3"))  # globex's red document, by its own words
+    collector = ManifestCollector()
+    # globex's red document, asked by its own words
+    docs = retriever.invoke(text_of("t3"), config={"callbacks": [collector]})
     assert {d.metadata["id"] for d in docs} <= {"t1", "l2", "q1"} and docs
     assert all(d.metadata["tenant"] == "acme" for d in docs)
-    manifest = docs[0].metadata["ragtiller_manifest"]
-    assert manifest["overrides"]["filter"] == {"color": ["red", "green"]}
+    assert collector.manifests[0]["overrides"]["filter"] == {"color": ["red", "green"]}
 
 
 # --- roles ---------------------------------------------------------------------------------------

@@ -21,7 +21,13 @@ from typing_extensions import TypedDict
 from ragtiller import ConfigurationError, InputError, RunManifest, build_graph
 from ragtiller.graph import checkpoint_serde
 from ragtiller.index import HashingEmbedder
-from ragtiller.integrations import MANIFEST_KEY, RagtillerRetriever, as_retriever, as_tool
+from ragtiller.integrations import (
+    RUN_ID_KEY,
+    ManifestCollector,
+    RagtillerRetriever,
+    as_retriever,
+    as_tool,
+)
 from ragtiller.types import STAGES
 
 FACTUAL = "which port does the server listen on by default"
@@ -57,48 +63,54 @@ def ids(documents: Sequence[Document]) -> list[str]:
 # --- retriever ---------------------------------------------------------------------------
 
 
-def test_retriever_returns_the_graph_documents_with_the_manifest_on_each() -> None:
+def test_retriever_returns_the_graph_documents_and_sends_the_manifest_once() -> None:
     g = graph()
     expected = g.invoke({"query": FACTUAL})
-    docs = as_retriever(g).invoke(FACTUAL)
+    collector = ManifestCollector()
+    docs = as_retriever(g).invoke(FACTUAL, config={"callbacks": [collector]})
     assert ids(docs) == ids(expected["documents"])
-    manifest = docs[0].metadata[MANIFEST_KEY]
-    assert all(d.metadata[MANIFEST_KEY] is manifest for d in docs)
+    (manifest,) = collector.manifests
+    assert {d.metadata[RUN_ID_KEY] for d in docs} == {manifest["run_id"]}
     assert json.loads(json.dumps(manifest)) == manifest
     parsed = RunManifest.model_validate(manifest)
     assert parsed.query_type == expected["manifest"].query_type == "factual_lookup"
     assert [s.step for s in parsed.stages if s.step != "tier_search"] == [
         s for s in STAGES if s != "tier_search"
     ]
-    assert MANIFEST_KEY not in expected["documents"][0].metadata  # the graph's output is untouched
+    assert RUN_ID_KEY not in expected["documents"][0].metadata  # the graph's output is untouched
 
 
 async def test_retriever_async_path_matches_sync() -> None:
     retriever = as_retriever(graph())
     sync_docs = retriever.invoke(FACTUAL)
-    async_docs = await retriever.ainvoke(FACTUAL)
+    collector = ManifestCollector()
+    async_docs = await retriever.ainvoke(FACTUAL, config={"callbacks": [collector]})
     assert ids(async_docs) == ids(sync_docs)
-    assert async_docs[0].metadata[MANIFEST_KEY]["rerank_query"] == FACTUAL
+    assert collector.manifests[0]["rerank_query"] == FACTUAL
 
 
 async def test_a_shared_retriever_keeps_each_call_manifest_with_its_documents() -> None:
     retriever = as_retriever(graph())
     queries = [FACTUAL, BROAD, "what is the default port setting?"]
-    results = await retriever.abatch(queries)
-    for query, docs in zip(queries, results, strict=True):
+    collectors = [ManifestCollector() for _ in queries]
+    results = await retriever.abatch(queries, config=[{"callbacks": [c]} for c in collectors])
+    for query, docs, collector in zip(queries, results, collectors, strict=True):
         assert docs
-        assert {d.metadata[MANIFEST_KEY]["rerank_query"] for d in docs} == {query}
-    assert len({docs[0].metadata[MANIFEST_KEY]["run_id"] for docs in results}) == 3
+        (manifest,) = collector.manifests
+        assert manifest["rerank_query"] == query
+        assert {d.metadata[RUN_ID_KEY] for d in docs} == {manifest["run_id"]}
+    assert len({c.manifests[0]["run_id"] for c in collectors}) == 3
 
 
 def test_retriever_defaults_reach_every_turn() -> None:
     ts = tiers()
     retriever = as_retriever(graph(tiers=ts), namespace="tenant-a", tenant="acme", tags=["docs"])
     assert isinstance(retriever, RagtillerRetriever)
-    docs = retriever.invoke(FACTUAL)
+    collector = ManifestCollector()
+    assert retriever.invoke(FACTUAL, config={"callbacks": [collector]})
     assert ts[0].calls[0]["namespaces"] == ["tenant-a"]
     assert ts[0].calls[0]["filter"] == {"tenant": "acme"}
-    assert docs[0].metadata[MANIFEST_KEY]["selected_namespaces"] == ["tenant-a"]
+    assert collector.manifests[0]["selected_namespaces"] == ["tenant-a"]
 
 
 def test_retriever_rejects_an_unknown_default() -> None:
@@ -299,9 +311,9 @@ def test_retriever_k_and_search_kwargs_set_the_number_of_documents() -> None:
     assert len(as_retriever(g).invoke(FACTUAL)) == 5  # the factual route's top_k
     assert len(as_retriever(g, k=3).invoke(FACTUAL)) == 3
     by_kwargs = as_retriever(g, search_kwargs={"k": 2, "rerank": "off"})
-    docs = by_kwargs.invoke(FACTUAL)
-    assert len(docs) == 2
-    assert docs[0].metadata[MANIFEST_KEY]["overrides"] == {"top_k": 2, "rerank": "off"}
+    collector = ManifestCollector()
+    assert len(by_kwargs.invoke(FACTUAL, config={"callbacks": [collector]})) == 2
+    assert collector.manifests[0]["overrides"] == {"top_k": 2, "rerank": "off"}
     assert len(by_kwargs.invoke(FACTUAL, k=1)) == 1  # per call, as LangChain retrievers allow
     assert len(as_retriever(g, k=3, search_kwargs={"k": 1}).invoke(FACTUAL)) == 3  # k wins
 

@@ -27,7 +27,15 @@ from langgraph_cli.config import get_unknown_keys, validate_config_file
 from langgraph_sdk import get_client
 from langgraph_sdk.runtime import _ExecutionRuntime
 
-from ragtiller import ConfigurationError, InputError, PolicyError, RunManifest, load_policy, studio
+from ragtiller import (
+    ConfigurationError,
+    InputError,
+    PolicyError,
+    RunManifest,
+    load_policy,
+    studio,
+    studio_graphs,
+)
 from ragtiller.index import EmbeddedIndex, HashingEmbedder
 from ragtiller.types import STAGES
 
@@ -52,11 +60,12 @@ def test_langgraph_json_is_valid_and_names_the_async_factory() -> None:
     assert get_unknown_keys({k: v for k, v in raw.items() if k != "$schema"}) == []
     config = validate_config_file(CONFIG)
     assert config["dependencies"] == ["."]
-    assert set(config["graphs"]) == {"ragtiller", "ragtiller_no_llm"}
+    assert set(config["graphs"]) == {"ragtiller", "ragtiller_no_llm", "ragtiller_indexer"}
     for spec in config["graphs"].values():
         path, _, variable = spec.partition(":")
-        assert (ROOT / path).resolve() == Path(studio.__file__).resolve()
-        factory = getattr(studio, variable)
+        assert (ROOT / path).resolve() == Path(studio_graphs.__file__).resolve()
+        factory = getattr(studio_graphs, variable)
+        assert factory is getattr(studio, variable)  # the package module's: one shared state
         assert inspect.iscoroutinefunction(factory)
         (runtime,) = inspect.signature(factory).parameters.values()  # the server's runtime
         assert runtime.annotation == "ServerRuntime[Any]"
@@ -146,7 +155,9 @@ async def test_make_graph_builds_once_off_the_event_loop(monkeypatch: pytest.Mon
         opened.append(threading.current_thread())
         return index
 
-    def fake_build(env: object, *, policy: str | None, index: object) -> tuple[object, object]:
+    def fake_build(
+        env: object, *, policy: str | None, index: object, **stores: object
+    ) -> tuple[object, object]:
         built_on.append(threading.current_thread())
         return policy, index
 
@@ -395,7 +406,7 @@ async def test_langgraph_dev_shows_the_run_context_compact_updates_and_our_error
     url, _ = dev_server
     async with get_client(url=url) as client:
         assistants = {a["graph_id"]: a for a in await client.assistants.search()}
-        assert set(assistants) == {"ragtiller", "ragtiller_no_llm"}
+        assert set(assistants) == {"ragtiller", "ragtiller_no_llm", "ragtiller_indexer"}
         schemas = await client.assistants.get_schemas(assistants["ragtiller"]["assistant_id"])
         fields = set(schemas["context_schema"]["properties"])
         assert fields == {

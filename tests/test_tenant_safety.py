@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ragtiller import InputError, build_graph
 from ragtiller.exit_codes import EXIT_USAGE
 from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.integrations import as_retriever, as_tool
+from ragtiller.integrations import ManifestCollector, as_retriever, as_tool
 
 BROAD = "give me an overview of the handbook"
 FACTUAL = "which port does the server listen on"
@@ -117,10 +117,11 @@ def test_agent_tool_and_retriever_as_globex_carry_nothing_of_acme(graph: Any) ->
     tool = as_tool(graph, tenant="globex")
     content = tool.invoke({"query": BROAD})
     assert leaked(str(content)) == []
-    docs = as_retriever(graph, tenant="globex").invoke(BROAD)
-    assert (
-        docs and leaked(json.dumps([(d.page_content, d.metadata) for d in docs], default=str)) == []
-    )
+    collector = ManifestCollector()
+    docs = as_retriever(graph, tenant="globex").invoke(BROAD, config={"callbacks": [collector]})
+    assert docs
+    assert leaked(json.dumps([(d.page_content, d.metadata) for d in docs], default=str)) == []
+    assert collector.manifests and leaked(json.dumps(collector.manifests)) == []
 
 
 def test_a_fixed_overview_text_is_shown_only_on_turns_without_a_tenant(

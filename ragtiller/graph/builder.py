@@ -178,6 +178,7 @@ def build_components(
             quota=quota,
             cache=cache,
             trigger_kinds=resolved.lexical_triggers,
+            turn_s=resolved.deadlines.turn_s,
         )
     from ragtiller.rerankers import reranker_from_policy
 

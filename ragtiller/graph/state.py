@@ -10,6 +10,7 @@ from langgraph.channels.ephemeral_value import EphemeralValue
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from ragtiller.graph.checkpoint import ManifestValue
 from ragtiller.manifest import RunManifest
 from ragtiller.records import QuotaView, RerankDecision, RerankOutcome, Route, StepBack, TierTask
 from ragtiller.types import Candidate, Hit, StageRecord
@@ -122,5 +123,5 @@ class RetrievalState(InputState, total=False):
     """Written by assemble (see :class:`OutputState`)."""
     context: str
     """Written by assemble."""
-    manifest: RunManifest
-    """Written by assemble, from every stage's record."""
+    manifest: Annotated[RunManifest, ManifestValue]
+    """Written by assemble, from every stage's record; checkpointed as its JSON dict."""

@@ -108,7 +108,7 @@ def make_assemble(deps: Components) -> NodeFn:
             "documents": documents,
             "context": context,
             "messages": answer_messages(state, context, deps.policy.budgets.max_query_chars),
-            "manifest": manifest,
+            "manifest": manifest.model_dump(mode="json"),  # plain data in saved writes
             "stages": [record],
         }
 

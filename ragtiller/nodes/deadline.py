@@ -3,6 +3,8 @@
 A stage waits for its provider at most ``min(stage deadline, turn time left)``. Past it, the
 stage ends as ``error`` with reason ``timeout`` (its own deadline) or ``turn-deadline`` (the
 turn's); a stage that starts with no turn time left is skipped with reason ``turn-deadline``.
+A call that never got a worker of its provider's bulkhead in that time is skipped with reason
+``overloaded``; a provider refused because its calls keep hanging is an ``error``, ``hung``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from ragtiller.policies.schema import RetrievalPolicy
 
 TIMEOUT = "timeout"
 TURN_DEADLINE = "turn-deadline"
+OVERLOADED = "overloaded"
+"""No worker of the provider's bulkhead came free in time: the process, not the provider."""
+HUNG = "hung"
+"""The provider's calls keep outliving their deadlines; it is refused until a probe answers."""
 
 
 @dataclass(frozen=True)

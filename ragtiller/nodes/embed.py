@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ragtiller._retry import RetryPolicy, aretry_call
-from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
+from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
+from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, deadline
 from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import plan_tiers
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ragtiller.graph.state import RetrievalState
 
 LEXICAL_ONLY = "embed failed: lexical tier only"
+BUSY_LEXICAL_ONLY = "embed overloaded (no worker in time, not a failure): lexical tier only"
 EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
 
 
@@ -42,9 +43,16 @@ async def embed_query(
         return check_vector(await pool.call(embedder.embed_query, text, timeout_s=limit.seconds))
 
     try:
-        vector, attempts = await within(aretry_call(once, retry), limit.seconds)
+        vector, attempts = await within(
+            aretry_call(once, retry, final=(DeadlineExceeded, Overloaded, ProviderHung)),
+            limit.seconds,
+        )
     except DeadlineExceeded:
         return None, stage.error(limit.message(), limit.reason, labels=[LEXICAL_ONLY])
+    except Overloaded:
+        return None, stage.skip(OVERLOADED, labels=[BUSY_LEXICAL_ONLY])
+    except ProviderHung as e:
+        return None, stage.error(e, HUNG, labels=[LEXICAL_ONLY])
     except InvalidOutput as e:
         return None, stage.error(e, INVALID_OUTPUT, labels=[LEXICAL_ONLY])
     except Exception as e:  # final failure: the lexical tier still answers, labelled

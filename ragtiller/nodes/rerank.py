@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragtiller.bulkhead import DeadlineExceeded, within
+from ragtiller.bulkhead import DeadlineExceeded, Overloaded, within
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import TURN_DEADLINE, deadline
+from ragtiller.nodes.deadline import OVERLOADED, TURN_DEADLINE, deadline
 from ragtiller.nodes.stage import COULD_NOT_AFFORD, Stage, skipped
 from ragtiller.records import RerankOutcome
 from ragtiller.rerankers.base import RerankResult
@@ -94,6 +94,8 @@ def make_rerank(deps: Components) -> NodeFn:
         except DeadlineExceeded:
             record = stage.error(limit.message(), limit.reason, method="identity")
             return fused_order(candidates, record)
+        except Overloaded:
+            return fused_order(candidates, stage.skip(OVERLOADED, method="identity"))
         except InvalidOutput as e:
             record = stage.error(e, INVALID_OUTPUT, method="identity", provider=provider.name)
             return fused_order(candidates, record)

@@ -20,7 +20,15 @@ from ragtiller.types import StageName, StageRecord, StageStatus
 EVENT_TYPE = "pipeline:step"
 
 COULD_NOT_AFFORD = frozenset(
-    {"quota", "budget", "no-credentials", "quota-store-unavailable", "latency", "turn-deadline"}
+    {
+        "quota",
+        "budget",
+        "no-credentials",
+        "quota-store-unavailable",
+        "latency",
+        "turn-deadline",
+        "overloaded",
+    }
 )
 """Skip reasons that mean "the turn was worse because something ran out", not "not needed"."""
 

@@ -8,21 +8,27 @@ The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touch
 
 A failed call is NOT refunded by default: the provider may have billed it, and a refund would
 let a failing model be retried on every turn, burning latency instead of quota. Set
-``step_back.refund_on_failure: true`` in the policy to refund anyway.
+``step_back.refund_on_failure: true`` in the policy to refund anyway. A call that never reached
+the model (its bulkhead had no worker in time, or refuses a model that keeps hanging) is always
+refunded.
+
+Every wait of the stage is cut to its deadline: the cache's wait for another replica's
+generalization (at most half of it, see :class:`ragtiller.stores.RedisCache`), the quota, the
+model. A cached generalization is used only if it is still a valid step-back question.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
+from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, time_left, within
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import TURN_DEADLINE, Deadline, deadline
+from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, Deadline, deadline
 from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.providers import ainvoke_chat
 from ragtiller.stores import cache_key
 from ragtiller.types import CHAT_RESOURCE
 
@@ -84,9 +90,15 @@ def validate_step_back(original: str, text: str) -> str:
     return cleaned
 
 
-def native_async(model: BaseChatModel) -> bool:
-    """Whether the model implements async calls itself (else LangChain threads its sync one)."""
-    return type(model)._agenerate is not BaseChatModel._agenerate
+def usable(original: str, cached: object) -> TypeGuard[str]:
+    """Whether a cached generalization of ``original`` is still a valid step-back question."""
+    if not isinstance(cached, str):
+        return False
+    try:
+        validate_step_back(original, cached)
+    except StepBackFailed:
+        return False
+    return True
 
 
 def step_back_key(original: str) -> str:
@@ -99,6 +111,8 @@ def make_step_back(deps: Components) -> NodeFn:
     config = deps.policy.step_back
 
     async def call_model(original: str, made: list[str], limit: Deadline) -> str:
+        if time_left() <= 0:  # the wait for another replica took the stage's time
+            raise DeadlineExceeded("no time left for the model")
         spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
         if not spend.allowed:
             raise QuotaSpent(spend.reason or "quota")
@@ -107,12 +121,12 @@ def make_step_back(deps: Components) -> NodeFn:
         assert model is not None
         messages = [SystemMessage(STEP_BACK_PROMPT), HumanMessage(original)]
         try:
-            if native_async(model):
-                reply = await within(model.ainvoke(messages), limit.seconds)
-            else:  # LangChain would run it on the loop's default executor: use its bulkhead
-                pool = bulkhead_for(model, "chat-model")
-                reply = await pool.call(model.invoke, messages, timeout_s=limit.seconds)
+            reply = await ainvoke_chat(model, model, messages, timeout_s=limit.seconds)
             return validate_step_back(original, str(reply.text))
+        except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
+            made.remove(original)
+            await deps.quota.arefund(CHAT_RESOURCE, 1)
+            raise
         except Exception:
             if config.refund_on_failure:
                 await deps.quota.arefund(CHAT_RESOURCE, 1)
@@ -130,7 +144,7 @@ def make_step_back(deps: Components) -> NodeFn:
         record = state["step_back"].copy()
         key = step_back_key(original)
         cached = await deps.cache.aget(key)
-        if isinstance(cached, str):
+        if usable(original, cached):
             record.update(
                 {
                     "status": "done",
@@ -147,8 +161,14 @@ def make_step_back(deps: Components) -> NodeFn:
         made: list[str] = []  # this turn's own model calls; single-flight waiters make none
 
         try:
-            generalized, from_cache = await deps.cache.aget_or_compute(
-                key, lambda: call_model(original, made, limit), config.cache_ttl_s
+            generalized, from_cache = await within(
+                deps.cache.aget_or_compute(
+                    key,
+                    lambda: call_model(original, made, limit),
+                    config.cache_ttl_s,
+                    accept=lambda value: usable(original, value),
+                ),
+                limit.seconds,
             )
         except QuotaSpent as e:
             record.update({"status": "skipped", "reason": e.reason})
@@ -159,6 +179,12 @@ def make_step_back(deps: Components) -> NodeFn:
                 "step_back": record,
                 "stages": [stage.error(limit.message(), limit.reason, llm_calls=len(made))],
             }
+        except Overloaded:
+            record.update({"status": "skipped", "reason": OVERLOADED})
+            return {"step_back": record, "stages": [stage.skip(OVERLOADED, llm_calls=0)]}
+        except ProviderHung as e:
+            record.update({"status": "error", "reason": HUNG})
+            return {"step_back": record, "stages": [stage.error(e, HUNG, llm_calls=0)]}
         except StepBackFailed as e:
             record.update({"status": "error", "reason": e.reason})
             return {"step_back": record, "stages": [stage.error(e, e.reason, llm_calls=len(made))]}

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.bulkhead import DeadlineExceeded, bulkhead_for, within
+from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.errors import TierUnavailable
 from ragtiller.index._compute import CpuTier
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import Deadline
+from ragtiller.nodes.deadline import HUNG, OVERLOADED, Deadline
 from ragtiller.nodes.stage import Stage
 from ragtiller.records import TierTask
 from ragtiller.types import Hit, SearchRequest, Tier
@@ -64,6 +64,10 @@ def make_tier_search(deps: Components) -> NodeFn:
             limit = Deadline(task["deadline_s"], turn_bound=task["turn_bound"])
             record = stage.error(limit.message(), limit.reason, tier=name)
             return {"tier_hits": {name: []}, "stages": [record]}
+        except Overloaded:
+            return {"tier_hits": {name: []}, "stages": [stage.skip(OVERLOADED, tier=name)]}
+        except ProviderHung as e:
+            return {"tier_hits": {name: []}, "stages": [stage.error(e, HUNG, tier=name)]}
         except InvalidOutput as e:
             return {"tier_hits": {name: []}, "stages": [stage.error(e, INVALID_OUTPUT, tier=name)]}
         except Exception as e:  # one tier's failure never fails the turn

@@ -114,7 +114,8 @@ class DeadlinesConfig(_Model):
 
 
 class QuotaConfig(_Model):
-    """Daily LLM budget. The window is the calendar day in ``timezone``."""
+    """Daily LLM budget. The window is the calendar day in ``timezone``, by the quota store's
+    clock: with Redis, Redis's own (``TIME``), the same day for every replica."""
 
     chat_gen_per_day: Annotated[int, Field(ge=0)] = 20
     timezone: str = "UTC"

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from ragtiller.bulkhead import Overloaded, ProviderHung
 from ragtiller.rerankers.base import Reranker, RerankResult
 from ragtiller.types import Candidate
 
@@ -47,9 +48,15 @@ def error_kind(exc: BaseException) -> str:
     """A short, stable class of failure for events.
 
     Returns:
-        ``timeout``, ``rate-limited`` (429), ``server-error`` (5xx), ``malformed-response`` (a
-        ``ValueError``, or status 200 with a body the SDK could not read) or ``error``.
+        ``overloaded`` or ``hung`` (its bulkhead had no worker in time, or refuses a provider
+        that keeps hanging), ``timeout``, ``rate-limited`` (429), ``server-error`` (5xx),
+        ``malformed-response`` (a ``ValueError``, or status 200 with a body the SDK could not
+        read) or ``error``.
     """
+    if isinstance(exc, Overloaded):
+        return "overloaded"
+    if isinstance(exc, ProviderHung):
+        return "hung"
     name = type(exc).__name__.lower()
     status = getattr(getattr(exc, "response", None), "status_code", None)
     status = getattr(exc, "status_code", status)

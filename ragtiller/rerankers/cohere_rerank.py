@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
+from ragtiller.bulkhead import bulkhead_for
 from ragtiller.errors import ConfigurationError
 from ragtiller.rerankers._common import BaseReranker, fall_back, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
@@ -132,12 +132,14 @@ class CohereReranker(BaseReranker):
         secret = self._api_key.get_secret_value() if self._api_key is not None else None
         try:
             compressor = self._compressor if self._compressor is not None else self._build()
-            results = await asyncio.to_thread(
-                compressor.rerank,
-                [c["text"] for c in sent],
-                query,
-                top_n=min(top_n, len(sent)),
-                max_tokens_per_doc=self.max_tokens_per_doc,
+            texts, n = [c["text"] for c in sent], min(top_n, len(sent))
+            # Off the loop's default executor; the HTTP client's own timeouts answer first, and
+            # twice them stops a call that ignores them.
+            results = await bulkhead_for(self, "reranker-cohere").call(
+                lambda: compressor.rerank(
+                    texts, query, top_n=n, max_tokens_per_doc=self.max_tokens_per_doc
+                ),
+                timeout_s=2 * self.timeout_s,
             )
             ordered = _apply_results(sent, results)
         except MissingCredentialsError as e:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.documents import BaseDocumentCompressor, Document
 
+from ragtiller.bulkhead import bulkhead_for, within
 from ragtiller.errors import ConfigurationError
 from ragtiller.rerankers._common import BaseReranker, fall_back, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
@@ -89,19 +89,25 @@ class CrossEncoderReranker(BaseReranker):
         if not sent or top_n <= 0:
             return RerankResult([], self.name, detail)
         try:
-            ordered, extra = await asyncio.wait_for(self._score(query, sent), self.timeout_s)
+            ordered, extra = await within(self._score(query, sent), self._timeout_s)
         except Exception as e:
             return await fall_back(
                 self.name, self.floor, e, query, candidates, top_n, detail=detail
             )
         return RerankResult(ordered[:top_n], self.name, {**detail, **extra})
 
+    @property
+    def _timeout_s(self) -> float:
+        return math.inf if self.timeout_s is None else self.timeout_s
+
     async def _score(
         self, query: str, sent: list[Candidate]
     ) -> tuple[list[Candidate], dict[str, Any]]:
         if isinstance(self.model, BaseDocumentCompressor):
             return await self._compress(self.model, query, sent)
-        scores = await asyncio.to_thread(self.model.predict, [(query, c["text"]) for c in sent])
+        pool = bulkhead_for(self.model, "reranker-cross-encoder")
+        pairs = [(query, c["text"]) for c in sent]
+        scores = await pool.call(self.model.predict, pairs, timeout_s=self._timeout_s)
         return order_by_scores(sent, list(scores)), {"score": "model"}
 
     @staticmethod

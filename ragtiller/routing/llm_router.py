@@ -5,13 +5,16 @@ policy-selected strategy and never a foundational dependency. Every way the LLM 
 (no model, no quota, timeout, error, invalid or unsure output, no eval evidence) returns the
 deterministic classification unchanged, with the reason in the detail the manifest records.
 
-A call is NOT refunded when it fails: the provider may have billed it (as for step-back).
+A call is NOT refunded when it fails: the provider may have billed it (as for step-back); a
+call that never reached the model (``overloaded``, ``hung``) is. The model is never run on the
+event loop's default executor: a model without native async runs on its own bulkhead, shared
+with step-back (:func:`ragtiller.providers.ainvoke_chat`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -23,11 +26,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ragtiller.bulkhead import Overloaded, ProviderHung, within
 from ragtiller.errors import ConfigurationError
 from ragtiller.policies.evidence import EvalEvidence, read_eval_evidence
 from ragtiller.policies.router import Classification, trigger_kind
 from ragtiller.policies.schema import RouteName, RouterConfig, TriggerKind
-from ragtiller.providers import model_label
+from ragtiller.providers import ainvoke_chat, model_label
 from ragtiller.stores import Cache, QuotaLedger, cache_key
 from ragtiller.types import CHAT_RESOURCE
 
@@ -97,6 +101,15 @@ def _coerce(value: object) -> RouteChoice:
     )
 
 
+def _is_choice(value: object) -> bool:
+    """Whether a cached value is a route choice (else the cache entry is a miss)."""
+    try:
+        _coerce(value)
+    except _Fallback:
+        return False
+    return True
+
+
 def _describe(error: BaseException) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
@@ -113,11 +126,16 @@ class LLMRouter:
     3. no chat model -> ``no-llm``;
     4. the cache, keyed by the normalized query (casefolded, whitespace collapsed), the prompt
        and the model name, kept ``config.cache_ttl_s``: a hit costs nothing (``from_cache``), and
-       concurrent identical queries share one call (single-flight);
+       concurrent identical queries share one call (single-flight); an entry that is not a
+       route choice is a miss;
     5. one unit of the ledger's ``chat_gen`` (the step-back budget): refused -> ``quota``, or
        ``quota-store-unavailable`` when the store failed (quotas fail closed);
-    6. ONE structured-output call, no retry, within ``config.llm_timeout_s`` -> ``timeout``,
-       ``llm-error`` (any exception) or ``invalid-output`` (not a :class:`RouteChoice`);
+    6. ONE structured-output call, no retry -> ``llm-error`` (any exception) or
+       ``invalid-output`` (not a :class:`RouteChoice`); ``overloaded`` when the model's bulkhead
+       had no worker in time, ``hung`` when it refuses a model that keeps hanging (neither
+       reached the model: the unit is refunded). Steps 4 to 6 together, the cache's wait for
+       another replica included, take at most ``config.llm_timeout_s``, cut to the turn's
+       deadline (``turn_s``) -> ``timeout``;
     7. a confidence below ``config.llm_min_confidence`` -> ``low-confidence`` (the answer is
        cached all the same: asking again would cost a call for the same doubt).
 
@@ -142,6 +160,8 @@ class LLMRouter:
         trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
         evidence: The eval gate's outcome; None when no eval is required (``llm_router: on``).
             Evidence that does not allow the router disables it.
+        turn_s: The turn's deadline (``deadlines.turn_s``); routing, the first thing a turn
+            does, never takes longer. None: only ``config.llm_timeout_s`` bounds it.
 
     Raises:
         ConfigurationError: The router can call the model but ``quota`` has no ``chat_gen``
@@ -169,8 +189,12 @@ class LLMRouter:
         cache: Cache,
         trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
         evidence: EvalEvidence | None = None,
+        turn_s: float | None = None,
     ) -> None:
         self.config = config
+        self.timeout_s = min(config.llm_timeout_s, math.inf if turn_s is None else turn_s)
+        """The longest one routing takes."""
+        self._model = chat_model
         self.quota = quota
         self.cache = cache
         self.trigger_kinds = frozenset(trigger_kinds)
@@ -222,11 +246,21 @@ class LLMRouter:
         made: list[str] = []  # this call's own model calls; single-flight waiters make none
         key = cache_key("llm-router", ROUTER_PROMPT, self.model_label or "", query)
         try:
-            raw, from_cache = await self.cache.aget_or_compute(
-                key, lambda: self._ask(query, made), self.config.cache_ttl_s
+            raw, from_cache = await within(
+                self.cache.aget_or_compute(
+                    key,
+                    lambda: self._ask(query, made),
+                    self.config.cache_ttl_s,
+                    accept=_is_choice,
+                ),
+                self.timeout_s,
             )
         except _Fallback as e:
             return self._failed(deterministic, detail, made, e.reason, e)
+        except Overloaded as e:
+            return self._failed(deterministic, detail, made, "overloaded", e)
+        except ProviderHung as e:
+            return self._failed(deterministic, detail, made, "hung", e)
         except TimeoutError as e:
             return self._failed(deterministic, detail, made, "timeout", e)
         except Exception as e:  # any provider failure: the deterministic route serves the turn
@@ -247,20 +281,22 @@ class LLMRouter:
 
     async def _ask(self, query: str, made: list[str]) -> dict[str, Any]:
         """Spend one unit and ask the model once; return the choice as JSON-ready data."""
-        assert self._structured is not None
+        assert self._structured is not None and self._model is not None
         spend = await self.quota.atry_spend(CHAT_RESOURCE, 1)
         if not spend.allowed:
             raise _Fallback(spend.reason or "quota", f"no {CHAT_RESOURCE} call left today")
         made.append(query)
         messages = [SystemMessage(ROUTER_PROMPT), HumanMessage(query)]
         try:
-            value = await asyncio.wait_for(
-                self._structured.ainvoke(messages), timeout=self.config.llm_timeout_s
+            value = await ainvoke_chat(
+                self._model, self._structured, messages, timeout_s=self.timeout_s
             )
         except (ValidationError, OutputParserException) as e:
             raise _Fallback("invalid-output", _describe(e)) from e
-        except TimeoutError as e:
-            raise TimeoutError(f"no reply within {self.config.llm_timeout_s}s") from e
+        except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
+            made.remove(query)
+            await self.quota.arefund(CHAT_RESOURCE, 1)
+            raise
         return _coerce(value).model_dump(mode="json")
 
     def _detail(self, deterministic: Classification) -> dict[str, Any]:
@@ -352,6 +388,7 @@ def make_llm_router(
     quota: QuotaLedger,
     cache: Cache,
     trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
+    turn_s: float | None = None,
 ) -> LLMRouter | None:
     """The router strategy the policy selects (``router.llm_router``).
 
@@ -368,6 +405,7 @@ def make_llm_router(
         quota: The daily ledger shared with step-back (needs a ``chat_gen`` limit).
         cache: The route-choice cache.
         trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
+        turn_s: The turn's deadline; see :class:`LLMRouter`.
 
     Returns:
         The router, or None when the policy turns it off.
@@ -400,4 +438,5 @@ def make_llm_router(
         cache=cache,
         trigger_kinds=trigger_kinds,
         evidence=evidence,
+        turn_s=turn_s,
     )

@@ -19,6 +19,9 @@ T = TypeVar("T")
 
 logger = logging.getLogger("ragtiller.stores")
 
+Accept = Callable[[Any], bool]
+"""Whether a cached value is one its reader can use; a value it refuses is a miss."""
+
 
 @dataclass(frozen=True)
 class Filled:
@@ -118,11 +121,20 @@ class Cache(ABC):
         check_ttl(ttl_s)
         await self._astore(key, dumps(value), ttl_s)
 
-    def get_or_compute(self, key: str, compute: Callable[[], T], ttl_s: float) -> tuple[T, bool]:
+    def get_or_compute(
+        self,
+        key: str,
+        compute: Callable[[], T],
+        ttl_s: float,
+        *,
+        accept: Accept | None = None,
+    ) -> tuple[T, bool]:
         """The cached value of ``key``, or ``compute()`` cached for ``ttl_s`` seconds.
 
         Threads that miss the same key at the same time wait for ONE computation. If it raises,
-        every waiter gets the exception and nothing is cached.
+        every waiter gets the exception and nothing is cached. A cached value that ``accept``
+        refuses (written by another tool or version, or by hand) is a miss, logged, and the
+        computed value replaces it.
 
         Returns:
             The value, and whether it came from the cache (or from another caller's computation):
@@ -133,7 +145,7 @@ class Cache(ABC):
             ValueError: ``ttl_s`` is not a positive, finite number.
         """
         check_ttl(ttl_s)
-        found = self._lookup(key)
+        found = self._lookup(key, accept)
         if found is not None:
             return cast(T, found.value), True
         with self._flights_lock:
@@ -147,7 +159,7 @@ class Cache(ABC):
                 raise flight.error
             return cast(T, json.loads(flight.text)), True
         try:
-            filled = self._lookup(key) or self._fill(key, compute, ttl_s)
+            filled = self._lookup(key, accept) or self._fill(key, compute, ttl_s, accept)
             flight.text = filled.text
             return cast(T, filled.value), filled.from_cache
         except BaseException as e:
@@ -159,15 +171,21 @@ class Cache(ABC):
             flight.done.set()
 
     async def aget_or_compute(
-        self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[T]],
+        ttl_s: float,
+        *,
+        accept: Accept | None = None,
     ) -> tuple[T, bool]:
         """Async twin of :meth:`get_or_compute`: tasks of one event loop share ONE computation.
 
         The computation runs in its own task, so cancelling the caller that started it does not
-        cancel it for the others.
+        cancel it for the others. It runs in the context of that caller, so an enclosing
+        :func:`ragtiller.bulkhead.within` deadline bounds its waits (see :class:`RedisCache`).
         """
         check_ttl(ttl_s)
-        found = await self._alookup(key)
+        found = await self._alookup(key, accept)
         if found is not None:
             return cast(T, found.value), True
         loop = asyncio.get_running_loop()
@@ -176,7 +194,7 @@ class Cache(ABC):
             task = self._aflights.get(flight_key)
             leader = task is None
             if task is None:
-                task = loop.create_task(self._aflight(key, compute, ttl_s))
+                task = loop.create_task(self._aflight(key, compute, ttl_s, accept))
                 self._aflights[flight_key] = task
                 task.add_done_callback(partial(self._aflight_done, flight_key))
         filled = await asyncio.shield(task)
@@ -184,9 +202,15 @@ class Cache(ABC):
             return cast(T, filled.value), filled.from_cache
         return cast(T, json.loads(filled.text)), True
 
-    async def _aflight(self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float) -> Filled:
-        found = await self._alookup(key)
-        return found if found is not None else await self._afill(key, compute, ttl_s)
+    async def _aflight(
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[T]],
+        ttl_s: float,
+        accept: Accept | None,
+    ) -> Filled:
+        found = await self._alookup(key, accept)
+        return found if found is not None else await self._afill(key, compute, ttl_s, accept)
 
     def _aflight_done(
         self, flight_key: tuple[asyncio.AbstractEventLoop, str], task: asyncio.Task[Filled]
@@ -212,30 +236,38 @@ class Cache(ABC):
         """Release connections this cache opened, the asyncio ones included."""
         self.close()
 
-    def _fill(self, key: str, compute: Callable[[], T], ttl_s: float) -> Filled:
-        """Compute the value of a missed key and cache it."""
+    def _fill(
+        self, key: str, compute: Callable[[], T], ttl_s: float, accept: Accept | None
+    ) -> Filled:
+        """Compute the value of a missed key and cache it (``accept``: see the Redis cache)."""
         value = compute()
         text = dumps(value)
         self._store(key, text, ttl_s)
         return Filled(value, text, from_cache=False)
 
-    async def _afill(self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float) -> Filled:
+    async def _afill(
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[T]],
+        ttl_s: float,
+        accept: Accept | None,
+    ) -> Filled:
         """Async twin of :meth:`_fill`."""
         value = await compute()
         text = dumps(value)
         await self._astore(key, text, ttl_s)
         return Filled(value, text, from_cache=False)
 
-    def _lookup(self, key: str) -> Filled | None:
+    def _lookup(self, key: str, accept: Accept | None = None) -> Filled | None:
         try:
-            return decode(key, self._get_text(key))
+            return decode(key, self._get_text(key), accept)
         except StoreUnavailableError as e:
             logger.warning("cache unavailable; %s is a miss: %s", key, e)
             return None
 
-    async def _alookup(self, key: str) -> Filled | None:
+    async def _alookup(self, key: str, accept: Accept | None = None) -> Filled | None:
         try:
-            return decode(key, await self._aget_text(key))
+            return decode(key, await self._aget_text(key), accept)
         except StoreUnavailableError as e:
             logger.warning("cache unavailable; %s is a miss: %s", key, e)
             return None
@@ -277,12 +309,21 @@ class Cache(ABC):
         """Async twin of :meth:`_set_text`."""
 
 
-def decode(key: str, text: str | None) -> Filled | None:
-    """The cache entry ``text`` of ``key`` decoded, or None when absent or not JSON (logged)."""
+def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:
+    """The cache entry ``text`` of ``key`` decoded, or None when absent, not JSON, or refused
+    by ``accept`` (both logged)."""
     if text is None:
         return None
     try:
-        return Filled(json.loads(text), text, from_cache=True)
+        value = json.loads(text)
     except ValueError as e:
         logger.warning("cache entry %s is not JSON; treated as a miss: %s", key, e)
         return None
+    if accept is not None and not accept(value):
+        logger.warning(
+            "cache entry %s (%d characters) is not a value its reader accepts; treated as a miss",
+            key,
+            len(text),
+        )
+        return None
+    return Filled(value, text, from_cache=True)

@@ -8,9 +8,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from ragtiller.breaker import CircuitBreaker
+from ragtiller.bulkhead import time_left
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
-from ragtiller.stores._breaker import CircuitBreaker
-from ragtiller.stores._cache import Cache, Filled, decode, logger
+from ragtiller.stores._cache import Accept, Cache, Filled, decode, logger
 from ragtiller.stores._redis import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_SOCKET_TIMEOUT_S,
@@ -33,7 +34,26 @@ return 0
 """
 )
 
+_ACQUIRE = RedisScript(
+    """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -1 or ttl > tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+)
+"""Take the compute lock, or leave it to its holder; a lock that would outlive ``lock_ttl_s``
+(no expiry, or a longer one: not written by this protocol) is cut to ``lock_ttl_s``."""
+
 _CLEAR_BATCH = 500
+
+MAX_ENTRY_BYTES = 1 << 20
+"""Largest cache entry read, in bytes; a longer one (never written by ragtiller, whose values
+are short) is a miss, and only this much of it crosses the network."""
 
 
 def _glob_escape(text: str) -> str:
@@ -41,8 +61,16 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
-def _as_text(raw: bytes | str | None) -> str | None:
-    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+def _bounded(key: str, raw: bytes | str | None) -> str | None:
+    """An entry read with ``GETRANGE`` (empty when absent), or None when absent or too long."""
+    if not raw:
+        return None
+    if len(raw) > MAX_ENTRY_BYTES:
+        logger.warning(
+            "cache entry %s is longer than %d bytes; treated as a miss", key, MAX_ENTRY_BYTES
+        )
+        return None
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
 class RedisCache(Cache):
@@ -50,9 +78,15 @@ class RedisCache(Cache):
 
     An entry lives at ``{prefix}cache:{key}`` with a millisecond TTL. Identical misses share one
     computation: inside a process through the base class, across processes through a short lock
-    (``SET NX PX`` on ``{prefix}cache-lock:{key}``) while the others poll for the value; after
-    ``lock_wait_s`` a waiter computes anyway. When Redis fails, reads are misses, writes are
-    dropped and computing goes on without the lock, all logged.
+    (``SET NX PX`` on ``{prefix}cache-lock:{key}``) while the others poll for the value. A
+    waiter computes anyway after ``lock_wait_s``, or after half the time its caller has left
+    (the deadline of an enclosing :func:`ragtiller.bulkhead.within`), whichever comes first:
+    the other half is left for its own computation, so a lock left by a dead process costs a
+    turn part of its deadline, never more. A lock with no expiry, or a longer one than
+    ``lock_ttl_s``, is cut to ``lock_ttl_s``. An entry that is not JSON, is refused by the
+    reader's ``accept``, is longer than :data:`MAX_ENTRY_BYTES` or is not a Redis string is a
+    miss. When Redis fails, reads are misses, writes are dropped and computing goes on without
+    the lock, all logged.
 
     Example:
         >>> cache = RedisCache(url="redis://localhost:6379/0", prefix="myapp:")
@@ -167,11 +201,12 @@ class RedisCache(Cache):
 
     def _get_text(self, key: str) -> str | None:
         name = self.key(key)
-        return _as_text(self._redis.call(lambda c: c.get(name)))
+        return _bounded(key, self._redis.call(lambda c: c.getrange(name, 0, MAX_ENTRY_BYTES)))
 
     async def _aget_text(self, key: str) -> str | None:
         name = self.key(key)
-        return _as_text(await self._redis.acall(lambda c: c.get(name)))
+        raw = await self._redis.acall(lambda c: c.getrange(name, 0, MAX_ENTRY_BYTES))
+        return _bounded(key, raw)
 
     def _set_text(self, key: str, text: str, ttl_s: float) -> None:
         name, px = self.key(key), max(1, round(ttl_s * 1000))
@@ -181,37 +216,47 @@ class RedisCache(Cache):
         name, px = self.key(key), max(1, round(ttl_s * 1000))
         await self._redis.acall(lambda c: c.set(name, text, px=px))
 
-    def _fill(self, key: str, compute: Callable[[], T], ttl_s: float) -> Filled:
+    def _fill(
+        self, key: str, compute: Callable[[], T], ttl_s: float, accept: Accept | None
+    ) -> Filled:
         token = secrets.token_hex(16)
         try:
-            found, locked = self._wait_turn(key, token)
+            found, locked = self._wait_turn(key, token, accept)
         except StoreUnavailableError as e:
             logger.warning("cache unavailable; computing %s without the lock: %s", key, e)
             found, locked = None, False
         if found is not None:
             return found
         try:
-            return super()._fill(key, compute, ttl_s)
+            return super()._fill(key, compute, ttl_s, accept)
         finally:
             if locked:
                 self._release(key, token)
 
-    async def _afill(self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float) -> Filled:
+    async def _afill(
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[T]],
+        ttl_s: float,
+        accept: Accept | None,
+    ) -> Filled:
         token = secrets.token_hex(16)
         try:
-            found, locked = await self._await_turn(key, token)
+            found, locked = await self._await_turn(key, token, accept)
         except StoreUnavailableError as e:
             logger.warning("cache unavailable; computing %s without the lock: %s", key, e)
             found, locked = None, False
         if found is not None:
             return found
         try:
-            return await super()._afill(key, compute, ttl_s)
+            return await super()._afill(key, compute, ttl_s, accept)
         finally:
             if locked:
                 await self._arelease(key, token)
 
-    def _wait_turn(self, key: str, token: str) -> tuple[Filled | None, bool]:
+    def _wait_turn(
+        self, key: str, token: str, accept: Accept | None
+    ) -> tuple[Filled | None, bool]:
         """Wait until another process has cached ``key`` or this one holds its lock.
 
         Returns:
@@ -221,11 +266,16 @@ class RedisCache(Cache):
         Raises:
             StoreUnavailableError: Redis failed.
         """
-        lock, px = self.lock_key(key), self._lock_px
+        keys, args = [self.lock_key(key)], self._acquire_args(token)
         deadline = time.monotonic() + self._lock_wait_s
         while True:
-            locked = bool(self._redis.call(lambda c: c.set(lock, token, nx=True, px=px)))
-            found = decode(key, self._get_text(key))
+            locked = bool(self._redis.call(lambda c: _ACQUIRE.run(c, keys, args)))
+            try:
+                found = decode(key, self._get_text(key), accept)
+            except StoreUnavailableError:
+                if locked:  # an entry that cannot be read: computed under this lock
+                    return None, True
+                raise
             if found is not None:
                 if locked:
                     self._release(key, token)
@@ -241,27 +291,39 @@ class RedisCache(Cache):
                 return None, False
             time.sleep(self._poll_s)
 
-    async def _await_turn(self, key: str, token: str) -> tuple[Filled | None, bool]:
-        """Async twin of :meth:`_wait_turn`."""
-        lock, px = self.lock_key(key), self._lock_px
-        deadline = time.monotonic() + self._lock_wait_s
+    async def _await_turn(
+        self, key: str, token: str, accept: Accept | None
+    ) -> tuple[Filled | None, bool]:
+        """Async twin of :meth:`_wait_turn`; the wait is also cut to half the caller's time."""
+        keys, args = [self.lock_key(key)], self._acquire_args(token)
+        wait_s = max(0.0, min(self._lock_wait_s, time_left() / 2))
+        deadline = time.monotonic() + wait_s
         while True:
-            locked = bool(await self._redis.acall(lambda c: c.set(lock, token, nx=True, px=px)))
-            found = decode(key, await self._aget_text(key))
+            locked = bool(await self._redis.acall(lambda c: _ACQUIRE.arun(c, keys, args)))
+            try:
+                found = decode(key, await self._aget_text(key), accept)
+            except StoreUnavailableError:
+                if locked:  # an entry that cannot be read: computed under this lock
+                    return None, True
+                raise
             if found is not None:
                 if locked:
                     await self._arelease(key, token)
                 return found, False
             if locked:
                 return None, True
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 logger.info(
                     "waited %.2f s for another process to compute %s; computing it here",
-                    self._lock_wait_s,
+                    wait_s,
                     key,
                 )
                 return None, False
-            await asyncio.sleep(self._poll_s)
+            await asyncio.sleep(min(self._poll_s, left))
+
+    def _acquire_args(self, token: str) -> list[str | int]:
+        return [token, self._lock_px]
 
     def _release(self, key: str, token: str) -> None:
         keys: list[str] = [self.lock_key(key)]

@@ -6,7 +6,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from types import MappingProxyType
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -68,6 +68,21 @@ class QuotaWindow:
 
     id: str
     seconds_left: float
+
+
+@dataclass(frozen=True)
+class Day:
+    """One calendar day of a ledger's timezone, as a span of POSIX time.
+
+    Attributes:
+        id: The local date, ISO format; names the day's counters.
+        start: Its first second (local midnight), POSIX seconds.
+        end: The next local midnight, POSIX seconds.
+    """
+
+    id: str
+    start: float
+    end: float
 
 
 def _utc_now() -> datetime:
@@ -153,13 +168,25 @@ class QuotaLedger(ABC):
             ) from None
 
     def window(self) -> QuotaWindow:
-        """The current window, by the ledger's clock."""
+        """The current window, by the ledger's clock (a Redis ledger counts by the store's)."""
+        now = self.now()
+        day = self.day(self.today(now))
+        return QuotaWindow(day.id, day.end - now.timestamp())
+
+    def now(self) -> datetime:
+        """The ledger's clock, timezone-aware."""
         now = self._clock()
-        if now.tzinfo is None:
-            now = now.replace(tzinfo=UTC)
-        today = now.astimezone(self._tz).date()
-        next_midnight = datetime.combine(today + timedelta(days=1), time(), tzinfo=self._tz)
-        return QuotaWindow(today.isoformat(), next_midnight.timestamp() - now.timestamp())
+        return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+    def today(self, now: datetime) -> date:
+        """The calendar date of ``now`` in the ledger's timezone."""
+        return now.astimezone(self._tz).date()
+
+    def day(self, local: date) -> Day:
+        """The window of calendar day ``local`` in the ledger's timezone."""
+        start = datetime.combine(local, time(), tzinfo=self._tz)
+        end = datetime.combine(local + timedelta(days=1), time(), tzinfo=self._tz)
+        return Day(local.isoformat(), start.timestamp(), end.timestamp())
 
     def try_spend(self, resource: str, n: int = 1) -> SpendResult:
         """Spend ``n`` units if all of them fit in the window's budget; never part of them.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
-from ragtiller.stores._breaker import CircuitBreaker
-from ragtiller.stores._quota import QuotaLedger, QuotaWindow
+from ragtiller.breaker import CircuitBreaker
+from ragtiller.errors import StoreUnavailableError
+from ragtiller.stores._quota import Day, QuotaLedger, QuotaWindow
 from ragtiller.stores._redis import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_SOCKET_TIMEOUT_S,
@@ -20,30 +21,86 @@ if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-_SPEND = RedisScript(
-    """
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-local n = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-if used + n > limit then
-  return {0, limit - used}
+_COUNT = re.compile("[0-9]+")
+
+_DAY = """
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
-used = redis.call('INCRBY', KEYS[1], n)
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return {1, limit - used}
+local pick = nil
+for i = 1, tonumber(ARGV[2]) do
+  if now >= tonumber(ARGV[1 + 2 * i]) and now < tonumber(ARGV[2 + 2 * i]) then
+    pick = i
+    break
+  end
+end
+local function count(raw)
+  if not raw then return 0 end
+  if not string.match(raw, '^%d+$') then return nil end
+  return tonumber(raw)
+end
+"""
+"""Picks the window: ``ARGV[1]`` is the time (empty: the store's own, ``TIME``), ``ARGV[2]``
+the number of candidate days and ``ARGV[3..]`` their ``start, end`` pairs; ``count`` reads a
+counter (None when it is not a string of digits). The day's argument list ends at
+``ARGV[2 + 2 * days]``; a script's own arguments follow."""
+
+_SPEND = RedisScript(
+    _DAY
+    + """
+local base = 2 + 2 * tonumber(ARGV[2])
+if not pick then return {-2, 0, tostring(now)} end
+local key = KEYS[pick]
+local used = count(redis.call('GET', key))
+if not used then return {-1, pick, 0} end
+local n, limit = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+if used + n > limit then
+  return {0, pick, math.max(0, limit - used)}
+end
+used = redis.call('INCRBY', key, n)
+local expiry = math.ceil(tonumber(ARGV[2 + 2 * pick]) - now) + tonumber(ARGV[base + 3])
+redis.call('EXPIRE', key, math.max(1, expiry))
+return {1, pick, limit - used}
 """
 )
+"""Spend ``ARGV[base + 1]`` units of the picked day's counter unless they would pass the limit
+``ARGV[base + 2]``; the counter expires ``ARGV[base + 3]`` seconds after its day. Replies
+``{1, day, left}`` (spent), ``{0, day, left}`` (refused), ``{-1, day, 0}`` (the counter is not a
+count) or ``{-2, 0, now}`` (no candidate day holds the store's time)."""
 
 _REFUND = RedisScript(
-    """
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-local n = math.min(used, tonumber(ARGV[1]))
+    _DAY
+    + """
+local base = 2 + 2 * tonumber(ARGV[2])
+if not pick then return {-2, 0} end
+local key = KEYS[pick]
+local used = count(redis.call('GET', key))
+if not used then return {-1, pick} end
+local n = math.min(used, tonumber(ARGV[base + 1]))
 if n > 0 then
-  redis.call('DECRBY', KEYS[1], n)
+  redis.call('DECRBY', key, n)
 end
-return used - n
+return {1, pick}
 """
 )
+"""Give back up to ``ARGV[base + 1]`` units of the picked day, never below 0."""
+
+_READ = RedisScript(
+    _DAY
+    + """
+if not pick then return {-2} end
+local days = tonumber(ARGV[2])
+local reply = {pick}
+for r = 0, #KEYS / days - 1 do
+  reply[#reply + 1] = redis.call('GET', KEYS[r * days + pick])
+end
+return reply
+"""
+)
+"""The raw counters of the picked day, one per resource (nil when absent): ``KEYS`` holds each
+resource's candidate days in turn."""
 
 
 class RedisQuotaLedger(QuotaLedger):
@@ -54,6 +111,18 @@ class RedisQuotaLedger(QuotaLedger):
     ``expiry_slack_s`` seconds after its window ends. When Redis fails, spending fails closed. A
     timeout after the script ran (or the client's retry of it) can count units that were not
     granted: the ledger errs towards spending less than the budget, never more.
+
+    **The day is the store's.** Without ``clock=``, each script reads Redis's own clock
+    (``TIME``) and picks the day it falls in, among yesterday, today and tomorrow by this
+    replica's clock: replicas whose clocks disagree still count every call in the same day's
+    counter, and that day turns at the same instant for all of them (the store's midnight in
+    ``timezone``). A replica more than a day off the store fails closed. With ``clock=`` (tests,
+    a single process), that clock decides the day instead.
+
+    A counter that is not a string of digits (``abc``, ``5.5``, ``-3``, a hash: written by hand or
+    another tool) makes every read and spend of it fail closed, reason
+    ``quota-store-unavailable``, logged with its key, until it is fixed or deleted; a count
+    beyond the limit, however large, is a spent budget.
 
     Example:
         >>> ledger = RedisQuotaLedger({"chat_gen": 20}, url="redis://localhost:6379/0")
@@ -88,7 +157,8 @@ class RedisQuotaLedger(QuotaLedger):
                 :meth:`close` / :meth:`aclose`.
             prefix: Start of every key the ledger writes.
             timezone: IANA name of the timezone whose calendar day is the window.
-            clock: Returns the current time; see :class:`QuotaLedger`.
+            clock: Returns the current time, and then decides the day (see :class:`QuotaLedger`).
+                Default None: Redis's own clock decides it, the same for every replica.
             expiry_slack_s: How long a counter outlives its window, in seconds.
             connect_timeout_s: Connect timeout of clients built from ``url``, in seconds.
             socket_timeout_s: Read/write timeout of clients built from ``url``, in seconds.
@@ -111,53 +181,109 @@ class RedisQuotaLedger(QuotaLedger):
         )
         self._prefix = prefix
         self._slack_s = expiry_slack_s
+        self._store_clock = clock is None
+        self._around: tuple[date, list[Day], list[str | int]] | None = None
 
     def key(self, resource: str, window: QuotaWindow) -> str:
         """The Redis key of ``resource``'s counter in ``window``."""
-        return f"{self._prefix}quota:{resource}:{window.id}"
+        return self._counter(resource, window.id)
 
-    def _spend_args(self, n: int, limit: int, window: QuotaWindow) -> list[str | int]:
-        return [n, limit, max(1, math.ceil(window.seconds_left) + self._slack_s)]
+    def _counter(self, resource: str, day_id: str) -> str:
+        return f"{self._prefix}quota:{resource}:{day_id}"
+
+    def _days(self) -> tuple[list[Day], list[str | int]]:
+        """The candidate days, and the script arguments that pick one (see ``_DAY``)."""
+        now = self.now()
+        today = self.today(now)
+        if not self._store_clock:
+            day = self.day(today)
+            return [day], [repr(now.timestamp()), 1, repr(day.start), repr(day.end)]
+        known = self._around
+        if known is None or known[0] != today:  # computed once a day, not once a call
+            days = [self.day(today + timedelta(days=k)) for k in (-1, 0, 1)]
+            spans = [repr(edge) for day in days for edge in (day.start, day.end)]
+            known = self._around = (today, days, ["", len(days), *spans])
+        return known[1], list(known[2])
+
+    def _picked(self, status: Any, pick: Any, resource: str, days: list[Day]) -> None:
+        """Raise for a script's refusal to count (see ``_SPEND``)."""
+        if int(status) == -2:
+            raise StoreUnavailableError(
+                f"the store's clock is more than a day from this replica's ({self.now()}); "
+                "check both clocks"
+            )
+        if int(status) == -1:
+            key = self._counter(resource, days[int(pick) - 1].id)
+            raise StoreUnavailableError(
+                f"quota counter {key} does not hold a count of units (written by hand or by "
+                "another tool?); fix or delete it"
+            )
 
     def _spend(self, resource: str, n: int, limit: int, window: QuotaWindow) -> tuple[bool, int]:
-        keys, args = [self.key(resource, window)], self._spend_args(n, limit, window)
-        allowed, remaining = self._redis.call(lambda c: _SPEND.run(c, keys, args))
-        return bool(allowed), int(remaining)
+        days, args = self._days()
+        keys = [self._counter(resource, day.id) for day in days]
+        args += [n, limit, self._slack_s]
+        status, pick, left = self._redis.call(lambda c: _SPEND.run(c, keys, args))
+        self._picked(status, pick, resource, days)
+        return int(status) == 1, int(left)
 
     async def _aspend(
         self, resource: str, n: int, limit: int, window: QuotaWindow
     ) -> tuple[bool, int]:
-        keys, args = [self.key(resource, window)], self._spend_args(n, limit, window)
-        allowed, remaining = await self._redis.acall(lambda c: _SPEND.arun(c, keys, args))
-        return bool(allowed), int(remaining)
+        days, args = self._days()
+        keys = [self._counter(resource, day.id) for day in days]
+        args += [n, limit, self._slack_s]
+        status, pick, left = await self._redis.acall(lambda c: _SPEND.arun(c, keys, args))
+        self._picked(status, pick, resource, days)
+        return int(status) == 1, int(left)
 
     def _refund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        keys: list[str] = [self.key(resource, window)]
-        self._redis.call(lambda c: _REFUND.run(c, keys, [n]))
+        days, args = self._days()
+        keys = [self._counter(resource, day.id) for day in days]
+        status, pick = self._redis.call(lambda c: _REFUND.run(c, keys, [*args, n]))
+        self._picked(status, pick, resource, days)
 
     async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        keys: list[str] = [self.key(resource, window)]
-        await self._redis.acall(lambda c: _REFUND.arun(c, keys, [n]))
+        days, args = self._days()
+        keys = [self._counter(resource, day.id) for day in days]
+        status, pick = await self._redis.acall(lambda c: _REFUND.arun(c, keys, [*args, n]))
+        self._picked(status, pick, resource, days)
 
     def _used(self, resource: str, window: QuotaWindow) -> int:
-        key = self.key(resource, window)
-        return int(self._redis.call(lambda c: c.get(key)) or 0)
+        return self._used_many([resource], window)[0]
 
     async def _aused(self, resource: str, window: QuotaWindow) -> int:
-        key = self.key(resource, window)
-        return int(await self._redis.acall(lambda c: c.get(key)) or 0)
+        return (await self._aused_many([resource], window))[0]
 
     def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
         if not resources:
             return []
-        keys = [self.key(resource, window) for resource in resources]
-        return [int(raw or 0) for raw in self._redis.call(lambda c: c.mget(keys))]
+        days, args = self._days()
+        keys = [self._counter(r, day.id) for r in resources for day in days]
+        return self._counts(resources, days, self._redis.call(lambda c: _READ.run(c, keys, args)))
 
     async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
         if not resources:
             return []
-        keys = [self.key(resource, window) for resource in resources]
-        return [int(raw or 0) for raw in await self._redis.acall(lambda c: c.mget(keys))]
+        days, args = self._days()
+        keys = [self._counter(r, day.id) for r in resources for day in days]
+        reply = await self._redis.acall(lambda c: _READ.arun(c, keys, args))
+        return self._counts(resources, days, reply)
+
+    def _counts(self, resources: Sequence[str], days: list[Day], reply: list[Any]) -> list[int]:
+        """The counters ``_READ`` replied, checked to be counts."""
+        pick = reply[0]
+        self._picked(pick, 0, "", days)  # -2: no day holds the store's time
+        used = []
+        for resource, raw in zip(resources, reply[1:], strict=True):
+            if raw is None:
+                used.append(0)
+                continue
+            text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+            if not _COUNT.fullmatch(text):
+                self._picked(-1, pick, resource, days)
+            used.append(int(text))
+        return used
 
     @property
     def available(self) -> bool:

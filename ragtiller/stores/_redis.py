@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ragtiller.breaker import CircuitBreaker
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
-from ragtiller.stores._breaker import CircuitBreaker
 
 if TYPE_CHECKING:
     import redis

@@ -189,7 +189,9 @@ def components(case: Case, request: pytest.FixtureRequest) -> dict[str, Any]:
         if case.slot == "quota store":
             parts["quota"] = RedisQuotaLedger({"chat_gen": 5}, url=url, socket_timeout_s=0.2)
         else:
-            parts["cache"] = RedisCache(url=url, socket_timeout_s=0.2)
+            # Step-back waits on the cache within its own 0.3 s deadline, and a frozen cache
+            # costs three socket timeouts (then its breaker opens): 0.05 s leaves the model time.
+            parts["cache"] = RedisCache(url=url, socket_timeout_s=0.05)
     return parts
 
 

@@ -1,9 +1,11 @@
-"""A circuit breaker: stop calling a store that keeps failing, probe it again after a pause.
+"""A circuit breaker: stop calling a store or provider that keeps failing, probe it after a pause.
 
-A frozen or unreachable Redis costs every call its full timeout. After a few consecutive
-failures the breaker opens: calls are refused at once, without touching the network, so a dead
-store costs a turn about nothing. When the pause is over, one call goes through as a probe: its
-success closes the breaker, its failure opens it again for another pause.
+A frozen or unreachable Redis costs every call its full timeout, and a hung provider costs every
+call its deadline and a thread. After a few consecutive failures the breaker opens: calls are
+refused at once, so a dead dependency costs a turn about nothing. When the pause is over, one
+call goes through as a probe: its success closes the breaker, its failure opens it again for
+another pause. The Redis stores (:mod:`ragtiller.stores`) and the provider bulkheads
+(:mod:`ragtiller.bulkhead`) each put one in front of what they call.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class CircuitBreaker:
         reset_after_s: float = DEFAULT_RESET_AFTER_S,
         name: str = "Redis",
         clock: Callable[[], float] = time.monotonic,
+        log: logging.Logger = logger,
     ) -> None:
         """Start closed.
 
@@ -86,6 +89,7 @@ class CircuitBreaker:
             reset_after_s: Pause before a probe, in seconds.
             name: What the store is called in log messages.
             clock: Returns the current time in seconds (monotonic); injectable for tests.
+            log: Where opening and closing are logged (default: the ``ragtiller.stores`` logger).
 
         Raises:
             ConfigurationError: ``failure_threshold`` is below 1, or ``reset_after_s`` is not a
@@ -105,6 +109,7 @@ class CircuitBreaker:
         self.reset_after_s = float(reset_after_s)
         self.name = name
         self._clock = clock
+        self._log = log
         self._lock = threading.Lock()
         self._failures = 0
         self._opened_at: float | None = None
@@ -132,7 +137,7 @@ class CircuitBreaker:
             self._opened_at = None
             self._probing = False
         if recovered:
-            logger.warning("%s answered again; circuit closed", self.name)
+            self._log.warning("%s answered again; circuit closed", self.name)
 
     def failed(self) -> None:
         """The store failed or timed out: count it, and open the breaker at the threshold."""
@@ -145,7 +150,7 @@ class CircuitBreaker:
             self._probing = False
             failures = self._failures
         if opening:
-            logger.warning(
+            self._log.warning(
                 "%s failed %d time(s) in a row; circuit open, not called for %.3g s",
                 self.name,
                 failures,
