@@ -27,7 +27,8 @@ from ragtiller.types import Tier
 
 TierLike = Tier | VectorStore | BaseRetriever
 """What ``build_graph(tiers=[...])`` takes: a tier, or a store or retriever to wrap."""
-_TIER_MEMBERS = ("name", "needs_vector", "search", "asearch")
+_TIER_MEMBERS = ("name", "needs_vector", "search")
+"""What the graph calls on a tier (``asearch`` too, only when it says ``native_async``)."""
 
 
 def as_tier(value: TierLike | Any, position: int = 0) -> Tier:
