@@ -57,6 +57,8 @@ class Route(TypedDict):
     """The namespaces this turn searches: the context's, else the input's, else the route's."""
     tenant: str | None
     """The tenant filter of this turn: the context's, else the input's; None: unscoped."""
+    filter: NotRequired[dict[str, Any] | None]
+    """The run context's metadata filter (:mod:`ragtiller.filters`), applied with the tenant's."""
     top_k: int
     truncated: bool
     """Whether the query was cut to ``budgets.max_query_chars`` for embedding."""

@@ -14,6 +14,13 @@ from typing_extensions import TypedDict
 
 TierName = str
 """A tier's name: ``dense``, ``parent_child`` and ``lexical`` are built in; other tiers may add names."""
+TierRole = str
+"""What a tier does for the switches: ``dense`` (reads the query vector), ``lexical`` (turned
+off with ``hybrid``), ``parent_child`` (turned off with ``parent_child``), or a user's own
+role, which no switch touches."""
+DENSE: TierRole = "dense"
+LEXICAL: TierRole = "lexical"
+PARENT_CHILD: TierRole = "parent_child"
 
 StageName = Literal["gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"]
 STAGES: tuple[StageName, ...] = (
@@ -94,7 +101,9 @@ class SearchRequest:
         vector: The query vector dense tiers read; None when the query was not embedded.
         k: Hits wanted, at most.
         namespaces: Namespaces to search; None searches every one.
-        filter: Metadata key -> required value (equality), e.g. ``{"tenant": "acme"}``.
+        filter: A portable metadata filter (:mod:`ragtiller.filters`): key -> required
+            value (equality, e.g. ``{"tenant": "acme"}``) or list of allowed values
+            (membership). A document without the key never matches.
     """
 
     query: str
@@ -111,10 +120,14 @@ default weighs ``parent_child``) even in a graph built with fewer, or with tiers
 
 @runtime_checkable
 class Tier(Protocol):
-    """One retrieval tier. Implementations: the embedded numpy/BM25 tiers, Pinecone, test fakes.
+    """One retrieval tier. Implementations: the embedded numpy/BM25 tiers, Pinecone, any
+    LangChain vector store or retriever (:mod:`ragtiller.adapters`), test fakes.
 
     ``needs_vector`` tells the graph whether the tier reads the query vector (dense tiers) or
-    the query text (lexical tiers).
+    the query text (lexical tiers). Two attributes are optional, read with ``getattr``: a
+    ``role`` (:data:`TierRole`; see :func:`tier_role`), and ``native_async``: True when
+    ``asearch`` never blocks the event loop, so the graph awaits it instead of running
+    ``search`` on the tier's own worker threads.
     """
 
     name: TierName
@@ -127,3 +140,10 @@ class Tier(Protocol):
     async def asearch(self, request: SearchRequest) -> list[Hit]:
         """Async twin of :meth:`search`; must not block the event loop."""
         ...
+
+
+def tier_role(tier: Tier) -> TierRole:
+    """The tier's declared ``role``, else its name (so ``dense``, ``lexical`` and
+    ``parent_child`` keep their roles, and any other name is a role of its own)."""
+    role = getattr(tier, "role", None)
+    return role if isinstance(role, str) and role else tier.name

@@ -344,8 +344,10 @@ def test_tool_k_and_search_kwargs() -> None:
     )
     assert len(message.artifact["documents"]) == 2
     assert message.artifact["manifest"]["overrides"] == {"top_k": 2}
-    with pytest.raises(InputError, match=r"unknown search_kwargs 'filter'"):
-        as_tool(g, search_kwargs={"filter": {"tenant": "acme"}})
+    with pytest.raises(InputError, match=r"filter: .*key 'tenant' has its own field"):
+        as_tool(g, search_kwargs={"filter": {"tenant": "acme"}})  # never a second tenant path
+    with pytest.raises(InputError, match=r"unknown search_kwargs 'where'"):
+        as_tool(g, search_kwargs={"where": {"kind": "faq"}})
 
 
 class AgentState(MessagesState, total=False):

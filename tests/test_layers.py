@@ -17,6 +17,7 @@ from fixtures.package import PACKAGE, modules
 LAYERS: dict[str, int] = {
     "errors": 0,
     "types": 0,
+    "filters": 0,
     "records": 0,
     "manifest": 0,
     "_retry": 0,
@@ -30,6 +31,7 @@ LAYERS: dict[str, int] = {
     "passages": 2,
     "feedback": 2,
     "query_tiers": 2,
+    "adapters": 2,
     "redact": 0,
     "bulkhead": 0,
     "breaker": 0,
@@ -45,6 +47,7 @@ LAYERS: dict[str, int] = {
     "demo": 5,
     "deployment": 5,
     "cli": 5,
+    "testing": 5,
     "exit_codes": 5,
     "__init__": 5,
 }

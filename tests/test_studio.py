@@ -410,7 +410,8 @@ async def test_langgraph_dev_shows_the_run_context_compact_updates_and_our_error
         schemas = await client.assistants.get_schemas(assistants["ragtiller"]["assistant_id"])
         fields = set(schemas["context_schema"]["properties"])
         assert fields == {
-            "policy", "top_k", "max_chunks", "namespace", "tenant", "step_back", "rerank"
+            "policy", "top_k", "max_chunks", "namespace", "tenant", "filter", "step_back",
+            "rerank",
         }  # fmt: skip
 
         thread = await client.threads.create()

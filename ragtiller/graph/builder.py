@@ -12,6 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from ragtiller.adapters import TierLike, as_tier
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
 from ragtiller.graph._dual import OneHopGraph, dual
@@ -57,7 +58,7 @@ class IndexLike(Protocol):
     def embedder(self) -> Embeddings: ...
 
     @property
-    def tiers(self) -> Sequence[Tier]: ...
+    def tiers(self) -> Sequence[TierLike]: ...
 
 
 def _overview(given: str | Overview | None, index: IndexLike | None) -> Overview | None:
@@ -87,7 +88,8 @@ class GraphParts(TypedDict, total=False):
         index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
             :class:`ragtiller.index.EmbeddedIndex`); explicit parts override its own.
         embedder: Any LangChain ``Embeddings``.
-        tiers: Retrieval tiers; names must be unique.
+        tiers: Retrieval tiers; names must be unique. Any LangChain ``VectorStore`` or
+            ``BaseRetriever`` is one too (wrapped by :func:`ragtiller.adapters.as_tier`).
         quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
             set, else in-process, sized by the policy.
         cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
@@ -102,7 +104,7 @@ class GraphParts(TypedDict, total=False):
 
     index: IndexLike | None
     embedder: Embeddings | None
-    tiers: Sequence[Tier] | None
+    tiers: Sequence[TierLike] | None
     quota: QuotaLedger | None
     cache: Cache | None
     chat_model: BaseChatModel | None
@@ -111,7 +113,7 @@ class GraphParts(TypedDict, total=False):
     llm_router: Any | None
 
 
-def _index_tiers(policy: RetrievalPolicy, index: IndexLike | None) -> list[Tier]:
+def _index_tiers(policy: RetrievalPolicy, index: IndexLike | None) -> Sequence[TierLike]:
     """The index's tiers; for an embedded index, served by the policy's dense and lexical
     backends (Pinecone, with the embedded tier as fallback) as ``tiers_for_policy`` says."""
     from ragtiller.index import EmbeddedIndex, tiers_for_policy
@@ -138,7 +140,8 @@ def build_components(
     chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
     corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    base_tiers = list(tiers) if tiers is not None else _index_tiers(resolved, index)
+    given = list(tiers) if tiers is not None else _index_tiers(resolved, index)
+    base_tiers = [as_tier(t, position) for position, t in enumerate(given)]
     if not base_tiers:
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"
@@ -146,7 +149,10 @@ def build_components(
     tier_list = apply_query_options(resolved, base_tiers, index)
     names = [t.name for t in tier_list]
     if len(set(names)) != len(names):
-        raise ConfigurationError(f"tier names must be unique, got {names}")
+        raise ConfigurationError(
+            f"tier names must be unique, got {names}; name a store or retriever with "
+            f"VectorStoreTier(store, name=...) or RetrieverTier(retriever, name=...)"
+        )
     unknown = sorted(set(resolved.fusion.tier_weights) - set(names) - INDEX_TIER_NAMES)
     if unknown:  # a misspelled tier name would otherwise weigh nothing, silently
         raise ConfigurationError(

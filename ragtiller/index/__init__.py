@@ -37,6 +37,7 @@ from ragtiller.index.report import IngestReport
 from ragtiller.index.sources import SkippedSource, SourceDocument, load_sources
 from ragtiller.index.sparse_bm25 import BM25SparseEncoder, BM25Stats
 from ragtiller.index.stdlib_corpus import stdlib_documents
+from ragtiller.index.store_ingest import chunk_sources, ingest_to_store
 from ragtiller.index.sync import ChangeCounts, Cleanup, SyncResult, sync_vector_store
 
 __all__ = (
@@ -77,11 +78,13 @@ __all__ = (
     "analyze",
     "build_corpus_map",
     "chunk_documents",
+    "chunk_sources",
     "embed_texts",
     "embedder_for",
     "embedder_identity",
     "embedder_variant",
     "ingest",
+    "ingest_to_store",
     "lexical_text",
     "load_sources",
     "local_embedder",

@@ -18,13 +18,14 @@ import numpy.typing as npt
 from langchain_core.documents import Document
 
 from ragtiller.errors import IndexStoreError
+from ragtiller.filters import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # re-exported
+from ragtiller.filters import namespace_of as namespace_of  # re-exported
+from ragtiller.filters import predicate
 from ragtiller.types import Hit
 
-DEFAULT_NAMESPACE = "default"
 HIT_FIELDS = ("doc_id", "parent_id", "source")
 """Metadata keys lifted out of ``metadata`` into a :class:`~ragtiller.types.Hit`'s own fields."""
 
-_MISSING = object()
 
 
 class RecordTable:
@@ -84,11 +85,12 @@ class RecordTable:
         namespaces: Sequence[str] | None,
         filter: Mapping[str, Any] | None,
     ) -> npt.NDArray[np.bool_] | None:
-        """Rows whose namespace is in ``namespaces`` and whose metadata equals ``filter``.
+        """Rows whose namespace is in ``namespaces`` and whose metadata passes ``filter``.
 
         Args:
             namespaces: Allowed namespaces; None allows all.
-            filter: Metadata key -> required value (equality); None or empty allows all.
+            filter: A portable filter (:mod:`ragtiller.filters`: equality, or membership for a
+                list); None or empty allows all.
 
         Returns:
             A boolean row mask, or None when nothing is filtered out.
@@ -98,9 +100,9 @@ class RecordTable:
             wanted = [self._namespaces[n] for n in namespaces if n in self._namespaces]
             mask = np.isin(self._namespace_codes, np.asarray(wanted, dtype=np.int32))
         if filter:
-            items = list(filter.items())
+            test = predicate(filter)
             matches = np.fromiter(
-                (all(md.get(k, _MISSING) == v for k, v in items) for md in self.metadatas),
+                (test(md) for md in self.metadatas),
                 dtype=np.bool_,
                 count=len(self.metadatas),
             )
@@ -176,10 +178,6 @@ class RecordTable:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
 
-
-def namespace_of(metadata: Mapping[str, Any]) -> str:
-    """The namespace a metadata dict belongs to (``"default"`` when unset)."""
-    return str(metadata.get("namespace") or DEFAULT_NAMESPACE)
 
 
 def _share_strings(metadata: dict[str, Any], shared: dict[str, str]) -> dict[str, Any]:

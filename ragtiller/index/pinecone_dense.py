@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from ragtiller.filters import to_where
 from ragtiller.index.pinecone_calls import NamespacedSearch, QueryOne, searchable
 from ragtiller.types import SearchRequest
 
@@ -35,8 +36,9 @@ class PineconeTier(NamespacedSearch):
     ``text`` metadata, ``score`` Pinecone's cosine, ``doc_id`` / ``parent_id`` / ``source``
     their metadata (``doc_id`` defaults to the id, ``parent_id`` to None), ``metadata`` the
     rest. Matches without ``text`` metadata are skipped by langchain-pinecone. ``filter`` is
-    Pinecone's filter language; plain ``{key: value}`` equality behaves the same on the
-    embedded tier.
+    the portable filter (:mod:`ragtiller.filters`: equality, membership for a list, which
+    behave the same on the embedded tier), sent as ``$eq``/``$in``; an entry already in
+    Pinecone's filter language is sent as it is.
 
     Calls run in daemon worker threads under one deadline, ``timeout_s``, for both
     :meth:`search` and :meth:`asearch` (which never blocks the event loop). The pinecone SDK
@@ -103,7 +105,7 @@ class PineconeTier(NamespacedSearch):
 
         def query(namespace: str) -> list[tuple[Document, float]]:
             return self.store.similarity_search_by_vector_with_score(
-                vector, k=k, namespace=namespace, filter=dict(filter) if filter else None
+                vector, k=k, namespace=namespace, filter=to_where(filter)
             )
 
         return query

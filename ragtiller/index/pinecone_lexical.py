@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from ragtiller.errors import ConfigurationError, TierUnavailable
+from ragtiller.filters import to_where
 from ragtiller.index.pinecone_calls import (
     NamespacedSearch,
     QueryOne,
@@ -141,7 +142,7 @@ class PineconeLexicalTier(NamespacedSearch):
                 top_k=k,
                 namespace=namespace,
                 include_metadata=True,
-                filter=dict(filter) if filter else None,
+                filter=to_where(filter),
             )
             return [pair for match in response.matches if (pair := _pair(match)) is not None]
 

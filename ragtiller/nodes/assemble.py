@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.context_budget import choose_passages
 from ragtiller.nodes.report import build_manifest
-from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter
+from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter, turn_filter
 from ragtiller.nodes.stage import Stage
 from ragtiller.rerankers.floor import identity_order
 from ragtiller.types import Candidate
@@ -78,14 +78,15 @@ def answer_messages(state: RetrievalState, context: str, max_chars: int) -> list
 
 def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, list[str]]:
     """The corpus outline for a broad turn that step-back did not serve, cut to the turn's
-    namespaces and tenant, with a label when an outline exists but cannot be cut to them."""
+    namespaces, tenant and filter, with a label when an outline exists but cannot be cut to them."""
     route = state["route"]
     if deps.overview is None or not route["is_broad"] or state["step_back"]["status"] == "done":
         return None, []
-    tenant = route["tenant"]
-    text = deps.overview(route["namespaces"], tenant_filter(tenant))
+    tenant, scope = route["tenant"], turn_filter(route)
+    text = deps.overview(route["namespaces"], scope)
     if text is None:
-        return None, [f"corpus overview left out: it cannot be limited to tenant {tenant!r}"]
+        what = f"tenant {tenant!r}" if scope == tenant_filter(tenant) else f"filter {scope!r}"
+        return None, [f"corpus overview left out: it cannot be limited to {what}"]
     return text or None, []
 
 

@@ -9,11 +9,11 @@ from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkh
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, deadline
-from ragtiller.nodes.run_input import tenant_filter
+from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.policies.decisions import plan_tiers
 from ragtiller.records import TierTask
-from ragtiller.types import StageRecord
+from ragtiller.types import StageRecord, tier_role
 
 if TYPE_CHECKING:
     from ragtiller.graph.state import RetrievalState
@@ -86,7 +86,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
             records.append(record)
 
         run, skipped_tiers = plan_tiers(
-            list(deps.tiers),
+            {name: tier_role(tier) for name, tier in deps.tiers.items()},
             list(deps.vector_tiers),
             has_vector=vector is not None,
             hybrid=bool(route["hybrid"] and route["hybrid"]["enabled"]),
@@ -106,7 +106,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 vector=vector,
                 k=depth,
                 namespaces=route["namespaces"],
-                filter=tenant_filter(route["tenant"]),
+                filter=turn_filter(route),
                 deadline_s=limit.seconds,
                 turn_bound=limit.turn_bound,
             )

@@ -193,6 +193,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 triggers=cls.trigger_labels,
                 namespaces=namespaces,
                 tenant=_tenant(state, context),
+                filter=context.filter,
                 top_k=top_k,
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),

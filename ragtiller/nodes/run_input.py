@@ -130,6 +130,12 @@ def tenant_filter(tenant: str | None) -> dict[str, str] | None:
     return {"tenant": tenant} if tenant is not None else None
 
 
+def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The metadata filter every tier applies this turn: the run's ``filter`` and its tenant."""
+    merged = {**(route.get("filter") or {}), **(tenant_filter(route["tenant"]) or {})}
+    return merged or None
+
+
 def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:
     """A label when a tenant filter left every tier that ran without a hit."""
     if tenant and tier_hits and not any(tier_hits.values()):

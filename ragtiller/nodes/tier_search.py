@@ -1,8 +1,9 @@
 """Tier search: one parallel branch per tier. A failing tier costs its own hits, labelled.
 
 Each tier is waited for at most its deadline. Ragtiller's own in-process tiers (numpy, BM25)
-are CPU work that cannot hang, so they run through their ``asearch``; any other tier's
-blocking ``search`` runs on that tier's own bulkhead. Hits are checked before they enter the
+are CPU work that cannot hang, so they run through their ``asearch``, as does a tier that
+says its ``asearch`` is truly async (``native_async``, e.g. a LangChain store with its own
+async client); any other tier's blocking ``search`` runs on that tier's own bulkhead. Hits are checked before they enter the
 state: a tier that answers nonsense is that tier's error, never a crash in fusion.
 """
 
@@ -30,7 +31,7 @@ async def search(tier: Tier, task: TierTask) -> Any:
         namespaces=task["namespaces"],
         filter=task["filter"],
     )
-    if isinstance(tier, CpuTier):
+    if isinstance(tier, CpuTier) or getattr(tier, "native_async", False) is True:
         return await within(tier.asearch(request), task["deadline_s"])
     pool = bulkhead_for(tier, f"tier-{tier.name}")
     return await pool.call(tier.search, request, timeout_s=task["deadline_s"])

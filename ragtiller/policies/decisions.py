@@ -6,12 +6,11 @@ graph's edge functions only read it. Nothing here does I/O or imports LangGraph.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
 from ragtiller.records import Decision, QuotaView, RerankDecision
-from ragtiller.types import Candidate, Hit
-
-LEXICAL = "lexical"
-PARENT_CHILD = "parent_child"
+from ragtiller.types import LEXICAL, PARENT_CHILD, Candidate, Hit, TierRole
 
 
 def decision(enabled: bool, setting: Toggle, reason: str) -> Decision:
@@ -138,7 +137,7 @@ def decide_rerank(
 
 
 def plan_tiers(
-    tier_names: list[str],
+    roles: Mapping[str, TierRole],
     vector_tiers: list[str],
     *,
     has_vector: bool,
@@ -147,19 +146,25 @@ def plan_tiers(
 ) -> tuple[list[str], dict[str, str]]:
     """Which tiers run this turn, and why each other tier does not.
 
+    Args:
+        roles: Each tier's role by tier name (:func:`ragtiller.types.tier_role`), in order:
+            ``hybrid`` switches every ``lexical`` tier, ``parent_child`` every
+            ``parent_child`` tier, whatever their names.
+        vector_tiers: Names of the tiers that read the query vector.
+
     Returns:
         Tiers to run, and a reason per skipped tier (``hybrid-off``, ``parent-child-off``,
-        ``no-vector``). When the query could not be embedded the lexical tier runs regardless,
+        ``no-vector``). When the query could not be embedded the lexical tiers run regardless,
         so the turn still answers.
     """
     run: list[str] = []
     skipped: dict[str, str] = {}
-    for name in tier_names:
+    for name, role in roles.items():
         if name in vector_tiers and not has_vector:
             skipped[name] = "no-vector"
-        elif name == LEXICAL and not hybrid and has_vector:
+        elif role == LEXICAL and not hybrid and has_vector:
             skipped[name] = "hybrid-off"
-        elif name == PARENT_CHILD and not parent_child:
+        elif role == PARENT_CHILD and not parent_child:
             skipped[name] = "parent-child-off"
         else:
             run.append(name)

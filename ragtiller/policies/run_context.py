@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragtiller.errors import InputError, RagtillerError
+from ragtiller.filters import filter_problem
 from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
 
@@ -41,6 +42,8 @@ def _cached_policy(name: str, directory: Path | None) -> RetrievalPolicy:
     return load_allowed_policy(name, directory)
 
 
+RESERVED_KEYS = frozenset({"tenant", "namespace"})
+"""Metadata keys a run's ``filter`` may not name: they have their own fields."""
 MAX_NAMESPACES = 64
 """Most namespaces one turn may name: each is searched, checked and may be labelled."""
 
@@ -103,6 +106,12 @@ class RunContext(BaseModel):
     tenant: str | None = Field(
         None, description="Tenant id, used as a metadata filter on every tier."
     )
+    filter: dict[str, Any] | None = Field(
+        None,
+        description="Metadata filter on every tier: key -> value (equality) or list of values "
+        "(membership); a document without the key never matches. tenant and namespace have "
+        "their own fields.",
+    )
     step_back: OnOff | None = Field(None, description="Step-back on broad questions: on or off.")
     rerank: RerankSwitch | None = Field(
         None, description="off, on (free floor only) or ceiling (paid ceiling if quota is left)."
@@ -122,6 +131,14 @@ class RunContext(BaseModel):
                 cached_policy(value)
             except RagtillerError as e:  # unknown name, bad operator file or directory
                 raise ValueError(str(e)) from e
+        return value
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _portable(cls, value: Any) -> Any:
+        problem = None if value is None else filter_problem(value, reserved=RESERVED_KEYS)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("tenant", "namespace")

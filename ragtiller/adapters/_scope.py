@@ -1,0 +1,76 @@
+"""A search's scope (namespaces and metadata filter) in a store's own filter syntax.
+
+Three syntaxes (:data:`Pushdown`):
+
+* ``callable``: a ``Document -> bool`` predicate (LangChain's ``InMemoryVectorStore``, FAISS):
+  the whole scope is pushed down, exactly.
+* ``where``: a Mongo-style dict of ``$and``, ``$eq`` and ``$in`` (Chroma, and the many stores
+  that copied its syntax): the filter is pushed down; the namespace too, unless the turn
+  searches ``default``, which also holds documents without a ``namespace`` key, and that a
+  ``where`` clause cannot select. Then the namespace is checked on the results.
+* ``none``: the store is asked without a filter, and the scope is checked on the results.
+
+Whatever was pushed down, every hit is checked against the whole scope before it leaves the
+adapter, so a store whose filter semantics differ from ragtiller's can cost recall, never
+leak a document of another tenant or namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.documents import Document
+
+from ragtiller.filters import DEFAULT_NAMESPACE, join_where, scope_predicate, where_clause
+from ragtiller.types import SearchRequest
+
+Pushdown = Literal["callable", "where", "none"]
+"""How an adapter hands a search's scope to its store (see the module docstring)."""
+PUSHDOWNS: tuple[Pushdown, ...] = ("callable", "where", "none")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One search's scope, and what of it the store is given.
+
+    Attributes:
+        native: The ``filter`` argument for the store, or None to pass none.
+        complete: Whether ``native`` says the whole scope (else results are over-fetched,
+            then cut to the scope here).
+    """
+
+    native: Any
+    complete: bool
+    namespaces: Sequence[str] | None
+    filter: Any
+    test: Callable[[Mapping[str, Any]], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", scope_predicate(self.namespaces, self.filter))
+
+    def admits(self, doc: Document) -> bool:
+        """Whether ``doc`` is in the scope (the check every hit passes, pushed down or not)."""
+        return self.test(doc.metadata)
+
+
+def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
+    """The scope of ``request`` for a store that takes ``pushdown`` filters."""
+    namespaces = list(request.namespaces) if request.namespaces is not None else None
+    filter = dict(request.filter) if request.filter else None
+    if namespaces is None and filter is None:
+        return Scope(None, True, None, None)
+    if pushdown == "callable":
+        test = scope_predicate(namespaces, filter)
+        return Scope(lambda doc: test(doc.metadata), True, namespaces, filter)
+    if pushdown == "where":
+        clauses = [where_clause(key, value) for key, value in (filter or {}).items()]
+        complete = True
+        if namespaces is not None:
+            if DEFAULT_NAMESPACE in namespaces:
+                complete = False  # "default" also means "no namespace key": not expressible
+            else:
+                clauses.append({"namespace": {"$in": namespaces}})
+        return Scope(join_where(clauses), complete, namespaces, filter)
+    return Scope(None, False, namespaces, filter)

@@ -1,0 +1,166 @@
+"""The portable metadata filter every tier understands: equality and membership.
+
+A filter maps a metadata key to a required value (``{"tenant": "acme"}``: equality) or to a
+list of allowed values (``{"year": [2023, 2024]}``: membership). All keys must match. A
+document without the key never matches, so a filter is default deny. Values are str, int,
+float or bool. Each tier pushes the filter down in its store's own syntax, or applies it to
+results with :func:`matches` (see ``docs/usage.md``, "Bring your own store").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Scalar = str | int | float | bool
+"""A value a filter may compare with."""
+MetadataFilter = Mapping[str, Scalar | list[Scalar]]
+"""Metadata key -> required value (equality), or list of allowed values (membership)."""
+
+MAX_FILTER_KEYS = 16
+MAX_FILTER_VALUES = 256
+"""Bounds on one filter, so a turn's filter stays cheap to push down and to check."""
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a document whose metadata names none."""
+
+_MISSING = object()
+
+
+def namespace_of(metadata: Mapping[str, Any]) -> str:
+    """The namespace a metadata dict belongs to (:data:`DEFAULT_NAMESPACE` when unset)."""
+    return str(metadata.get("namespace") or DEFAULT_NAMESPACE)
+
+
+def in_scope(
+    metadata: Mapping[str, Any],
+    namespaces: Sequence[str] | None,
+    filter: Mapping[str, Any] | None,
+) -> bool:
+    """Whether a document is in a search's namespaces (None: all) and passes its filter."""
+    return scope_predicate(namespaces, filter)(metadata)
+
+
+def scope_predicate(
+    namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
+) -> Callable[[Mapping[str, Any]], bool]:
+    """:func:`in_scope` for one search, built once to test many documents."""
+    allowed_namespaces = None if namespaces is None else frozenset(namespaces)
+    passes = predicate(filter)
+
+    def test(metadata: Mapping[str, Any]) -> bool:
+        if allowed_namespaces is not None and namespace_of(metadata) not in allowed_namespaces:
+            return False
+        return passes(metadata)
+
+    return test
+
+
+def allowed(value: Any) -> list[Any]:
+    """The values a filter entry accepts: the list itself, or the one value."""
+    return list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
+
+
+def predicate(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool]:
+    """``filter`` as a test of one metadata dict, its value lists built once (for scans)."""
+    items = [(key, allowed(expected)) for key, expected in (filter or {}).items()]
+
+    def test(metadata: Mapping[str, Any]) -> bool:
+        for key, values in items:
+            value = metadata.get(key, _MISSING)
+            if value is _MISSING or value not in values:
+                return False
+        return True
+
+    return test
+
+
+def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """Whether ``metadata`` passes ``filter`` (None or empty passes everything).
+
+    Example:
+        >>> matches({"tenant": "acme", "year": 2024}, {"tenant": "acme", "year": [2023, 2024]})
+        True
+        >>> matches({"year": 2024}, {"tenant": "acme"})
+        False
+    """
+    return predicate(filter)(metadata)
+
+
+def where_clause(key: str, value: Any) -> dict[str, Any]:
+    """One filter entry in the Mongo-style syntax of Chroma and Pinecone: ``$eq`` or ``$in``
+    (an entry already in that syntax, an operator key or dict value, is kept as it is)."""
+    if key.startswith("$") or isinstance(value, Mapping):
+        return {key: value}
+    values = allowed(value)
+    return {key: {"$eq": value}} if values == [value] else {key: {"$in": values}}
+
+
+def to_where(filter: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``filter`` in the Mongo-style syntax (``$and`` of ``$eq``/``$in``); None for no filter.
+
+    Example:
+        >>> to_where({"tenant": "acme", "year": [2023, 2024]})
+        {'$and': [{'tenant': {'$eq': 'acme'}}, {'year': {'$in': [2023, 2024]}}]}
+    """
+    clauses = [where_clause(key, value) for key, value in (filter or {}).items()]
+    return join_where(clauses)
+
+
+def join_where(clauses: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Clauses that must all hold, as one Mongo-style filter (Chroma refuses a one-item ``$and``)."""
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> str | None:
+    """What is wrong with ``filter`` as a portable filter, or None when it is one.
+
+    Args:
+        filter: The filter to check.
+        reserved: Keys a caller may not set here (a run context sets ``tenant`` and
+            ``namespace`` through their own fields, never through ``filter``).
+    """
+    if not isinstance(filter, Mapping):
+        return f"must be a dict of metadata key -> value or list of values, got {type(filter).__name__}"
+    if not filter:
+        return "must name at least one key; leave it out to filter nothing"
+    if len(filter) > MAX_FILTER_KEYS:
+        return f"names {len(filter)} keys; at most {MAX_FILTER_KEYS}"
+    for key, value in filter.items():
+        if not isinstance(key, str) or not key.strip() or key.startswith("$"):
+            return f"key {key!r} must be a non-blank str not starting with '$'"
+        if key in reserved:
+            return f"key {key!r} has its own field: pass {key}=... instead"
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            return f"{key!r}: an empty list allows nothing; leave the key out or name a value"
+        if len(values) > MAX_FILTER_VALUES:
+            return f"{key!r}: {len(values)} values; at most {MAX_FILTER_VALUES}"
+        for item in values:
+            if not isinstance(item, Scalar) or (
+                isinstance(item, float) and not math.isfinite(item)
+            ):
+                return f"{key!r}: value {item!r} is not a str, int, finite float or bool"
+    return None
+
+
+__all__ = (
+    "DEFAULT_NAMESPACE",
+    "MAX_FILTER_KEYS",
+    "MAX_FILTER_VALUES",
+    "MetadataFilter",
+    "Scalar",
+    "allowed",
+    "filter_problem",
+    "in_scope",
+    "join_where",
+    "matches",
+    "namespace_of",
+    "predicate",
+    "scope_predicate",
+    "to_where",
+    "where_clause",
+)
