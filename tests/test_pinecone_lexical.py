@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from langchain_core.documents import Document
 from pinecone import Pinecone
 
 from ragtiller import ConfigurationError, build_graph, load_policy
+from ragtiller.bulkhead import Overloaded
 from ragtiller.errors import IngestError, TierUnavailable
 from ragtiller.index import (
     BM25Stats,
@@ -201,7 +203,9 @@ def test_a_slow_answer_times_out(loaded: Any, emulator: PineconeEmulator, use_as
     tier = PineconeLexicalTier(loaded, timeout_s=0.3)
     with pytest.raises(PineconeTimeoutError):
         if use_async:
-            asyncio.run(tier.asearch(SearchRequest(query=QUERY, vector=None, k=3, namespaces=["default"])))
+            asyncio.run(
+                tier.asearch(SearchRequest(query=QUERY, vector=None, k=3, namespaces=["default"]))
+            )
         else:
             search(tier, namespaces=["default"])
 
@@ -222,6 +226,38 @@ def test_the_bulkhead_refuses_calls_beyond_its_limit_until_they_end(
     assert search(tier, namespaces=["default"])  # the slow call ended: the slot is free
     with pytest.raises(ConfigurationError, match="max_in_flight must be >= 1"):
         PineconeLexicalTier(loaded, max_in_flight=0)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_call_beyond_the_limit_waits_for_a_healthy_one_instead_of_failing(
+    loaded: Any, emulator: PineconeEmulator, use_async: bool
+) -> None:
+    tier = PineconeLexicalTier(loaded, timeout_s=3.0, max_in_flight=1)
+    tier.encoder()
+    emulator.slow(0.4, times=1, paths={"/query"})  # healthy: well within the deadline
+    request = SearchRequest(query=QUERY, vector=None, k=3, namespaces=["default"])
+    with futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(tier.search, request)
+        time.sleep(0.1)  # the first call holds the only slot
+        second = asyncio.run(tier.asearch(request)) if use_async else tier.search(request)
+        assert first.result() and second  # both answered: the second waited, not shed
+
+
+def test_a_call_that_waits_past_its_deadline_is_overloaded_not_failed(
+    loaded: Any, emulator: PineconeEmulator
+) -> None:
+    tier = PineconeLexicalTier(loaded, timeout_s=0.5, max_in_flight=1)
+    tier.encoder()
+    slow_but_healthy = PineconeLexicalTier(loaded, timeout_s=3.0, max_in_flight=1)
+    slow_but_healthy.call_limit = tier.call_limit  # one index, one limit
+    emulator.slow(1.5, times=1, paths={"/query"})
+    request = SearchRequest(query=QUERY, vector=None, k=3, namespaces=["default"])
+    with futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(slow_but_healthy.search, request)
+        time.sleep(0.1)
+        with pytest.raises(Overloaded, match="busy, not failing"):
+            tier.search(request)
+        assert held.result()
 
 
 def test_the_env_settings_hold_the_key_as_a_secret() -> None:

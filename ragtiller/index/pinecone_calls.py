@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from langchain_core.documents import Document
 
+from ragtiller.bulkhead import Overloaded
 from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.index._records import HIT_FIELDS
 from ragtiller.types import Hit, SearchRequest
@@ -51,13 +52,17 @@ class PineconeTimeoutError(PineconeTierError, TimeoutError):
 
 
 class InFlightLimit:
-    """At most ``limit`` calls in flight to one Pinecone index; a call beyond that fails at once.
+    """At most ``limit`` calls in flight to one Pinecone index: a call beyond that waits for a
+    slot within its deadline (admission, not shedding), and only a stuck index is refused.
 
     A call abandoned at its deadline still holds its place until the SDK gives up, so a stuck
-    index cannot pile up threads: once it holds ``limit`` calls, searches fail fast (and fall
-    back, when the policy says so) instead of starting more. The graph's per-tier bulkhead
-    (``ragtiller/bulkhead.py``) bounds the searches running; this bounds the Pinecone calls
-    those searches fan out to (one per namespace), which outlive a search that timed out.
+    index cannot pile up threads: once *abandoned* calls hold every slot, searches fail fast
+    (and fall back, when the policy says so) instead of starting more. While some slots are
+    held by healthy calls, a new call waits for one to end; if none ends before the caller's
+    deadline it raises :class:`~ragtiller.bulkhead.Overloaded` (reason ``overloaded``: queueing,
+    not Pinecone's failure). The graph's per-tier bulkhead (``ragtiller/bulkhead.py``) bounds
+    the searches running; this bounds the Pinecone calls those searches fan out to (one per
+    namespace), which outlive a search that timed out.
 
     Args:
         limit: Calls in flight allowed, at least 1.
@@ -75,36 +80,77 @@ class InFlightLimit:
             raise ConfigurationError(f"max_in_flight must be >= 1, but got {limit}")
         self.limit = limit
         self._in_flight = 0
-        self._lock = threading.Lock()
+        self._abandoned: set[int] = set()
+        self._freed = threading.Condition()
 
     @property
     def count(self) -> int:
         """Calls started and not yet ended (abandoned ones included)."""
-        with self._lock:
+        with self._freed:
             return self._in_flight
 
-    def start(self, fn: Callable[[], T], namespace: str) -> futures.Future[T]:
-        """Run ``fn`` in a new daemon thread holding one slot until it ends.
+    def start(
+        self, fn: Callable[[], T], namespace: str, deadline: float | None = None
+    ) -> futures.Future[T]:
+        """Run ``fn`` in a new daemon thread holding one slot until it ends, waiting for a
+        slot until ``deadline`` (``time.monotonic()``; None: not at all). Blocking: the async
+        path uses :meth:`astart`.
 
         Raises:
-            PineconeTierError: Every slot is taken.
+            PineconeTierError: Abandoned calls hold every slot (the index is stuck).
+            Overloaded: Healthy calls held every slot until ``deadline``.
         """
-        with self._lock:
-            full = self._in_flight >= self.limit
-            if not full:
-                self._in_flight += 1
-        if full:
+        with self._freed:
+            while not self._admit(namespace, deadline):
+                left = 0.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    raise self._overloaded(namespace)
+                self._freed.wait(left)
+        return _start(fn, self._release)
+
+    async def astart(
+        self, fn: Callable[[], T], namespace: str, deadline: float
+    ) -> futures.Future[T]:
+        """:meth:`start` for the event loop: the wait for a slot never blocks the loop."""
+        while True:
+            with self._freed:
+                if self._admit(namespace, deadline):
+                    return _start(fn, self._release)
+            if time.monotonic() >= deadline:
+                raise self._overloaded(namespace)
+            await asyncio.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+
+    def abandon(self, future: futures.Future[object]) -> None:
+        """Count ``future``'s call as abandoned (its caller stopped waiting) until it ends."""
+        with self._freed:
+            if not future.done():
+                self._abandoned.add(id(future))
+
+    def _admit(self, namespace: str, deadline: float | None) -> bool:
+        """Take a slot if one is free (the caller holds the lock)."""
+        if self._in_flight < self.limit:
+            self._in_flight += 1
+            return True
+        if len(self._abandoned) >= self.limit or deadline is None:
             raise PineconeTierError(
                 f"{self.limit} Pinecone calls already in flight (namespace {namespace!r}): the "
                 "index is slow or stuck; refusing more until they end",
                 status_code=None,
                 namespace=namespace,
             )
-        return _start(fn, self._release)
+        return False
 
-    def _release(self) -> None:
-        with self._lock:
+    def _overloaded(self, namespace: str) -> Overloaded:
+        return Overloaded(
+            f"{self.limit} healthy Pinecone calls held every slot until the deadline "
+            f"(namespace {namespace!r}): the tier is busy, not failing"
+        )
+
+    def _release(self, future: futures.Future[object]) -> None:
+        with self._freed:
             self._in_flight -= 1
+            self._abandoned.discard(id(future))
+            self._freed.notify()
 
 
 def require_langchain_pinecone() -> None:
@@ -135,9 +181,11 @@ def search_namespaces(
     """
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
-        namespaces = _wait(limit.start(list_namespaces, "*"), deadline, timeout_s, "*")
-    calls = _start_queries(query_one, namespaces, limit)
-    return merge_hits([(ns, _wait(call, deadline, timeout_s, ns)) for ns, call in calls], k)
+        listing = limit.start(list_namespaces, "*", deadline)
+        namespaces = _wait(listing, deadline, timeout_s, "*", limit)
+    unique = list(dict.fromkeys(namespaces))
+    calls = [(ns, limit.start(functools.partial(query_one, ns), ns, deadline)) for ns in unique]
+    return merge_hits([(ns, _wait(call, deadline, timeout_s, ns, limit)) for ns, call in calls], k)
 
 
 async def asearch_namespaces(
@@ -151,9 +199,14 @@ async def asearch_namespaces(
     """Async twin of :func:`search_namespaces`: the same threads, awaited off the event loop."""
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
-        namespaces = await _await(limit.start(list_namespaces, "*"), deadline, timeout_s, "*")
-    calls = _start_queries(query_one, namespaces, limit)
-    return merge_hits([(ns, await _await(call, deadline, timeout_s, ns)) for ns, call in calls], k)
+        listing = await limit.astart(list_namespaces, "*", deadline)
+        namespaces = await _await(listing, deadline, timeout_s, "*", limit)
+    calls = []
+    for ns in dict.fromkeys(namespaces):
+        calls.append((ns, await limit.astart(functools.partial(query_one, ns), ns, deadline)))
+    return merge_hits(
+        [(ns, await _await(call, deadline, timeout_s, ns, limit)) for ns, call in calls], k
+    )
 
 
 def searchable(namespaces: dict[str, int]) -> list[str]:
@@ -206,15 +259,11 @@ def call_result(get: Callable[[], T], namespace: str) -> T:
         ) from e
 
 
-def _start_queries(
-    query_one: QueryOne, namespaces: Sequence[str], limit: InFlightLimit
-) -> list[tuple[str, futures.Future[list[tuple[Document, float]]]]]:
-    unique = list(dict.fromkeys(namespaces))
-    return [(ns, limit.start(functools.partial(query_one, ns), ns)) for ns in unique]
-
-
-def _start(fn: Callable[[], T], done: Callable[[], None]) -> futures.Future[T]:
-    """Run ``fn`` in a new daemon thread (one that can never delay exit), then call ``done``."""
+def _start(
+    fn: Callable[[], T], done: Callable[[futures.Future[object]], None]
+) -> futures.Future[T]:
+    """Run ``fn`` in a new daemon thread (one that can never delay exit), then call ``done``
+    with its future."""
     future: futures.Future[T] = futures.Future()
 
     def run() -> None:
@@ -226,23 +275,37 @@ def _start(fn: Callable[[], T], done: Callable[[], None]) -> futures.Future[T]:
             except BaseException as e:  # handed to whoever waits on the future
                 future.set_exception(e)
         finally:
-            done()
+            done(future)  # type: ignore[arg-type]
 
     threading.Thread(target=run, name="ragtiller-pinecone", daemon=True).start()
     return future
 
 
-def _wait(future: futures.Future[T], deadline: float, timeout_s: float, namespace: str) -> T:
+def _wait(
+    future: futures.Future[T],
+    deadline: float,
+    timeout_s: float,
+    namespace: str,
+    limit: InFlightLimit,
+) -> T:
     futures.wait([future], timeout=max(0.0, deadline - time.monotonic()))
     if not future.done():
+        limit.abandon(future)  # type: ignore[arg-type]
         raise _timeout(timeout_s, namespace)
     return call_result(future.result, namespace)
 
 
-async def _await(future: futures.Future[T], deadline: float, timeout_s: float, namespace: str) -> T:
+async def _await(
+    future: futures.Future[T],
+    deadline: float,
+    timeout_s: float,
+    namespace: str,
+    limit: InFlightLimit,
+) -> T:
     waiter = asyncio.wrap_future(future)
     done, _ = await asyncio.wait([waiter], timeout=max(0.0, deadline - time.monotonic()))
     if not done:
+        limit.abandon(future)  # type: ignore[arg-type]
         waiter.cancel()
         raise _timeout(timeout_s, namespace)
     return call_result(waiter.result, namespace)  # read from the waiter, so asyncio sees it read
