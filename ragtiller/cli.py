@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 import time
 import traceback
@@ -79,6 +80,8 @@ def _ingest(args: argparse.Namespace) -> int:
         raise IngestError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
     chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
     embedder = demo_embedder(args.embedder)
+    if args.store is not None:
+        return _ingest_to_store(args, embedder, chunking)
     index = ingest(
         args.paths,
         args.index,
@@ -92,6 +95,46 @@ def _ingest(args: argparse.Namespace) -> int:
     for skipped in index.report.skipped:
         print(f"skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
     print(f"{args.index}: {index.report.summary()}")
+    return 0
+
+
+def _store_factory(spec: str) -> Any:
+    """The callable ``module:function`` names (the module found from the working directory)."""
+    import importlib
+
+    from ragtiller.errors import ConfigurationError
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(
+            f"--store must be MODULE:FACTORY, e.g. my_stores:chroma; got {spec!r}"
+        )
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigurationError(f"--store {spec}: cannot load it: {e}") from e
+    if not callable(factory):
+        raise ConfigurationError(f"--store {spec}: {attr} is not callable")
+    return factory
+
+
+def _ingest_to_store(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
+    """``ingest --store``: the same read and chunking, written to the user's vector store."""
+    from ragtiller.errors import ConfigurationError
+    from ragtiller.index import SQLiteRecordManager
+    from ragtiller.index.store_ingest import ingest_to_store
+
+    if args.records is None:
+        raise ConfigurationError(
+            "--store needs --records FILE (what was written, for the next run)"
+        )
+    store = _store_factory(args.store)(embedder)
+    records = SQLiteRecordManager(args.store, args.records)
+    records.create_schema()
+    done = ingest_to_store(args.paths, store, records, cleanup=args.cleanup, chunking=chunking)
+    print(f"{args.store}: documents: {done.documents}; chunks: {done.chunks}")
     return 0
 
 
@@ -174,10 +217,21 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         help="Markdown, reStructuredText, text or BEIR .jsonl files, or directories.",
     )
-    ing.add_argument(
+    target = ing.add_mutually_exclusive_group(required=True)
+    target.add_argument(
         "--index",
-        required=True,
         help="Index directory: created, or brought up to date (only changed chunks are embedded).",
+    )
+    target.add_argument(
+        "--store",
+        metavar="MODULE:FACTORY",
+        help="Write to your own LangChain vector store instead: FACTORY(embedder) returns it "
+        "(e.g. a persistent Chroma); needs --records.",
+    )
+    ing.add_argument(
+        "--records",
+        help="With --store: the SQLite file that remembers what was written, so a re-run "
+        "writes only what changed.",
     )
     ing.add_argument(
         "--embedder",
