@@ -15,7 +15,6 @@ from ragtiller.errors import (
 )
 from ragtiller.redact import redact
 
-EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 """A bug or an error ragtiller did not foresee; ``--debug`` shows the traceback."""
 EXIT_USAGE = 2

@@ -26,15 +26,6 @@ _HEADS = 12
 _HIDDEN = 384
 
 
-def exporter_available() -> bool:
-    """Whether torch, transformers, onnx and onnxruntime's optimizer can all be imported."""
-    try:
-        _import_exporter()
-    except ModelPrepareError:
-        return False
-    return True
-
-
 def export_onnx(model_dir: Path, destination: Path, variant: Variant, scratch: Path) -> None:
     """Write the ``variant`` ONNX model of the sentence-transformers files in ``model_dir``.
 

@@ -73,18 +73,6 @@ def bundled_model_dir() -> Path:
     return path
 
 
-def check_variant(variant: str) -> Variant:
-    """``variant`` if it is one of :data:`VARIANTS`.
-
-    Raises:
-        ValueError: Any other value (the message lists the valid ones).
-    """
-    for known in VARIANTS:
-        if variant == known:
-            return known
-    raise ValueError(f"unknown model variant {variant!r}; valid: {', '.join(VARIANTS)}")
-
-
 def model_cache_root() -> Path:
     """``<user cache>/ragtiller/models``, or ``$RAGTILLER_MODEL_CACHE`` when set."""
     override = os.environ.get("RAGTILLER_MODEL_CACHE")
