@@ -132,7 +132,9 @@ def bench_tiers(rows: int, queries: int, rng: np.random.Generator) -> dict[str, 
     qvecs = rng.standard_normal((queries + 10, DIM), dtype=np.float32).tolist()
     dense, parent_child = DenseTier(store), ParentChildTier(store, parents)
     out: dict[str, Any] = {"rows": rows}
-    out["dense"] = latency_ms(lambda i: dense.search(SearchRequest(query="", vector=qvecs[i], k=K)), queries)
+    out["dense"] = latency_ms(
+        lambda i: dense.search(SearchRequest(query="", vector=qvecs[i], k=K)), queries
+    )
     out["parent_child"] = latency_ms(
         lambda i: parent_child.search(SearchRequest(query="", vector=qvecs[i], k=K)), queries
     )

@@ -153,7 +153,9 @@ def stale(dataset: Any, index: EmbeddedIndex) -> None:
                 upsert_lexical(remote, index)
             scores = []
             for qid, text in dataset.queries.items():
-                ranking = [h["doc_id"] for h in tier.search(SearchRequest(query=text, vector=None, k=K))]
+                ranking = [
+                    h["doc_id"] for h in tier.search(SearchRequest(query=text, vector=None, k=K))
+                ]
                 score = ndcg_at_k(ranking, dataset.qrels[qid], K)
                 if score is not None:
                     scores.append(score)

@@ -222,7 +222,9 @@ class Tree:
         vector = self.embedder.embed_query(query)
         embedded = time.perf_counter()
         for tier in self.tiers:
-            tier.search(SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces, filter=None))
+            tier.search(
+                SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces, filter=None)
+            )
         return (embedded - started) * 1000, (time.perf_counter() - embedded) * 1000
 
     async def guards(self, namespaces: list[str], k: int, flip: bool) -> dict[str, float]:
@@ -245,7 +247,9 @@ class Tree:
             vector = await self.embedder.aembed_query(query)
             embedded = time.perf_counter()
             for tier in self.tiers:
-                await tier.asearch(SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces))
+                await tier.asearch(
+                    SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces)
+                )
             out["old-style embed"] = (embedded - started) * 1000
             out["old-style tiers"] = (time.perf_counter() - embedded) * 1000
 

@@ -47,6 +47,5 @@ class TierUnavailable(RagtillerError, RuntimeError):
         self.reason = reason
 
 
-
 class ModelPrepareError(RagtillerError, RuntimeError):
     """The local model could not be exported to ONNX (an exporter is missing, or it failed)."""

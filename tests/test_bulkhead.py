@@ -198,9 +198,10 @@ def test_hung_calls_open_the_breaker_and_a_probe_that_answers_closes_it() -> Non
         await asyncio.sleep(0.25)
         assert await pool.call(provider, timeout_s=1) == "ok"  # the probe
         assert pool.breaker.snapshot().state == "closed"
-        assert await asyncio.gather(*(pool.call(provider, timeout_s=1) for _ in range(8))) == [
-            "ok"
-        ] * 8
+        assert (
+            await asyncio.gather(*(pool.call(provider, timeout_s=1) for _ in range(8)))
+            == ["ok"] * 8
+        )
 
     try:
         asyncio.run(scenario())

@@ -358,7 +358,13 @@ async def test_async_invoke_and_astream() -> None:
 
 def test_sync_invoke_and_stream_match_async_shape() -> None:
     g = graph()
-    assert set(g.invoke({"query": EXACT})) == {"documents", "messages", "context", "manifest", "stages"}
+    assert set(g.invoke({"query": EXACT})) == {
+        "documents",
+        "messages",
+        "context",
+        "manifest",
+        "stages",
+    }
     assert {e["step"] for e in g.stream({"query": EXACT}, stream_mode="custom")} == set(STAGES)
 
 

@@ -38,7 +38,9 @@ def test_minilm_builds_a_semantic_index_offline(
     assert embedder_identity(embedder) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
     index = EmbeddedIndex.build(DOCS, embedder=embedder, progress=False)
     query = "how do I abort an async job?"  # shares no content word with the answer
-    hits = index.tiers[0].search(SearchRequest(query=query, vector=embedder.embed_query(query), k=3))
+    hits = index.tiers[0].search(
+        SearchRequest(query=query, vector=embedder.embed_query(query), k=3)
+    )
     assert hits[0]["doc_id"] == "tasks"
     assert np.linalg.norm(index.store.vectors, axis=1) == pytest.approx(1.0, abs=1e-5)
     index.save(tmp_path / "idx")

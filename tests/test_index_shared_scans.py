@@ -54,8 +54,12 @@ def parents() -> RecordTable:
 
 def test_dense_and_parent_child_share_one_scan(store: NumpyVectorStore, scans: list[int]) -> None:
     vector = np.ones(DIM).tolist()
-    dense_hits = DenseTier(store).search(SearchRequest(query="", vector=vector, k=5, namespaces=["default"]))
-    pc_hits = ParentChildTier(store, parents()).search(SearchRequest(query="", vector=vector, k=3, namespaces=["default"]))
+    dense_hits = DenseTier(store).search(
+        SearchRequest(query="", vector=vector, k=5, namespaces=["default"])
+    )
+    pc_hits = ParentChildTier(store, parents()).search(
+        SearchRequest(query="", vector=vector, k=3, namespaces=["default"])
+    )
     assert scans == [40]
     assert dense_hits[0]["id"] in pc_hits[0]["metadata"]["matched_child_ids"]
 

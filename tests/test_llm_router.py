@@ -524,7 +524,10 @@ def test_rejected_artifact_keeps_the_router_off(tmp_path: Path) -> None:
         "eval-rejected",
         0,
     )
-    assert detail["note"] == f"router.llm_eval_artifact {str(path)!r} has decision 'reject', not 'promote'"
+    assert (
+        detail["note"]
+        == f"router.llm_eval_artifact {str(path)!r} has decision 'reject', not 'promote'"
+    )
     assert not r.enabled and model.calls == 0
 
 

@@ -86,7 +86,9 @@ def dense(embedded: EmbeddedIndex) -> Any:
 
 
 def search(tier: Any, text: str, k: int = 5, **kwargs: Any) -> list[Hit]:
-    hits: list[Hit] = tier.search(SearchRequest(query=text, vector=EMBEDDER.embed_query(text), k=k, **kwargs))
+    hits: list[Hit] = tier.search(
+        SearchRequest(query=text, vector=EMBEDDER.embed_query(text), k=k, **kwargs)
+    )
     return hits
 
 
@@ -151,7 +153,9 @@ def test_several_namespaces_are_queried_and_merged_by_score(
     index.upsert(
         vectors=[("x", near, {"text": "x in b"}), ("z", shared, {"text": "z"})], namespace="b"
     )
-    hits = PineconeTier(store).search(SearchRequest(query="", vector=shared, k=3, namespaces=["b", "a", "b"]))
+    hits = PineconeTier(store).search(
+        SearchRequest(query="", vector=shared, k=3, namespaces=["b", "a", "b"])
+    )
     assert [(h["id"], h["metadata"]["namespace"]) for h in hits] == [
         ("z", "b"),  # ties keep the order of the namespaces given
         ("x", "a"),  # x is in both: its best score (from a) is kept, once
@@ -178,7 +182,9 @@ async def test_asearch_equals_search(loaded: PineconeVectorStore) -> None:
     tier = PineconeTier(loaded)
     vector = EMBEDDER.embed_query("event loop policy")
     sync = tier.search(SearchRequest(query="", vector=vector, k=4, namespaces=["default", "api"]))
-    got = await tier.asearch(SearchRequest(query="", vector=vector, k=4, namespaces=["default", "api"]))
+    got = await tier.asearch(
+        SearchRequest(query="", vector=vector, k=4, namespaces=["default", "api"])
+    )
     assert got == sync
 
 
@@ -195,7 +201,9 @@ async def test_asearch_does_not_block_the_event_loop(
             ticks += 1
 
     task = asyncio.create_task(ticker())
-    hits = await PineconeTier(loaded).asearch(SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"]))
+    hits = await PineconeTier(loaded).asearch(
+        SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"])
+    )
     task.cancel()
     assert len(hits) == 2
     assert ticks >= 5  # the loop kept running (about 20 ticks) while the query waited 0.4 s
@@ -208,10 +216,14 @@ async def test_concurrent_asearches_do_not_interfere(
     tier = PineconeTier(loaded)
     vectors = [EMBEDDER.embed_query(q) for q in QUERIES]
     results = await asyncio.gather(
-        *(tier.asearch(SearchRequest(query="", vector=v, k=2, namespaces=["default"])) for v in vectors)
+        *(
+            tier.asearch(SearchRequest(query="", vector=v, k=2, namespaces=["default"]))
+            for v in vectors
+        )
     )
     assert [r[0]["id"] for r in results] == [
-        tier.search(SearchRequest(query="", vector=v, k=2, namespaces=["default"]))[0]["id"] for v in vectors
+        tier.search(SearchRequest(query="", vector=v, k=2, namespaces=["default"]))[0]["id"]
+        for v in vectors
     ]
 
 
@@ -272,7 +284,9 @@ def test_a_lasting_503_raises_within_the_deadline(
     started = time.monotonic()
     with pytest.raises(PineconeTimeoutError, match=r"did not answer within 0\.6 s") as info:
         if use_async:
-            asyncio.run(tier.asearch(SearchRequest(query="", vector=vector, k=3, namespaces=["default"])))
+            asyncio.run(
+                tier.asearch(SearchRequest(query="", vector=vector, k=3, namespaces=["default"]))
+            )
         else:
             tier.search(SearchRequest(query="", vector=vector, k=3, namespaces=["default"]))
     assert time.monotonic() - started < 1.5
@@ -301,7 +315,11 @@ def test_a_slow_answer_times_out(
     vector = EMBEDDER.embed_query("task")
     with pytest.raises(PineconeTimeoutError) as info:
         if use_async:
-            asyncio.run(tier.asearch(SearchRequest(query="", vector=vector, k=3, namespaces=["default", "api"])))
+            asyncio.run(
+                tier.asearch(
+                    SearchRequest(query="", vector=vector, k=3, namespaces=["default", "api"])
+                )
+            )
         else:
             tier.search(SearchRequest(query="", vector=vector, k=3, namespaces=["default", "api"]))
     assert info.value.namespace == "default"
@@ -467,7 +485,9 @@ async def test_fallback_marks_the_primarys_hits_too(
     loaded: PineconeVectorStore, embedded: EmbeddedIndex
 ) -> None:
     tier = FallbackTier(PineconeTier(loaded), dense(embedded), primary_label="pinecone")
-    hits = await tier.asearch(SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"]))
+    hits = await tier.asearch(
+        SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"])
+    )
     assert [h["metadata"]["served_by"] for h in hits] == ["pinecone", "pinecone"]
     assert "fallback_reason" not in hits[0]["metadata"]
 

@@ -73,7 +73,8 @@ def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
         changed.extend(
             f"reranker.{field}"
             for field in type(base.reranker).model_fields
-            if field not in provider and getattr(base.reranker, field) != getattr(run.reranker, field)
+            if field not in provider
+            and getattr(base.reranker, field) != getattr(run.reranker, field)
         )
     return changed
 

@@ -27,7 +27,6 @@ HIT_FIELDS = ("doc_id", "parent_id", "source")
 """Metadata keys lifted out of ``metadata`` into a :class:`~ragtiller.types.Hit`'s own fields."""
 
 
-
 class RecordTable:
     """Ids, texts and metadata of N rows, with a namespace code per row for fast filtering.
 
@@ -179,7 +178,6 @@ class RecordTable:
             raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
 
 
-
 def _share_strings(metadata: dict[str, Any], shared: dict[str, str]) -> dict[str, Any]:
     """Make equal string values (and strings in list values) one object across rows.
 
@@ -198,7 +196,9 @@ def _parse_record(line: str, path: Path, lineno: int) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as e:
-        raise IndexStoreError(f"index file {path} is corrupt: line {lineno} is not JSON ({e})") from e
+        raise IndexStoreError(
+            f"index file {path} is corrupt: line {lineno} is not JSON ({e})"
+        ) from e
     if (
         not isinstance(record, dict)
         or not isinstance(record.get("id"), str)

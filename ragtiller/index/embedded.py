@@ -96,9 +96,7 @@ class EmbeddedIndex:
         """The ``dense``, ``parent_child`` and ``lexical`` tiers, in that order."""
         return list(self._tiers)
 
-    def overview(
-        self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
-    ) -> str:
+    def overview(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
         """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
         (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)

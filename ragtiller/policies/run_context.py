@@ -58,7 +58,9 @@ def scope_problem(field: str, value: object) -> str | None:
     if field == "namespace" and not names:
         return "must name at least one namespace, got an empty list; leave it out for the route's"
     if len(names) > MAX_NAMESPACES:
-        return f"names {len(names)} namespaces; at most {MAX_NAMESPACES} may be searched in one turn"
+        return (
+            f"names {len(names)} namespaces; at most {MAX_NAMESPACES} may be searched in one turn"
+        )
     for name in names:
         if not isinstance(name, str):
             return f"must be a str{' or a list of str' if field == 'namespace' else ''}, got {type(name).__name__}"

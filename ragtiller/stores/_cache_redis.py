@@ -254,9 +254,7 @@ class RedisCache(Cache):
             if locked:
                 await self._arelease(key, token)
 
-    def _wait_turn(
-        self, key: str, token: str, accept: Accept | None
-    ) -> tuple[Filled | None, bool]:
+    def _wait_turn(self, key: str, token: str, accept: Accept | None) -> tuple[Filled | None, bool]:
         """Wait until another process has cached ``key`` or this one holds its lock.
 
         Returns:

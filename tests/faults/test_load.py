@@ -130,7 +130,9 @@ def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
     assert embeds.count(("skipped", "overloaded")) >= 5
     labels = {label for out in outs for label in out["manifest"].degraded}
     assert "embed skipped: overloaded" in labels
-    assert not {"embed failed: timeout", "embed failed: embed-failed", "embed failed: hung"} & labels
+    assert (
+        not {"embed failed: timeout", "embed failed: embed-failed", "embed failed: hung"} & labels
+    )
     assert pool.breaker.snapshot().state == "closed"  # waiting is never held against it
 
 
