@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from ragtiller.fusion import FusionMethod, fuse_scores
+from ragtiller.fusion import DEFAULT_MARGIN, FusionMethod, fuse_scores
 from ragtiller.types import Candidate, Hit
 
 DocAggregation = Literal["off", "max", "sum"]
@@ -87,6 +87,7 @@ def document_order(
     method: FusionMethod,
     rrf_k: int,
     weights: Mapping[str, float] | None,
+    margin: float = DEFAULT_MARGIN,
 ) -> list[DocKey]:
     """Documents best first: each tier's hits collapsed to documents (``mode``), then fused.
 
@@ -99,7 +100,7 @@ def document_order(
         tier: {doc_key(h): float(h["score"]) for h in hits}
         for tier, hits in collapse_to_documents(hits_by_tier, mode).items()
     }
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
     first: dict[DocKey, int] = {}
     for s in scored.values():
         for rank, key in enumerate(s):

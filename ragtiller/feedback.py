@@ -187,22 +187,26 @@ class RocchioTier(CpuTier):
         status = self.label
         if request.vector is not None:
             try:
-                rows = self._feedback_rows(request, request.vector)
-                if rows:
-                    moved = rocchio_vector(
-                        request.vector, self.store.vectors[rows], weight=self.config.dense_weight
-                    )
+                rows, agreement = self._feedback_rows(request, request.vector)
+                weight = self.config.dense_weight
+                if self.config.dense_strength == "agreement" and self.lexical is not None:
+                    weight *= agreement
+                if rows and weight > 0.0:
+                    moved = rocchio_vector(request.vector, self.store.vectors[rows], weight=weight)
             except Exception as e:  # fall back to the plain query vector, labelled
                 moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
         hits = self.inner.search(replace(request, vector=moved))
         return [_mark(h, status) for h in hits]
 
-    def _feedback_rows(self, request: SearchRequest, vector: Sequence[float]) -> list[int]:
+    def _feedback_rows(
+        self, request: SearchRequest, vector: Sequence[float]
+    ) -> tuple[list[int], float]:
+        """Feedback rows, and how much the two first passes agree (1 without a fused pass)."""
         lexical = self.lexical
         if lexical is not None:
 
-            def first_pass() -> list[int]:
-                return fused_feedback_rows(
+            def first_pass() -> tuple[list[int], float]:
+                return fused_feedback(
                     self.store, lexical, request, self.fusion, docs=self.config.dense_docs
                 )
 
@@ -215,7 +219,7 @@ class RocchioTier(CpuTier):
         top = self.store.search_rows(
             vector, self.config.dense_docs, namespaces=request.namespaces, filter=request.filter
         )
-        return [row for row, _ in top]
+        return [row for row, _ in top], 1.0
 
 
 def fused_feedback_rows(
@@ -233,8 +237,20 @@ def fused_feedback_rows(
     fused as ``fusion`` fuses a turn. A top document the dense first pass did not reach has no
     row to read; the next fused document takes its place.
     """
+    return fused_feedback(store, lexical, request, fusion, docs=docs)[0]
+
+
+def fused_feedback(
+    store: NumpyVectorStore,
+    lexical: Tier,
+    request: SearchRequest,
+    fusion: FusionConfig,
+    *,
+    docs: int,
+) -> tuple[list[int], float]:
+    """:func:`fused_feedback_rows` and the first passes' agreement (:func:`top_agreement`)."""
     if request.vector is None:
-        return []
+        return [], 0.0
     depth = FUSED_FIRST_PASS_DEPTH
     dense: dict[DocKey, float] = {}
     best_row: dict[DocKey, int] = {}
@@ -252,9 +268,30 @@ def fused_feedback_rows(
         method=fusion.method,
         rrf_k=fusion.rrf_k,
         weights=fusion.tier_weights,
+        margin=fusion.margin,
     )
     ranked = sorted(fused, key=lambda key: -fused[key])  # stable: ties keep dense order
-    return [best_row[key] for key in ranked if key in best_row][:docs]
+    rows = [best_row[key] for key in ranked if key in best_row][:docs]
+    return rows, top_agreement(list(dense), list(lexical_docs))
+
+
+AGREEMENT_DEPTH = 10
+"""Documents of each first pass that :func:`top_agreement` compares."""
+
+
+def top_agreement(first: Sequence[DocKey], second: Sequence[DocKey]) -> float:
+    """Share of the top :data:`AGREEMENT_DEPTH` documents two best-first lists have in common.
+
+    0 when either list is empty; a list shorter than the depth is compared as it is.
+
+    Example:
+        >>> top_agreement([("", "a"), ("", "b")], [("", "b"), ("", "c")])
+        0.5
+    """
+    n = min(AGREEMENT_DEPTH, len(first), len(second))
+    if n == 0:
+        return 0.0
+    return len(set(first[:n]) & set(second[:n])) / n
 
 
 def _indexed(hit: Hit) -> str:

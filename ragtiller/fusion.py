@@ -18,11 +18,13 @@ from typing import Literal, TypeVar
 
 from ragtiller.types import Candidate, Hit
 
-FusionMethod = Literal["rrf", "zscore", "minmax"]
+FusionMethod = Literal["rrf", "zscore", "minmax", "margin"]
 K = TypeVar("K", bound=Hashable)
 """What is fused: chunk ids in a turn, document keys in a feedback first pass."""
 MISSING_Z_FLAT = -1.0
 """z given to a miss in a tier whose scores are all equal (no spread to measure against)."""
+DEFAULT_MARGIN = 1.0
+"""``margin`` fusion's default threshold: a top score one standard deviation above the next."""
 
 
 def zscores(scores: Sequence[float]) -> list[float]:
@@ -108,12 +110,54 @@ def minmax_fusion(
     return fused
 
 
+def top_margin(scores: Sequence[float]) -> float:
+    """How far a list's best score stands above its second, in the list's standard deviations.
+
+    0 when the list has fewer than two scores or no spread. Scores need not be sorted.
+
+    Example:
+        >>> top_margin([4.0, 1.0, 1.0, 2.0])  # sigma 1.22..., (4 - 2) / sigma
+        1.6329931618554523
+    """
+    if len(scores) < 2:
+        return 0.0
+    n = len(scores)
+    mean = math.fsum(scores) / n
+    sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
+    if sigma == 0.0 or not math.isfinite(sigma):
+        return 0.0
+    first, second = sorted(scores, reverse=True)[:2]
+    return (first - second) / sigma
+
+
+def margin_method(
+    scored_lists: Mapping[str, Mapping[K, float]],
+    *,
+    margin: float = DEFAULT_MARGIN,
+    weights: Mapping[str, float] | None = None,
+) -> Literal["rrf", "zscore"]:
+    """``margin`` fusion's choice for one query: z-score when some tier is sure, else RRF.
+
+    A tier is sure when its best score stands at least ``margin`` standard deviations above its
+    second (:func:`top_margin`): that gap is evidence rank fusion throws away. When no tier's
+    top stands out, scores carry little beyond their order, and a single tier's noisy outliers
+    would decide a z-score sum, so ranks are fused. Tiers of weight 0 do not vote.
+    """
+    for tier, scores in scored_lists.items():
+        if weights is not None and weights.get(tier, 1.0) == 0.0:
+            continue
+        if top_margin(list(scores.values())) >= margin:
+            return "zscore"
+    return "rrf"
+
+
 def fuse_scores(
     scored_lists: Mapping[str, Mapping[K, float]],
     *,
     method: FusionMethod = "rrf",
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
+    margin: float = DEFAULT_MARGIN,
 ) -> dict[K, float]:
     """Fused score per key of tier -> (key -> score) lists, each in its tier's order, best first.
 
@@ -121,6 +165,8 @@ def fuse_scores(
         >>> fuse_scores({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 5.0}}, method="minmax")
         {'x': 1.0, 'y': 1.0}
     """
+    if method == "margin":
+        method = margin_method(scored_lists, margin=margin, weights=weights)
     if method == "rrf":
         ranked = {tier: list(s) for tier, s in scored_lists.items()}
         return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
@@ -128,7 +174,7 @@ def fuse_scores(
         return zscore_fusion(scored_lists, weights=weights)
     if method == "minmax":
         return minmax_fusion(scored_lists, weights=weights)
-    raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
+    raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax, margin")
 
 
 def fuse_hits(
@@ -138,6 +184,7 @@ def fuse_hits(
     cap: int,
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
+    margin: float = DEFAULT_MARGIN,
 ) -> list[Candidate]:
     """Merge tier hit lists into at most ``cap`` candidates, best first.
 
@@ -146,7 +193,7 @@ def fuse_hits(
     by tier order (the order of ``hits_by_tier``), then by id, so the order is deterministic.
     """
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
 
     z_by_tier = {
         tier: dict(zip(s, zscores(list(s.values())), strict=True)) for tier, s in scored.items()

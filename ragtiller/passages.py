@@ -101,7 +101,12 @@ def rank_passages(
     weights = fusion.tier_weights or None
     total = sum(len(h) for h in passages.values())
     fused = fuse_hits(
-        passages, method=fusion.method, cap=total, rrf_k=fusion.rrf_k, weights=weights
+        passages,
+        method=fusion.method,
+        cap=total,
+        rrf_k=fusion.rrf_k,
+        weights=weights,
+        margin=fusion.margin,
     )
     if fusion.doc_aggregation == "off":
         return fused[:cap]
@@ -113,6 +118,7 @@ def rank_passages(
             method=fusion.method,
             rrf_k=fusion.rrf_k,
             weights=weights,
+            margin=fusion.margin,
         )
     keys = _passage_keys(fused[:cap], query, rescore)
     floor = min(keys.values())

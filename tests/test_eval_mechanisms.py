@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from fixtures.fakes import RaisingTier, StaticTier, hit
@@ -13,9 +15,11 @@ from ragtiller.feedback import (
     FUSED_FIRST_PASS_DEPTH,
     RM3Tier,
     RocchioTier,
+    fused_feedback,
     fused_feedback_rows,
     rm3_weights,
     rocchio_vector,
+    top_agreement,
 )
 from ragtiller.fusion import fuse_hits
 from ragtiller.index import EmbeddedIndex, HashingEmbedder
@@ -252,3 +256,39 @@ def test_policy_switches_wrap_only_what_they_name(index: EmbeddedIndex) -> None:
     # without an index (tiers passed by hand) there are no sections: the lexical tier stays
     no_index = {t.name: t for t in apply_query_options(policy, index.tiers, None)}
     assert no_index["lexical"].inner is next(t for t in index.tiers if t.name == "lexical")  # type: ignore[attr-defined]
+
+
+def test_top_agreement_is_the_shared_share_of_the_top_ten() -> None:
+    docs = [("", f"d{i}") for i in range(20)]
+    assert top_agreement(docs, docs) == 1.0
+    assert top_agreement(docs[:10], docs[10:]) == 0.0
+    assert top_agreement(docs[:10], docs[5:15]) == 0.5
+    assert top_agreement(docs[:4], docs[2:]) == 0.5  # compared at the shorter list's length
+    assert top_agreement([], docs) == 0.0
+
+
+def test_agreement_strength_gives_no_move_when_the_tiers_disagree(index: EmbeddedIndex) -> None:
+    # BM25 ranks only documents dense does not reach at all, so the first passes share none
+    # of their top documents: Rocchio by agreement does not move the query, fixed does.
+    dense = next(t for t in index.tiers if t.name == "dense")
+    store = dense.store  # type: ignore[attr-defined]
+    vector = index.embedder.embed_query("swept wing")
+    request = SearchRequest(query="swept wing", vector=vector, k=2)
+    plain = [(h["id"], h["score"]) for h in dense.search(request)]
+    elsewhere = StaticTier(
+        "lexical", [hit("lexical", "x", 9.0, doc_id="nowhere")], needs_vector=False
+    )
+    agreement = FeedbackConfig(
+        dense="rocchio", dense_docs=1, dense_weight=5.0, dense_source="fused",
+        dense_strength="agreement",
+    )  # fmt: skip
+    tier = RocchioTier(dense, store, agreement, lexical=elsewhere)
+    assert [(h["id"], h["score"]) for h in tier.search(request)] == plain
+    rows, share = fused_feedback(store, elsewhere, request, FusionConfig(), docs=1)
+    assert share == 0.0 and rows  # feedback was there to take; the weight made it nothing
+    fixed = RocchioTier(dense, store, agreement.model_copy(update={"dense_strength": "fixed"}),
+                        lexical=elsewhere)  # fmt: skip
+    moved = rocchio_vector(vector, store.vectors[rows], weight=5.0)
+    expected = [(h["id"], h["score"]) for h in dense.search(replace(request, vector=moved))]
+    assert expected != plain  # the fixed weight moves the query: scores change
+    assert [(h["id"], h["score"]) for h in fixed.search(request)] == expected

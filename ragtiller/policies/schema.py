@@ -198,8 +198,22 @@ class BudgetsConfig(_Model):
 class FusionConfig(_Model):
     """How tier results are merged."""
 
-    method: Literal["rrf", "zscore", "minmax"] = "rrf"
+    method: Literal["rrf", "zscore", "minmax", "margin"] = Field(
+        "rrf",
+        description="Per turn: rrf fuses ranks, zscore and minmax fuse normalised scores. "
+        "margin chooses per query, at each fusion: zscore when some tier's best score stands "
+        "at least `margin` standard deviations above its second, rrf otherwise.",
+    )
     rrf_k: Annotated[int, Field(gt=0)] = 60
+    margin: Annotated[
+        float,
+        Field(
+            ge=0,
+            allow_inf_nan=False,
+            description="Per turn, for method margin: the gap between a tier's best and second "
+            "score, in standard deviations of that tier's scores, above which scores are fused.",
+        ),
+    ] = 1.0
     tier_weights: dict[str, Weight] = Field(
         default_factory=dict, description="Weight per tier name, finite and >= 0; default 1."
     )
@@ -257,6 +271,12 @@ class FeedbackConfig(_Model):
         "fuses them (fused; needs an embedded lexical tier, else the tier's own). The fused "
         "first pass reads BM25 even on a route whose hybrid switch leaves the lexical tier out "
         "of the turn's fusion.",
+    )
+    dense_strength: Literal["fixed", "agreement"] = Field(
+        "fixed",
+        description="Per turn, with dense_source fused: Rocchio's weight is dense_weight (fixed), "
+        "or dense_weight times the share of the top 10 documents the dense and lexical first "
+        "passes have in common (agreement, 0 to 1): no move when the tiers disagree.",
     )
 
 
