@@ -20,8 +20,9 @@ from ragtiller.policies.schema import RetrievalPolicy
 def with_depth(
     policy: RetrievalPolicy, depth: int, *, per_document: int | None = 1
 ) -> RetrievalPolicy:
-    """Every route returns ``depth`` results (``top_k`` and ``max_chunks``, and no context
-    word budget to cut them), so Recall@depth is defined; nothing else changes.
+    """Every route returns ``depth`` results (``top_k``, ``max_chunks`` raised to at least
+    ``depth``, and no context word budget to cut them), so Recall@depth is defined; nothing
+    else changes: the candidate pool is never smaller than a user's turn gets.
 
     ``per_document`` sets ``budgets.passages_per_document``: 1 (the default, for
     document-level metrics) makes the results the document ranking, one passage per document
@@ -36,7 +37,9 @@ def with_depth(
     routes = {name: {"top_k": depth} for name in policy.routes}
     overrides: dict[str, Any] = {
         "routes": routes,
-        "budgets.max_chunks": depth,
+        # never below the policy's own: max_chunks also sizes the candidate pool, and a smaller
+        # pool than a user's turn gets would score a different system
+        "budgets.max_chunks": max(depth, policy.budgets.max_chunks),
         "budgets.context_words": None,
     }
     if per_document is not None:
