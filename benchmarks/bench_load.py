@@ -32,11 +32,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from baseline import baseline_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-load"
@@ -131,32 +132,6 @@ def worker(batches: int) -> None:
 # --- the driver ------------------------------------------------------------------------------
 
 
-def baseline_tree(commit: str) -> Path:
-    """The baseline commit's files, extracted once with ``git archive`` (no worktree, no checkout)."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "--short", commit],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    path = CACHE / f"tree-{sha}"
-    if not (path / "ragtiller").is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "archive", "--format=tar", sha, "ragtiller"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        ).stdout
-        with tempfile.TemporaryFile() as f:
-            f.write(archive)
-            f.seek(0)
-            with tarfile.open(fileobj=f) as tar:
-                tar.extractall(path, filter="data")
-    return path
-
-
 def run_worker(tree: Path, batches: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     env.pop("REDIS_URL", None)
@@ -198,7 +173,7 @@ def main() -> None:
     if args.worker:
         worker(args.batches)
         return
-    trees = {args.baseline: baseline_tree(args.baseline), "new": ROOT}
+    trees = {args.baseline: baseline_tree(args.baseline, CACHE), "new": ROOT}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for r in range(args.rounds):
         order = list(trees) if r % 2 == 0 else list(reversed(trees))

@@ -42,7 +42,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from baseline import baseline_tree
 
 from ragtiller.types import SearchRequest
 
@@ -385,32 +385,6 @@ def worker(rows: int, turns: int) -> None:
 # --- the driver -------------------------------------------------------------------------------
 
 
-def baseline_tree(commit: str) -> Path:
-    """The baseline commit's files, extracted once with ``git archive`` (no worktree, no checkout)."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "--short", commit],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    path = CACHE / f"tree-{sha}"
-    if not (path / "ragtiller").is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "archive", "--format=tar", sha, "ragtiller"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        ).stdout
-        with tempfile.TemporaryFile() as f:
-            f.write(archive)
-            f.seek(0)
-            with tarfile.open(fileobj=f) as tar:
-                tar.extractall(path, filter="data")
-    return path
-
-
 def run_worker(tree: Path, rows: int, turns: int) -> dict[str, list[float]]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     env.pop("REDIS_URL", None)
@@ -525,7 +499,7 @@ def main() -> None:
         worker(args.worker, args.turns)
         return
     sys.path.insert(0, str(ROOT))
-    old_tree = baseline_tree(args.baseline)
+    old_tree = baseline_tree(args.baseline, CACHE)
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f} at start; baseline {args.baseline} ({old_tree}), new {ROOT}"
