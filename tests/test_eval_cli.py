@@ -7,25 +7,11 @@ import pytest
 import yaml
 from fixtures.eval_cli import main
 
-from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest
 from ragtiller.index.versions import current_version
 from ragtiller.policies import load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"
 DEFAULT_YAML = Path(__file__).parents[1] / "ragtiller" / "policies" / "shipped" / "default.yaml"
-
-
-@pytest.fixture(scope="module")
-def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("idx") / "tiny"
-    ingest(
-        [TINY / "corpus.jsonl"],
-        target,
-        embedder=HashingEmbedder(dim=256),
-        chunking=ChunkingConfig(chunk_tokens=512),
-        progress=False,
-    )
-    return target
 
 
 def write_policy(path: Path, **changes: Any) -> Path:
@@ -43,8 +29,10 @@ def small_routes(top_k: int) -> dict[str, Any]:
     }
 
 
-def test_eval_prints_a_table_per_slice(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["eval", "--index", str(index_dir), "--dataset", str(TINY), "--policy", "default"]
+def test_eval_prints_a_table_per_slice(
+    tiny_beir_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["eval", "--index", str(tiny_beir_index), "--dataset", str(TINY), "--policy", "default"]
     assert main([*argv, "--slices", str(TINY / "slices.tsv"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -58,8 +46,8 @@ def test_eval_prints_a_table_per_slice(index_dir: Path, capsys: pytest.CaptureFi
     assert lines[-1] == "0 of 5 turns degraded"
 
 
-def test_eval_json(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["eval", "--index", str(index_dir), "--dataset", str(TINY), "--policy", "default"]
+def test_eval_json(tiny_beir_index: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "--index", str(tiny_beir_index), "--dataset", str(TINY), "--policy", "default"]
     assert main([*argv, "--json", "--no-progress", "--concurrency", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["dataset"]["n_queries"] == 5
@@ -71,7 +59,7 @@ def test_eval_json(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert overall["llm_calls_per_turn"] == 0.0
 
 
-def promote(index_dir: Path, candidate: Path, *extra: str) -> int:
+def promote(tiny_beir_index: Path, candidate: Path, *extra: str) -> int:
     return main(
         [
             "promote",
@@ -80,7 +68,7 @@ def promote(index_dir: Path, candidate: Path, *extra: str) -> int:
             "--baseline",
             "default",
             "--index",
-            str(index_dir),
+            str(tiny_beir_index),
             "--dataset",
             str(TINY),
             "--slices",
@@ -94,7 +82,7 @@ def promote(index_dir: Path, candidate: Path, *extra: str) -> int:
 
 
 def test_promote_an_equal_candidate(
-    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     candidate = write_policy(
         tmp_path / "cand.yaml",
@@ -102,7 +90,7 @@ def test_promote_an_equal_candidate(
         promotion={"required_slices": ["lexical"], "max_llm_calls_per_turn": 0},
     )
     out_file = tmp_path / "out" / "decision.json"
-    assert promote(index_dir, candidate, "--out", str(out_file)) == 0
+    assert promote(tiny_beir_index, candidate, "--out", str(out_file)) == 0
     printed = capsys.readouterr().out
     assert "PASS required_slices[lexical]: 2 judged queries in the slice" in printed
     assert printed.rstrip().endswith(f"decision: promote (decision written to {out_file})")
@@ -114,11 +102,11 @@ def test_promote_an_equal_candidate(
 
 
 def test_reject_a_worse_candidate(
-    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # One document per query loses q1's and q3's second relevant document.
     candidate = write_policy(tmp_path / "cand.yaml", policy_id="tiny", routes=small_routes(1))
-    assert promote(index_dir, candidate, "--json") == 1
+    assert promote(tiny_beir_index, candidate, "--json") == 1
     artifact = json.loads(capsys.readouterr().out)
     assert artifact["decision"] == "reject"
     assert artifact["lifts"]["all"]["mean"] < 0
@@ -135,7 +123,7 @@ def test_reject_a_worse_candidate(
     ],
 )
 def test_errors_are_one_line_with_exit_2(
-    index_dir: Path,
+    tiny_beir_index: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
@@ -144,7 +132,7 @@ def test_errors_are_one_line_with_exit_2(
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 2\npolicy_id: x\n", encoding="utf-8")
     values = {
-        "--index": str(index_dir),
+        "--index": str(tiny_beir_index),
         "--dataset": str(TINY),
         "--policy": "default",
     }
@@ -163,10 +151,10 @@ def test_errors_are_one_line_with_exit_2(
 
 
 def test_an_index_built_with_an_unknown_embedder_is_refused(
-    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     copy = tmp_path / "idx"
-    shutil.copytree(index_dir, copy)
+    shutil.copytree(tiny_beir_index, copy)
     manifest_file = current_version(copy) / "manifest.json"  # the index is versioned
     manifest = json.loads(manifest_file.read_text("utf-8"))
     manifest["embedder"]["name"] = "acme/secret-model"

@@ -9,43 +9,17 @@ from typing import Any
 import pytest
 import yaml
 from fixtures.eval_cli import main
-from fixtures.qa_data import write_qa_dataset
 from langchain_core.documents import Document
 
 from ragtiller.eval.honesty import EVAL_DEADLINE_S, without_deadlines
 from ragtiller.eval.metrics import score_query
 from ragtiller.eval.runner import ranking_from_documents
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest, open_index
+from ragtiller.index import HashingEmbedder, ingest, open_index
 from ragtiller.policies import load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"
 DEFAULT_YAML = Path(__file__).parents[1] / "ragtiller" / "policies" / "shipped" / "default.yaml"
-
-
-@pytest.fixture(scope="module")
-def beir_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("idx") / "tiny"
-    ingest(
-        [TINY / "corpus.jsonl"],
-        target,
-        embedder=HashingEmbedder(dim=256),
-        chunking=ChunkingConfig(chunk_tokens=512),
-        progress=False,
-    )
-    return target
-
-
-@pytest.fixture(scope="module")
-def qa_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_qa_dataset(tmp_path_factory.mktemp("qa") / "harbours")
-
-
-@pytest.fixture(scope="module")
-def qa_index(qa_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("idx") / "harbours"
-    ingest([qa_root / "docs"], target, embedder=HashingEmbedder(dim=256), progress=False)
-    return target
 
 
 def policy_file(path: Path, section: str, **fields: Any) -> Path:
@@ -61,13 +35,13 @@ def policy_file(path: Path, section: str, **fields: Any) -> Path:
 @pytest.mark.parametrize("kind", ["beir-on-qa-index", "qa-on-beir-index"])
 def test_an_index_without_the_datasets_documents_is_an_error(
     kind: str,
-    beir_index: Path,
+    tiny_beir_index: Path,
     qa_root: Path,
     qa_index: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Before: every metric printed as 0 and the exit code was 0.
-    index, dataset = (qa_index, TINY) if kind == "beir-on-qa-index" else (beir_index, qa_root)
+    index, dataset = (qa_index, TINY) if kind == "beir-on-qa-index" else (tiny_beir_index, qa_root)
     for cmd in (["eval"], ["promote", "--candidate", "default", "--baseline", "default"]):
         argv = [*cmd, "--index", str(index), "--dataset", str(dataset), "--no-progress"]
         assert main(argv) == 2
@@ -78,7 +52,7 @@ def test_an_index_without_the_datasets_documents_is_an_error(
 
 
 def test_the_report_says_how_much_of_the_dataset_the_index_holds(
-    beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     partial = tmp_path / "partial"
     kept = [
@@ -96,12 +70,20 @@ def test_the_report_says_how_much_of_the_dataset_the_index_holds(
 
 
 def test_degraded_turns_fail_the_eval_unless_allowed(
-    beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Every tiny query is longer than 12 characters, so every turn is truncated, labelled.
     policy = policy_file(tmp_path / "short.yaml", "budgets", max_query_chars=12)
     label = "query truncated to 12 characters for embedding"
-    argv = ["eval", "--index", str(beir_index), "--dataset", str(TINY), "--policy", str(policy)]
+    argv = [
+        "eval",
+        "--index",
+        str(tiny_beir_index),
+        "--dataset",
+        str(TINY),
+        "--policy",
+        str(policy),
+    ]
     assert main([*argv, "--no-progress"]) == 2
     captured = capsys.readouterr()
     assert captured.out.splitlines()[-1] == f"5 of 5 turns degraded: {label} (5)"
@@ -117,10 +99,10 @@ def test_degraded_turns_fail_the_eval_unless_allowed(
 
 
 def test_promote_refuses_a_degraded_run(
-    beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     policy = policy_file(tmp_path / "short.yaml", "budgets", max_query_chars=12)
-    argv = ["promote", "--index", str(beir_index), "--dataset", str(TINY), "--no-progress"]
+    argv = ["promote", "--index", str(tiny_beir_index), "--dataset", str(TINY), "--no-progress"]
     argv += ["--candidate", str(policy), "--baseline", "default", "--resamples", "200"]
     assert main(argv) == 2
     assert "5 of 5 turns degraded" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fixtures.eval_cli import main
-from fixtures.qa_data import HIT_RATE, HITTING, QUESTIONS, write_qa_dataset
+from fixtures.qa_data import HIT_RATE, HITTING, QUESTIONS
 
 from ragtiller.eval import EvalError, dataset_kind, load_dataset, load_qa
 from ragtiller.eval.coverage import index_doc_ids
@@ -23,19 +23,8 @@ from ragtiller.index import HashingEmbedder, ingest, open_index
 from ragtiller.policies import load_policy
 
 TINY_BEIR = Path(__file__).parent / "data" / "tiny_beir"
-SQUAD = Path("/work/shared/data/squad-dev")
-
-
-@pytest.fixture(scope="module")
-def qa_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_qa_dataset(tmp_path_factory.mktemp("qa") / "harbours")
-
-
-@pytest.fixture(scope="module")
-def qa_index(qa_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("idx") / "harbours"
-    ingest([qa_root / "docs"], target, embedder=HashingEmbedder(dim=256), progress=False)
-    return target
+SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad-dev"
+"""The shared collection, beside the repository (as CI checks it out)."""
 
 
 def eval_json(index: Path, dataset: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> Any:
