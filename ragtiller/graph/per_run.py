@@ -68,14 +68,11 @@ def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
     changed = [name for name in FIXED_AT_BUILD if getattr(base, name) != getattr(run, name)]
     if base.quota.timezone != run.quota.timezone:
         changed.append("quota.timezone")
-    provider = {"daily_calls"}
-    if base.reranker.model_dump(exclude=provider) != run.reranker.model_dump(exclude=provider):
-        changed.extend(
-            f"reranker.{field}"
-            for field in type(base.reranker).model_fields
-            if field not in provider
-            and getattr(base.reranker, field) != getattr(run.reranker, field)
-        )
+    changed.extend(
+        f"reranker.{field}"
+        for field in type(base.reranker).model_fields
+        if field != "daily_calls" and getattr(base.reranker, field) != getattr(run.reranker, field)
+    )
     return changed
 
 
