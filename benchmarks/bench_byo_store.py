@@ -34,15 +34,17 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from ragtiller.adapters import RetrieverTier, VectorStoreTier
+from ragtiller.core.tiers import SearchRequest, Tier
 from ragtiller.eval import load_beir, run_eval, summarize
 from ragtiller.eval.honesty import check_degraded, without_deadlines
 from ragtiller.eval.query_cache import QueryVectorCache
 from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, ingest, local_embedder, open_index
+from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.index.versions import is_index_directory
+from ragtiller.ingest import ingest
+from ragtiller.models import HashingEmbedder, local_embedder
 from ragtiller.policies import RetrievalPolicy, load_policy
-from ragtiller.types import SearchRequest, Tier
 
 DATA = Path("/work/shared/data")
 DEPTH = 100
@@ -62,8 +64,8 @@ def overhead(repeats: int) -> None:
     from langchain_chroma import Chroma
     from langchain_community.retrievers import BM25Retriever
 
-    from ragtiller.index import stdlib_documents
-    from ragtiller.index.store_ingest import chunk_sources
+    from ragtiller.ingest import stdlib_documents
+    from ragtiller.ingest.to_store import chunk_sources
 
     emb = HashingEmbedder(dim=64)
     docs = chunk_sources(stdlib_documents(max_docs=700))[:2000]

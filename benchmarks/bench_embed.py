@@ -34,9 +34,9 @@ import numpy as np
 
 from ragtiller.eval.datasets import load_beir, read_jsonl
 from ragtiller.eval.metrics import ndcg_at_k
-from ragtiller.index import MiniLMEmbedder, embed_texts
-from ragtiller.index.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.index.onnx_model import prepare_model
+from ragtiller.models import MiniLMEmbedder, embed_texts
+from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
+from ragtiller.models.onnx_model import prepare_model
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 Factory = Callable[[], Any]
@@ -194,7 +194,7 @@ def _cli(args: list[str], env: dict[str, str]) -> float:
     """Run ``ragtiller ARGS`` in a fresh process; return its CPU seconds (user + system)."""
     before = os.times()
     done = subprocess.run(
-        [sys.executable, "-m", "ragtiller.cli", *args],
+        [sys.executable, "-m", "ragtiller", *args],
         stdout=subprocess.DEVNULL,
         env={**os.environ, **env},
     )

@@ -29,7 +29,9 @@ from ragtiller.eval.datasets import dataset_sha256, read_jsonl
 from ragtiller.eval.honesty import check_degraded, without_deadlines
 from ragtiller.eval.query_cache import QueryVectorCache
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import ChunkingConfig, EmbeddedIndex, ingest, local_embedder
+from ragtiller.index import ChunkingConfig, EmbeddedIndex
+from ragtiller.ingest import ingest
+from ragtiller.models import local_embedder
 from ragtiller.policies import RetrievalPolicy, load_policy
 
 HERE = Path(__file__).resolve().parent

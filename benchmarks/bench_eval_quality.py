@@ -35,11 +35,13 @@ from langchain_core.embeddings import Embeddings
 from ragtiller.eval import EvalDataset, load_beir, run_eval, summarize
 from ragtiller.eval.honesty import check_degraded, without_deadlines
 from ragtiller.eval.query_cache import QueryVectorCache
-from ragtiller.eval.report import query_scores
+from ragtiller.eval.summary import query_scores
 from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import EmbeddedIndex, ingest, local_embedder, open_index
+from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.index.versions import is_index_directory
+from ragtiller.ingest import ingest
+from ragtiller.models import local_embedder
 from ragtiller.policies import RetrievalPolicy, load_policy
 
 HERE = Path(__file__).resolve().parent

@@ -26,6 +26,7 @@ from langgraph.types import Send
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.fakes import StaticTier, hit
 
+from ragtiller.core.turn import TierTask
 from ragtiller.graph.builder import build_components, compile_graph
 from ragtiller.graph.edges import (
     AFTER_FUSE_PATHS,
@@ -37,16 +38,15 @@ from ragtiller.graph.edges import (
     after_gate,
     edge,
 )
-from ragtiller.graph.state import InputState, OutputState, RetrievalState, stage_log, tier_results
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.embed import make_embed
 from ragtiller.nodes.fuse import make_fuse
 from ragtiller.nodes.gate import make_gate
 from ragtiller.nodes.rerank import make_rerank
+from ragtiller.nodes.state import InputState, OutputState, RetrievalState, stage_log, tier_results
 from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies import load_policy
-from ragtiller.records import TierTask
 
 QUERY = "how do I get started with asyncio?"  # broad: step-back skipped (no LLM), three tiers
 

@@ -31,18 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ragtiller.index import (
-    DenseTier,
-    EmbeddedIndex,
-    HashingEmbedder,
-    LexicalTier,
-    NumpyVectorStore,
-    ParentChildTier,
-    local_embedder,
-    stdlib_documents,
-)
-from ragtiller.index._records import RecordTable
-from ragtiller.types import SearchRequest
+from ragtiller.core.tiers import SearchRequest
+from ragtiller.index import DenseTier, LexicalTier, NumpyVectorStore, ParentChildTier
+from ragtiller.index.records import RecordTable
+from ragtiller.ingest import build_index, stdlib_documents
+from ragtiller.models import HashingEmbedder, local_embedder
 
 DIM = 384
 K = 10
@@ -111,7 +104,7 @@ def bench_ingest(docs: int) -> dict[str, float]:
     embedder.embed_query("load the model before timing")
     corpus = stdlib_documents(max_docs=docs)
     started = time.perf_counter()
-    index = EmbeddedIndex.build(corpus, embedder=embedder, progress=False)
+    index = build_index(corpus, embedder=embedder, progress=False)
     seconds = time.perf_counter() - started
     chunks = index.manifest.counts.chunks
     return {

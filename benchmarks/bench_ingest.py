@@ -24,8 +24,9 @@ from pathlib import Path
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.demo import DEMO_CHUNKING
-from ragtiller.index import HashingEmbedder, IngestReport, ingest, local_embedder, stdlib_documents
+from ragtiller.ingest import IngestReport, ingest, stdlib_documents
+from ragtiller.integrations.demo import DEMO_CHUNKING
+from ragtiller.models import HashingEmbedder, local_embedder
 
 
 def timed(docs: list[Document], target: Path, embedder: Embeddings) -> tuple[float, IngestReport]:

@@ -27,8 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragtiller.index import HashingEmbedder, SourceDocument, ingest
-from ragtiller.index.chunking import DEFAULT_CHUNKING, chunk_documents
+from ragtiller.index import SourceDocument
+from ragtiller.index.units import DEFAULT_CHUNKING
+from ragtiller.ingest import ingest
+from ragtiller.ingest.chunking import chunk_documents
+from ragtiller.models import HashingEmbedder
 
 MB = 10**6
 

@@ -29,19 +29,16 @@ from typing import Any
 
 from pinecone import Pinecone
 
+from ragtiller.core.tiers import SearchRequest
 from ragtiller.eval import load_beir, run_eval, summarize
 from ragtiller.eval.metrics import ndcg_at_k
+from ragtiller.graph import tiers_for_policy
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import (
-    ChunkingConfig,
-    EmbeddedIndex,
-    HashingEmbedder,
-    PineconeLexicalTier,
-    tiers_for_policy,
-    upsert_lexical,
-)
+from ragtiller.index import ChunkingConfig, EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import PineconeLexicalTier, upsert_lexical
 from ragtiller.policies import load_policy
-from ragtiller.types import SearchRequest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -56,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     dataset = load_beir(args.dataset)
     started = time.perf_counter()
-    index = EmbeddedIndex.build(
+    index = build_index(
         [dataset.corpus_path],
         embedder=HashingEmbedder(),
         chunking=ChunkingConfig(chunk_tokens=1024),

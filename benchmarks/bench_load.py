@@ -52,7 +52,7 @@ def make_graph(latency_s: float) -> Any:
     from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
     from ragtiller import build_graph
-    from ragtiller.types import Hit, SearchRequest
+    from ragtiller.core.tiers import Hit, SearchRequest
 
     class Embedder(Embeddings):
         def __init__(self) -> None:

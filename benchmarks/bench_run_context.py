@@ -28,7 +28,7 @@ from fixtures.fakes import StaticTier, hit
 
 from ragtiller import build_graph
 from ragtiller.graph import checkpoint_serde, per_run
-from ragtiller.index import HashingEmbedder
+from ragtiller.models import HashingEmbedder
 
 QUERY = "which port does the server listen on by default"
 
@@ -100,7 +100,7 @@ def stored_bytes(saver: InMemorySaver) -> int:
 
 
 def checkpoint_sizes() -> None:
-    from ragtiller.studio import studio_index
+    from ragtiller.integrations.studio import studio_index
 
     index = studio_index({})
     question = "how do I run several coroutines concurrently?"

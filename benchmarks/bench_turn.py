@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 from baseline import baseline_tree
 
-from ragtiller.types import SearchRequest
+from ragtiller.core.tiers import SearchRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-turn"
@@ -79,8 +79,9 @@ def corpus_dir(rows: int) -> Path:
 
 def build_corpus(rows: int) -> Path:
     """Write (once) the dense store, parent table and BM25 index for ``rows`` chunks."""
-    from ragtiller.index import HashingEmbedder, LexicalTier, NumpyVectorStore
-    from ragtiller.index._records import RecordTable
+    from ragtiller.index import LexicalTier, NumpyVectorStore
+    from ragtiller.index.records import RecordTable
+    from ragtiller.models import HashingEmbedder
 
     path = corpus_dir(rows)
     if (path / "done").exists():
@@ -120,15 +121,10 @@ def build_corpus(rows: int) -> Path:
 
 def load_tiers(path: Path) -> list[Any]:
     """The three real tiers over a cached corpus, through the tree on ``sys.path``."""
-    from ragtiller.index import (
-        DenseTier,
-        HashingEmbedder,
-        LexicalTier,
-        NumpyVectorStore,
-        ParentChildTier,
-    )
-    from ragtiller.index._records import RecordTable
+    from ragtiller.index import DenseTier, LexicalTier, NumpyVectorStore, ParentChildTier
     from ragtiller.index.lexical import DEFAULT_LEXICAL
+    from ragtiller.index.records import RecordTable
+    from ragtiller.models import HashingEmbedder
 
     store = NumpyVectorStore.load(path / "dense", HashingEmbedder(DIM), mmap=False)
     parents = RecordTable.load(path / "parents.jsonl")
@@ -147,12 +143,12 @@ class Tree:
 
         from ragtiller.graph import edges
         from ragtiller.graph.builder import build_components, compile_graph
-        from ragtiller.graph.state import stage_log, tier_results
         from ragtiller.nodes.assemble import make_assemble
         from ragtiller.nodes.embed import make_embed
         from ragtiller.nodes.fuse import make_fuse
         from ragtiller.nodes.gate import make_gate
         from ragtiller.nodes.rerank import make_rerank
+        from ragtiller.nodes.state import stage_log, tier_results
         from ragtiller.nodes.step_back import make_step_back
         from ragtiller.nodes.tier_search import make_tier_search
 

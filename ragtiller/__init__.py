@@ -15,7 +15,13 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from ragtiller import _moved
+
+_moved.install()
+
 if TYPE_CHECKING:
+    from ragtiller.core.run_manifest import RunManifest, StageSummary
+    from ragtiller.core.tiers import Candidate, Hit, StageRecord, Tier
     from ragtiller.errors import (
         ConfigurationError,
         EmbeddingError,
@@ -35,14 +41,12 @@ if TYPE_CHECKING:
         RetrievalState,
         build_graph,
     )
-    from ragtiller.integrations import as_retriever, as_tool
-    from ragtiller.manifest import RunManifest, StageSummary
+    from ragtiller.integrations.langchain import as_retriever, as_tool
     from ragtiller.policies import RetrievalPolicy, load_policy
     from ragtiller.policies.run_context import RunContext
     from ragtiller.rerankers.base import Reranker, RerankResult
-    from ragtiller.types import Candidate, Hit, StageRecord, Tier
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _WHERE: dict[str, str] = {
     "ConfigurationError": "ragtiller.errors",
@@ -60,19 +64,19 @@ _WHERE: dict[str, str] = {
     "RetrievalGraph": "ragtiller.graph",
     "RetrievalState": "ragtiller.graph",
     "build_graph": "ragtiller.graph",
-    "as_retriever": "ragtiller.integrations",
-    "as_tool": "ragtiller.integrations",
-    "RunManifest": "ragtiller.manifest",
-    "StageSummary": "ragtiller.manifest",
+    "as_retriever": "ragtiller.integrations.langchain",
+    "as_tool": "ragtiller.integrations.langchain",
+    "RunManifest": "ragtiller.core.run_manifest",
+    "StageSummary": "ragtiller.core.run_manifest",
     "RetrievalPolicy": "ragtiller.policies",
     "load_policy": "ragtiller.policies",
     "RunContext": "ragtiller.policies.run_context",
     "Reranker": "ragtiller.rerankers.base",
     "RerankResult": "ragtiller.rerankers.base",
-    "Candidate": "ragtiller.types",
-    "Hit": "ragtiller.types",
-    "StageRecord": "ragtiller.types",
-    "Tier": "ragtiller.types",
+    "Candidate": "ragtiller.core.tiers",
+    "Hit": "ragtiller.core.tiers",
+    "StageRecord": "ragtiller.core.tiers",
+    "Tier": "ragtiller.core.tiers",
 }
 
 __all__ = (

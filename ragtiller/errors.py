@@ -49,3 +49,52 @@ class TierUnavailable(RagtillerError, RuntimeError):
 
 class ModelPrepareError(RagtillerError, RuntimeError):
     """The local model could not be exported to ONNX (an exporter is missing, or it failed)."""
+
+
+class UnknownResourceError(RagtillerError, KeyError):
+    """A quota resource was named that the ledger has no limit for."""
+
+    def __str__(self) -> str:
+        """The message itself (``KeyError`` would show its repr)."""
+        return str(self.args[0]) if self.args else ""
+
+
+class DeadlineExceeded(RagtillerError, TimeoutError):
+    """A caller's own deadline passed; a provider's own ``TimeoutError`` is never this one."""
+
+
+class Overloaded(RagtillerError, RuntimeError):
+    """No worker of a provider's pool came free within the caller's deadline: the call never
+    started. Every worker was busy with calls within their own deadlines; the provider is not
+    to blame (reason ``overloaded``, a label distinct from a provider's failure)."""
+
+
+class ProviderHung(RagtillerError, RuntimeError):
+    """A provider's calls keep outliving their deadlines (or hold every thread it may have): it
+    is refused at once until a probe answers in time (reason ``hung``)."""
+
+
+class MissingCredentialsError(ConfigurationError):
+    """No Cohere API key was given and ``COHERE_API_KEY`` is not set."""
+
+
+class EvalError(RagtillerError, ValueError):
+    """An eval dataset, run or comparison is invalid; the message names the file or query."""
+
+
+class PineconeTierError(RagtillerError, ConnectionError):
+    """Pinecone did not answer a tier search: an HTTP error, a refused connection, a timeout.
+
+    Attributes:
+        status_code: The HTTP status (429, 503 ...), or None when no status came back.
+        namespace: The namespace being searched.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None, namespace: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.namespace = namespace
+
+
+class PineconeTimeoutError(PineconeTierError, TimeoutError):
+    """No answer within the tier's ``timeout_s`` (SDK-internal retries included)."""

@@ -28,13 +28,13 @@ from pinecone import Pinecone
 from ragtiller import build_graph
 from ragtiller.adapters import RetrieverTier, VectorStoreTier, as_tier
 from ragtiller.adapters.vector_store import OVERFETCH
+from ragtiller.core.tiers import SearchRequest, tier_role
 from ragtiller.errors import ConfigurationError
-from ragtiller.index import HashingEmbedder
-from ragtiller.integrations import ManifestCollector, as_retriever
+from ragtiller.integrations.langchain import ManifestCollector, as_retriever
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies import load_policy
 from ragtiller.policies.decisions import plan_tiers
 from ragtiller.testing.tiers import contract_corpus, text_of
-from ragtiller.types import SearchRequest, tier_role
 
 EMB = HashingEmbedder(dim=64)
 QUESTION = "how do I cancel a running task before it finishes"

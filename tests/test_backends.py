@@ -12,8 +12,11 @@ from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 
 from ragtiller import ConfigurationError, build_graph, load_policy
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, tiers_for_policy
-from ragtiller.index.pinecone import upsert_chunks
+from ragtiller.graph import tiers_for_policy
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import upsert_chunks
 from ragtiller.policies import RetrievalPolicy
 
 DIM = 64
@@ -31,7 +34,7 @@ def index() -> EmbeddedIndex:
             page_content="# Loop\n\nThe event loop runs callbacks.", metadata={"source": "l.md"}
         ),
     ]
-    return EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=DIM), progress=False)
+    return build_index(docs, embedder=HashingEmbedder(dim=DIM), progress=False)
 
 
 def policy(**backend: Any) -> RetrievalPolicy:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ragtiller.bulkhead import (
+from ragtiller.core.bulkhead import (
     Bulkhead,
     DeadlineExceeded,
     Overloaded,

@@ -1,7 +1,7 @@
 """A thread's checkpoints hold only plain data and types LangGraph knows (issue 24).
 
 Before, the run manifest (a pydantic model) went into every checkpoint, and LangGraph logged
-"Deserializing unregistered type ragtiller.manifest.RunManifest ... will be blocked" on a plain
+"Deserializing unregistered type ragtiller.core.run_manifest.RunManifest ... will be blocked" on a plain
 ``InMemorySaver()``. LangGraph logs that warning once per process, so these tests listen to its
 serde events, which fire on every read, as well as its log.
 """
@@ -20,8 +20,8 @@ from fixtures.thread_turns import TURNS, run
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ragtiller.graph.checkpoint import ManifestValue
-from ragtiller.manifest import RunManifest
+from ragtiller.core.run_manifest import RunManifest
+from ragtiller.nodes.channels import ManifestValue
 
 TESTS = Path(__file__).parent
 

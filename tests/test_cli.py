@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.types import STAGES
+from ragtiller.core.tiers import STAGES
 
 DOCS = {
     "guide.md": "# Guide\n\n## Install\n\nRun pip install ragtiller to install it.\n\n## Errors\n\n"
@@ -22,7 +22,7 @@ DOCS = {
 def ragtiller(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     return subprocess.run(
-        [sys.executable, "-m", "ragtiller.cli", *args],
+        [sys.executable, "-m", "ragtiller", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -90,7 +90,7 @@ def test_ask_context_top_k_namespace_and_tenant(index_dir: Path) -> None:
 def test_every_argument_has_help_and_eval_defaults_its_policy() -> None:
     import argparse
 
-    from ragtiller.cli import parser
+    from ragtiller.cli.app import parser
 
     def check(name: str, command: argparse.ArgumentParser) -> None:
         for action in command._actions:
@@ -118,7 +118,7 @@ def test_ask_json_is_one_object_with_events(index_dir: Path) -> None:
 
 def test_missing_index_is_one_line_error_not_traceback(tmp_path: Path) -> None:
     done = ragtiller("ask", "anything at all here", "--index", str(tmp_path / "nope"))
-    assert done.returncode == 3  # the index exit code (ragtiller.exit_codes.EXIT_INDEX)
+    assert done.returncode == 3  # the index exit code (ragtiller.cli.exit_codes.EXIT_INDEX)
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert "ragtiller: error: no index at" in done.stderr
@@ -172,3 +172,30 @@ def test_draw_writes_a_png_offline_and_prints_mermaid(tmp_path: Path) -> None:
     assert (tmp_path / "graph.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = ragtiller("draw").stdout
     assert "gate" in text and "tier_search" in text and text.startswith("---")
+
+
+def test_version_and_module_entry_point() -> None:
+    done = ragtiller("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"ragtiller {ragtiller_version()}"
+
+
+def test_shared_options_are_accepted_after_the_subcommand(tmp_path: Path) -> None:
+    """``--debug`` before or after the subcommand: the traceback comes with the error line."""
+    for args in (
+        ["--debug", "ask", "q", "--index", str(tmp_path / "none")],
+        ["ask", "q", "--index", str(tmp_path / "none"), "--debug"],
+    ):
+        done = ragtiller(*args)
+        assert done.returncode == 3, done.stderr  # an index store error (README's exit codes)
+        assert "Traceback (most recent call last)" in done.stderr
+        assert done.stderr.rstrip().splitlines()[-1].startswith("ragtiller: error: no index at")
+    plain = ragtiller("ask", "q", "--index", str(tmp_path / "none"))
+    assert "Traceback" not in plain.stderr
+
+
+def ragtiller_version() -> str:
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    version: str = tomllib.loads(pyproject.read_text("utf-8"))["project"]["version"]
+    return version

@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller import cli
+from ragtiller.cli import app as cli
+from ragtiller.cli.exit_codes import (
+    EXIT_INDEX,
+    EXIT_INTERRUPTED,
+    EXIT_PROVIDER,
+    EXIT_STORE,
+    EXIT_UNEXPECTED,
+    EXIT_USAGE,
+    error_line,
+    exit_code,
+)
 from ragtiller.errors import (
     ConfigurationError,
     EmbeddingError,
@@ -23,16 +33,6 @@ from ragtiller.errors import (
     TierUnavailable,
 )
 from ragtiller.eval import EvalError
-from ragtiller.exit_codes import (
-    EXIT_INDEX,
-    EXIT_INTERRUPTED,
-    EXIT_PROVIDER,
-    EXIT_STORE,
-    EXIT_UNEXPECTED,
-    EXIT_USAGE,
-    error_line,
-    exit_code,
-)
 
 UNDECODABLE = os.fsdecode(b"how do I compute lift \xff?")
 """What Python makes of ``ragtiller ask $'how do I compute lift \\xff?'``."""
@@ -40,7 +40,7 @@ UNDECODABLE = os.fsdecode(b"how do I compute lift \xff?")
 
 def ragtiller(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ragtiller.cli", *args],
+        [sys.executable, "-m", "ragtiller", *args],
         capture_output=True,
         text=True,
         errors="surrogateescape",

@@ -10,7 +10,7 @@ from pathlib import Path
 from langchain_chroma import Chroma
 
 from ragtiller import build_graph
-from ragtiller.demo import demo_embedder
+from ragtiller.integrations.demo import demo_embedder
 
 FACTORY = """from langchain_chroma import Chroma
 
@@ -21,7 +21,15 @@ def chroma(embeddings):
 
 
 def ingest(workdir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ragtiller.cli", "ingest", "docs", "--embedder", "hashing"]
+    command = [
+        sys.executable,
+        "-m",
+        "ragtiller",
+        "ingest",
+        "docs",
+        "--embedder",
+        "hashing",
+    ]
     return subprocess.run(
         [*command, "--quiet", *extra],
         cwd=workdir,

@@ -16,9 +16,10 @@ from langchain_core.documents import Document
 from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 
-from ragtiller.index import DenseTier, HashingEmbedder, NumpyVectorStore
-from ragtiller.index.pinecone import PineconeTier, upsert_chunks
-from ragtiller.types import Hit, SearchRequest, Tier
+from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.index import DenseTier, NumpyVectorStore
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import PineconeTier, upsert_chunks
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)

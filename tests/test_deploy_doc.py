@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from ragtiller import studio
-from ragtiller.deployment import deploy_policy, deployment_mermaid
+from ragtiller.integrations import studio
+from ragtiller.integrations.deployment import deploy_policy, deployment_mermaid
 from ragtiller.policies import load_policy
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"

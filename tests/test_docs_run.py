@@ -23,9 +23,11 @@ from typing import Any
 import pytest
 from fixtures.fakes import ScriptedChatModel
 
-import ragtiller.index
+import ragtiller.models
 from ragtiller import build_graph
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -45,7 +47,7 @@ def blocks(doc: Path) -> list[tuple[str, str | None]]:
 
 @pytest.fixture(scope="module")
 def docs_index(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedIndex:
-    return EmbeddedIndex.build([ROOT / "docs"], embedder=HashingEmbedder(), progress=False)
+    return build_index([ROOT / "docs"], embedder=HashingEmbedder(), progress=False)
 
 
 class ToolCallingModel(ScriptedChatModel):
@@ -76,7 +78,7 @@ def test_doc_blocks_run(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs").symlink_to(ROOT / "docs")
-    monkeypatch.setattr(ragtiller.index, "local_embedder", lambda **_: HashingEmbedder())
+    monkeypatch.setattr(ragtiller.models, "local_embedder", lambda **_: HashingEmbedder())
     module = types.ModuleType("ragtiller_doc_block")  # type hints resolve in a real module
     monkeypatch.setitem(sys.modules, module.__name__, module)
     namespace: dict[str, Any] = module.__dict__

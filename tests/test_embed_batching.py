@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragtiller.index import HashingEmbedder, embed_texts
+from ragtiller.models import HashingEmbedder, embed_texts
 
 
 class RecordingEmbedder(HashingEmbedder):

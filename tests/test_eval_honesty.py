@@ -15,7 +15,9 @@ from ragtiller.eval.honesty import EVAL_DEADLINE_S, without_deadlines
 from ragtiller.eval.metrics import score_query
 from ragtiller.eval.runner import ranking_from_documents
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import HashingEmbedder, ingest, open_index
+from ragtiller.index import open_index
+from ragtiller.ingest import ingest
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies import load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"

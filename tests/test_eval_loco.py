@@ -10,12 +10,13 @@ import pytest
 import yaml
 from fixtures.eval_cli import main
 
+from ragtiller.core.run_manifest import RunManifest
 from ragtiller.eval import EvalError, EvalRun, QueryResult, load_beir
 from ragtiller.eval.datasets import EvalDataset
 from ragtiller.eval.loco import Collection, LocoResult, loco_tune
 from ragtiller.eval.variants import with_overrides
-from ragtiller.index import HashingEmbedder, ingest
-from ragtiller.manifest import RunManifest
+from ragtiller.ingest import ingest
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies import RetrievalPolicy, load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"

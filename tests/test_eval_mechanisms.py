@@ -9,9 +9,16 @@ import pytest
 from fixtures.fakes import RaisingTier, StaticTier, hit
 from langchain_core.documents import Document
 
-from ragtiller.doc_ranking import collapse_to_documents
+from ragtiller.core.tiers import SearchRequest, Tier
 from ragtiller.eval.variants import with_overrides
-from ragtiller.feedback import (
+from ragtiller.index import EmbeddedIndex
+from ragtiller.index.scans import SharedScans
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
+from ragtiller.policies import load_policy
+from ragtiller.policies.schema import FeedbackConfig, FusionConfig
+from ragtiller.ranking.documents import collapse_to_documents
+from ragtiller.ranking.feedback import (
     FUSED_FIRST_PASS_DEPTH,
     RM3Tier,
     RocchioTier,
@@ -21,13 +28,8 @@ from ragtiller.feedback import (
     rocchio_vector,
     top_agreement,
 )
-from ragtiller.fusion import fuse_hits
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.index._scans import SharedScans
-from ragtiller.policies import load_policy
-from ragtiller.policies.schema import FeedbackConfig, FusionConfig
-from ragtiller.query_tiers import apply_query_options, section_lexical_tier
-from ragtiller.types import SearchRequest, Tier
+from ragtiller.ranking.fusion import fuse_hits
+from ragtiller.ranking.query_tiers import apply_query_options, section_lexical_tier
 
 
 def test_max_keeps_a_documents_best_chunk_and_sum_adds_them() -> None:
@@ -93,7 +95,7 @@ def index() -> EmbeddedIndex:
         "boundary": "Boundary layers. Laminar boundary layer transition on a flat plate. " * 3,
     }
     docs = [Document(page_content=t, metadata={"source": k}) for k, t in texts.items()]
-    return EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=64), progress=False)
+    return build_index(docs, embedder=HashingEmbedder(dim=64), progress=False)
 
 
 def test_rm3_expands_with_terms_of_the_first_pass(index: EmbeddedIndex) -> None:
@@ -191,7 +193,7 @@ def test_dense_and_parent_child_share_one_fused_first_pass(index: EmbeddedIndex)
 
 def test_a_changed_store_gets_a_new_fused_first_pass() -> None:
     docs = [Document(page_content=t, metadata={"source": t}) for t in ("wing flutter", "heat")]
-    index = EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=32), progress=False)
+    index = build_index(docs, embedder=HashingEmbedder(dim=32), progress=False)
     by_name = {t.name: t for t in index.tiers}
     lexical = recorded_lexical(by_name["lexical"], "wing")
     store = by_name["dense"].store  # type: ignore[attr-defined]

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from ragtiller.core.run_manifest import RunManifest
 from ragtiller.eval import (
     EvalRun,
     QueryResult,
@@ -16,7 +17,6 @@ from ragtiller.eval import (
 )
 from ragtiller.eval.promotion import dumps_decision
 from ragtiller.eval.variants import policy_sha256
-from ragtiller.manifest import RunManifest
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import PromotionConfig
 

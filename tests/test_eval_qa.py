@@ -19,7 +19,9 @@ from ragtiller.eval.honesty import without_deadlines
 from ragtiller.eval.qa import answers_for, document_key, normalize
 from ragtiller.eval.variants import with_depth
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import HashingEmbedder, ingest, open_index
+from ragtiller.index import open_index
+from ragtiller.ingest import ingest
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies import load_policy
 
 TINY_BEIR = Path(__file__).parent / "data" / "tiny_beir"

@@ -6,9 +6,9 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
+from ragtiller.core.run_manifest import RunManifest
 from ragtiller.eval import EvalError, load_beir, run_eval, summarize
 from ragtiller.eval.runner import arun_eval
-from ragtiller.manifest import RunManifest
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"
 

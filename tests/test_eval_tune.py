@@ -16,7 +16,9 @@ from ragtiller.eval.fingerprint import dataset_fingerprint, file_sha256, index_f
 from ragtiller.eval.tuning import load_space
 from ragtiller.eval.variants import expand_space, policy_sha256, with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
-from ragtiller.index import ChunkingConfig, HashingEmbedder, ingest, open_index
+from ragtiller.index import ChunkingConfig, open_index
+from ragtiller.ingest import ingest
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies import load_policy
 
 TINY = Path(__file__).parent / "data" / "tiny_beir"

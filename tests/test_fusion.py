@@ -7,7 +7,7 @@ import math
 import pytest
 from fixtures.fakes import hit
 
-from ragtiller.fusion import (
+from ragtiller.ranking.fusion import (
     MISSING_Z_FLAT,
     fuse_hits,
     fuse_scores,

@@ -12,10 +12,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from ragtiller import EVENT_TYPE, RetrievalPolicy, RunManifest, build_graph, load_policy
+from ragtiller.core.tiers import STAGES, Candidate
 from ragtiller.graph.draw import mermaid
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryQuotaLedger
-from ragtiller.types import STAGES, Candidate
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
 EXACT = "What does StopAsyncIteration mean?"
@@ -393,3 +393,45 @@ def test_tier_weights_may_name_index_tiers_but_not_misspellings() -> None:
 def test_graph_shape_snapshot() -> None:
     """A change of topology is a reviewed diff: regenerate with `python -m ragtiller.graph.draw`."""
     assert graph().get_graph().draw_mermaid() == mermaid() == SNAPSHOT.read_text("utf-8")
+
+
+def test_an_exact_match_is_settled_by_a_lexical_role_tier_of_any_name() -> None:
+    """The switches read roles: a lexical tier named ``bm25`` settles an exact match."""
+    renamed = tiers()
+    renamed[2].name = "bm25"
+    renamed[2].role = "lexical"  # type: ignore[attr-defined]
+    renamed[2].hits = [dict(h, tier="bm25") for h in renamed[2].hits]  # type: ignore[misc]
+    out, events = run(graph(policy=exact_rerank_policy(), tiers=renamed), EXACT)
+    rerank = final(events, "rerank")[0]
+    assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")
+    assert out["documents"][0].metadata["id"] == "c3"
+
+
+class AsyncOnlyTier(StaticTier):
+    """A tier whose async path is its own: its blocking ``search`` must never be called."""
+
+    native_async = True
+
+    def search(self, request: Any) -> Any:
+        raise AssertionError("a native-async tier ran on a thread")
+
+    async def asearch(self, request: Any) -> Any:
+        return self.hits[: request.k]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_native_async_tier_is_awaited_on_its_asearch(mode: str) -> None:
+    import asyncio
+
+    mixed = tiers()
+    mixed[0] = AsyncOnlyTier("dense", mixed[0].hits)
+    g = graph(tiers=mixed)
+    out = (
+        g.invoke({"query": BROAD}) if mode == "invoke" else asyncio.run(g.ainvoke({"query": BROAD}))
+    )
+    dense = [
+        s
+        for s in out["manifest"].stages
+        if s.step == "tier_search" and s.detail.get("tier") == "dense"
+    ]
+    assert dense and dense[0].status == "done", dense

@@ -9,11 +9,11 @@ from fixtures.fakes import ScriptedChatModel
 from test_graph import BROAD, FACTUAL, graph, run
 
 from ragtiller import load_policy
+from ragtiller.core.tiers import Candidate
 from ragtiller.policies.schema import RerankerConfig
 from ragtiller.rerankers import CeilingReranker, ZScoreReranker
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisQuotaLedger
-from ragtiller.types import Candidate
 
 
 def nodes_run(g: Any, query: str) -> list[str]:

@@ -9,8 +9,9 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from ragtiller.index import ChunkingConfig, SourceDocument, chunk_documents
-from ragtiller.index.chunking import passage_windows, split_sections, token_windows
+from ragtiller.index import ChunkingConfig, SourceDocument
+from ragtiller.ingest import chunk_documents
+from ragtiller.ingest.chunking import passage_windows, split_sections, token_windows
 
 MARKDOWN = """Intro line before any heading.
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.index import ChunkingConfig, EmbeddedIndex, HashingEmbedder, build_corpus_map
-from ragtiller.index.chunking import Section, chunk_documents
+from ragtiller.index import ChunkingConfig, build_corpus_map
 from ragtiller.index.corpus_map import summarize
-from ragtiller.index.sources import load_sources
+from ragtiller.index.units import Section
+from ragtiller.ingest import build_index
+from ragtiller.ingest.chunking import chunk_documents
+from ragtiller.ingest.sources import load_sources
+from ragtiller.models import HashingEmbedder
 
 
 def sections_of(docs: list[Document]) -> list[Section]:
@@ -27,7 +30,7 @@ def test_outline_lists_documents_sections_and_first_sentences() -> None:
         Document(page_content="Plain notes. More notes.", metadata={"source": "notes.txt"}),
         Document(page_content="Cats purr.", metadata={"id": "d1", "title": "Cats"}),
     ]
-    index = EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=16), progress=False)
+    index = build_index(docs, embedder=HashingEmbedder(dim=16), progress=False)
     assert index.corpus_map == (
         "Corpus: 3 documents, 4 sections.\n"
         "- guide.md\n"

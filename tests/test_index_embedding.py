@@ -12,10 +12,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from ragtiller._retry import RetryPolicy
+from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import EmbeddingError
-from ragtiller.index import (
-    EmbeddedIndex,
+from ragtiller.ingest import build_index
+from ragtiller.models import (
     EmbeddingStats,
     HashingEmbedder,
     MiniLMEmbedder,
@@ -141,7 +141,7 @@ def test_always_failing_embedder_raises_embedding_error_after_every_attempt() ->
 def test_build_reports_embedding_stats_through_retries() -> None:
     flaky = FlakyEmbedder(failures=1)
     docs = [Document(page_content=f"document {i}", metadata={"source": f"d{i}"}) for i in range(5)]
-    index = EmbeddedIndex.build(
+    index = build_index(
         docs, embedder=flaky, progress=False, batch_size=2, retry=RetryPolicy(base_delay_s=0.0)
     )
     assert (index.stats.calls, index.stats.retries, index.stats.chunks_embedded) == (4, 1, 5)

@@ -8,18 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragtiller.cli import main
+from ragtiller.cli.app import main
+from ragtiller.core.tiers import SearchRequest
 from ragtiller.errors import IngestError
-from ragtiller.index import (
-    ChangeCounts,
-    ChunkingConfig,
-    EmbeddedIndex,
-    HashingEmbedder,
-    LexicalConfig,
-    ingest,
-)
+from ragtiller.index import ChunkingConfig, EmbeddedIndex, LexicalConfig
 from ragtiller.index.versions import current_version
-from ragtiller.types import SearchRequest
+from ragtiller.ingest import ChangeCounts, ingest
+from ragtiller.models import HashingEmbedder
 
 CHUNKING = ChunkingConfig(chunk_tokens=12, overlap_tokens=2)
 FILES = {

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.cli import main
+from ragtiller.cli.app import main
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, open_index
+from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.index.versions import current_version
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder()
 
@@ -24,7 +26,7 @@ def directory(tmp_path: Path) -> Path:
         )
         for i in range(3)
     ]
-    EmbeddedIndex.build(docs, embedder=EMBEDDER, progress=False).save(tmp_path / "idx")
+    build_index(docs, embedder=EMBEDDER, progress=False).save(tmp_path / "idx")
     return tmp_path / "idx"
 
 

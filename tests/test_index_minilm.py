@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.index import EmbeddedIndex, embedder_identity, local_embedder
-from ragtiller.types import SearchRequest
+from ragtiller.core.tiers import SearchRequest
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import embedder_identity, local_embedder
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +38,7 @@ def test_minilm_builds_a_semantic_index_offline(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     embedder = local_embedder()
     assert embedder_identity(embedder) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
-    index = EmbeddedIndex.build(DOCS, embedder=embedder, progress=False)
+    index = build_index(DOCS, embedder=embedder, progress=False)
     query = "how do I abort an async job?"  # shares no content word with the answer
     hits = index.tiers[0].search(
         SearchRequest(query=query, vector=embedder.embed_query(query), k=3)

@@ -18,16 +18,17 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.cli import main
+from ragtiller.cli.app import main
 from ragtiller.errors import ModelPrepareError
-from ragtiller.index import EmbeddedIndex, MiniLMEmbedder, local_embedder
-from ragtiller.index.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.index.onnx_model import DEFAULT_VARIANT, PreparedModel, prepare_model
 from ragtiller.index.variant_check import (
     MIN_AGREEMENT,
     variant_rebuild_reason,
     vector_agreement,
 )
+from ragtiller.ingest import build_index
+from ragtiller.models import MiniLMEmbedder, local_embedder
+from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
+from ragtiller.models.onnx_model import DEFAULT_VARIANT, PreparedModel, prepare_model
 
 pytestmark = pytest.mark.slow
 
@@ -97,11 +98,12 @@ def test_runtime_path_imports_neither_torch_nor_transformers(
     script = f"""
 import json, sys
 from langchain_core.documents import Document
-from ragtiller.cli import main
-from ragtiller.index import EmbeddedIndex, local_embedder
+from ragtiller.cli.app import main
+from ragtiller.ingest import build_index
+from ragtiller.models import local_embedder
 emb = local_embedder()
 docs = [Document(page_content=t, metadata={{"source": str(i)}}) for i, t in enumerate({TEXTS!r})]
-EmbeddedIndex.build(docs, embedder=emb, progress=False).save({str(tmp_path / "idx")!r})
+build_index(docs, embedder=emb, progress=False).save({str(tmp_path / "idx")!r})
 code = main(["ask", "how do I cancel a task?", "--index", {str(tmp_path / "idx")!r}, "--json"])
 heavy = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
 print(json.dumps({{"code": code, "variant": emb.variant, "heavy": heavy}}), file=sys.stderr)
@@ -116,7 +118,7 @@ print(json.dumps({{"code": code, "variant": emb.variant, "heavy": heavy}}), file
 def test_manifest_records_the_variant_and_the_cli_finds_the_cached_model(
     prepared: PreparedModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    index = EmbeddedIndex.build(DOCS, embedder=local_embedder(), progress=False)
+    index = build_index(DOCS, embedder=local_embedder(), progress=False)
     assert index.manifest.embedder_variant == DEFAULT
     assert main(["model", "prepare"]) == 0
     assert f"{prepared.onnx_path} (already cached)" in capsys.readouterr().out
@@ -143,14 +145,14 @@ def test_missing_exporter_falls_back_to_torch_with_one_notice(
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1 and "\n" not in notices[0]
     assert "runs on torch" in notices[0] and "onnx" in notices[0]
-    index = EmbeddedIndex.build(DOCS[:2], embedder=embedder, progress=False)
+    index = build_index(DOCS[:2], embedder=embedder, progress=False)
     assert index.manifest.embedder_variant == "torch-fp32 (fallback: ONNX unavailable)"
 
 
 def test_an_index_from_another_variant_is_kept_only_while_vectors_agree(
     prepared: PreparedModel,
 ) -> None:
-    torch_index = EmbeddedIndex.build(DOCS, embedder=MiniLMEmbedder(), progress=False)
+    torch_index = build_index(DOCS, embedder=MiniLMEmbedder(), progress=False)
     onnx = local_embedder()
     assert vector_agreement(torch_index, onnx) >= MIN_AGREEMENT
     assert variant_rebuild_reason(torch_index, onnx) is None
@@ -166,7 +168,7 @@ def test_ingest_over_a_disagreeing_variant_says_why_it_rebuilt(
 ) -> None:
     source = tmp_path / "notes.md"
     source.write_text("\n\n".join(f"# Part {i}\n\n{text}" for i, text in enumerate(TEXTS)))
-    old = EmbeddedIndex.build([source], embedder=MiniLMEmbedder(), progress=False)
+    old = build_index([source], embedder=MiniLMEmbedder(), progress=False)
     old.store.vectors[:] = old.store.vectors[::-1].copy()  # as if another model had made them
     old.save(tmp_path / "idx")
     assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0

@@ -10,17 +10,12 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
+from ragtiller.core.tiers import SearchRequest
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import (
-    ChunkingConfig,
-    EmbeddedIndex,
-    HashingEmbedder,
-    IndexManifest,
-    LexicalConfig,
-    ingest,
-)
+from ragtiller.index import ChunkingConfig, EmbeddedIndex, IndexManifest, LexicalConfig
 from ragtiller.index.versions import current_version
-from ragtiller.types import SearchRequest
+from ragtiller.ingest import build_index, ingest
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(dim=64)
 QUERIES = ["cancel a task", "event loop callbacks", "queue full", "sqlite rows"]
@@ -211,7 +206,7 @@ def test_save_replaces_an_index_and_leaves_no_staging_behind(
     saved: tuple[EmbeddedIndex, Path],
 ) -> None:
     index, directory = saved
-    other = EmbeddedIndex.build(
+    other = build_index(
         [Document(page_content="only one", metadata={"source": "one"})],
         embedder=EMBEDDER,
         progress=False,

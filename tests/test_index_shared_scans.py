@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragtiller.index import DenseTier, HashingEmbedder, NumpyVectorStore, ParentChildTier, dense
-from ragtiller.index._records import RecordTable
-from ragtiller.index._scans import SharedScans
-from ragtiller.types import SearchRequest
+from ragtiller.core.tiers import SearchRequest
+from ragtiller.index import DenseTier, NumpyVectorStore, ParentChildTier, dense
+from ragtiller.index.records import RecordTable
+from ragtiller.index.scans import SharedScans
+from ragtiller.models import HashingEmbedder
 
 DIM = 16
 

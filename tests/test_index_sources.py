@@ -12,9 +12,10 @@ import pytest
 from fixtures.unprivileged import as_unprivileged
 from langchain_core.documents import Document
 
+from ragtiller.core.tiers import SearchRequest
 from ragtiller.errors import IngestError
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, load_sources, sources
-from ragtiller.types import SearchRequest
+from ragtiller.ingest import build_index, load_sources, sources
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(dim=64)
 
@@ -54,8 +55,8 @@ def test_binary_and_undecodable_files_are_skipped_with_one_log_record(
     (tmp_path / "blob.txt").write_bytes(b"abc\x00def")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with caplog.at_level(logging.INFO, logger="ragtiller.index"):
-        index = EmbeddedIndex.build([tmp_path], embedder=EMBEDDER, progress=False)
-    assert [(Path(s.path).name, s.reason) for s in index.skipped] == [
+        index = build_index([tmp_path], embedder=EMBEDDER, progress=False)
+    assert [(Path(s.path).name, s.reason) for s in index.report.skipped] == [
         ("blob.txt", "binary: a NUL byte at offset 3"),
         ("latin1.txt", "not UTF-8 text"),
     ]
@@ -103,9 +104,9 @@ def test_empty_corpus_is_an_ingest_error_naming_what_was_skipped(tmp_path: Path)
         IngestError,
         match=r"nothing to ingest: 1 document\(s\) read, none with text; 1 source\(s\) skipped: .*blob.txt \(binary: a NUL byte at offset 0\)",
     ):
-        EmbeddedIndex.build([tmp_path], embedder=EMBEDDER, progress=False)
+        build_index([tmp_path], embedder=EMBEDDER, progress=False)
     with pytest.raises(IngestError, match=r"nothing to ingest: 0 document\(s\) read"):
-        EmbeddedIndex.build([], embedder=EMBEDDER, progress=False)
+        build_index([], embedder=EMBEDDER, progress=False)
 
 
 def test_missing_path_is_an_ingest_error(tmp_path: Path) -> None:
@@ -142,7 +143,7 @@ def test_beir_hits_carry_the_beir_id_and_title(tmp_path: Path) -> None:
         {"_id": "d2", "title": "Otter", "text": "Water mammals that float."},
     ]
     corpus.write_text("\n".join(json.dumps(r) for r in rows))
-    index = EmbeddedIndex.build([corpus], embedder=EMBEDDER, progress=False)
+    index = build_index([corpus], embedder=EMBEDDER, progress=False)
     lexical = index.tiers[2]
     hits = lexical.search(SearchRequest(query="zebra", vector=None, k=5))  # the title alone matches
     assert [(h["doc_id"], h["metadata"]["title"]) for h in hits] == [("d1", "Zebra")]

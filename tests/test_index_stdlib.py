@@ -6,24 +6,17 @@ import logging
 
 import pytest
 
-from ragtiller.index import (
-    ChunkingConfig,
-    EmbeddedIndex,
-    HashingEmbedder,
-    chunk_documents,
-    load_sources,
-    stdlib_documents,
-)
-from ragtiller.index.stdlib_corpus import DEFAULT_MODULES
-from ragtiller.types import SearchRequest
+from ragtiller.core.tiers import SearchRequest
+from ragtiller.index import ChunkingConfig, EmbeddedIndex
+from ragtiller.ingest import build_index, chunk_documents, load_sources, stdlib_documents
+from ragtiller.ingest.stdlib_corpus import DEFAULT_MODULES
+from ragtiller.models import HashingEmbedder
 
 
 @pytest.fixture(scope="module")
 def small_index() -> EmbeddedIndex:
     # the first 150 documents: every reference topic, then the builtin exceptions
-    return EmbeddedIndex.build(
-        stdlib_documents(max_docs=150), embedder=HashingEmbedder(), progress=False
-    )
+    return build_index(stdlib_documents(max_docs=150), embedder=HashingEmbedder(), progress=False)
 
 
 def test_documents_come_from_topics_builtins_and_modules_in_a_fixed_order() -> None:
@@ -100,7 +93,7 @@ def test_stdlib_corpus_is_identical_across_processes() -> None:
     import sys
 
     script = (
-        "import hashlib\nfrom ragtiller.index import stdlib_documents\n"
+        "import hashlib\nfrom ragtiller.ingest import stdlib_documents\n"
         "print(hashlib.sha256(''.join(d.page_content for d in stdlib_documents()).encode()).hexdigest())"
     )
     runs = {

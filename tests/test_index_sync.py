@@ -18,17 +18,11 @@ from langchain_core.indexing import InMemoryRecordManager, RecordManager
 from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 
-from ragtiller.index import (
-    ChangeCounts,
-    ChunkingConfig,
-    EmbeddedIndex,
-    HashingEmbedder,
-    NumpyVectorStore,
-    SQLiteRecordManager,
-    sync_vector_store,
-)
-from ragtiller.index.pinecone_sync import sync_to_pinecone
-from ragtiller.index.sync import SyncRecord, identity_of, plan_sync
+from ragtiller.index import ChunkingConfig, EmbeddedIndex, NumpyVectorStore
+from ragtiller.ingest import ChangeCounts, SQLiteRecordManager, build_index, sync_vector_store
+from ragtiller.ingest.store_sync import SyncRecord, identity_of, plan_sync
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone.index_sync import sync_to_pinecone
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)
@@ -55,9 +49,7 @@ def corpus(**edits: str | None) -> list[Document]:
 
 
 def chunks(**edits: str | None) -> EmbeddedIndex:
-    return EmbeddedIndex.build(
-        corpus(**edits), embedder=EMBEDDER, chunking=CHUNKING, progress=False
-    )
+    return build_index(corpus(**edits), embedder=EMBEDDER, chunking=CHUNKING, progress=False)
 
 
 class CountingStore(NumpyVectorStore):

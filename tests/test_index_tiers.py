@@ -10,18 +10,19 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
+from ragtiller.core.tiers import SearchRequest, Tier
 from ragtiller.index import (
     ChunkingConfig,
     DenseTier,
     EmbeddedIndex,
-    HashingEmbedder,
     LexicalConfig,
     LexicalTier,
     ParentChildTier,
-    _compute,
 )
+from ragtiller.index import compute as _compute
 from ragtiller.index.parent_child import WINDOW_SUFFIX
-from ragtiller.types import SearchRequest, Tier
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(dim=128)
 FILLER = " ".join(f"filler{i}" for i in range(40))
@@ -46,7 +47,7 @@ CORPUS = [
 
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return EmbeddedIndex.build(
+    return build_index(
         CORPUS,
         embedder=EMBEDDER,
         chunking=ChunkingConfig(chunk_tokens=12, overlap_tokens=3),
@@ -151,8 +152,8 @@ def test_lexical_returns_only_matching_chunks_with_bm25_scores(index: EmbeddedIn
 
 def test_lexical_stemming_is_configurable() -> None:
     docs = [Document(page_content="cancelled tasks", metadata={"source": "a"})]
-    stemmed = EmbeddedIndex.build(docs, embedder=EMBEDDER, progress=False)
-    exact = EmbeddedIndex.build(
+    stemmed = build_index(docs, embedder=EMBEDDER, progress=False)
+    exact = build_index(
         docs, embedder=EMBEDDER, progress=False, lexical=LexicalConfig(stemmer=None)
     )
     assert len(search(stemmed.tiers[2], "cancel task")) == 1

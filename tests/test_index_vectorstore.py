@@ -11,7 +11,8 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import HashingEmbedder, NumpyVectorStore
+from ragtiller.index import NumpyVectorStore
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(dim=64)
 TEXTS = ["red apples are sweet", "the blue sea is deep", "green apples are sour"]

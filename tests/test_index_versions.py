@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.cli import main
+from ragtiller.cli.app import main
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, open_index
+from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.index.embedded import INDEX_FILES
 from ragtiller.index.versions import POINTER_FILE, VERSIONS_DIR, current_version
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder()  # what `ragtiller ask` reopens a hashing index with
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +41,7 @@ def build(n: int) -> EmbeddedIndex:
         )
         for i in range(n)
     ]
-    return EmbeddedIndex.build(docs, embedder=EMBEDDER, progress=False)
+    return build_index(docs, embedder=EMBEDDER, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -166,12 +168,13 @@ SAVER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from langchain_core.documents import Document
-    from ragtiller.index import EmbeddedIndex, HashingEmbedder
+    from ragtiller.ingest import build_index
+    from ragtiller.models import HashingEmbedder
 
     def build(n):
         docs = [Document(page_content=f"# Part {i}\\n\\nThe quota ledger entry {i} records chat calls.",
                          metadata={"source": f"part{i}.md"}) for i in range(n)]
-        return EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False)
+        return build_index(docs, embedder=HashingEmbedder(), progress=False)
 
     target, saves, pause = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     indexes = [build(3), build(5)]
@@ -234,7 +237,7 @@ def test_a_killed_saver_always_leaves_an_index(old: EmbeddedIndex, tmp_path: Pat
 
 
 def test_the_demo_rebuilds_a_cache_whose_first_save_was_interrupted(tmp_path: Path) -> None:
-    from ragtiller.demo import demo_index
+    from ragtiller.integrations.demo import demo_index
 
     logs: list[str] = []
     demo_index(EMBEDDER, cache_dir=tmp_path, log=logs.append)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.cli import main
-from ragtiller.index import SkippedSource, load_sources
+from ragtiller.cli.app import main
+from ragtiller.ingest import SkippedSource, load_sources
 
 
 @pytest.fixture

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.cli import main
-from ragtiller.index import ChunkingConfig, SourceDocument, chunk_documents
-from ragtiller.index import chunking as chunking_module
-from ragtiller.index.chunking import MAX_TOKEN_CHARS, token_windows
+from ragtiller.cli.app import main
+from ragtiller.index import ChunkingConfig, SourceDocument
+from ragtiller.index.units import MAX_TOKEN_CHARS
+from ragtiller.ingest import chunk_documents
+from ragtiller.ingest import chunking as chunking_module
+from ragtiller.ingest.chunking import token_windows
 
 SMALL = ChunkingConfig(chunk_tokens=20, overlap_tokens=5)
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.cli import main
+from ragtiller.cli.app import main
+from ragtiller.cli.exit_codes import EXIT_USAGE
 from ragtiller.errors import IngestError
-from ragtiller.exit_codes import EXIT_USAGE
-from ragtiller.index import HashingEmbedder, ingest, load_sources, open_index
+from ragtiller.index import open_index
+from ragtiller.ingest import ingest, load_sources
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(dim=64)
 

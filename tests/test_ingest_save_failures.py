@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.cli import main
+from ragtiller.cli.app import main
+from ragtiller.cli.exit_codes import EXIT_INDEX
 from ragtiller.errors import IndexStoreError
-from ragtiller.exit_codes import EXIT_INDEX
-from ragtiller.index import HashingEmbedder, IngestReport, ingest, open_index
+from ragtiller.index import open_index
 from ragtiller.index.versions import POINTER_FILE, STAGED_POINTER, VERSIONS_DIR
+from ragtiller.ingest import IngestReport, ingest
+from ragtiller.models import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(dim=64)
 

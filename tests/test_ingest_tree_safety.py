@@ -12,9 +12,11 @@ import pytest
 from fixtures.unprivileged import as_unprivileged
 from langchain_core.documents import Document
 
-from ragtiller.cli import main
-from ragtiller.index import HashingEmbedder, SkippedSource, ingest, load_sources, open_index
+from ragtiller.cli.app import main
+from ragtiller.index import open_index
 from ragtiller.index.versions import LOCK_FILE, VERSIONS_DIR
+from ragtiller.ingest import SkippedSource, ingest, load_sources
+from ragtiller.models import HashingEmbedder
 
 SECRET = "hunter2-credential"
 EMBEDDER = HashingEmbedder(dim=64)

@@ -19,16 +19,16 @@ from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
 from ragtiller import ConfigurationError, InputError, RunManifest, build_graph
+from ragtiller.core.tiers import STAGES
 from ragtiller.graph import checkpoint_serde
-from ragtiller.index import HashingEmbedder
-from ragtiller.integrations import (
+from ragtiller.integrations.langchain import (
     RUN_ID_KEY,
     ManifestCollector,
     RagtillerRetriever,
     as_retriever,
     as_tool,
 )
-from ragtiller.types import STAGES
+from ragtiller.models import HashingEmbedder
 
 FACTUAL = "which port does the server listen on by default"
 BROAD = "how do I get started with asyncio?"

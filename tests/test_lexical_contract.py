@@ -17,14 +17,11 @@ from fixtures.pinecone_emulator import API_KEY, PineconeEmulator
 from langchain_core.documents import Document
 from pinecone import Pinecone
 
-from ragtiller.index import (
-    EmbeddedIndex,
-    HashingEmbedder,
-    PineconeLexicalTier,
-    stdlib_documents,
-    upsert_lexical,
-)
-from ragtiller.types import Hit, SearchRequest, Tier
+from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index, stdlib_documents
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import PineconeLexicalTier, upsert_lexical
 
 REL_TOL = 1e-4
 """Relative score tolerance between the two backends."""
@@ -58,7 +55,7 @@ def corpus() -> list[Document]:
 
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return EmbeddedIndex.build(corpus(), embedder=HashingEmbedder(dim=16), progress=False)
+    return build_index(corpus(), embedder=HashingEmbedder(dim=16), progress=False)
 
 
 @pytest.fixture(scope="module")

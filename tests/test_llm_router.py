@@ -25,14 +25,14 @@ from ragtiller.errors import StoreUnavailableError
 from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_artifact, load_beir
 from ragtiller.eval.promotion import ARTIFACT_KIND, write_decision
 from ragtiller.policies.evidence import read_eval_evidence
-from ragtiller.policies.router import Classification, classify, trigger_kind
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
-from ragtiller.routing.llm_router import (
+from ragtiller.routing.llm import (
     ROUTER_PROMPT,
     LLMRouter,
     RouteChoice,
     make_llm_router,
 )
+from ragtiller.routing.rules import Classification, classify, trigger_kind
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, cache_key
 from ragtiller.stores._quota import QuotaWindow
 
@@ -310,7 +310,7 @@ def test_each_failure_falls_back_to_the_deterministic_route(
 def test_failures_are_logged_and_recorded(
     model: StructuredRouterModel, error: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="ragtiller.routing.llm_router"):
+    with caplog.at_level(logging.WARNING, logger="ragtiller.routing.llm"):
         _, _, detail = route(router(model, llm_timeout_s=0.05))
     assert detail["error"] == error
     assert any("LLM router failed" in r.getMessage() for r in caplog.records)

@@ -15,15 +15,17 @@ from fixtures.fakes import hit
 from langchain_core.documents import Document
 
 from ragtiller import build_graph, load_policy
-from ragtiller.doc_ranking import SECTION_UNIT, interleave
+from ragtiller.core.tiers import Candidate, Hit
 from ragtiller.eval.variants import with_depth, with_overrides
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.index._records import RecordTable
+from ragtiller.index import EmbeddedIndex
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, analyze
+from ragtiller.index.records import RecordTable
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 from ragtiller.nodes.context_budget import choose_passages, fit_context
-from ragtiller.passages import SentenceCoverage, rank_passages
 from ragtiller.policies.schema import BudgetsConfig, FusionConfig
-from ragtiller.types import Candidate, Hit
+from ragtiller.ranking.documents import SECTION_UNIT, interleave
+from ragtiller.ranking.passages import SentenceCoverage, rank_passages
 
 EMBEDDER = HashingEmbedder(dim=256)
 
@@ -53,7 +55,7 @@ OTHER = article("Mountains", ["The Alps are the highest range in Europe. " + wor
 
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return EmbeddedIndex.build([LONG, OTHER], embedder=EMBEDDER, progress=False)
+    return build_index([LONG, OTHER], embedder=EMBEDDER, progress=False)
 
 
 def ask(index: EmbeddedIndex, query: str, policy: Any = None, **context: Any) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def test_pre_split_documents_sharing_a_source_stay_passages() -> None:
         for i in range(11)
     ]
     splits = [Document(page_content=t, metadata={"source": "handbook.pdf"}) for t in texts]
-    index = EmbeddedIndex.build(splits, embedder=EMBEDDER, progress=False)
+    index = build_index(splits, embedder=EMBEDDER, progress=False)
     assert index.report is not None
     assert (index.report.documents.added, index.report.chunks.added) == (1, 11)
     assert index.manifest.counts.documents == 1  # one document, 11 passages

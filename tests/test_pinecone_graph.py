@@ -12,9 +12,11 @@ from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 
 from ragtiller import build_graph
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.index.pinecone import PineconeTier, pinecone_tier_from_env, upsert_chunks
-from ragtiller.types import Tier
+from ragtiller.core.tiers import Tier
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import PineconeTier, pinecone_tier_from_env, upsert_chunks
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)
@@ -34,7 +36,7 @@ def embedded() -> EmbeddedIndex:
             metadata={"source": "loop.md"},
         ),
     ]
-    return EmbeddedIndex.build(docs, embedder=EMBEDDER, progress=False)
+    return build_index(docs, embedder=EMBEDDER, progress=False)
 
 
 @pytest.fixture

@@ -17,24 +17,24 @@ from langchain_core.documents import Document
 from pinecone import Pinecone
 
 from ragtiller import ConfigurationError, build_graph, load_policy
-from ragtiller.bulkhead import Overloaded
+from ragtiller.core.bulkhead import Overloaded
+from ragtiller.core.tiers import SearchRequest
 from ragtiller.errors import IngestError, TierUnavailable
-from ragtiller.index import (
+from ragtiller.graph import tiers_for_policy
+from ragtiller.index import EmbeddedIndex, LexicalConfig
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import (
     BM25Stats,
-    EmbeddedIndex,
-    HashingEmbedder,
-    LexicalConfig,
     PineconeIndexSettings,
     PineconeLexicalTier,
     PineconeTierError,
     PineconeTimeoutError,
     pinecone_lexical_tier_from_env,
-    tiers_for_policy,
     upsert_lexical,
 )
-from ragtiller.index.pinecone_stats import STATS_NAMESPACE, read_stats, write_stats
+from ragtiller.pinecone.stats import STATS_NAMESPACE, read_stats, write_stats
 from ragtiller.policies import RetrievalPolicy
-from ragtiller.types import SearchRequest
 
 QUERY = "which timeout does wait_for apply to a task"
 
@@ -57,7 +57,7 @@ def docs() -> list[Document]:
 
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return EmbeddedIndex.build(docs(), embedder=HashingEmbedder(dim=16), progress=False)
+    return build_index(docs(), embedder=HashingEmbedder(dim=16), progress=False)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pinecone import Pinecone
 from pinecone.db_data.index import Index
 from pinecone.exceptions import PineconeApiException, UnauthorizedException
 
-from ragtiller.index import HashingEmbedder
+from ragtiller.models import HashingEmbedder
 
 DIM = 4
 

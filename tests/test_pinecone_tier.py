@@ -16,9 +16,12 @@ from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 from urllib3.exceptions import MaxRetryError
 
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import ConfigurationError, IngestError, TierUnavailable
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.index.pinecone import (
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
+from ragtiller.pinecone import (
     FallbackTier,
     PineconeTier,
     PineconeTierError,
@@ -27,7 +30,6 @@ from ragtiller.index.pinecone import (
     pinecone_tier_from_env,
     upsert_chunks,
 )
-from ragtiller.types import Hit, SearchRequest
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)
@@ -60,7 +62,7 @@ def corpus() -> list[Document]:
 
 @pytest.fixture(scope="module")
 def embedded() -> EmbeddedIndex:
-    return EmbeddedIndex.build(corpus(), embedder=EMBEDDER, progress=False)
+    return build_index(corpus(), embedder=EMBEDDER, progress=False)
 
 
 @pytest.fixture

@@ -82,7 +82,7 @@ def test_shipped_default_is_schema_2_and_loads_without_warnings() -> None:
 def test_policy_migrate_writes_a_schema_2_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ragtiller.cli import main
+    from ragtiller.cli.app import main
 
     old = tmp_path / "old.yaml"
     old.write_text(
@@ -108,7 +108,7 @@ def test_policy_migrate_writes_a_schema_2_file(
 def test_policy_show_prints_the_effective_policy(capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
-    from ragtiller.cli import main
+    from ragtiller.cli.app import main
 
     assert main(["policy", "show", "default"]) == 0
     shown = yaml.safe_load(capsys.readouterr().out)

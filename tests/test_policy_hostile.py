@@ -23,10 +23,10 @@ from fixtures.fakes import StaticTier, hit
 from pydantic import ValidationError
 
 from ragtiller import InputError, PolicyError, build_graph, load_policy
-from ragtiller.cli import main
-from ragtiller.exit_codes import EXIT_USAGE
-from ragtiller.index import HashingEmbedder
-from ragtiller.integrations import as_retriever, as_tool
+from ragtiller.cli.app import main
+from ragtiller.cli.exit_codes import EXIT_USAGE
+from ragtiller.integrations.langchain import as_retriever, as_tool
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies.loader import (
     MAX_POLICY_BYTES,
     MAX_YAML_ALIASES,
@@ -266,7 +266,7 @@ def test_the_installed_command_refuses_a_fifo_and_a_secret(tmp_path: Path) -> No
     creds.write_text(json.dumps({"api_key": SECRET}), "utf-8")
     for path, said in ((fifo, "is a FIFO, not a regular file"), (creds, "api_key: Extra")):
         done = subprocess.run(
-            [sys.executable, "-m", "ragtiller.cli", "policy", "show", str(path)],
+            [sys.executable, "-m", "ragtiller", "policy", "show", str(path)],
             capture_output=True,
             text=True,
             timeout=120,

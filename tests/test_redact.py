@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ragtiller.redact import REDACTED, redact
+from ragtiller.core.redact import REDACTED, redact
 
 OPENAI_KEY = "sk-proj-Q3vX9aB2cD4eF6gH8iJ0kL1mN3oP5qR7sT9uV1wX3yZ5aB7cD9eF1gH3iJ5kL7mN9"
 PINECONE_KEY = "pcsk_4Hf7Kd_9Tx2QwErTyUi8Op3AsDfGh5JkLzXcVbNm1Q2W3e4R5t6Y7u8I9o0P"

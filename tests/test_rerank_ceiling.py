@@ -10,9 +10,10 @@ import pytest
 from fixtures.cohere_stub import CohereStub, StubMode
 from fixtures.fakes import hit
 
+from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
-from ragtiller.fusion import fuse_hits
 from ragtiller.policies.schema import RerankerConfig
+from ragtiller.ranking.fusion import fuse_hits
 from ragtiller.rerankers import (
     BaseReranker,
     CeilingReranker,
@@ -22,7 +23,6 @@ from ragtiller.rerankers import (
     ZScoreReranker,
 )
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, QuotaWindow
-from ragtiller.types import Candidate
 
 KEY = "stub-key-0123456789"
 QUERY = "How do I reset a forgotten password?"

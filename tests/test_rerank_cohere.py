@@ -9,10 +9,10 @@ import pytest
 from fixtures.cohere_stub import CohereStub, StubMode
 from fixtures.fakes import hit
 
+from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
-from ragtiller.fusion import fuse_hits
+from ragtiller.ranking.fusion import fuse_hits
 from ragtiller.rerankers import CohereReranker, Reranker
-from ragtiller.types import Candidate
 
 KEY = "stub-key-0123456789"
 QUERY = "How do I reset a forgotten password?"

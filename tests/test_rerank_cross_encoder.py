@@ -13,10 +13,10 @@ from fixtures.fakes import hit
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 
+from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
-from ragtiller.fusion import fuse_hits
+from ragtiller.ranking.fusion import fuse_hits
 from ragtiller.rerankers import CANDIDATE_ID_KEY, CrossEncoderReranker, IdentityReranker
-from ragtiller.types import Candidate
 
 QUERY = "reset a forgotten password"
 TEXTS = {

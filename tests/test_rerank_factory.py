@@ -10,10 +10,11 @@ import pytest
 from fixtures.cohere_stub import CohereStub
 from fixtures.fakes import hit
 
+from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
-from ragtiller.fusion import fuse_hits
 from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import RerankerConfig
+from ragtiller.ranking.fusion import fuse_hits
 from ragtiller.rerankers import (
     CeilingReranker,
     CohereReranker,
@@ -23,7 +24,6 @@ from ragtiller.rerankers import (
     reranker_from_policy,
 )
 from ragtiller.stores import MemoryQuotaLedger
-from ragtiller.types import Candidate
 
 KEY = "stub-key-0123456789"
 

@@ -7,9 +7,9 @@ import math
 import pytest
 from fixtures.fakes import hit
 
-from ragtiller.fusion import fuse_hits
+from ragtiller.core.tiers import Candidate
+from ragtiller.ranking.fusion import fuse_hits
 from ragtiller.rerankers import IdentityReranker, Reranker, ZScoreReranker
-from ragtiller.types import Candidate
 
 S14 = math.sqrt(14)
 

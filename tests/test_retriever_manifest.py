@@ -14,14 +14,15 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller import RunManifest, build_graph
-from ragtiller.index import EmbeddedIndex, HashingEmbedder, stdlib_documents
-from ragtiller.integrations import (
+from ragtiller.ingest import build_index, stdlib_documents
+from ragtiller.integrations.langchain import (
     MANIFEST_EVENT,
     RUN_ID_KEY,
     ManifestCollector,
     RagtillerRetriever,
     as_retriever,
 )
+from ragtiller.models import HashingEmbedder
 
 QUESTION = "how do I pretty print json with indent?"
 PROVENANCE = ("id", "citation", "doc_id", "source", "parent_id")
@@ -35,7 +36,7 @@ def retriever() -> RagtillerRetriever:
     documents = stdlib_documents(
         modules=("json", "pathlib"), include_topics=False, include_builtins=False
     )
-    index = EmbeddedIndex.build(documents, embedder=HashingEmbedder(), progress=False)
+    index = build_index(documents, embedder=HashingEmbedder(), progress=False)
     return as_retriever(build_graph(index=index), k=3)
 
 

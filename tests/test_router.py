@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ragtiller.policies import load_policy
-from ragtiller.policies.router import classify, find_triggers
 from ragtiller.policies.schema import TriggerKind
+from ragtiller.routing.rules import classify, find_triggers
 
 POLICY = load_policy()
 E, F, S = "exact_lexical_lookup", "factual_lookup", "synthesis"

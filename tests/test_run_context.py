@@ -14,7 +14,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from ragtiller import ConfigurationError, InputError, build_graph, load_policy
 from ragtiller.graph import per_run
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 from ragtiller.policies.run_context import RunContext, cached_policy
 
 FACTUAL = "which port does the server listen on by default"
@@ -185,7 +187,7 @@ def tenant_index() -> EmbeddedIndex:
             metadata={"source": "billing.md", "namespace": "faq", "tenant": "acme"},
         ),
     ]
-    return EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False)
+    return build_index(docs, embedder=HashingEmbedder(), progress=False)
 
 
 def routed_to(namespace: str) -> Any:
@@ -320,7 +322,7 @@ def test_settings_under_the_ragtiller_key_are_checked_strictly() -> None:
 
 
 def test_an_agent_tool_keeps_its_settings_under_a_parent_with_its_own_keys() -> None:
-    from ragtiller.integrations import as_tool
+    from ragtiller.integrations.langchain import as_tool
 
     tool = as_tool(graph(), k=2)
     _, artifact = tool.func("which port?")  # type: ignore[misc]
@@ -345,7 +347,7 @@ def index_graph_parts() -> dict[str, Any]:
         )
         for i in range(6)
     ]
-    return {"index": EmbeddedIndex.build(docs, embedder=HashingEmbedder(dim=64), progress=False)}
+    return {"index": build_index(docs, embedder=HashingEmbedder(dim=64), progress=False)}
 
 
 def turn_facts(out: dict[str, Any]) -> tuple[Any, ...]:

@@ -12,13 +12,8 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from ragtiller import build_graph
 from ragtiller.adapters import RetrieverTier, VectorStoreTier
 from ragtiller.errors import IngestError
-from ragtiller.index import (
-    EmbeddedIndex,
-    HashingEmbedder,
-    SQLiteRecordManager,
-    chunk_sources,
-    ingest_to_store,
-)
+from ragtiller.ingest import SQLiteRecordManager, build_index, chunk_sources, ingest_to_store
+from ragtiller.models import HashingEmbedder
 
 EMB = HashingEmbedder(dim=64)
 
@@ -73,7 +68,7 @@ def test_folder_to_chroma_to_graph_incrementally(folder: Path, tmp_path: Path) -
 
 
 def test_chunk_ids_are_the_embedded_index_chunk_ids(folder: Path) -> None:
-    index = EmbeddedIndex.build([folder], embedder=EMB, progress=False)
+    index = build_index([folder], embedder=EMB, progress=False)
     chunks = chunk_sources([folder])
     assert sorted(str(d.id) for d in chunks) == sorted(str(d.id) for d in index.documents())
     metadata = chunks[0].metadata

@@ -23,7 +23,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from ragtiller import build_graph, load_policy
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterConfig
-from ragtiller.routing.llm_router import ROUTER_PROMPT
+from ragtiller.routing.llm import ROUTER_PROMPT
 from ragtiller.stores import QuotaSnapshot, RedisCache, RedisQuotaLedger, SpendResult, cache_key
 from ragtiller.stores import _quota as quota_module
 from ragtiller.stores._cache_redis import MAX_ENTRY_BYTES

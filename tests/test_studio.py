@@ -33,11 +33,11 @@ from ragtiller import (
     PolicyError,
     RunManifest,
     load_policy,
-    studio,
-    studio_graphs,
 )
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.types import STAGES
+from ragtiller.core.tiers import STAGES
+from ragtiller.ingest import build_index
+from ragtiller.integrations import studio, studio_graphs
+from ragtiller.models import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "langgraph.json"
@@ -118,7 +118,7 @@ def test_studio_graph_opens_a_saved_index(tmp_path: Path) -> None:
         ),
         Document("# Billing\n\nInvoices are sent monthly.", metadata={"source": "billing.md"}),
     ]
-    EmbeddedIndex.build(docs, embedder=HashingEmbedder(), progress=False).save(tmp_path / "idx")
+    build_index(docs, embedder=HashingEmbedder(), progress=False).save(tmp_path / "idx")
     graph = studio.build_studio_graph({"RAGTILLER_INDEX": str(tmp_path / "idx")})
     out = graph.invoke({"query": "how do I deploy the service to a region?"})
     assert out["documents"][0].metadata["source"] == "deploy.md"

@@ -14,8 +14,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_sdk import get_client
 from test_studio import DevServer, server_runtime
 
-from ragtiller import ConfigurationError, InputError, studio
+from ragtiller import ConfigurationError, InputError
 from ragtiller.index import open_index
+from ragtiller.integrations import studio
 
 PORTS = "# Ports\n\nThe zebrafoil server listens on port 7000 by default.\n"
 BILLING = "# Billing\n\nOtterquill invoices are sent on the first day of each month.\n"

@@ -22,9 +22,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import ValidationError
 
 from ragtiller import InputError, build_graph
-from ragtiller.exit_codes import EXIT_USAGE
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
-from ragtiller.integrations import ManifestCollector, as_retriever, as_tool
+from ragtiller.cli.exit_codes import EXIT_USAGE
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.integrations.langchain import ManifestCollector, as_retriever, as_tool
+from ragtiller.models import HashingEmbedder
 
 BROAD = "give me an overview of the handbook"
 FACTUAL = "which port does the server listen on"
@@ -38,7 +40,7 @@ def _doc(source: str, text: str, **metadata: Any) -> Document:
 
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return EmbeddedIndex.build(
+    return build_index(
         [
             _doc(
                 "acme.md",
@@ -185,7 +187,7 @@ def test_ask_with_a_blank_tenant_exits_with_the_usage_code(tmp_path: Path) -> No
     corpus.mkdir()
     (corpus / "a.md").write_text("# Ports\n\nThe server listens on port 8000.\n", "utf-8")
     index_dir = tmp_path / "index"
-    run = [sys.executable, "-m", "ragtiller.cli"]
+    run = [sys.executable, "-m", "ragtiller"]
     ingest = [*run, "ingest", str(corpus), "--index", str(index_dir), "--embedder", "hashing"]
     subprocess.run([*ingest, "--quiet"], check=True, capture_output=True, timeout=300)
     asked = subprocess.run(

@@ -15,7 +15,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ragtiller import InputError, build_graph
-from ragtiller.index import EmbeddedIndex, HashingEmbedder
+from ragtiller.index import EmbeddedIndex
+from ragtiller.ingest import build_index
+from ragtiller.models import HashingEmbedder
 
 DOCS = {
     "glob.md": "# Glob\n\nPath.glob yields the files matching a pattern in pathlib.",
@@ -26,7 +28,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return EmbeddedIndex.build(
+    return build_index(
         [Document(page_content=t, metadata={"source": s}) for s, t in DOCS.items()],
         embedder=HashingEmbedder(dim=64),
         progress=False,

@@ -22,12 +22,12 @@ from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 
 from ragtiller.adapters import RetrieverTier, VectorStoreTier
+from ragtiller.core.tiers import Tier
 from ragtiller.index import DenseTier, NumpyVectorStore
-from ragtiller.index._records import RecordTable
 from ragtiller.index.lexical import LexicalTier
-from ragtiller.index.pinecone import PineconeTier, upsert_chunks
+from ragtiller.index.records import RecordTable
+from ragtiller.pinecone import PineconeTier, upsert_chunks
 from ragtiller.testing import TierContract, TierFactory
-from ragtiller.types import Tier
 
 
 class TestNumpyDenseTier(TierContract):

@@ -1,6 +1,6 @@
 """LangChain ``Document``s as hits, and the declared meaning of a store's scores.
 
-A :class:`~ragtiller.types.Hit` score is higher-is-better on the tier's own scale; fusion
+A :class:`~ragtiller.core.tiers.Hit` score is higher-is-better on the tier's own scale; fusion
 then ranks (RRF) or standardises (z-score, min-max) each tier's list on its own. So the one
 thing an adapter must get right is the direction, and an affine map keeps both ranks and
 z-scores: a distance ``d`` becomes ``1 - d`` (for a cosine distance, the cosine similarity).
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from langchain_core.documents import Document
 
-from ragtiller.types import Hit
+from ragtiller.core.tiers import Hit
 
 ScoreKind = Literal["similarity", "distance", "none"]
 """``similarity``: higher is better, kept as it is; ``distance``: lower is better, turned into

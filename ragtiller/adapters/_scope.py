@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from langchain_core.documents import Document
 
-from ragtiller.filters import DEFAULT_NAMESPACE, join_where, scope_predicate, where_clause
-from ragtiller.types import SearchRequest
+from ragtiller.core.filters import DEFAULT_NAMESPACE, join_where, scope_predicate, where_clause
+from ragtiller.core.tiers import SearchRequest
 
 Pushdown = Literal["callable", "where", "none"]
 """How an adapter hands a search's scope to its store (see the module docstring)."""

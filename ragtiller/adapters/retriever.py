@@ -17,9 +17,9 @@ from langchain_core.retrievers import BaseRetriever
 from ragtiller.adapters._hits import ScoreSemantics, to_hits
 from ragtiller.adapters._scope import PUSHDOWNS, Pushdown, Scope, scope_of
 from ragtiller.adapters.vector_store import OVERFETCH
-from ragtiller.bulkhead import bulkhead_for
+from ragtiller.core.bulkhead import bulkhead_for
+from ragtiller.core.tiers import LEXICAL, Hit, SearchRequest, TierRole
 from ragtiller.errors import ConfigurationError
-from ragtiller.types import LEXICAL, Hit, SearchRequest, TierRole
 
 
 class RetrieverTier:

@@ -17,9 +17,9 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ragtiller.adapters._hits import SCORE_KINDS, ScoreKind, ScoreSemantics, to_hits
 from ragtiller.adapters._scope import PUSHDOWNS, Pushdown, Scope, scope_of
-from ragtiller.bulkhead import bulkhead_for
+from ragtiller.core.bulkhead import bulkhead_for
+from ragtiller.core.tiers import DENSE, Hit, SearchRequest, TierRole
 from ragtiller.errors import ConfigurationError
-from ragtiller.types import DENSE, Hit, SearchRequest, TierRole
 
 SCORED_METHODS = (
     "similarity_search_with_score_by_vector",  # InMemoryVectorStore, FAISS, PGVector, Qdrant
@@ -76,7 +76,7 @@ class VectorStoreTier:
     Args:
         store: Any LangChain ``VectorStore`` holding vectors of the graph's embedder.
         name: The tier's name (in manifests, labels and ``fusion.tier_weights``).
-        role: What the switches treat it as (:data:`~ragtiller.types.TierRole`); ``dense``.
+        role: What the switches treat it as (:data:`~ragtiller.core.tiers.TierRole`); ``dense``.
         scores: What the store's scores mean: ``similarity``, ``distance`` or ``none``
             (fused by rank). Known for ``InMemoryVectorStore`` (cosine similarity) and Chroma
             (its collection's distance), and ``none`` for a store that can only be searched
@@ -96,7 +96,7 @@ class VectorStoreTier:
 
     Example:
         >>> from langchain_core.vectorstores import InMemoryVectorStore
-        >>> from ragtiller.index import HashingEmbedder
+        >>> from ragtiller.models import HashingEmbedder
         >>> tier = VectorStoreTier(InMemoryVectorStore(HashingEmbedder()), name="notes")
         >>> tier.describe()
         'notes (dense): InMemoryVectorStore, scores: similarity (cosine similarity in [-1, 1]), filters: pushed down (callable)'

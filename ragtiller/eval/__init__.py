@@ -1,7 +1,7 @@
 """Evaluation harness: BEIR and passage-QA datasets, metrics, runs through the serving graph,
 promotion, tuning."""
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 from ragtiller.eval.compare import Comparison, Lift, bootstrap_ci, compare_runs, paired_differences
 from ragtiller.eval.datasets import EvalDataset, load_beir, load_slice_labels
 from ragtiller.eval.honesty import Degradation, degradation, without_deadlines
@@ -22,8 +22,8 @@ from ragtiller.eval.promotion import (
     decision_artifact,
     write_decision,
 )
-from ragtiller.eval.report import SliceMetrics, summarize
 from ragtiller.eval.runner import EvalRun, QueryResult, arun_eval, run_eval
+from ragtiller.eval.summary import SliceMetrics, summarize
 
 __all__ = (
     "Comparison",

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import same_index
-from ragtiller.eval.report import SliceMetrics, primary_metric, primary_scores, summarize
 from ragtiller.eval.runner import EvalRun
+from ragtiller.eval.summary import SliceMetrics, primary_metric, primary_scores, summarize
 
 DEFAULT_RESAMPLES = 2000
 CONFIDENCE = 0.95

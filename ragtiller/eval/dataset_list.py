@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 
 _KEYS = {"dataset", "index", "split", "slices", "top_k"}
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 from ragtiller.eval.qa import Answers, document_key
 from ragtiller.policies.evidence import OVERALL_SLICE
 

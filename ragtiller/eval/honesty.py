@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 from ragtiller.eval.runner import EvalRun
 from ragtiller.eval.variants import with_overrides
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import (
     DatasetKind,
     EvalDataset,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import EvalDataset
 from ragtiller.eval.tuning import (
     Confirmation,

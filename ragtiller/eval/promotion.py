@@ -12,7 +12,7 @@ from ragtiller.eval.compare import Comparison
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import dataset_fingerprint
 from ragtiller.eval.honesty import EVAL_DEADLINE_S, Degradation
-from ragtiller.eval.report import METRIC_LABELS, TOTAL
+from ragtiller.eval.summary import METRIC_LABELS, TOTAL
 from ragtiller.eval.variants import policy_sha256
 from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from ragtiller.eval._errors import EvalError
-from ragtiller.index.sources import SUFFIX_FORMATS
+from ragtiller.errors import EvalError
+from ragtiller.ingest.sources import SUFFIX_FORMATS
 
 DOCS_DIR = "docs"
 DEFAULT_QA_SPLIT = "questions"

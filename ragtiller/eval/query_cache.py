@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.providers import model_label
+from ragtiller.core.providers import model_label
 
 
 class QueryVectorCache(Embeddings):

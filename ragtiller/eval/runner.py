@@ -13,9 +13,9 @@ from langchain_core.runnables import Runnable
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from ragtiller.eval._errors import EvalError
+from ragtiller.core.run_manifest import RunManifest
+from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import EvalDataset
-from ragtiller.manifest import RunManifest
 
 
 @dataclass(frozen=True)

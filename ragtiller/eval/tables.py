@@ -10,7 +10,7 @@ from ragtiller.eval.compare import Comparison
 from ragtiller.eval.datasets import OVERALL, DatasetKind, EvalDataset
 from ragtiller.eval.loco import LocoResult
 from ragtiller.eval.promotion import PromotionDecision
-from ragtiller.eval.report import METRIC_LABELS, TOTAL, SliceMetrics
+from ragtiller.eval.summary import METRIC_LABELS, TOTAL, SliceMetrics
 from ragtiller.policies.schema import RetrievalPolicy
 
 

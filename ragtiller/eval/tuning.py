@@ -19,8 +19,8 @@ from ragtiller.errors import PolicyError
 from ragtiller.eval.compare import Comparison, compare_runs
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.promotion import PromotionDecision, decide
-from ragtiller.eval.report import primary_metric, summarize
 from ragtiller.eval.runner import EvalRun
+from ragtiller.eval.summary import primary_metric, summarize
 from ragtiller.eval.variants import expand_space, with_overrides
 from ragtiller.policies.schema import RetrievalPolicy
 

@@ -1,11 +1,12 @@
-"""The retrieval graph: state, builder and edges."""
+"""The retrieval graph: its builder, edges, per-run handling, and the tier backends a policy picks."""
 
+from ragtiller.core.turn import Route, TierTask
+from ragtiller.graph.backends import tiers_for_policy
 from ragtiller.graph.builder import RetrievalGraph, build_components, build_graph, compile_graph
-from ragtiller.graph.checkpoint import CHECKPOINT_TYPES, checkpoint_serde
-from ragtiller.graph.state import InputState, OutputState, RetrievalState
+from ragtiller.nodes.channels import CHECKPOINT_TYPES, checkpoint_serde
 from ragtiller.nodes.components import Components
 from ragtiller.nodes.stage import EVENT_TYPE
-from ragtiller.records import Route, TierTask
+from ragtiller.nodes.state import InputState, OutputState, RetrievalState
 
 __all__ = (
     "CHECKPOINT_TYPES",
@@ -21,4 +22,5 @@ __all__ = (
     "build_graph",
     "checkpoint_serde",
     "compile_graph",
+    "tiers_for_policy",
 )

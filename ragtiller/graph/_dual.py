@@ -25,9 +25,10 @@ from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+
+from ragtiller.graph.langgraph_internals import RunnableCallable, inside_pregel
 
 T = TypeVar("T")
 
@@ -180,4 +181,4 @@ class OneHopGraph(CompiledStateGraph):  # type: ignore[type-arg]
         ):
             return False  # a sync-only checkpointer (its async methods raise)
         configurable = ensure_config(config).get("configurable", {})
-        return not any(key.startswith("__pregel_") for key in configurable)
+        return not inside_pregel(configurable)

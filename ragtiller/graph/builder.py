@@ -13,12 +13,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.adapters import TierLike, as_tier
+from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier
+from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
 from ragtiller.graph._dual import OneHopGraph, dual
 from ragtiller.graph.checked import CheckedGraph
+from ragtiller.graph.langgraph_internals import rebrand
 from ragtiller.graph.per_run import PerRunNodes
-from ragtiller.graph.state import InputState, OutputState, RetrievalState
 from ragtiller.graph.untracked import untrack_hits
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components, Overview, fixed_overview
@@ -26,16 +28,15 @@ from ragtiller.nodes.embed import make_embed
 from ragtiller.nodes.fuse import make_fuse
 from ragtiller.nodes.gate import make_gate
 from ragtiller.nodes.rerank import make_rerank
+from ragtiller.nodes.state import InputState, OutputState, RetrievalState
 from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.query_tiers import apply_query_options
-from ragtiller.records import TierTask
+from ragtiller.ranking.query_tiers import apply_query_options
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
-from ragtiller.types import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier
 
 
 class CompiledRetrievalGraph(OneHopGraph, CheckedGraph):
@@ -70,7 +71,7 @@ def _overview(given: str | Overview | None, index: IndexLike | None) -> Overview
     return given
 
 
-def _default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
+def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
     from ragtiller.stores import stores_from_env
 
@@ -99,7 +100,7 @@ class GraphParts(TypedDict, total=False):
             tenant filter, or one text (shown only on turns without a tenant, since it cannot
             be cut to one); default: the index's.
         llm_router: An LLM router strategy; default: built from the policy's ``router``
-            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm_router`.
+            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm`.
     """
 
     index: IndexLike | None
@@ -116,7 +117,8 @@ class GraphParts(TypedDict, total=False):
 def _index_tiers(policy: RetrievalPolicy, index: IndexLike | None) -> Sequence[TierLike]:
     """The index's tiers; for an embedded index, served by the policy's dense and lexical
     backends (Pinecone, with the embedded tier as fallback) as ``tiers_for_policy`` says."""
-    from ragtiller.index import EmbeddedIndex, tiers_for_policy
+    from ragtiller.graph import tiers_for_policy
+    from ragtiller.index import EmbeddedIndex
 
     if isinstance(index, EmbeddedIndex):
         return tiers_for_policy(policy, index)
@@ -166,11 +168,11 @@ def build_components(
             f"tiers {vector} need query vectors: pass embedder=... or index=..."
         )
     if quota is None or cache is None:
-        env_quota, env_cache = _default_stores(resolved)
+        env_quota, env_cache = default_stores(resolved)
         quota = quota if quota is not None else env_quota
         cache = cache if cache is not None else env_cache
     if llm_router is None:
-        from ragtiller.routing.llm_router import make_llm_router
+        from ragtiller.routing.llm import make_llm_router
 
         llm_router = make_llm_router(
             resolved.router,
@@ -248,8 +250,10 @@ def build_graph(
 
     Example:
         >>> from ragtiller import build_graph
-        >>> from ragtiller.index import EmbeddedIndex, HashingEmbedder
-        >>> index = EmbeddedIndex.build(["docs/"], embedder=HashingEmbedder())  # doctest: +SKIP
+        >>> from ragtiller.index import EmbeddedIndex
+        >>> from ragtiller.models import HashingEmbedder
+        >>> from ragtiller.ingest import build_index
+        >>> index = build_index(["docs/"], embedder=HashingEmbedder())  # doctest: +SKIP
         >>> graph = build_graph(index=index)  # doctest: +SKIP
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
@@ -324,5 +328,4 @@ def compile_graph(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name=name,
     )
-    compiled.__class__ = CompiledRetrievalGraph  # type: ignore[assignment]  # same object, see class
-    return compiled  # type: ignore[return-value]
+    return rebrand(compiled, CompiledRetrievalGraph)

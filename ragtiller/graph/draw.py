@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ragtiller.core.tiers import CHAT_RESOURCE
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph.builder import compile_graph
 from ragtiller.nodes.components import Components
 from ragtiller.policies.loader import load_policy
 from ragtiller.rerankers import IdentityReranker
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-from ragtiller.types import CHAT_RESOURCE
 
 
 def shape_graph() -> Any:

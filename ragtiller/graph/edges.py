@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.types import Send
+
+from ragtiller.graph.langgraph_internals import RunnableCallable
 
 STEP_BACK = "step-back affordable"
 NO_STEP_BACK = "narrow, off or quota spent"

@@ -16,13 +16,14 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
-from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.last_value import LastValue
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
+
+from ragtiller.graph.langgraph_internals import MISSING
 
 HIT_CHANNELS = ("tier_tasks", "tier_hits", "candidates", "ranked")
 """State fields holding per-turn hit lists (and query vectors), untracked by default."""

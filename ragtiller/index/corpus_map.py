@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ragtiller.index._records import RecordTable
-from ragtiller.index.chunking import Section
+from ragtiller.index.records import RecordTable
+from ragtiller.index.units import Section
 
 SUMMARY_CHARS = 120
 _SENTENCE = re.compile(r"(.+?[.!?])(?=\s|$)")
@@ -112,7 +112,7 @@ class ScopedOverview:
         to_section: Turns row ``(id, text, metadata)`` back into a :class:`Section`.
 
     Example:
-        >>> from ragtiller.index._records import RecordTable
+        >>> from ragtiller.index.records import RecordTable
         >>> rows = RecordTable(["s1"], ["Setup. Run make."], [{"doc_id": "a.md", "tenant": "acme"}])
         >>> overview = ScopedOverview(rows, lambda id_, text, md: NotImplemented)
         >>> overview.outline(["default"], {"tenant": "globex"})  # nothing of acme's

@@ -13,12 +13,12 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
-from ragtiller.index._compute import CpuTier, top_k
-from ragtiller.index._embedding import Matrix, normalize_rows
-from ragtiller.index._records import RecordTable, ensure_json_metadata
-from ragtiller.index._scans import SharedScans, scan_key
-from ragtiller.types import Hit, SearchRequest
+from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.records import RecordTable, ensure_json_metadata
+from ragtiller.index.scans import SharedScans, scan_key
+from ragtiller.models.batch_embedding import Matrix, normalize_rows
 
 VECTORS_FILE = "vectors.npy"
 CHUNKS_FILE = "chunks.jsonl"
@@ -40,7 +40,7 @@ class NumpyVectorStore(VectorStore):
         embedding: Embeds texts added and queries searched by text.
 
     Example:
-        >>> from ragtiller.index import HashingEmbedder
+        >>> from ragtiller.models import HashingEmbedder
         >>> store = NumpyVectorStore.from_texts(["red apple", "blue sea"], HashingEmbedder())
         >>> store.similarity_search("apple", k=1)[0].page_content
         'red apple'
@@ -239,7 +239,7 @@ class NumpyVectorStore(VectorStore):
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
         """Cosine of the query with every row passing the namespace and metadata filters.
 
-        The same query on the same store is scanned once (see :mod:`ragtiller.index._scans`):
+        The same query on the same store is scanned once (see :mod:`ragtiller.index.scans`):
         the dense and parent-child tiers of a turn share one scan.
 
         Returns:
@@ -346,9 +346,9 @@ class NumpyVectorStore(VectorStore):
 class DenseTier(CpuTier):
     """The ``dense`` tier: child chunks ranked by cosine with the query vector.
 
-    A thin adapter from a :class:`NumpyVectorStore` to the :class:`~ragtiller.types.Tier`
+    A thin adapter from a :class:`NumpyVectorStore` to the :class:`~ragtiller.core.tiers.Tier`
     protocol (a separate class because ``VectorStore.search`` already means something else).
-    ``asearch`` runs inline up to :data:`~ragtiller.index._compute.INLINE_ROWS` rows and in a
+    ``asearch`` runs inline up to :data:`~ragtiller.index.compute.INLINE_ROWS` rows and in a
     worker thread above.
 
     Args:

@@ -6,35 +6,40 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
-from ragtiller._retry import RetryPolicy
+from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
-from ragtiller.index._builder import IndexBuilder, chunk_sync_record, section_from_record
-from ragtiller.index._embedding import DEFAULT_RETRY, EmbeddingStats
-from ragtiller.index._records import RecordTable
-from ragtiller.index.chunking import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.index.corpus_map import ScopedOverview
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
-from ragtiller.index.embedders import embedder_identity
-from ragtiller.index.lexical import DEFAULT_LEXICAL, LEXICAL_DIR, LexicalConfig, LexicalTier
+from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
 from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
-from ragtiller.index.progress import IngestProgress
-from ragtiller.index.report import IngestReport
-from ragtiller.index.sources import DEFAULT_MAX_FILE_BYTES, SkippedSource, Source
-from ragtiller.index.sync import Cleanup, SyncRecord, identity_of
+from ragtiller.index.records import RecordTable
+from ragtiller.index.units import section_from_record
 from ragtiller.index.versions import FaultHook, Step, open_current, write_version
-from ragtiller.types import Tier
+from ragtiller.models.batch_embedding import EmbeddingStats
+from ragtiller.models.embedders import embedder_identity
+
+if TYPE_CHECKING:
+    from ragtiller.ingest.report import IngestReport
 
 CORPUS_MAP_FILE = "corpus_map.txt"
 INDEX_FILES = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR, CORPUS_MAP_FILE, MANIFEST_FILE)
 """What one version directory holds; ``manifest.json`` is written last."""
+
+
+class SaveProgress(Protocol):
+    """A progress bar :meth:`EmbeddedIndex.save` advances per file (ingest's bar is one)."""
+
+    def stage(self, name: str, total: int, *, unit: str = "item") -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
 
 
 def _no_fault(step: str) -> None:
@@ -44,8 +49,8 @@ def _no_fault(step: str) -> None:
 class EmbeddedIndex:
     """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
 
-    Build it with :meth:`build` (or :func:`ingest`, which also saves, and re-embeds only what
-    changed), reopen it with :meth:`load`. All three tiers share one chunk table, so a chunk id
+    Build it with :func:`ragtiller.ingest.build_index` (or :func:`ragtiller.ingest.ingest`, which
+    also saves, and re-embeds only what changed), reopen it with :meth:`load`. All three tiers share one chunk table, so a chunk id
     means the same chunk in every tier.
 
     Hits carry ``doc_id``, ``source`` and ``parent_id``; their ``metadata`` holds ``namespace``,
@@ -56,8 +61,9 @@ class EmbeddedIndex:
 
     Example:
         >>> from langchain_core.documents import Document
-        >>> from ragtiller.index import HashingEmbedder
-        >>> index = EmbeddedIndex.build(
+        >>> from ragtiller.models import HashingEmbedder
+        >>> from ragtiller.ingest import build_index
+        >>> index = build_index(
         ...     [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})],
         ...     embedder=HashingEmbedder(), progress=False,
         ... )
@@ -74,8 +80,6 @@ class EmbeddedIndex:
         manifest: IndexManifest,
         corpus_map: str,
         stats: EmbeddingStats | None = None,
-        skipped: Sequence[SkippedSource] = (),
-        report: IngestReport | None = None,
     ) -> None:
         self.store = store
         self.parents = parents
@@ -85,9 +89,9 @@ class EmbeddedIndex:
         gets :meth:`overview` of its own scope instead."""
         self._overview = ScopedOverview(parents, section_from_record)
         self.stats = stats or EmbeddingStats()
-        self.skipped = tuple(skipped)
-        self.report = report
-        """What the ingest that built this index did (None for an index opened with load)."""
+        self.report: IngestReport | None = None
+        """What the ingest that built this object did, set by :mod:`ragtiller.ingest` (None for an
+        index opened with :meth:`load`)."""
         self._lexical = lexical
         self._tiers: list[Tier] = [DenseTier(store), ParentChildTier(store, parents), lexical]
 
@@ -101,115 +105,32 @@ class EmbeddedIndex:
         (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)
 
+    @classmethod
+    def build(cls, sources: Iterable[Any], **options: Any) -> EmbeddedIndex:
+        """Deprecated: :func:`ragtiller.ingest.build_index`, which this calls (removed in 0.3)."""
+        from ragtiller._moved import warn_moved
+        from ragtiller.ingest import build_index
+
+        warn_moved("EmbeddedIndex.build", "ragtiller.ingest.build_index")
+        return build_index(sources, **options)
+
     @property
     def embedder(self) -> Embeddings:
         """The embedder for queries; the same model the chunks were embedded with."""
         return self.store.embeddings
 
-    @classmethod
-    def build(
-        cls,
-        sources: Iterable[Source],
-        *,
-        embedder: Embeddings,
-        chunking: ChunkingConfig = DEFAULT_CHUNKING,
-        lexical: LexicalConfig = DEFAULT_LEXICAL,
-        namespace: str = "default",
-        progress: bool | IngestProgress = True,
-        batch_size: int = 64,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        previous: EmbeddedIndex | None = None,
-        cleanup: Cleanup = "full",
-        rebuild_reason: str | None = None,
-    ) -> EmbeddedIndex:
-        """Read, chunk, embed and index ``sources``, reusing what ``previous`` already holds.
-
-        Chunks of ``previous`` whose text, metadata and embedder are unchanged keep their
-        vectors; only new and edited texts are embedded. With ``previous`` unchanged in every
-        respect, ``previous`` itself is returned (with a :attr:`report`).
-
-        Args:
-            sources: Files, directories and/or LangChain ``Document``s.
-            embedder: Any LangChain ``Embeddings``; its name and dimension go in the manifest.
-            chunking: Child chunk size and overlap (must equal ``previous``'s).
-            lexical: BM25 parameters.
-            namespace: Namespace of documents whose metadata names none.
-            progress: Show one progress bar over the whole build (or draw on this one).
-            batch_size: Texts per embedding call.
-            retry: Attempts and backoff per embedding call.
-            max_file_bytes: Files larger than this are skipped, in bytes.
-            previous: The index being brought up to date, built with the same embedder and
-                chunking.
-            cleanup: ``full``: the result holds exactly ``sources``; ``incremental``: documents
-                of ``previous`` not among ``sources`` are kept.
-            rebuild_reason: Why ``previous`` is None although an index existed (for the report).
-
-        Returns:
-            The index, not yet saved.
-
-        Raises:
-            IngestError: Nothing readable to ingest (the message lists what was skipped), a
-                path does not exist, or ``previous`` was built with another embedder or
-                chunking.
-            EmbeddingError: The embedder kept failing on a batch.
-        """
-        bar = progress if isinstance(progress, IngestProgress) else IngestProgress(enabled=progress)
-        try:
-            parts = IndexBuilder(embedder, chunking, lexical, bar, batch_size, retry).build(
-                sources,
-                namespace=namespace,
-                max_file_bytes=max_file_bytes,
-                previous=previous,
-                cleanup=cleanup,
-                rebuild_reason=rebuild_reason,
-            )
-        finally:
-            if bar is not progress:
-                bar.close()
-        if parts.unchanged:
-            assert previous is not None
-            previous.report = parts.report
-            previous.skipped = parts.skipped
-            return previous
-        assert parts.store and parts.parents and parts.lexical and parts.manifest
-        return cls(
-            store=parts.store,
-            parents=parts.parents,
-            lexical=parts.lexical,
-            manifest=parts.manifest,
-            corpus_map=parts.corpus_map,
-            stats=parts.stats,
-            skipped=parts.skipped,
-            report=parts.report,
-        )
-
     def documents(self) -> list[Document]:
         """Every chunk as a LangChain ``Document`` with its stable id: what
-        :func:`~ragtiller.index.sync.sync_vector_store` writes to another vector store."""
+        :func:`~ragtiller.ingest.store_sync.sync_vector_store` writes to another vector store."""
         records = self.store.records
         return [records.document(row) for row in range(len(records))]
-
-    def sync_records(self) -> list[SyncRecord]:
-        """The chunk table as sync records (id, source document, fingerprint)."""
-        info = self.manifest.embedder
-        identity = identity_of(info.name, info.dimension)
-        records = self.store.records
-        return [
-            chunk_sync_record(identity, id_, text, md, self._parent_metadata(md))
-            for id_, text, md in zip(records.ids, records.texts, records.metadatas, strict=True)
-        ]
-
-    def _parent_metadata(self, chunk_metadata: dict[str, Any]) -> dict[str, Any]:
-        row = self.parents.row(str(chunk_metadata.get("parent_id")))
-        return self.parents.metadatas[row] if row is not None else {}
 
     def save(
         self,
         directory: str | os.PathLike[str],
         *,
         fault: FaultHook | None = None,
-        progress: IngestProgress | None = None,
+        progress: SaveProgress | None = None,
     ) -> Path:
         """Write the index as a new version of ``directory`` and make it current.
 

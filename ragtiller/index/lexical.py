@@ -14,10 +14,10 @@ import numpy as np
 import Stemmer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
-from ragtiller.index._compute import CpuTier, top_k
-from ragtiller.index._records import RecordTable
-from ragtiller.types import Hit, SearchRequest
+from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.records import RecordTable
 
 LEXICAL_DIR = "lexical"
 BM25_FILES = (
@@ -71,7 +71,7 @@ class LexicalTier(CpuTier):
     The indexed text of a chunk is its document title, a space, and the chunk text (as BEIR
     baselines index ``title + " " + text``). Only chunks sharing at least one term with the query
     are returned, scored by raw BM25. Namespace and metadata filters zero the scores of other
-    rows. ``asearch`` runs inline up to :data:`~ragtiller.index._compute.INLINE_ROWS` chunks and
+    rows. ``asearch`` runs inline up to :data:`~ragtiller.index.compute.INLINE_ROWS` chunks and
     in a worker thread above.
 
     Build with :meth:`build`; persist with :meth:`save` and :meth:`load`.
@@ -217,7 +217,7 @@ class LexicalTier(CpuTier):
         """BM25 of every row for a weighted query: the sum of ``weight * BM25(term)``.
 
         Terms must be analysed (see :meth:`analyse`); terms the index never saw add nothing.
-        Used by pseudo-relevance feedback (``ragtiller.feedback``).
+        Used by pseudo-relevance feedback (``ragtiller.ranking.feedback``).
         """
         scores = np.zeros(len(self.records), dtype=np.float32)
         vocab = self._retriever.vocab_dict
@@ -235,7 +235,7 @@ def analyze(
     """The terms BM25 sees in each text: bm25s' tokenizer, ``config``'s stopwords and stemmer.
 
     The one analysis of the lexical tier, shared by the embedded bm25s index and the BM25 sparse
-    vectors (:mod:`ragtiller.index.sparse_bm25`), so both count the same terms.
+    vectors (:mod:`ragtiller.pinecone.sparse_bm25`), so both count the same terms.
 
     Args:
         texts: Texts to analyse.

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from ragtiller.index.chunking import ChunkingConfig
 from ragtiller.index.lexical import LexicalConfig
+from ragtiller.index.units import ChunkingConfig
 
 FORMAT_VERSION: Literal[1] = 1
 MANIFEST_FILE = "manifest.json"

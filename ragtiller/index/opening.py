@@ -9,9 +9,9 @@ from langchain_core.embeddings import Embeddings
 
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.embedded import EmbeddedIndex, read_manifest
-from ragtiller.index.embedders import HashingEmbedder, MiniLMEmbedder, local_embedder
 from ragtiller.index.manifest import MANIFEST_FILE, EmbedderInfo
 from ragtiller.index.versions import open_current
+from ragtiller.models.embedders import HashingEmbedder, MiniLMEmbedder, local_embedder
 
 _HASHING = re.compile(r"ragtiller/hashing-v1-ngram(?P<weight>\d+(?:\.\d+)?(?:e-?\d+)?)")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ragtiller.index._compute import CpuTier, top_k
-from ragtiller.index._records import RecordTable
+from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.types import Hit, SearchRequest
+from ragtiller.index.records import RecordTable
 
 PARENTS_FILE = "parents.jsonl"
 MATCHED_WINDOW = 4
@@ -35,7 +35,7 @@ class ParentChildTier(CpuTier):
     ``metadata["matched_child_ids"]`` the section's children among the top ``4 * k`` children
     overall, best first (always at least the best one). Namespace and metadata filters apply
     to the children. ``asearch`` runs inline up to
-    :data:`~ragtiller.index._compute.INLINE_ROWS` children and in a worker thread above.
+    :data:`~ragtiller.index.compute.INLINE_ROWS` children and in a worker thread above.
 
     Args:
         store: The child chunks and their vectors; children name their parent in ``parent_id``

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.index._embedding import embed_texts
 from ragtiller.index.embedded import EmbeddedIndex
-from ragtiller.index.embedders import embedder_variant
+from ragtiller.models.batch_embedding import embed_texts
+from ragtiller.models.embedders import embedder_variant
 
 MIN_AGREEMENT = 0.99
 """Mean cosine the new variant's vectors must reach against the index's stored vectors."""

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
+from ragtiller.core.tiers import Candidate
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.context_budget import choose_passages
-from ragtiller.nodes.report import build_manifest
 from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter, turn_filter
 from ragtiller.nodes.stage import Stage
+from ragtiller.nodes.state import RetrievalState
+from ragtiller.nodes.turn_manifest import build_manifest
 from ragtiller.rerankers.floor import identity_order
-from ragtiller.types import Candidate
-
-if TYPE_CHECKING:
-    from ragtiller.graph.state import RetrievalState
 
 DESIGNED = "designed"
 """Metadata ``status`` of a document that describes something designed but not built."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ragtiller.types import Candidate, Hit
+from ragtiller.core.tiers import Candidate, Hit
 
 INVALID_OUTPUT = "invalid-output"
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
+from ragtiller.core.tiers import LEXICAL, Tier, tier_role
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.base import Reranker
 from ragtiller.rerankers.ceiling import CeilingReranker
-from ragtiller.types import Tier
 
 if TYPE_CHECKING:
     from ragtiller.stores import Cache, QuotaLedger
@@ -50,7 +50,7 @@ class Components:
         reranker: The rerank provider (the z-score floor by default).
         overview: The corpus outline of a turn's scope, injected for broad turns without
             step-back.
-        llm_router: Optional router strategy; see :mod:`ragtiller.routing.llm_router`.
+        llm_router: Optional router strategy; see :mod:`ragtiller.routing.llm`.
         variant: The tiers and reranker for another policy's fusion and feedback (a run
             context's policy); None: they cannot be rebuilt, and stay these.
     """
@@ -70,6 +70,11 @@ class Components:
     def has_ceiling(self) -> bool:
         """Whether the reranker has an enabled paid ceiling (its edge then reads the quota)."""
         return isinstance(self.reranker, CeilingReranker) and self.reranker.enabled
+
+    @property
+    def lexical_tier_names(self) -> Sequence[str]:
+        """Names of the tiers whose role is lexical (any of them may settle an exact match)."""
+        return [name for name, tier in self.tiers.items() if tier_role(tier) == LEXICAL]
 
     @property
     def vector_tiers(self) -> Sequence[str]:

@@ -3,9 +3,9 @@ together within ``budgets.context_words``; every passage left out is named in a 
 
 from __future__ import annotations
 
+from ragtiller.core.tiers import Candidate
 from ragtiller.nodes.rerank import select_distinct
 from ragtiller.policies.schema import BudgetsConfig
-from ragtiller.types import Candidate
 
 
 def words(text: str) -> int:

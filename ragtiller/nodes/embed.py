@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ragtiller._retry import RetryPolicy, aretry_call
-from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
+from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
+from ragtiller.core.retry import RetryPolicy, aretry_call
+from ragtiller.core.tiers import StageRecord, tier_role
+from ragtiller.core.turn import TierTask
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, deadline
 from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import plan_tiers
-from ragtiller.records import TierTask
-from ragtiller.types import StageRecord, tier_role
-
-if TYPE_CHECKING:
-    from ragtiller.graph.state import RetrievalState
 
 LEXICAL_ONLY = "embed failed: lexical tier only"
 BUSY_LEXICAL_ONLY = "embed overloaded (no worker in time, not a failure): lexical tier only"

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ragtiller.core.tiers import StageRecord
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
-from ragtiller.passages import SentenceCoverage, rank_passages
+from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import decide_rerank
-from ragtiller.types import StageRecord
-
-if TYPE_CHECKING:
-    from ragtiller.graph.state import RetrievalState
+from ragtiller.ranking.passages import SentenceCoverage, rank_passages
 
 
 def make_fuse(deps: Components) -> NodeFn:
@@ -50,7 +48,7 @@ def make_fuse(deps: Components) -> NodeFn:
         plan = decide_rerank(
             route["rerank"],
             candidates,
-            hits,
+            [hits[name] for name in deps.lexical_tier_names if name in hits],
             route["triggers"],
             policy,
             has_ceiling=deps.has_ceiling,

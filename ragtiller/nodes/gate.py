@@ -7,8 +7,10 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ragtiller.core.tiers import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
+from ragtiller.core.turn import QuotaView, Route, StepBack
 from ragtiller.errors import InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import (
@@ -19,6 +21,7 @@ from ragtiller.nodes.run_input import (
     unknown_namespace_labels,
 )
 from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
     decide_hybrid,
@@ -26,13 +29,8 @@ from ragtiller.policies.decisions import (
     decide_rerank_setting,
     decide_step_back,
 )
-from ragtiller.policies.router import Classification, classify
 from ragtiller.policies.run_context import RunContext, scope_problem
-from ragtiller.records import QuotaView, Route, StepBack
-from ragtiller.types import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
-
-if TYPE_CHECKING:
-    from ragtiller.graph.state import RetrievalState
+from ragtiller.routing.rules import Classification, classify
 
 AFTER_GATE = STAGES[1:-1]
 """The stages a no-retrieval turn bypasses, announced by the gate that takes that edge."""

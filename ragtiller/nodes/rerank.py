@@ -8,22 +8,20 @@ with an error record; assemble then keeps the route's ``top_k``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ragtiller.bulkhead import DeadlineExceeded, Overloaded, within
-from ragtiller.doc_ranking import doc_key
+from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, within
+from ragtiller.core.tiers import Candidate, StageRecord
+from ragtiller.core.turn import RerankOutcome
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import OVERLOADED, TURN_DEADLINE, deadline
 from ragtiller.nodes.stage import COULD_NOT_AFFORD, Stage, skipped
-from ragtiller.records import RerankOutcome
+from ragtiller.nodes.state import RetrievalState
+from ragtiller.ranking.documents import doc_key
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.rerankers.floor import identity_order
-from ragtiller.types import Candidate, StageRecord
-
-if TYPE_CHECKING:
-    from ragtiller.graph.state import RetrievalState
 
 
 @dataclass(frozen=True)

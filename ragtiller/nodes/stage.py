@@ -1,6 +1,6 @@
 """``pipeline:step`` events: every stage announces itself, then says done, skipped or error.
 
-Each final event is also returned as a :class:`~ragtiller.types.StageRecord`, so the run
+Each final event is also returned as a :class:`~ragtiller.core.tiers.StageRecord`, so the run
 manifest holds the same facts whether or not the caller streamed ``custom`` events. A record
 carries its own degradation labels: the stage that knows why a turn got worse says so, and
 ``assemble`` only collects what the records say.
@@ -14,8 +14,8 @@ from typing import Any
 
 from langgraph.config import get_stream_writer
 
-from ragtiller.redact import redact
-from ragtiller.types import StageName, StageRecord, StageStatus
+from ragtiller.core.redact import redact
+from ragtiller.core.tiers import StageName, StageRecord, StageStatus
 
 EVENT_TYPE = "pipeline:step"
 

@@ -20,20 +20,18 @@ model. A cached generalization is used only if it is still a valid step-back que
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, time_left, within
+from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, time_left, within
+from ragtiller.core.providers import ainvoke_chat
+from ragtiller.core.tiers import CHAT_RESOURCE
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, Deadline, deadline
 from ragtiller.nodes.stage import Stage, skipped
-from ragtiller.providers import ainvoke_chat
+from ragtiller.nodes.state import RetrievalState
 from ragtiller.stores import cache_key
-from ragtiller.types import CHAT_RESOURCE
-
-if TYPE_CHECKING:
-    from ragtiller.graph.state import RetrievalState
 
 MAX_STEP_BACK_CHARS = 300
 STEP_BACK_PROMPT = (

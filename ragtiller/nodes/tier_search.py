@@ -1,9 +1,10 @@
 """Tier search: one parallel branch per tier. A failing tier costs its own hits, labelled.
 
-Each tier is waited for at most its deadline. Ragtiller's own in-process tiers (numpy, BM25)
-are CPU work that cannot hang, so they run through their ``asearch``, as does a tier that
-says its ``asearch`` is truly async (``native_async``, e.g. a LangChain store with its own
-async client); any other tier's blocking ``search`` runs on that tier's own bulkhead. Hits are checked before they enter the
+Each tier is waited for at most its deadline. A tier that says its ``asearch`` is fit for the
+event loop (``native_async``) is awaited on it: ragtiller's own in-process tiers (numpy, BM25:
+CPU work that cannot hang, run inline when small and off the loop when large) and a LangChain
+store with its own async client. Any other tier's blocking ``search`` runs on that tier's own
+bulkhead thread. Hits are checked before they enter the
 state: a tier that answers nonsense is that tier's error, never a crash in fusion.
 """
 
@@ -11,15 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
+from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
+from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.core.turn import TierTask
 from ragtiller.errors import TierUnavailable
-from ragtiller.index._compute import CpuTier
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, Deadline
 from ragtiller.nodes.stage import Stage
-from ragtiller.records import TierTask
-from ragtiller.types import Hit, SearchRequest, Tier
 
 
 async def search(tier: Tier, task: TierTask) -> Any:
@@ -31,7 +31,7 @@ async def search(tier: Tier, task: TierTask) -> Any:
         namespaces=task["namespaces"],
         filter=task["filter"],
     )
-    if isinstance(tier, CpuTier) or getattr(tier, "native_async", False) is True:
+    if getattr(tier, "native_async", False) is True:
         return await within(tier.asearch(request), task["deadline_s"])
     pool = bulkhead_for(tier, f"tier-{tier.name}")
     return await pool.call(tier.search, request, timeout_s=task["deadline_s"])

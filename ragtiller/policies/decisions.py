@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ragtiller.core.tiers import LEXICAL, PARENT_CHILD, Candidate, Hit, TierRole
+from ragtiller.core.turn import Decision, QuotaView, RerankDecision
 from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
-from ragtiller.records import Decision, QuotaView, RerankDecision
-from ragtiller.types import LEXICAL, PARENT_CHILD, Candidate, Hit, TierRole
 
 
 def decision(enabled: bool, setting: Toggle, reason: str) -> Decision:
@@ -93,7 +93,7 @@ def exact_match(lexical_hits: list[Hit], triggers: list[str], margin: float) -> 
 def decide_rerank(
     setting: Decision,
     candidates: list[Candidate],
-    tier_hits: dict[str, list[Hit]],
+    lexical_hits: list[list[Hit]],
     triggers: list[str],
     policy: RetrievalPolicy,
     *,
@@ -101,6 +101,9 @@ def decide_rerank(
     quota: QuotaView,
 ) -> RerankDecision:
     """Rerank or skip (``no-candidates``, ``disabled``, ``exact-match``); if run, ceiling or floor.
+
+    ``lexical_hits`` holds the hit list of every tier whose role is lexical; any of them can
+    settle an exact match.
 
     The paid ceiling is chosen only when the reranker has one and the quota view shows rerank
     units left; the view only advises, and the ceiling still spends atomically (a refused spend
@@ -115,8 +118,10 @@ def decide_rerank(
         )
     reason = setting["reason"]
     if setting["setting"] == "conditional":
-        token = exact_match(
-            tier_hits.get(LEXICAL, []), triggers, policy.reranker.exact_match_margin
+        margin = policy.reranker.exact_match_margin
+        token = next(
+            (t for hits in lexical_hits if (t := exact_match(hits, triggers, margin)) is not None),
+            None,
         )
         if token is not None:
             return RerankDecision(
@@ -147,7 +152,7 @@ def plan_tiers(
     """Which tiers run this turn, and why each other tier does not.
 
     Args:
-        roles: Each tier's role by tier name (:func:`ragtiller.types.tier_role`), in order:
+        roles: Each tier's role by tier name (:func:`ragtiller.core.tiers.tier_role`), in order:
             ``hybrid`` switches every ``lexical`` tier, ``parent_child`` every
             ``parent_child`` tier, whatever their names.
         vector_tiers: Names of the tiers that read the query vector.

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ragtiller.core.filters import filter_problem
 from ragtiller.errors import InputError, RagtillerError
-from ragtiller.filters import filter_problem
 from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
 

@@ -9,9 +9,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from ragtiller.bulkhead import Overloaded, ProviderHung
+from ragtiller.core.bulkhead import Overloaded, ProviderHung
+from ragtiller.core.tiers import Candidate
 from ragtiller.rerankers.base import Reranker, RerankResult
-from ragtiller.types import Candidate
 
 logger = logging.getLogger("ragtiller.rerankers")
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ragtiller.types import Candidate
+from ragtiller.core.tiers import Candidate
 
 
 @dataclass

@@ -8,13 +8,13 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from ragtiller.core.tiers import RERANK_RESOURCE, Candidate
 from ragtiller.errors import ConfigurationError
 from ragtiller.policies.schema import RerankerConfig
 from ragtiller.rerankers._common import BaseReranker, describe_error, error_kind, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
 from ragtiller.rerankers.latency import LatencyWindow
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
-from ragtiller.types import RERANK_RESOURCE, Candidate
 
 logger = logging.getLogger(__name__)
 

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from ragtiller.bulkhead import bulkhead_for
+from ragtiller.core.bulkhead import bulkhead_for
+from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
+from ragtiller.errors import MissingCredentialsError as MissingCredentialsError  # re-exported
 from ragtiller.rerankers._common import BaseReranker, fall_back, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
 from ragtiller.rerankers.floor import ZScoreReranker
-from ragtiller.types import Candidate
 
 if TYPE_CHECKING:
     import httpx
@@ -27,10 +28,6 @@ MAX_DOCUMENTS_PER_CALL = 100
 
 INSTALL_HINT = "the Cohere reranker needs langchain-cohere: pip install 'ragtiller[cohere]'"
 _RETRIED_BY_SDK = frozenset({408, 409, 429})
-
-
-class MissingCredentialsError(ConfigurationError):
-    """No Cohere API key was given and ``COHERE_API_KEY`` is not set."""
 
 
 def _refuse_sdk_retry(response: httpx.Response) -> None:

@@ -8,12 +8,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.documents import BaseDocumentCompressor, Document
 
-from ragtiller.bulkhead import bulkhead_for, within
+from ragtiller.core.bulkhead import bulkhead_for, within
+from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
 from ragtiller.rerankers._common import BaseReranker, fall_back, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
 from ragtiller.rerankers.floor import ZScoreReranker
-from ragtiller.types import Candidate
 
 CANDIDATE_ID_KEY = "ragtiller_candidate_id"
 """Metadata key that carries a candidate's id through a document compressor."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from ragtiller.fusion import zscore_combine
+from ragtiller.core.tiers import Candidate
+from ragtiller.ranking.fusion import zscore_combine
 from ragtiller.rerankers._common import BaseReranker, describe_error
 from ragtiller.rerankers.base import RerankResult
-from ragtiller.types import Candidate
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class ZScoreReranker(BaseReranker):
 
     ``final_score`` is unbounded and centred on 0 (0 = an average candidate in every tier); a
     tier that missed a candidate contributes that tier's lowest z (see
-    :func:`ragtiller.fusion.zscore_combine`). Malformed candidates fall back to the fusion order,
+    :func:`ragtiller.ranking.fusion.zscore_combine`). Malformed candidates fall back to the fusion order,
     with ``error`` set.
 
     Args:

@@ -4,7 +4,7 @@ A quota fails closed (a spend is refused when its store is down); a cache fails 
 A circuit breaker shared by the Redis ledger and cache stops calling a Redis that keeps failing.
 """
 
-from ragtiller.breaker import BreakerSnapshot, BreakerState, CircuitBreaker
+from ragtiller.core.breaker import BreakerSnapshot, BreakerState, CircuitBreaker
 from ragtiller.stores._cache import Cache
 from ragtiller.stores._cache_memory import MemoryCache
 from ragtiller.stores._cache_redis import RedisCache

@@ -182,7 +182,7 @@ class Cache(ABC):
 
         The computation runs in its own task, so cancelling the caller that started it does not
         cancel it for the others. It runs in the context of that caller, so an enclosing
-        :func:`ragtiller.bulkhead.within` deadline bounds its waits (see :class:`RedisCache`).
+        :func:`ragtiller.core.bulkhead.within` deadline bounds its waits (see :class:`RedisCache`).
         """
         check_ttl(ttl_s)
         found = await self._alookup(key, accept)

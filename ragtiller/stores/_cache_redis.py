@@ -8,8 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from ragtiller.breaker import CircuitBreaker
-from ragtiller.bulkhead import time_left
+from ragtiller.core.breaker import CircuitBreaker
+from ragtiller.core.bulkhead import time_left
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
 from ragtiller.stores._cache import Accept, Cache, Filled, decode, logger
 from ragtiller.stores._redis import (
@@ -80,7 +80,7 @@ class RedisCache(Cache):
     computation: inside a process through the base class, across processes through a short lock
     (``SET NX PX`` on ``{prefix}cache-lock:{key}``) while the others poll for the value. A
     waiter computes anyway after ``lock_wait_s``, or after half the time its caller has left
-    (the deadline of an enclosing :func:`ragtiller.bulkhead.within`), whichever comes first:
+    (the deadline of an enclosing :func:`ragtiller.core.bulkhead.within`), whichever comes first:
     the other half is left for its own computation, so a lock left by a dead process costs a
     turn part of its deadline, never more. A lock with no expiry, or a longer one than
     ``lock_ttl_s``, is cut to ``lock_ttl_s``. An entry that is not JSON, is refused by the

@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Mapping
 
-from ragtiller.breaker import CircuitBreaker
+from ragtiller.core.breaker import CircuitBreaker
 from ragtiller.stores._cache import Cache
 from ragtiller.stores._cache_memory import MemoryCache
 from ragtiller.stores._cache_redis import RedisCache

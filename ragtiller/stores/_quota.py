@@ -11,20 +11,13 @@ from types import MappingProxyType
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ragtiller.errors import ConfigurationError, RagtillerError, StoreUnavailableError
+from ragtiller.errors import ConfigurationError, StoreUnavailableError
+from ragtiller.errors import UnknownResourceError as UnknownResourceError  # re-exported
 
 logger = logging.getLogger("ragtiller.stores")
 
 SpendRefusal = Literal["quota", "quota-store-unavailable"]
 """Why a spend was refused: the budget is spent, or the store failed (quotas fail closed)."""
-
-
-class UnknownResourceError(RagtillerError, KeyError):
-    """A quota resource was named that the ledger has no limit for."""
-
-    def __str__(self) -> str:
-        """The message itself (``KeyError`` would show its repr)."""
-        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ragtiller.breaker import CircuitBreaker
+from ragtiller.core.breaker import CircuitBreaker
 from ragtiller.errors import StoreUnavailableError
 from ragtiller.stores._quota import Day, QuotaLedger, QuotaWindow
 from ragtiller.stores._redis import (

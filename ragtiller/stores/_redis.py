@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ragtiller.breaker import CircuitBreaker
+from ragtiller.core.breaker import CircuitBreaker
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
 
 if TYPE_CHECKING:

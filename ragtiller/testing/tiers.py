@@ -35,7 +35,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.types import Hit, SearchRequest, Tier
+from ragtiller.core.tiers import Hit, SearchRequest, Tier
 
 TierFactory = Callable[[Sequence[Document]], Tier]
 """What ``make_tier`` returns: Documents in, a tier holding exactly them out."""
@@ -121,7 +121,7 @@ class TierContract:
     @pytest.fixture
     def contract_embedder(self) -> Embeddings:
         """The embedder of the query vectors (and of your tier's vectors): 64-dim hashing."""
-        from ragtiller.index import HashingEmbedder
+        from ragtiller.models import HashingEmbedder
 
         return HashingEmbedder(dim=CONTRACT_DIM)
 

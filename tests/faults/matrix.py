@@ -193,12 +193,12 @@ it meets. Four mechanisms:
   question. Each stage's deadline is also cut to the time the turn has left: a stage that runs
   out of turn time ends with reason `turn-deadline`, and one that starts with none left is
   skipped with that reason; assemble always answers with what is in hand. **Every wait inside
-  a stage is cut to its deadline** (`ragtiller.bulkhead.within` makes it the ambient deadline
+  a stage is cut to its deadline** (`ragtiller.core.bulkhead.within` makes it the ambient deadline
   of everything the stage awaits): a wait for a bulkhead worker, for the quota, for the model,
   and the Redis cache's wait for another replica computing the same step-back or route, which
   takes at most half of the time left (the other half is the stage's own to compute it). LLM
   routing, the first thing a turn does, takes at most `router.llm_timeout_s`, cut to `turn_s`.
-- **Bulkheads** (`ragtiller/bulkhead.py`). Python cannot cancel a thread, so a hung provider's
+- **Bulkheads** (`ragtiller/core/bulkhead.py`). Python cannot cancel a thread, so a hung provider's
   thread is abandoned, not stopped. Each provider instance (the embedder, each tier that is not
   ragtiller's own in-process numpy/BM25 search, a chat model without native async, the Cohere
   and cross-encoder rerankers) gets its own pool of daemon threads, found by identity and
@@ -207,7 +207,7 @@ it meets. Four mechanisms:
   A hung provider fills only its own pool: never the event loop, the loop's default executor,
   another provider or another graph. No chat call runs on a loop's default executor, the LLM
   router's included: a model with native async is awaited and cancelled at its deadline, any
-  other runs its sync call on its bulkhead (`ragtiller.providers.ainvoke_chat`).
+  other runs its sync call on its bulkhead (`ragtiller.core.providers.ainvoke_chat`).
   - *Admission, not shedding.* A pool starts threads as calls come, up to 32 running at once,
     and lets them go after a minute idle. Past that a call waits for a worker, within its
     deadline; a call cut by its deadline before it got a worker (or after waiting for one
@@ -220,7 +220,7 @@ it meets. Four mechanisms:
     thread serves again. (A provider whose 64 threads are all held by calls that never return
     is refused, `hung`, until one of them does: threads are bounded, never leaked.)
   - *Recovery.* Three calls in a row abandoned at their deadline (after running for most of
-    it) open the pool's circuit breaker, as for Redis (`ragtiller/breaker.py`): the provider's
+    it) open the pool's circuit breaker, as for Redis (`ragtiller/core/breaker.py`): the provider's
     calls fail at once, **error with reason `hung`** (`embed failed: hung`), costing neither a
     deadline nor a thread. After 5 s one call goes through as a probe; an answer in time (a
     result or the provider's own error) closes the breaker, so a provider that hung and
@@ -243,7 +243,7 @@ it meets. Four mechanisms:
 Every fallback is visible in three places: the stage record (`manifest.stages`), the labels
 (`manifest.degraded`) and the context's `<degraded>` block. A tier served by a fallback tier
 (Pinecone → embedded) says so in its label. Provider error text is redacted
-(`ragtiller/redact.py`) before it is stored: no API key, bearer token or `key=...` survives.
+(`ragtiller/core/redact.py`) before it is stored: no API key, bearer token or `key=...` survives.
 
 ## Load, recovery and hostile stores
 

@@ -12,7 +12,7 @@ from fixtures.fakes import StaticTier, hit
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from ragtiller import build_graph, load_policy
-from ragtiller.bulkhead import Bulkhead, DeadlineExceeded, Overloaded, within
+from ragtiller.core.bulkhead import Bulkhead, DeadlineExceeded, Overloaded, within
 from ragtiller.policies.schema import DeadlinesConfig
 
 RELEASE = threading.Event()

@@ -18,11 +18,11 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from matrix import CASES, Case, render
 
 from ragtiller import build_graph, load_policy
+from ragtiller.core.tiers import Candidate, Hit, SearchRequest
 from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisCache, RedisQuotaLedger
-from ragtiller.types import Candidate, Hit, SearchRequest
 
 BROAD = "how do I get started with asyncio?"
 STAGE_S = 0.3

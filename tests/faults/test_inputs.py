@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ragtiller import build_graph
 from ragtiller.errors import InputError
-from ragtiller.index import HashingEmbedder
+from ragtiller.models import HashingEmbedder
 from ragtiller.stores import MemoryQuotaLedger, RedisCache
 
 

@@ -18,10 +18,10 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from ragtiller import build_graph, load_policy
-from ragtiller.bulkhead import Bulkhead, bulkhead_for
+from ragtiller.core.bulkhead import Bulkhead, bulkhead_for
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterConfig
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-from ragtiller.types import Hit, SearchRequest
 
 RELEASE = threading.Event()
 """Hung providers block on this until the test ends, so no thread outlives the session."""

@@ -1,0 +1,493 @@
+"""Bulkheads: each provider's blocking calls run on its own pool of daemon threads.
+
+Python cannot cancel a thread. A provider that hangs keeps its thread until it returns, so the
+design contains the damage instead of undoing it, and admits load instead of shedding it:
+
+- every provider instance (the embedder, each tier, the chat model, a reranker) owns one
+  :class:`Bulkhead`, found by identity (:func:`bulkhead_for`); a hung provider can fill only
+  its own threads, never the event loop, the loop's default executor, another provider or
+  another graph;
+- **admission**: a pool starts a thread per call it is given, up to ``workers`` running at
+  once; threads idle for ``idle_s`` go. Past ``workers``, a call waits for a worker, at most its
+  deadline; still waiting then, it is cancelled before it starts and fails as
+  :class:`Overloaded` (the process is saturated; the provider did nothing wrong). So does a
+  call cut by its deadline after waiting for a worker longer than it ran;
+- **abandonment**: a call still running at its deadline is abandoned. Its thread stops counting
+  against ``workers`` (the pool may start another) and counts against ``spare`` instead: a
+  provider holds at most ``workers + spare`` threads, however its calls hang;
+- **recovery**: ``hung_after`` calls in a row abandoned at their deadline (having run for
+  most of their time) open the pool's
+  :class:`~ragtiller.core.breaker.CircuitBreaker`: calls fail at once as :class:`ProviderHung`
+  instead of costing a deadline and a thread each. After ``probe_after_s`` one call goes
+  through as a probe; an answer in time (a result or the provider's own error) closes it;
+- **deadlines**: :func:`within` bounds an awaitable and makes its deadline the ambient one of
+  the task: every :meth:`Bulkhead.call` and every wait that asks :func:`time_left` inside it
+  is cut to it;
+- workers are daemon threads, so an abandoned call never keeps the process from exiting
+  (``concurrent.futures`` joins its workers at exit and would hang there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import logging
+import math
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from queue import Empty, SimpleQueue
+from typing import Any, TypeVar
+
+from ragtiller.core.breaker import CircuitBreaker
+from ragtiller.errors import DeadlineExceeded as DeadlineExceeded  # re-exported
+from ragtiller.errors import Overloaded as Overloaded
+from ragtiller.errors import ProviderHung as ProviderHung
+
+T = TypeVar("T")
+
+logger = logging.getLogger("ragtiller.core.bulkhead")
+
+DEFAULT_WORKERS = 32
+"""Calls of one provider running at once, at most (threads are started only as calls need them)."""
+
+DEFAULT_IDLE_S = 60.0
+"""A worker idle this long, in seconds, ends: the pool shrinks back after a burst."""
+
+DEFAULT_HUNG_AFTER = 3
+"""Calls in a row abandoned at their deadline that open a provider's breaker."""
+
+DEFAULT_PROBE_AFTER_S = 5.0
+"""How long an open breaker refuses a provider's calls before one probe, in seconds."""
+
+_EARLY_S = 1e-3
+"""How long before an enclosing deadline a call cuts itself, in seconds (see :meth:`Bulkhead.call`)."""
+
+
+@dataclass
+class _Scope:
+    """One :func:`within` of the running task: its deadline (loop time) and what it saw."""
+
+    until: float
+    parent: _Scope | None
+    overloaded: bool = False
+    """A call of this scope was cut while it waited for a worker (or after waiting longer
+    than it ran)."""
+
+
+_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
+    "ragtiller_deadline", default=None
+)
+
+
+def time_left() -> float:
+    """Seconds left before the innermost :func:`within` deadline of this task (inf: none).
+
+    Waits that are not a :meth:`Bulkhead.call` (a Redis lock, a poll) ask this to cut
+    themselves to the turn's deadline.
+    """
+    scope = _scope.get()
+    if scope is None:
+        return math.inf
+    return scope.until - asyncio.get_running_loop().time()
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline).
+
+    Raises:
+        DeadlineExceeded: The deadline passed (the awaitable's own ``TimeoutError``, say a
+            provider's HTTP timeout, propagates as it is).
+        Overloaded: The deadline passed while the work waited for a bulkhead worker (see
+            :meth:`Bulkhead.call`).
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outer = _scope.get()
+    until = started + seconds if outer is None else min(started + seconds, outer.until)
+    scope = _Scope(until, outer)
+    token = _scope.set(scope)
+    try:
+        async with asyncio.timeout_at(until) as cut:
+            return await awaitable
+    except TimeoutError as e:
+        if not cut.expired():
+            raise
+        waited = until - started
+        if scope.overloaded:
+            raise Overloaded(f"no worker came free in time within {waited:.2f}s") from e
+        raise DeadlineExceeded(f"no answer within {waited:.2f}s") from e
+    finally:
+        _scope.reset(token)
+
+
+class _Job:
+    """One call handed to a pool, and where it stands."""
+
+    __slots__ = ("abandoned", "finished", "future", "probe", "run", "started", "submitted")
+
+    def __init__(self, run: Callable[[], Any], probe: bool) -> None:
+        self.run = run
+        self.probe = probe
+        """Whether this call is the breaker's half-open probe."""
+        self.future: Future[Any] = Future()
+        self.submitted = time.monotonic()
+        self.started: float | None = None
+        """When a worker took it (monotonic seconds)."""
+        self.abandoned = False
+        """Its caller stopped waiting while it ran; its thread counts against ``spare``."""
+        self.finished = False
+
+
+class Bulkhead:
+    """A self-sizing pool of daemon threads for one provider's blocking calls.
+
+    Args:
+        name: Names the threads (``ragtiller-<name>-N``), the breaker and the errors.
+        workers: Most calls running at once (abandoned ones excluded).
+        spare: Most abandoned calls the provider may hold threads for beyond ``workers``;
+            default: ``workers``.
+        queue: Most calls waiting for a worker; beyond it a call fails at once as
+            :class:`Overloaded`. Default None: any number, each waiting at most its deadline.
+        hung_after: Calls in a row abandoned at their deadline that open the breaker.
+        probe_after_s: Pause of the open breaker before one probe call, in seconds.
+        idle_s: A worker idle this long, in seconds, ends.
+
+    Example:
+        >>> import asyncio
+        >>> pool = Bulkhead("demo", workers=1)
+        >>> asyncio.run(pool.call(sum, [1, 2], timeout_s=1.0))
+        3
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        spare: int | None = None,
+        queue: int | None = None,
+        hung_after: int = DEFAULT_HUNG_AFTER,
+        probe_after_s: float = DEFAULT_PROBE_AFTER_S,
+        idle_s: float = DEFAULT_IDLE_S,
+    ) -> None:
+        spare = workers if spare is None else spare
+        if workers < 1 or spare < 0 or (queue is not None and queue < 0) or not idle_s > 0:
+            raise ValueError(
+                f"workers must be >= 1, spare and queue >= 0 and idle_s > 0, "
+                f"got {workers}, {spare}, {queue}, {idle_s}"
+            )
+        self.name = name
+        self.workers = workers
+        self.spare = spare
+        self.queue = queue
+        self.idle_s = idle_s
+        self.breaker = CircuitBreaker(
+            failure_threshold=hung_after,
+            reset_after_s=probe_after_s,
+            name=f"provider {name!r}",
+            log=logger,
+        )
+        self._pending: deque[_Job] = deque()
+        self._lock = threading.Lock()
+        self._wake: SimpleQueue[None] = SimpleQueue()
+        """One token per idle worker woken. Workers block here, not on a condition of
+        ``_lock``: a condition wakes the worker while the submitter still holds the lock, and
+        under load the worker's second wait for the lock cost milliseconds per call."""
+        self._threads = 0
+        self._idle = 0
+        self._abandoned = 0
+        self._numbers = itertools.count(1)
+
+    @property
+    def threads(self) -> int:
+        """Threads the pool has now (idle, busy and abandoned)."""
+        with self._lock:
+            return self._threads
+
+    @property
+    def busy(self) -> int:
+        """Threads running a call now (abandoned ones included)."""
+        with self._lock:
+            return self._threads - self._idle
+
+    @property
+    def abandoned(self) -> int:
+        """Calls still running whose callers gave up on them."""
+        with self._lock:
+            return self._abandoned
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Queue ``fn(*args)`` for a worker; the caller waits as it likes (no deadline kept).
+
+        Raises:
+            ProviderHung: The breaker is open, or hung calls hold every thread.
+            Overloaded: ``queue`` calls already wait.
+        """
+        return self._submit(lambda: fn(*args)).future
+
+    async def call(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
+        """Run ``fn(*args)`` on a worker; wait at most ``timeout_s`` seconds, and never past
+        the deadline of an enclosing :func:`within`.
+
+        Raises:
+            DeadlineExceeded: No result in time (the call is abandoned, not stopped).
+            Overloaded: No worker came free in time (the call never ran), or the call waited
+                for one longer than it then ran (it is abandoned too, but its provider is not
+                blamed: the breaker does not count it).
+            ProviderHung: See :meth:`submit`.
+        """
+        loop = asyncio.get_running_loop()
+        scope = _scope.get()
+        started = loop.time()
+        until = started + timeout_s
+        # Cut just before the enclosing deadline, so that this call, not its caller's timer,
+        # tells what happened (it waited: Overloaded; it ran too long: DeadlineExceeded).
+        bound = scope is not None and scope.until - _EARLY_S <= until
+        if scope is not None and bound:
+            until = scope.until - _EARLY_S
+        if until <= started:
+            raise DeadlineExceeded("no time left for the call")
+        job = self._submit(lambda: fn(*args))
+        answer: asyncio.Future[T] = loop.create_future()
+        result: Future[T] = job.future
+        job.future.add_done_callback(lambda done: _settle_soon(loop, done, answer))
+        cut = asyncio.timeout_at(until)
+        try:
+            async with cut:
+                value = await answer
+        except asyncio.CancelledError:
+            if self._give_up(job, cut=loop.time() >= until) in ("queued", "waited"):
+                _overloaded(scope)
+            raise
+        except TimeoutError:
+            if not cut.expired():  # the provider's own timeout: it answered
+                self._answered()
+                raise
+            outcome = self._give_up(job, cut=True)
+            if outcome in ("queued", "waited"):
+                if bound:
+                    _overloaded(scope)
+                raise Overloaded(
+                    f"provider {self.name!r}: no worker came free in time within "
+                    f"{until - started:.2f}s ({self.workers} busy)"
+                ) from None
+            if outcome == "finished":
+                self._answered()
+                return result.result()  # it answered as the deadline passed
+            raise DeadlineExceeded(f"no answer within {until - started:.2f}s") from None
+        except BaseException:  # the provider's own error: it answered
+            self._answered()
+            raise
+        self._answered()
+        return value
+
+    def _answered(self) -> None:
+        with self._lock:
+            self.breaker.succeeded()
+
+    def _submit(self, run: Callable[[], Any]) -> _Job:
+        spawn = wake = False
+        with self._lock:
+            if not self.breaker.admit():
+                snap = self.breaker.snapshot()
+                raise ProviderHung(
+                    f"provider {self.name!r}: {snap.consecutive_failures} calls in a row "
+                    f"outlived their deadline; refused until a probe answers (next in "
+                    f"{snap.retry_in_s:.1f}s)"
+                )
+            job = _Job(run, probe=self.breaker.snapshot().state != "closed")
+            live = self._threads - self._abandoned
+            if self._idle > 0:
+                self._idle -= 1  # that worker is now spoken for
+                wake = True
+            elif live < self.workers and self._threads < self.workers + self.spare:
+                self._threads += 1
+                spawn = True
+            elif live <= 0:
+                self._refused(job)
+                raise ProviderHung(
+                    f"provider {self.name!r}: hung calls hold all its {self._threads} threads"
+                )
+            elif self.queue is not None and self._waiting() >= self.queue:
+                self._refused(job)
+                raise Overloaded(
+                    f"provider {self.name!r}: all {live} workers busy and {self.queue} calls "
+                    "waiting"
+                )
+            self._pending.append(job)
+        if wake:
+            self._wake.put(None)
+        elif spawn:
+            self._start_thread()
+        return job
+
+    def _refused(self, job: _Job) -> None:
+        """A call admitted by the breaker did not get in (call with the lock held)."""
+        if job.probe:
+            self.breaker.abandoned()
+
+    def _waiting(self) -> int:
+        """Calls waiting for a worker (call with the lock held)."""
+        while self._pending and self._pending[0].future.cancelled():
+            self._pending.popleft()
+        return sum(1 for job in self._pending if not job.future.cancelled())
+
+    def _give_up(self, job: _Job, *, cut: bool) -> str:
+        """The caller stopped waiting for ``job``; ``cut``: because its deadline passed.
+
+        Returns:
+            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut after waiting
+            for a worker longer than it ran), ``running`` (abandoned) or ``finished``.
+        """
+        spawn = False
+        now = time.monotonic()
+        with self._lock:
+            if job.future.cancel():
+                self._refused(job)
+                return "queued"
+            if job.finished:
+                return "finished"
+            job.abandoned = True
+            self._abandoned += 1
+            started = job.started if job.started is not None else now
+            waited = cut and started - job.submitted > now - started
+            if cut and not waited:
+                self.breaker.failed()
+            else:
+                self.breaker.abandoned()  # no verdict on the provider
+            live = self._threads - self._abandoned
+            if (
+                self._idle == 0
+                and self._waiting() > 0
+                and live < self.workers
+                and self._threads < self.workers + self.spare
+            ):
+                self._threads += 1  # a replacement for the abandoned worker
+                spawn = True
+        if spawn:
+            self._start_thread()
+        return "waited" if waited else "running"
+
+    def _start_thread(self) -> None:
+        name = f"ragtiller-{self.name}-{next(self._numbers)}"
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def _next(self, finished: _Job | None) -> _Job | None:
+        """Settle ``finished``'s accounting; the next queued call, or None counted idle."""
+        with self._lock:
+            if finished is not None:
+                finished.finished = True
+                if finished.abandoned:
+                    self._abandoned -= 1
+            while self._pending:
+                job = self._pending.popleft()
+                if not job.future.cancelled():
+                    return job
+            self._idle += 1
+            return None
+
+    def _sleep(self) -> bool:
+        """Wait until woken; False when idle for ``idle_s`` and so this worker ends."""
+        try:
+            self._wake.get(timeout=self.idle_s)
+            return True
+        except Empty:
+            with self._lock:
+                if self._idle > 0:  # no token is owed to this worker: it may go
+                    self._idle -= 1
+                    self._threads -= 1
+                    return False
+        self._wake.get()  # every idle worker is spoken for: a token is on its way
+        return True
+
+    def _work(self) -> None:
+        job = self._next(None)
+        while True:
+            if job is None:
+                if not self._sleep():
+                    return
+                job = self._next(None)
+                continue
+            job.started = time.monotonic()
+            if not job.future.set_running_or_notify_cancel():
+                job = self._next(None)  # cancelled while it waited
+                continue
+            try:
+                value, error = job.run(), None
+            except BaseException as e:  # handed to the caller, who decides
+                value, error = None, e
+            done = job
+            # Free before the caller hears back, so its next call finds this worker idle.
+            job = self._next(done)
+            if error is None:
+                done.future.set_result(value)
+            else:
+                done.future.set_exception(error)
+
+
+def _overloaded(scope: _Scope | None) -> None:
+    """Tell ``scope`` and the scopes around it that a call was cut waiting for a worker."""
+    while scope is not None:
+        scope.overloaded = True
+        scope = scope.parent
+
+
+def _settle_soon(loop: asyncio.AbstractEventLoop, done: Future[Any], answer: Any) -> None:
+    """Hand a worker's outcome to the caller's loop (nobody waits when that loop is closed)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle, done, answer)
+
+
+def _settle(done: Future[Any], answer: asyncio.Future[Any]) -> None:
+    if answer.done():
+        return
+    if done.cancelled():
+        answer.cancel()
+    elif (error := done.exception()) is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(done.result())
+
+
+_pools: dict[int, Bulkhead] = {}
+_pinned: dict[int, object] = {}
+"""Providers that cannot be weakly referenced, kept alive so that their ids stay theirs."""
+_pools_lock = threading.Lock()
+
+
+def bulkhead_for(provider: object, name: str, **settings: Any) -> Bulkhead:
+    """The one bulkhead of ``provider`` (an instance), shared by every graph that uses it.
+
+    Keyed by identity, since providers are often unhashable pydantic models; the entry goes
+    when the provider is garbage-collected. A provider that cannot be weakly referenced (a
+    class with ``__slots__``, say) is kept alive by its entry for the life of the process, so
+    it keeps its one bulkhead too.
+
+    Args:
+        provider: The provider instance.
+        name: Names the pool when it is made here.
+        settings: :class:`Bulkhead` settings, used only when the pool is made by this call.
+    """
+    key = id(provider)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = Bulkhead(name, **settings)
+            try:
+                weakref.finalize(provider, _forget, key)
+            except TypeError:
+                _pinned[key] = provider
+            _pools[key] = pool
+        return pool
+
+
+def _forget(key: int) -> None:
+    with _pools_lock:
+        _pools.pop(key, None)

@@ -1,0 +1,104 @@
+"""Typed records of one turn's decisions, as they travel through the graph state.
+
+They are ``TypedDict``s so checkpointers, the LangGraph server and ``json.dumps`` handle them
+without custom serialisers; the run manifest (:mod:`ragtiller.core.run_manifest`) turns them into
+validated pydantic models once, at the end of the turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+from ragtiller.core.tiers import StageStatus
+
+QueryType = Literal["exact_lexical_lookup", "factual_lookup", "synthesis", "no_retrieval"]
+RerankMode = Literal["ceiling", "floor"]
+"""How the rerank node orders candidates: the paid ceiling (when affordable) or the free floor."""
+
+
+class Decision(TypedDict):
+    """Whether a switch (hybrid, fusion, rerank) is on this turn, its policy setting, and why."""
+
+    enabled: bool
+    setting: str
+    """The policy value: ``true``, ``false`` or ``conditional``."""
+    reason: str
+
+
+class RerankDecision(Decision):
+    """The rerank switch once candidates are known, and which reranker the edge chose."""
+
+    mode: RerankMode | None
+    """``ceiling`` or ``floor`` when enabled, else None."""
+    token: NotRequired[str]
+    """The trigger token an exact lexical match answered (reason ``exact-match``)."""
+
+
+class QuotaView(TypedDict):
+    """One read of the quota store, taken by the gate; it advises the edges, never spends."""
+
+    chat_left: int
+    rerank_left: int
+    available: bool
+    """False when the store could not be read (then both counts are 0: quotas fail closed)."""
+
+
+class Route(TypedDict):
+    """The gate's decision for this turn."""
+
+    query_type: QueryType
+    no_retrieval_reason: str | None
+    is_broad: bool
+    triggers: list[str]
+    """Lexical triggers that fired, as ``kind:text``."""
+    namespaces: list[str]
+    """The namespaces this turn searches: the context's, else the input's, else the route's."""
+    tenant: str | None
+    """The tenant filter of this turn: the context's, else the input's; None: unscoped."""
+    filter: NotRequired[dict[str, Any] | None]
+    """The run context's metadata filter (:mod:`ragtiller.core.filters`), applied with the tenant's."""
+    top_k: int
+    truncated: bool
+    """Whether the query was cut to ``budgets.max_query_chars`` for embedding."""
+    hybrid: Decision | None
+    parent_child: Decision | None
+    rerank: Decision | None
+    """The route's rerank setting before candidates are known (see :class:`RerankDecision`)."""
+    router: Literal["deterministic", "llm"]
+    router_detail: dict[str, Any]
+
+
+class StepBack(TypedDict):
+    """What step-back did: the original and generalized text, and where the text came from."""
+
+    status: StageStatus
+    reason: str | None
+    original: str
+    generalized: str | None
+    from_cache: bool
+
+
+class TierTask(TypedDict):
+    """The payload sent to one parallel tier-search branch."""
+
+    tier: str
+    query: str
+    vector: list[float] | None
+    k: int
+    namespaces: list[str]
+    filter: dict[str, Any] | None
+    deadline_s: float
+    """How long the branch may wait for its tier (its deadline, cut to the turn's)."""
+    turn_bound: bool
+    """Whether the turn's remaining time set ``deadline_s``."""
+
+
+class RerankOutcome(TypedDict):
+    """How the rerank node ordered the candidates."""
+
+    method: str
+    """The method that produced the order (``zscore``, ``cohere``, ``identity``, ...)."""
+    detail: dict[str, Any]
+    """The provider's facts (cache hit, cost in USD, the ceiling's outcome)."""

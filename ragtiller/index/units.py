@@ -1,0 +1,137 @@
+"""What the index is made of: documents, their heading sections, and how sections were cut.
+
+Ingest (:mod:`ragtiller.ingest`) produces these; the store keeps them and records the chunking
+in its manifest, so they live here, below both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragtiller.core.filters import DEFAULT_NAMESPACE, namespace_of
+
+TextFormat = Literal["markdown", "rst", "text"]
+
+MAX_TOKEN_CHARS = 100
+"""A token longer than this is cut into pieces of this many characters, each counted as a token
+(BERT's basic tokenizer gives up on words past 100 characters too), so a base64 blob or a line of
+minified code cannot make one chunk of megabytes."""
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One document ready for chunking.
+
+    Attributes:
+        doc_id: The BEIR ``_id``, the path relative to the ingest root, or the ``Document``'s
+            ``id``/``source`` metadata (a content hash when it has neither).
+        text: The full text.
+        source: Where it came from (a file path, ``corpus.jsonl#<_id>``, a URL).
+        title: A title to put before each chunk's indexed text (BEIR title), if any.
+        format: How headings are found when splitting into sections.
+        namespace: The namespace its chunks belong to.
+        metadata: Other metadata to carry onto every chunk (``status`` and the like).
+    """
+
+    doc_id: str
+    text: str
+    source: str
+    title: str | None = None
+    format: TextFormat = "text"
+    namespace: str = DEFAULT_NAMESPACE
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ChunkingConfig(BaseModel):
+    """How parent sections are cut into child chunks.
+
+    Tokens are whitespace-separated words, so the bounds do not depend on any model's tokenizer;
+    a word longer than :data:`MAX_TOKEN_CHARS` counts as one token per 100 characters. A chunk
+    holds at most ``chunk_tokens`` tokens and at most ``chunk_tokens * MAX_TOKEN_CHARS``
+    characters (whitespace included), whatever the input.
+
+    Example:
+        >>> ChunkingConfig(chunk_tokens=120, overlap_tokens=20).chunk_tokens
+        120
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chunk_tokens: int = Field(200, gt=0, description="Most words in one child chunk.")
+    overlap_tokens: int = Field(
+        40, ge=0, description="Words shared by consecutive children of one section."
+    )
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError(
+                f"overlap_tokens must be < chunk_tokens, but got overlap_tokens="
+                f"{self.overlap_tokens} and chunk_tokens={self.chunk_tokens}"
+            )
+        return self
+
+
+DEFAULT_CHUNKING = ChunkingConfig()
+
+
+@dataclass(frozen=True)
+class Section:
+    """A parent: one heading's text (heading line included), or a whole heading-less document.
+
+    Attributes:
+        id: Stable id (hash of namespace, document id, section path and text).
+        document: The document it comes from.
+        path: Heading titles from the outermost down; empty before the first heading.
+        text: The section text, stripped of surrounding whitespace.
+        start: Offset of ``text`` in the document text, in characters.
+        end: End offset (exclusive) in the document text, in characters.
+        body_start: Offset in ``text`` where the body after the heading begins.
+    """
+
+    id: str
+    document: SourceDocument
+    path: tuple[str, ...]
+    text: str
+    start: int
+    end: int
+    body_start: int
+
+
+_RESERVED_SECTION_KEYS = frozenset(
+    {"doc_id", "source", "namespace", "title", "section_path", "start", "end"}
+)
+
+
+def section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
+    """A stored section as a :class:`Section`, for the corpus map and the parents table.
+
+    The document text is not stored, so ``document.text`` is empty; where the body begins is
+    recovered as the line after the heading (and after an underline, for setext and rST).
+    """
+    document = SourceDocument(
+        doc_id=str(md.get("doc_id")),
+        text="",
+        source=str(md.get("source", "")),
+        title=md.get("title"),
+        namespace=namespace_of(md),
+        metadata={k: v for k, v in md.items() if k not in _RESERVED_SECTION_KEYS},
+    )
+    path = tuple(md.get("section_path") or ())
+    return Section(
+        id_, document, path, text, int(md.get("start", 0)), int(md.get("end", 0)), _body(text, path)
+    )
+
+
+def _body(text: str, path: tuple[str, ...]) -> int:
+    if not path:
+        return 0
+    lines = text.splitlines(keepends=True)
+    skip = 1
+    if len(lines) > 1 and lines[1].strip() and len(set(lines[1].strip())) == 1:
+        skip = 2
+    return sum(len(line) for line in lines[:skip])

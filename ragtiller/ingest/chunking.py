@@ -1,0 +1,328 @@
+"""Hierarchical chunking: documents -> parent sections (by heading) -> child chunks (passages).
+
+Children follow the author's units: a paragraph is a passage; a fragment (a heading line, a
+one-line paragraph) joins its neighbour; only a paragraph longer than ``chunk_tokens`` words is
+cut, at sentence ends where it has them, and its pieces overlap by whole sentences.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ragtiller.index.units import (
+    MAX_TOKEN_CHARS,
+    ChunkingConfig,
+    Section,
+    SourceDocument,
+    TextFormat,
+)
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
+_MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
+_MD_FENCE = re.compile(r"(```|~~~)")
+_MD_SETEXT = re.compile(r"={3,}|-{3,}")
+_RST_ADORNMENT = re.compile(r"([=\-`:'\"~^_*+#.<>])\1+")
+_PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")
+"""A token: a word, or a MAX_TOKEN_CHARS-character piece of a longer one."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A child: a run of at most ``chunk_tokens`` words of one section.
+
+    Attributes:
+        id: Stable id (hash of namespace, document id, section path and chunk text).
+        section: The parent section.
+        text: ``section.text[start:end]``.
+        start: Offset in the parent text, in characters.
+        end: End offset (exclusive) in the parent text, in characters.
+    """
+
+    id: str
+    section: Section
+    text: str
+    start: int
+    end: int
+
+
+def chunk_documents(
+    documents: Iterable[SourceDocument], config: ChunkingConfig
+) -> tuple[list[Section], list[Chunk]]:
+    """Cut documents into sections and sections into chunks.
+
+    Ids are unique across the result: an exact repeat (same document, path and text) gets a
+    counter mixed into its hash, so ids stay stable as long as the corpus is the same.
+
+    Returns:
+        All sections and all chunks, in document order.
+    """
+    sections: list[Section] = []
+    chunks: list[Chunk] = []
+    unique_id = _UniqueIds()
+    for doc in documents:
+        for path, start, end, body in split_sections(doc.text, doc.format):
+            text = doc.text[start:end]
+            parent_id = unique_id("section", doc.namespace, doc.doc_id, *path, text)
+            section = Section(parent_id, doc, path, text, start, end, body)
+            sections.append(section)
+            for c_start, c_end in passage_windows(text, config):
+                c_text = text[c_start:c_end]
+                chunk_id = unique_id("chunk", doc.namespace, doc.doc_id, *path, c_text)
+                chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
+    return sections, chunks
+
+
+def split_sections(text: str, fmt: TextFormat) -> list[tuple[tuple[str, ...], int, int, int]]:
+    """Split a document at its headings.
+
+    Args:
+        text: The document text.
+        fmt: ``markdown`` splits on ATX and setext headings outside code fences, ``rst`` on
+            underlined (optionally overlined) titles; ``text`` keeps one section.
+
+    Returns:
+        ``(path, start, end, body_start)`` per non-empty section: the heading path, the stripped
+        span in ``text`` and where the body begins relative to ``start``. Sections whose body
+        is blank (a heading directly followed by a sub-heading) are dropped.
+    """
+    finder = {"markdown": _markdown_headings, "rst": _rst_headings}.get(fmt)
+    headings = finder(text) if finder else []
+    bounds = [(0, 0, 0, ""), *headings, (len(text), len(text), 0, "")]
+    stack: list[tuple[int, str]] = []
+    out: list[tuple[tuple[str, ...], int, int, int]] = []
+    for (start, body, level, title), (nxt, _, _, _) in itertools.pairwise(bounds):
+        if level:
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+        if not text[body:nxt].strip():
+            continue
+        s, e = start, nxt
+        while text[s].isspace():
+            s += 1
+        while text[e - 1].isspace():
+            e -= 1
+        out.append((tuple(t for _, t in stack), s, e, max(body - s, 0)))
+    return out
+
+
+WordRange = tuple[int, int]
+"""Words ``[first, last)`` of a text, by index into its whitespace-separated words."""
+
+
+def passage_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    """Character spans of the child chunks of ``text``: paragraphs, fragments joined, long ones cut.
+
+    Paragraphs are separated by blank lines. One of at most ``chunk_tokens`` words is one chunk;
+    a longer one is cut into pieces of at most ``chunk_tokens`` words that end at sentence ends
+    (a word ending in ``.``, ``!`` or ``?``) where it has them and overlap by the whole sentences
+    (at most ``overlap_tokens`` words) before the cut. A paragraph shorter than a quarter of
+    ``chunk_tokens`` (a heading line, a one-line paragraph) joins the next one before any cut;
+    the last one joins the one before when both fit in one chunk. Every word is in some chunk.
+
+    Example:
+        >>> text = "# Title\\n\\nFirst paragraph, four words.\\n\\nThe second paragraph, five."
+        >>> config = ChunkingConfig(chunk_tokens=12, overlap_tokens=2)
+        >>> [text[s:e] for s, e in passage_windows(text, config)]
+        ['# Title\\n\\nFirst paragraph, four words.', 'The second paragraph, five.']
+    """
+    spans = [m.span() for m in _PIECE.finditer(text)]  # an overlong word is several pieces
+    if not spans:
+        return []
+    out: list[tuple[int, int]] = []
+    for first, last in _join_fragments(_paragraphs(text, spans), config):
+        if last - first <= config.chunk_tokens:
+            out.append((spans[first][0], spans[last - 1][1]))
+        else:
+            out.extend(_cut(text, spans, first, last, config))
+    return out
+
+
+def _paragraphs(text: str, spans: list[tuple[int, int]]) -> list[WordRange]:
+    """Word ranges of the blank-line-separated paragraphs."""
+    out: list[WordRange] = []
+    first = 0
+    for i in range(1, len(spans)):
+        if _BLANK_LINE.search(text, spans[i - 1][1], spans[i][0]):
+            out.append((first, i))
+            first = i
+    out.append((first, len(spans)))
+    return out
+
+
+def _cut(
+    text: str, spans: list[tuple[int, int]], first: int, last: int, config: ChunkingConfig
+) -> list[tuple[int, int]]:
+    """Character spans of the pieces of an overlong paragraph: whole sentences, at most
+    ``chunk_tokens`` words each; a sentence longer than that is cut by :func:`token_windows`."""
+    sentences: list[WordRange] = []
+    start = first
+    for i in range(first, last):
+        if _SENTENCE_END.search(text, spans[i][0], spans[i][1]):
+            sentences.append((start, i + 1))
+            start = i + 1
+    if start < last:
+        sentences.append((start, last))
+    size = config.chunk_tokens
+    pieces: list[tuple[int, int]] = []
+    i = 0
+    while i < len(sentences):
+        a, b = sentences[i]
+        if b - a > size:
+            offset = spans[a][0]
+            sentence = text[offset : spans[b - 1][1]]
+            pieces.extend((offset + s, offset + e) for s, e in token_windows(sentence, config))
+            i += 1
+            continue
+        j = i + 1
+        while j < len(sentences) and sentences[j][1] - a <= size:
+            j += 1
+        pieces.append((spans[a][0], spans[sentences[j - 1][1] - 1][1]))
+        if j == len(sentences):
+            break
+        back = j  # the next piece repeats the last sentences, at most overlap_tokens words
+        while (
+            back - 1 > i and sentences[j - 1][1] - sentences[back - 1][0] <= config.overlap_tokens
+        ):
+            back -= 1
+        if sentences[j][1] - sentences[back][0] > size:
+            back = j
+        i = back
+    return pieces
+
+
+def _join_fragments(paragraphs: list[WordRange], config: ChunkingConfig) -> list[WordRange]:
+    """Paragraphs shorter than a quarter of ``chunk_tokens`` joined to the next one (the last
+    to the one before, if the two fit in one chunk); a joined paragraph too long is cut later."""
+    small = max(config.chunk_tokens // 4, 1)
+    out: list[WordRange] = []
+    for a, b in paragraphs:
+        if out and out[-1][1] - out[-1][0] < small:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    if len(out) > 1 and out[-1][1] - out[-1][0] < small:
+        (a, _), (_, b) = out[-2], out[-1]
+        if b - a <= config.chunk_tokens:
+            out[-2:] = [(a, b)]
+    return out
+
+
+def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    """Character spans of overlapping word windows that together cover every word of ``text``.
+
+    A window holds at most ``chunk_tokens`` tokens (words, or :data:`MAX_TOKEN_CHARS`-character
+    pieces of longer words) and spans at most ``chunk_tokens * MAX_TOKEN_CHARS`` characters.
+    Consecutive windows share ``overlap_tokens`` tokens, fewer only where the character bound
+    would be broken (a long run of whitespace); the last window may be shorter.
+    """
+    spans = [m.span() for m in _PIECE.finditer(text)]
+    starts = [start for start, _ in spans]
+    ends = [end for _, end in spans]
+    del spans
+    most_chars = config.chunk_tokens * MAX_TOKEN_CHARS
+    windows: list[tuple[int, int]] = []
+    first = 0
+    while first < len(starts):
+        last = min(first + config.chunk_tokens, len(starts))
+        if ends[last - 1] - starts[first] > most_chars:  # whitespace runs: cut at the bound
+            last = max(
+                bisect.bisect_right(ends, starts[first] + most_chars, first, last), first + 1
+            )
+        windows.append((starts[first], ends[last - 1]))
+        if last == len(starts):
+            break
+        first = max(last - config.overlap_tokens, first + 1)
+        if ends[last] - starts[first] > most_chars:  # the next window must reach token last
+            first = bisect.bisect_left(starts, ends[last] - most_chars, first, last)
+    return windows
+
+
+def _markdown_headings(text: str) -> list[tuple[int, int, int, str]]:
+    """``(line_start, body_start, level, title)`` of each heading outside code fences.
+
+    ATX headings (``# Title``) and setext headings (a line underlined with ``===`` for level 1
+    or ``---`` for level 2, after a blank line or the start of the text).
+    """
+    found: list[tuple[int, int, int, str]] = []
+    fence: str | None = None
+    lines = text.splitlines(keepends=True)
+    offset = 0
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        m_fence = _MD_FENCE.match(stripped)
+        if m_fence:
+            fence = None if fence == m_fence.group(1) else fence or m_fence.group(1)
+        elif fence is None:
+            m = _MD_HEADING.fullmatch(line.rstrip("\r\n"))
+            under = _MD_SETEXT.fullmatch(lines[i + 1].strip()) if i + 1 < len(lines) else None
+            if m:
+                found.append((offset, offset + len(line), len(m.group(1)), m.group(2).strip()))
+            elif under and stripped and (i == 0 or not lines[i - 1].strip()):
+                level = 1 if under.group(0)[0] == "=" else 2
+                found.append((offset, offset + len(line) + len(lines[i + 1]), level, stripped))
+        offset += len(line)
+    return found
+
+
+def _rst_headings(text: str) -> list[tuple[int, int, int, str]]:
+    """``(title_start, body_start, level, title)`` of each reStructuredText section title.
+
+    A title is an unindented line followed by an adornment line (one repeated punctuation
+    character) at least as long as the title, preceded by a blank line, the start of the text,
+    or an overline of the same adornment. Levels follow the order adornment styles first appear.
+    """
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    styles: dict[tuple[str, bool], int] = {}
+    found: list[tuple[int, int, int, str]] = []
+    for i in range(len(lines) - 1):
+        title, under = lines[i].rstrip(), lines[i + 1].rstrip()
+        if not title or title[0].isspace() or _RST_ADORNMENT.fullmatch(title):
+            continue
+        if not _RST_ADORNMENT.fullmatch(under) or len(under) < len(title):
+            continue
+        above = lines[i - 1].rstrip() if i else ""
+        overlined = above == under
+        if above and not overlined:
+            continue
+        level = styles.setdefault((under[0], overlined), len(styles) + 1)
+        start = offsets[i - 1] if overlined else offsets[i]
+        found.append((start, offsets[i + 2], level, title.strip()))
+    return found
+
+
+class _UniqueIds:
+    """16-hex-digit sha256 ids of parts, made unique by a repeat counter mixed into the hash.
+
+    The n-th repeat of the same parts starts counting where the one before stopped, so a text
+    repeated n times costs n hashes, not n * n / 2; the ids are the ones counting from 0 gives.
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.repeats: dict[str, int] = {}
+
+    def __call__(self, *parts: str) -> str:
+        base = "\x1f".join(parts)
+        first = _sha256(base)
+        repeat = self.repeats.get(first, 0)
+        while True:
+            digest = (_sha256(f"{base}\x1f{repeat}") if repeat else first)[:16]
+            if digest not in self.seen:
+                self.seen.add(digest)
+                self.repeats[first] = repeat + 1
+                return digest
+            repeat += 1
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,58 @@
+"""What one ingest did, as the CLI prints it and ``ingest()`` returns it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragtiller.ingest.sources import SkippedSource
+from ragtiller.ingest.store_sync import ChangeCounts, Cleanup
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """The counts of one ingest.
+
+    Attributes:
+        documents: Source documents added, updated, unchanged and deleted.
+        chunks: Chunks added, updated (same id, new text or metadata), unchanged and deleted.
+        embedded: Texts sent to the embedder; unchanged texts reuse their stored vectors.
+        cleanup: ``full`` (sources not ingested are deleted) or ``incremental`` (kept).
+        rebuild_reason: Why the previous index was not reused (other embedder, other
+            chunking, unreadable), or None.
+        version: The version directory written, or None when nothing changed (or not saved).
+        skipped: Paths not read, each once, with its reason.
+    """
+
+    documents: ChangeCounts
+    chunks: ChangeCounts
+    embedded: int
+    cleanup: Cleanup = "full"
+    rebuild_reason: str | None = None
+    version: str | None = None
+    skipped: tuple[SkippedSource, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether the index differs from the one that was there."""
+        return self.chunks.changed or self.rebuild_reason is not None
+
+    def summary(self) -> str:
+        """One line: documents, chunks, texts embedded, and what happened to the index.
+
+        Example:
+            >>> IngestReport(ChangeCounts(added=1), ChangeCounts(added=3), embedded=3).summary()
+            'documents: 1 added, 0 updated, 0 unchanged, 0 deleted; chunks: 3 added, 0 updated, 0 unchanged, 0 deleted; embedded 3 texts; not saved'
+        """
+        parts = [f"documents: {self.documents}", f"chunks: {self.chunks}"]
+        parts.append(f"embedded {self.embedded} text{'s' if self.embedded != 1 else ''}")
+        if self.rebuild_reason:
+            parts.append(f"full rebuild: {self.rebuild_reason}")
+        if self.version:
+            parts.append(f"saved as {self.version}")
+        elif not self.changed and self.chunks.unchanged:
+            parts.append("index unchanged, not rewritten")
+        else:
+            parts.append("not saved")
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} path{'s' if len(self.skipped) != 1 else ''} skipped")
+        return "; ".join(parts)

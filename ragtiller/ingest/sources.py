@@ -1,0 +1,422 @@
+"""The ingest door's intake: files, directories, BEIR JSONL corpora and LangChain Documents."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+
+from ragtiller.errors import IngestError
+from ragtiller.index.records import DEFAULT_NAMESPACE, ensure_json_metadata
+from ragtiller.index.units import SourceDocument, TextFormat
+from ragtiller.index.versions import holds_index
+from ragtiller.ingest.doc_ids import DOCUMENT_ORIGIN, check_unique
+
+logger = logging.getLogger("ragtiller.index")
+
+Source = str | os.PathLike[str] | Document
+"""One ingest source: a file, a directory (read recursively) or a LangChain ``Document``."""
+
+SUFFIX_FORMATS: dict[str, TextFormat] = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".rst": "rst",
+    ".txt": "text",
+}
+JSONL_SUFFIX = ".jsonl"
+DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Files larger than this (64 MiB) are skipped, not read: a guard against reading a log or a
+disk image whole. BEIR corpora larger than that need a higher cap (``--max-file-mb``)."""
+INDEX_SKIP = "a ragtiller index (not ingested)"
+"""Why a directory holding an index (or a file in one) is skipped."""
+RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})
+"""Document metadata keys that ingest reads into :class:`SourceDocument` fields."""
+
+
+@dataclass(frozen=True)
+class SkippedSource:
+    """A path (or part of a file) that ingest did not read.
+
+    Attributes:
+        path: The path.
+        reason: Why it was skipped (``binary: a NUL byte at offset 8200``, ``not UTF-8 text``,
+            ``unreadable: ...``, ``not a regular file (FIFO)``, ``symlink out of the tree (not
+            followed)``, ``larger than the 64.0 MiB cap (...)``, ...).
+    """
+
+    path: str
+    reason: str
+
+
+def load_sources(
+    sources: Iterable[Source],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    on_total: Callable[[int], None] | None = None,
+    on_read: Callable[[], None] | None = None,
+) -> tuple[list[SourceDocument], list[SkippedSource]]:
+    """Read every source into :class:`SourceDocument`s.
+
+    Directories are walked recursively in sorted order, skipping hidden entries and keeping
+    ``.md``, ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` files. A file named explicitly is
+    read whatever its suffix (unknown suffixes as plain text). ``.jsonl`` files are read as BEIR
+    corpora: one ``{"_id", "title", "text"}`` object per line.
+
+    Only regular files are read, and a walk never leaves its tree: a symlink met while walking
+    is followed only to a regular file inside the directory walked (resolved, so ``..`` and
+    chains of links count), and symlinked directories inside a walk are not descended into (a
+    directory or file named in ``sources`` is read even through a symlink, as ``find -H`` does).
+    Nothing inside a ragtiller index directory is read, named or met while walking (so a
+    folder holding its own index is ingested without it).
+    FIFOs, sockets and devices, files larger than ``max_file_bytes``, binary files (a NUL byte
+    anywhere), undecodable and unreadable files and directories are skipped; BEIR records and
+    ``Document``s whose text holds a NUL character are skipped too. Each skipped path is
+    reported once, with its reason, in the returned list and in one INFO record on the
+    ``ragtiller.index`` logger (``ragtiller ingest`` prints the list).
+
+    Args:
+        sources: Paths and/or LangChain ``Document``s.
+        namespace: Namespace for documents that do not name one in their metadata.
+        max_file_bytes: Largest file read, in bytes.
+        on_total: Called once with the number of files and Documents to read.
+        on_read: Called after each file or Document is read (for a progress bar).
+
+    Returns:
+        The documents, and the paths that were skipped.
+
+    Raises:
+        ValueError: ``max_file_bytes`` is not positive.
+        IngestError: A path does not exist, a ``Document``'s metadata is not JSON-serialisable,
+            or two sources give the same document id in one namespace (see
+            :func:`ragtiller.ingest.doc_ids.check_unique`).
+    """
+    if max_file_bytes < 1:
+        raise ValueError(f"max_file_bytes must be > 0, but got {max_file_bytes}")
+    skipped: dict[str, SkippedSource] = {}
+
+    def skip(path: Path | str, reason: str) -> None:
+        skipped.setdefault(str(path), SkippedSource(str(path), reason))
+
+    entries: list[Document | _File] = []
+    for source in sources:
+        if isinstance(source, Document):
+            entries.append(source)
+            continue
+        path = Path(source)
+        try:
+            if path.is_dir():  # a directory named here is walked even through a symlink (find -H)
+                entries.extend(_walk(path, skip))
+            elif _in_index(path):
+                skip(path, INDEX_SKIP)
+            elif path.exists() or path.is_symlink():
+                entries.append(_File(path, path.parent, None))
+            else:
+                raise IngestError(f"cannot ingest {path}: no such file or directory")
+        except OSError as e:
+            raise IngestError(f"cannot ingest {path}: {e.strerror or e}") from e
+    if on_total is not None:
+        on_total(len(entries))
+    documents: list[tuple[SourceDocument, str]] = []
+    seen: set[Path] = set()
+    for entry in entries:
+        if isinstance(entry, Document):
+            nul = entry.page_content.find("\x00")
+            if nul >= 0:
+                skip(_document_name(entry), f"binary: a NUL character at offset {nul}")
+            else:
+                documents.append((_from_langchain(entry, namespace), DOCUMENT_ORIGIN))
+        elif entry.path not in seen:
+            seen.add(entry.path)
+            documents.extend(_read_file(entry, namespace, max_file_bytes, skip))
+        if on_read is not None:
+            on_read()
+    check_unique(documents)
+    if skipped:
+        listing = "; ".join(f"{s.path} ({s.reason})" for s in skipped.values())
+        logger.info("skipped %d source(s): %s", len(skipped), listing)
+    return [doc for doc, _ in documents], list(skipped.values())
+
+
+@dataclass(frozen=True)
+class _File:
+    """A file to read: its path, the root its id is relative to, and, for a file met while
+    walking, its resolved path inside the tree (opened without following a symlink there)."""
+
+    path: Path
+    root: Path
+    real: Path | None
+
+
+def _in_index(path: Path) -> bool:
+    """Whether ``path``, resolved, is or is inside a directory holding a ragtiller index."""
+    try:
+        real = path.resolve()
+    except RuntimeError:  # a symlink loop, before Python 3.13: opening it says so
+        return False
+    return any(holds_index(d) for d in (real, *real.parents))
+
+
+def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
+    """Candidate files under ``root``, each inside it once resolved; what is not is reported.
+
+    Symlinked directories and index directories are reported and never entered; a symlinked
+    file is kept only if it resolves to a path inside ``root`` and outside any index.
+    """
+    real_root = root.resolve()
+    if _in_index(root):
+        skip(root, INDEX_SKIP)
+        return []
+
+    def unreadable(error: OSError) -> None:
+        where = Path(os.fsdecode(error.filename)) if error.filename else root
+        skip(where, f"unreadable directory: {error.strerror or error}")
+
+    files: list[_File] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
+        here = Path(dirpath)
+        kept = []
+        for name in sorted(d for d in dirnames if not d.startswith(".")):
+            try:
+                if (here / name).is_symlink():
+                    skip(here / name, "symlink to a directory (not followed)")
+                elif holds_index(here / name):
+                    skip(here / name, INDEX_SKIP)
+                else:
+                    kept.append(name)
+            except OSError as e:
+                skip(here / name, f"unreadable directory: {e.strerror or e}")
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            suffix = Path(name).suffix.lower()
+            if name.startswith(".") or (suffix not in SUFFIX_FORMATS and suffix != JSONL_SUFFIX):
+                continue
+            path = here / name
+            real: Path | None = real_root / path.relative_to(root)
+            try:
+                if path.is_symlink():
+                    real = _resolved_inside(path, real_root, skip)
+            except OSError as e:
+                skip(path, f"unreadable: {e.strerror or e}")
+                continue
+            if real is not None:
+                files.append(_File(path, root, real))
+    return files
+
+
+def _resolved_inside(link: Path, real_root: Path, skip: Callable[[Path, str], None]) -> Path | None:
+    """Where ``link`` leads, if that is inside the tree and outside any index directory."""
+    try:
+        target = link.resolve()
+    except RuntimeError:  # a symlink loop, before Python 3.13
+        skip(link, "symlink loop")
+        return None
+    except OSError as e:
+        skip(link, "symlink loop" if e.errno == errno.ELOOP else f"unreadable: {e.strerror or e}")
+        return None
+    if not target.is_relative_to(real_root):
+        skip(link, "symlink out of the tree (not followed)")
+        return None
+    if any(holds_index(d) for d in target.parents if d.is_relative_to(real_root)):
+        skip(link, "symlink into a ragtiller index (not followed)")
+        return None
+    return target
+
+
+def _document_name(doc: Document) -> str:
+    return str(doc.metadata.get("source") or doc.metadata.get("id") or doc.id or "a Document")
+
+
+def _read_file(
+    entry: _File,
+    namespace: str,
+    max_file_bytes: int,
+    skip: Callable[[Path, str], None],
+) -> list[tuple[SourceDocument, str]]:
+    """The file's documents, each with its origin (the file, and the line for BEIR records)."""
+    path = entry.path
+    text = _read_text(entry, max_file_bytes, skip)
+    if text is None:
+        return []
+    rel = path.relative_to(entry.root).as_posix()
+    if path.suffix.lower() == JSONL_SUFFIX:
+        return _read_beir(text, path, rel, namespace, skip)
+    fmt = SUFFIX_FORMATS.get(path.suffix.lower(), "text")
+    return [(SourceDocument(rel, text, str(path), format=fmt, namespace=namespace), str(path))]
+
+
+def _read_text(entry: _File, max_file_bytes: int, skip: Callable[[Path, str], None]) -> str | None:
+    path = entry.path
+    data = _read_regular_file(path, entry.real, max_file_bytes, skip)
+    if data is None:
+        return None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        skip(path, f"binary: a NUL byte at offset {nul}")
+        return None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        skip(path, "not UTF-8 text")
+        return None
+
+
+def _read_regular_file(
+    path: Path, real: Path | None, max_file_bytes: int, skip: Callable[[Path, str], None]
+) -> bytes | None:
+    """The bytes of ``path`` if it is (or links to) a regular file within the size cap.
+
+    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a
+    FIFO cannot block the open and a file swapped after the check is still the one checked.
+    A file met while walking is opened at its resolved path ``real`` without following a
+    symlink there, so a link swapped in after the walk cannot lead out of the tree.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags) if real is None else os.open(real, flags | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        skip(path, "broken symlink" if path.is_symlink() else "vanished while ingesting")
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            skip(path, "symlink loop" if real is None else "became a symlink while ingesting")
+            return None
+        skip(path, f"unreadable: {e.strerror or e}")
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _kind(info.st_mode)
+            via = "symlink to " if path.is_symlink() else ""
+            skip(path, f"not a regular file ({via}{kind})")
+            return None
+        if info.st_size > max_file_bytes:
+            skip(path, f"larger than the {_size(max_file_bytes)} cap ({_size(info.st_size)})")
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_file_bytes + 1)
+        if len(data) > max_file_bytes:
+            skip(path, f"grew past the {_size(max_file_bytes)} cap while being read")
+            return None
+        return data
+    except OSError as e:
+        skip(path, f"unreadable: {e.strerror or e}")
+        return None
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "special file"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def _read_beir(
+    text: str, path: Path, rel: str, namespace: str, skip: Callable[[Path, str], None]
+) -> list[tuple[SourceDocument, str]]:
+    """The records of a BEIR corpus, each with its origin (file and line).
+
+    Lines are split at ``\\n`` only: JSON allows U+2028 and U+0085 unescaped inside a string.
+    """
+    documents: list[tuple[SourceDocument, str]] = []
+    bad: list[int] = []
+    nul: list[int] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("_id"), str | int)
+            or not isinstance(record.get("text", ""), str)
+            or not isinstance(record.get("title", ""), str)
+        ):
+            bad.append(lineno)
+            continue
+        doc_id = str(record["_id"])
+        title = record.get("title") or None
+        body = record.get("text") or title or ""
+        if "\x00" in body or (title and "\x00" in title):
+            nul.append(lineno)
+            continue
+        extra = record.get("metadata")
+        metadata = extra if isinstance(extra, dict) else {}
+        document = SourceDocument(
+            doc_id,
+            body,
+            f"{rel}#{doc_id}",
+            title=title,
+            namespace=namespace,
+            metadata=_checked(metadata, f"BEIR record {doc_id!r} in {path}"),
+        )
+        documents.append((document, f"{path} line {lineno}"))
+    reasons = []
+    if bad:
+        reasons.append(
+            f"{len(bad)} line(s) are not BEIR corpus records with _id and text "
+            f"(first: line {bad[0]})"
+        )
+    if nul:
+        reasons.append(f"{len(nul)} record(s) are binary: a NUL character (first: line {nul[0]})")
+    if reasons:
+        skip(path, "; ".join(reasons))
+    return documents
+
+
+def _from_langchain(doc: Document, namespace: str) -> SourceDocument:
+    md = doc.metadata
+    doc_id = str(
+        md.get("id")
+        or doc.id
+        or md.get("source")
+        or "doc-" + hashlib.sha256(doc.page_content.encode("utf-8")).hexdigest()[:12]
+    )
+    source = str(md.get("source") or doc_id)
+    fmt = md.get("format") or SUFFIX_FORMATS.get(Path(source).suffix.lower(), "text")
+    if fmt not in ("markdown", "rst", "text"):
+        raise IngestError(
+            f"document {doc_id!r}: metadata format must be one of 'markdown', 'rst', 'text', "
+            f"but got {fmt!r}"
+        )
+    extra = {k: v for k, v in md.items() if k not in RESERVED_KEYS}
+    return SourceDocument(
+        doc_id,
+        doc.page_content,
+        source,
+        title=str(md["title"]) if md.get("title") else None,
+        format=fmt,
+        namespace=str(md.get("namespace") or namespace),
+        metadata=_checked(extra, f"document {doc_id!r}"),
+    )
+
+
+def _checked(metadata: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    try:
+        return ensure_json_metadata(metadata, owner=owner)
+    except ValueError as e:
+        raise IngestError(str(e)) from e

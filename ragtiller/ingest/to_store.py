@@ -1,0 +1,110 @@
+"""Ingest into your own LangChain vector store: folder -> store in one call, incrementally.
+
+The same reading and chunking as ``ragtiller ingest`` (so the same stable chunk ids and chunk
+metadata: ``doc_id``, ``source``, ``namespace``, ``parent_id``, ``title``, ``section_path``),
+written to any ``VectorStore`` through :func:`~ragtiller.ingest.store_sync.sync_vector_store` and a
+LangChain ``RecordManager``: a second run writes only what changed and deletes what is gone.
+The store embeds what it is given, with its own embedder; give the graph the same one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.indexing import RecordManager
+from langchain_core.vectorstores import VectorStore
+
+from ragtiller.core.filters import DEFAULT_NAMESPACE
+from ragtiller.errors import IngestError
+from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
+from ragtiller.ingest.builder import _chunk_metadata as chunk_metadata
+from ragtiller.ingest.chunking import chunk_documents
+from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source, load_sources
+from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
+from ragtiller.models.embedders import embedder_identity
+
+
+def store_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata most stores accept (Chroma's rules): no None, no empty list, no nested dict
+    (kept as its JSON text)."""
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if value is None or value == []:
+            continue
+        out[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+    return out
+
+
+def chunk_sources(
+    sources: Iterable[Source],
+    *,
+    chunking: ChunkingConfig = DEFAULT_CHUNKING,
+    namespace: str = DEFAULT_NAMESPACE,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> list[Document]:
+    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids.
+
+    Use them for a retriever over the same chunks (``BM25Retriever.from_documents``).
+
+    Raises:
+        IngestError: A path does not exist, or nothing was read.
+    """
+    documents, _ = load_sources(sources, namespace=namespace, max_file_bytes=max_file_bytes)
+    _, chunks = chunk_documents(documents, chunking)
+    if not chunks:
+        raise IngestError("nothing to ingest: the sources hold no readable text")
+    return [
+        Document(id=c.id, page_content=c.text, metadata=store_metadata(chunk_metadata(c)))
+        for c in chunks
+    ]
+
+
+def ingest_to_store(
+    sources: Iterable[Source],
+    store: VectorStore,
+    record_manager: RecordManager,
+    *,
+    cleanup: Cleanup = "incremental",
+    chunking: ChunkingConfig = DEFAULT_CHUNKING,
+    namespace: str = DEFAULT_NAMESPACE,
+    batch_size: int = 100,
+) -> SyncResult:
+    """Read, chunk and write ``sources`` into ``store``, writing only what changed.
+
+    Args:
+        sources: Files, directories and/or LangChain ``Document``s.
+        store: Any LangChain ``VectorStore`` with ``add_documents(ids=...)`` and ``delete``;
+            it embeds with its own embedder (its ``embeddings``), whose name and dimension are
+            part of every record, so a new embedder rewrites everything.
+        record_manager: Remembers what was written between runs, e.g.
+            :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` in a file beside the
+            store.
+        cleanup: ``incremental`` (default): chunks of the documents read are brought up to
+            date, other documents stay; ``full``: documents not among ``sources`` are deleted.
+        chunking: As for ``ragtiller ingest``.
+        namespace: For documents that name none in their metadata.
+        batch_size: Chunks per ``add_documents`` call.
+
+    Returns:
+        What was added, updated, left unchanged and deleted, per document and chunk.
+
+    Raises:
+        IngestError: Nothing to ingest, a missing path, or a store without an embedder.
+    """
+    if store.embeddings is None:
+        raise IngestError(
+            f"the {type(store).__name__} has no embeddings: make it with an embedding function"
+        )
+    name, dimension = embedder_identity(store.embeddings)
+    documents = chunk_sources(sources, chunking=chunking, namespace=namespace)
+    return sync_vector_store(
+        documents,
+        record_manager=record_manager,
+        vector_store=store,
+        embedder_identity=identity_of(name, dimension),
+        cleanup=cleanup,
+        batch_size=batch_size,
+    )

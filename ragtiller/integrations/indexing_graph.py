@@ -1,0 +1,332 @@
+"""The indexing graph: ingest a folder or documents into a saved index, as a LangGraph graph.
+
+LangGraph's retrieval-agent template serves an indexing graph beside its retrieval graph, so a
+Studio user can add documents and then ask about them; this is ragtiller's. One node runs the
+library's incremental :func:`~ragtiller.index.ingest` and returns its report.
+
+The graph reads files on the server for whoever can run it, so a client never names an
+arbitrary path: folders and files are taken only from inside a root the operator configures,
+hidden names are refused, and so are links that lead out of the root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal, NotRequired
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.runnables import RunnableConfig, ensure_config
+from langgraph.channels.ephemeral_value import EphemeralValue
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict
+
+from ragtiller.errors import ConfigurationError, IndexStoreError, InputError
+from ragtiller.graph.langgraph_internals import rebrand
+from ragtiller.index import ChunkingConfig, EmbeddedIndex, SourceDocument, embedder_for
+from ragtiller.index.embedded import read_manifest
+from ragtiller.index.manifest import MANIFEST_FILE
+from ragtiller.index.units import DEFAULT_CHUNKING
+from ragtiller.index.versions import is_index_directory, open_current
+from ragtiller.ingest import SkippedSource, ingest, load_sources
+from ragtiller.ingest.sources import JSONL_SUFFIX, SUFFIX_FORMATS
+from ragtiller.models import HashingEmbedder
+
+INGESTED_SUFFIXES = (*SUFFIX_FORMATS, JSONL_SUFFIX)
+"""The only files a client may name or a folder walk reads."""
+CLEANUP_DEFAULT: Literal["incremental"] = "incremental"
+"""Documents already indexed but not sent stay: an ingest adds and updates, never empties."""
+
+_ingesting = threading.Lock()  # one ingest at a time per process: each builds on the last save
+
+
+class IndexingInput(TypedDict):
+    """What a client sends: ``path``, ``docs`` or both. Each key holds for its run only."""
+
+    path: NotRequired[Annotated[str, EphemeralValue]]
+    """A folder or a ``.md``/``.markdown``/``.rst``/``.txt``/``.jsonl`` file inside the ingest
+    root, relative to it (``"."``: the whole root)."""
+    docs: NotRequired[Annotated[list[Document | dict[str, Any] | str], EphemeralValue]]
+    """Documents: LangChain ``Document``s, ``{"page_content", "metadata"}`` objects or strings.
+    Metadata ``id`` (or ``source``) names the document, so sending it again updates it."""
+    cleanup: NotRequired[Annotated[Literal["incremental", "full"], EphemeralValue]]
+    """``incremental`` (default): other indexed documents stay; ``full``: the index ends up
+    holding exactly what this run sent, every other document deleted."""
+    namespace: NotRequired[Annotated[str, EphemeralValue]]
+    """Namespace of the documents that do not name one in their metadata."""
+
+
+class IndexingOutput(TypedDict):
+    """What a run returns."""
+
+    report: dict[str, Any]
+    """The ingest report: ``summary``, ``documents`` and ``chunks`` (added, updated, unchanged,
+    deleted), ``embedded``, ``cleanup``, ``rebuild_reason``, ``version``, ``skipped`` (paths
+    relative to the root, with the reason) and ``index`` (documents and chunks it now holds)."""
+
+
+class IndexingState(IndexingInput, IndexingOutput):
+    """The graph's state: the run's input and its report."""
+
+
+INPUT_KEYS = frozenset(IndexingInput.__annotations__)
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexingTarget:
+    """Where an indexing graph writes and what it may read.
+
+    Attributes:
+        index_dir: The index directory (created, with a new index, if missing or empty).
+        ingest_root: The only directory a client's ``path`` may name, or None: no folders or
+            files, only ``docs``.
+        new_embedder: Makes the embedder of a new index; an existing index keeps the
+            embedder and chunking its manifest records.
+        on_ingested: Called with the saved index after a run that changed it (Studio reopens
+            its retrieval graphs on it).
+        root_name: How errors name the root setting.
+    """
+
+    index_dir: Path
+    ingest_root: Path | None = None
+    new_embedder: Callable[[], Embeddings] = HashingEmbedder
+    on_ingested: Callable[[EmbeddedIndex], None] | None = None
+    root_name: str = "ingest_root"
+
+
+def build_indexing_graph(target: IndexingTarget) -> CompiledStateGraph:  # type: ignore[type-arg]
+    """The indexing graph: input :class:`IndexingInput`, output :class:`IndexingOutput`.
+
+    Raises (when run):
+        InputError: Nothing to ingest, an unknown input key, a bad document, or a path outside
+            the root, hidden, of another file type, or missing.
+        ConfigurationError: A ``path`` while no root is configured, or an index that cannot be
+            written or extended (the message says why).
+        IngestError: A document's metadata is not JSON, or an ``incremental`` run into an index
+            that must be rebuilt (other embedder or chunking).
+
+    Example:
+        >>> graph = build_indexing_graph(IndexingTarget(Path("index")))  # doctest: +SKIP
+        >>> graph.invoke({"docs": ["Ports: the server listens on 8000."]})["report"]["summary"]  # doctest: +SKIP
+        'documents: 1 added, ...'
+    """
+
+    def run(state: IndexingState) -> dict[str, Any]:
+        return {"report": _ingest(target, state)}
+
+    builder = StateGraph(IndexingState, input_schema=IndexingInput, output_schema=IndexingOutput)
+    builder.add_node("ingest", run)
+    builder.add_edge(START, "ingest")
+    builder.add_edge("ingest", END)
+    compiled = builder.compile(name="ragtiller_indexer")
+    return rebrand(compiled, IndexingGraph)
+
+
+class IndexingGraph(CompiledStateGraph):  # type: ignore[type-arg]
+    """The compiled indexing graph, whose ``stream``/``astream`` (and so ``invoke`` and the
+    LangGraph server's runs) refuse input keys it would silently drop."""
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        _check_keys(input, config)
+        return super().stream(input, config, **kwargs)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        _check_keys(input, config)
+        return super().astream(input, config, **kwargs)
+
+
+def _check_keys(input: Any, config: RunnableConfig | None) -> None:
+    if ensure_config(config).get("configurable", {}).get("checkpoint_ns"):
+        return  # a parent graph's state: its other keys are its own
+    if not isinstance(input, Mapping):
+        raise InputError(f"the indexing graph takes an object, but got {type(input).__name__}")
+    unknown = sorted(set(input) - INPUT_KEYS)
+    if unknown:
+        raise InputError(
+            f"unknown input key(s) {', '.join(map(repr, unknown))}; "
+            f"accepted: {', '.join(sorted(INPUT_KEYS))}"
+        )
+
+
+def _ingest(target: IndexingTarget, state: IndexingState) -> dict[str, Any]:
+    """Read the run's sources, ingest them, and report (paths relative to the root)."""
+    path, docs = state.get("path"), state.get("docs")
+    if path is None and not docs:
+        raise InputError("nothing to ingest: send 'path' (a folder or file) and/or 'docs'")
+    if path is not None and not isinstance(path, str):
+        raise InputError(f"path must be a string, but got {type(path).__name__}")
+    if docs is not None and not isinstance(docs, list):
+        raise InputError(f"docs must be a list, but got {type(docs).__name__}")
+    cleanup = state.get("cleanup", CLEANUP_DEFAULT)
+    if cleanup not in ("incremental", "full"):
+        raise InputError(f"cleanup must be 'incremental' or 'full', but got {cleanup!r}")
+    namespace = state.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+        raise InputError(f"namespace must be a non-blank string, but got {namespace!r}")
+    options: dict[str, Any] = {"namespace": namespace} if namespace else {}
+    sources = [_document(i, doc) for i, doc in enumerate(docs or [])]
+    skipped: list[SkippedSource] = []
+    with _ingesting:
+        if path is not None:
+            files, skipped = _files(target, path, options)
+            sources = files + sources
+        embedder, chunking = _index_settings(target)
+        try:
+            index = ingest(
+                sources,
+                target.index_dir,
+                embedder=embedder,
+                chunking=chunking,
+                cleanup=cleanup,
+                progress=False,
+                **options,
+            )
+        except IndexStoreError as e:
+            raise ConfigurationError(f"cannot ingest into the index: {e}") from e
+    assert index.report is not None
+    report = dataclasses.replace(index.report, skipped=(*skipped, *index.report.skipped))
+    if report.changed and target.on_ingested is not None:
+        target.on_ingested(index)
+    return {
+        "summary": report.summary(),
+        **dataclasses.asdict(report),
+        "skipped": [dataclasses.asdict(s) for s in report.skipped],
+        "index": {
+            "documents": index.manifest.counts.documents,
+            "chunks": index.manifest.counts.chunks,
+        },
+    }
+
+
+def _document(position: int, doc: Any) -> Document:
+    """One ``docs`` item as a LangChain document."""
+    if isinstance(doc, Document):
+        return doc
+    if isinstance(doc, str):
+        return Document(page_content=doc)
+    if isinstance(doc, Mapping) and isinstance(doc.get("page_content"), str):
+        extra = sorted(set(doc) - {"page_content", "metadata", "id", "type"})
+        metadata = doc.get("metadata") or {}
+        if not extra and isinstance(metadata, Mapping):
+            return Document(
+                page_content=doc["page_content"], metadata=dict(metadata), id=doc.get("id")
+            )
+    raise InputError(
+        f"docs[{position}]: expected a string or an object with a string 'page_content' and "
+        f"an object 'metadata' (and nothing else), but got {_shape(doc)}"
+    )
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "an object with keys " + ", ".join(map(repr, sorted(map(str, value))))
+    return type(value).__name__
+
+
+def _files(
+    target: IndexingTarget, path: str, options: Mapping[str, Any]
+) -> tuple[list[Document], list[SkippedSource]]:
+    """The documents under ``path``, confined to the root, named relative to it."""
+    root = _root(target)
+    named = _confined(root, path, target.root_name)
+    read, skipped = load_sources([named], **options)
+    base = named if named.is_dir() else named.parent
+    documents: list[Document] = []
+    for source in read:
+        document = _relative(root, base, source)
+        if document is None:
+            skipped.append(SkippedSource(source.source, "links out of the ingest root"))
+        else:
+            documents.append(document)
+    return documents, [_skipped_relative(root, s) for s in skipped]
+
+
+def _root(target: IndexingTarget) -> Path:
+    if target.ingest_root is None:
+        raise ConfigurationError(
+            f"this indexing graph reads no folders or files: {target.root_name} is not set "
+            "(the operator sets it to the one directory clients may ingest from); send 'docs'"
+        )
+    root = target.ingest_root.resolve()
+    if not root.is_dir():
+        raise ConfigurationError(f"{target.root_name} is not a directory")
+    return root
+
+
+def _confined(root: Path, path: str, root_name: str) -> Path:
+    """``path`` resolved inside ``root``, or an :class:`InputError` saying why not."""
+    relative = PurePosixPath(path.replace("\\", "/"))
+    if relative.is_absolute() or ".." in relative.parts:
+        raise InputError(
+            f"path {path!r} must be relative to {root_name} and stay inside it (no '..')"
+        )
+    if any(part.startswith(".") and part != "." for part in relative.parts):
+        raise InputError(f"path {path!r} names a hidden file or folder; they are not ingested")
+    named = (root / relative).resolve()
+    if not named.is_relative_to(root):
+        raise InputError(f"path {path!r} leads out of {root_name} (through a link)")
+    if not named.exists():
+        raise InputError(f"path {path!r}: no such file or folder in {root_name}")
+    if named.is_file() and named.suffix.lower() not in INGESTED_SUFFIXES:
+        raise InputError(f"path {path!r}: only {', '.join(INGESTED_SUFFIXES)} files are ingested")
+    if not (named.is_file() or named.is_dir()):
+        raise InputError(f"path {path!r} is not a regular file or a folder")
+    return named
+
+
+def _relative(root: Path, base: Path, source: SourceDocument) -> Document | None:
+    """``source`` as a document whose id and ``source`` are relative to the root, so one file
+    keeps one id whichever folder was named; None for a file that resolves out of the root."""
+    file_path = Path(source.source)
+    if file_path.is_absolute():  # a file: its id and source become its path from the root
+        if not file_path.resolve().is_relative_to(root):
+            return None
+        doc_id = source_name = file_path.relative_to(root).as_posix()
+    else:  # a BEIR record, "<file relative to base>#<id>": keep the record's own id
+        jsonl = base / source.source[: -len(source.doc_id) - 1]
+        if not jsonl.resolve().is_relative_to(root):
+            return None
+        doc_id, source_name = source.doc_id, f"{jsonl.relative_to(root).as_posix()}#{source.doc_id}"
+    metadata = {
+        **source.metadata,
+        "id": doc_id,
+        "source": source_name,
+        "format": source.format,
+        "namespace": source.namespace,
+    }
+    if source.title:
+        metadata["title"] = source.title
+    return Document(page_content=source.text, metadata=metadata)
+
+
+def _skipped_relative(root: Path, skipped: SkippedSource) -> SkippedSource:
+    """A skipped path as the client named it: relative to the root, never the server's."""
+    path = Path(skipped.path)
+    shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+    return SkippedSource(shown, skipped.reason)
+
+
+def _index_settings(target: IndexingTarget) -> tuple[Embeddings, ChunkingConfig]:
+    """The embedder and chunking of the index there, or those of a new index."""
+    directory = target.index_dir
+    if not (directory.is_dir() and is_index_directory(directory)):
+        return target.new_embedder(), DEFAULT_CHUNKING
+    try:
+        manifest = open_current(directory, lambda v: read_manifest(v / MANIFEST_FILE))
+        return embedder_for(manifest.embedder), manifest.chunking
+    except IndexStoreError as e:
+        raise ConfigurationError(f"cannot ingest into the index: {e}") from e
+
+
+__all__ = (
+    "INGESTED_SUFFIXES",
+    "IndexingGraph",
+    "IndexingInput",
+    "IndexingOutput",
+    "IndexingTarget",
+    "build_indexing_graph",
+)

@@ -1,0 +1,89 @@
+"""Checkpointing a ragtiller graph: its checkpoints hold plain data only.
+
+LangGraph's serializer logs a warning for every class it reads back that it does not know
+(pydantic models included), and its strict mode (``LANGGRAPH_STRICT_MSGPACK=true``) refuses
+them. A turn's state is ``TypedDict``s, LangChain documents and messages, which it knows; the
+one model, the run manifest, lives in a :class:`ManifestValue` channel that saves its JSON dict.
+So any checkpointer works as it comes, with no serializer to configure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Self
+
+from langgraph.channels.last_value import LastValue
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ragtiller.core.run_manifest import RunManifest
+
+CHECKPOINT_TYPES: tuple[tuple[str, str], ...] = (("ragtiller.core.run_manifest", "RunManifest"),)
+"""(module, class) pairs a parent graph's own state may hold beyond plain data and documents."""
+
+
+def plain_manifest(value: RunManifest | dict[str, Any]) -> dict[str, Any]:
+    """The manifest as its JSON dict (what a checkpoint and an ``updates`` event carry)."""
+    if isinstance(value, RunManifest):
+        return value.model_dump(mode="json")
+    return dict(value)
+
+
+class ManifestValue(LastValue[Any]):
+    """The ``manifest`` channel: a :class:`~ragtiller.core.run_manifest.RunManifest` to nodes and
+    callers, its JSON dict in checkpoints.
+
+    It takes a model or its JSON dict (assemble writes the dict, so the task writes LangGraph
+    saves are plain too; a checkpoint saved before this channel existed holds the model) and
+    validates a dict back into the model once, on the first read.
+    """
+
+    __slots__ = ("model",)
+
+    model: RunManifest | None
+
+    def __init__(self, typ: Any = RunManifest, key: str = "") -> None:
+        super().__init__(typ, key)
+        self.model = None
+
+    def __eq__(self, value: object) -> bool:
+        return isinstance(value, ManifestValue)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> Self:
+        empty = super().copy()
+        empty.model = self.model
+        return empty
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        empty = super().from_checkpoint(checkpoint)
+        if isinstance(checkpoint, RunManifest | dict):
+            empty.value = plain_manifest(checkpoint)
+        return empty
+
+    def update(self, values: Sequence[RunManifest | dict[str, Any]]) -> bool:
+        if not super().update(values):
+            return False
+        written = values[-1]
+        self.model = written if isinstance(written, RunManifest) else None
+        self.value = plain_manifest(written)
+        return True
+
+    def get(self) -> RunManifest:
+        if self.model is None:
+            self.model = RunManifest.model_validate(super().get())
+        return self.model
+
+
+def checkpoint_serde() -> JsonPlusSerializer:
+    """A serializer that also restores a run manifest a parent graph's own state holds.
+
+    The retrieval graph's checkpoints need none (see :class:`ManifestValue`). A parent whose
+    state keeps the manifest it got from ragtiller, as a plain field, checkpoints the model;
+    LangGraph logs a warning when it reads one back unless its serializer names the type.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> saver = InMemorySaver(serde=checkpoint_serde())
+    """
+    return JsonPlusSerializer(allowed_msgpack_modules=list(CHECKPOINT_TYPES))

@@ -1,0 +1,182 @@
+"""Pinecone tiers configured from the environment: the key as a ``SecretStr``, hosts or names.
+
+No network I/O happens here: the client and index handle are made on the first search.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from ragtiller.adapters.combinators import UnavailableTier
+from ragtiller.errors import ConfigurationError
+from ragtiller.pinecone.calls import require_langchain_pinecone
+from ragtiller.pinecone.dense import PineconeTier
+from ragtiller.pinecone.lexical import PineconeLexicalTier
+
+if TYPE_CHECKING:
+    from langchain_pinecone import PineconeVectorStore
+
+logger = logging.getLogger("ragtiller.pinecone")
+
+TEXT_KEY = "text"
+"""Metadata key holding a chunk's text (langchain-pinecone's default ``text_key``)."""
+API_KEY_ENV = "PINECONE_API_KEY"
+INDEX_ENV = "PINECONE_INDEX"
+HOST_ENV = "PINECONE_HOST"
+SPARSE_INDEX_ENV = "PINECONE_SPARSE_INDEX"
+SPARSE_HOST_ENV = "PINECONE_SPARSE_HOST"
+
+
+class PineconeIndexSettings(BaseModel):
+    """How to reach one Pinecone index: the key, and its data-plane host or its name.
+
+    ``repr`` and logs show the key as ``**********``.
+
+    Example:
+        >>> settings = PineconeIndexSettings(api_key="k", host="https://h")
+        >>> settings
+        PineconeIndexSettings(api_key=SecretStr('**********'), host='https://h', index_name='')
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    api_key: SecretStr
+    host: str = ""
+    index_name: str = ""
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str], *, host_env: str, index_env: str
+    ) -> PineconeIndexSettings | None:
+        """The settings in ``env``; None without ``PINECONE_API_KEY``.
+
+        Raises:
+            ConfigurationError: The key is set but neither ``host_env`` nor ``index_env``.
+        """
+        api_key = env.get(API_KEY_ENV, "").strip()
+        if not api_key:
+            return None
+        host, index_name = env.get(host_env, "").strip(), env.get(index_env, "").strip()
+        if not host and not index_name:
+            raise ConfigurationError(
+                f"{API_KEY_ENV} is set but neither {host_env} nor {index_env} is: set {host_env} "
+                f"to the index host (see describe_index) or {index_env} to the index name"
+            )
+        return cls(api_key=SecretStr(api_key), host=host, index_name=index_name)
+
+    def connect(self) -> Any:
+        """A ``pinecone`` data-plane ``Index`` handle (a control-plane lookup when only named)."""
+        from pinecone import Pinecone
+
+        client = Pinecone(api_key=self.api_key.get_secret_value(), source_tag="langchain")
+        return client.Index(host=self.host) if self.host else client.Index(name=self.index_name)
+
+
+def pinecone_tier_from_env(
+    embedder: Embeddings,
+    env: Mapping[str, str] = os.environ,
+    *,
+    name: str = "dense",
+    timeout_s: float = 5.0,
+) -> PineconeTier | UnavailableTier:
+    """A Pinecone dense tier configured from ``PINECONE_API_KEY`` and ``PINECONE_HOST`` or ``PINECONE_INDEX``.
+
+    ``PINECONE_HOST`` (the index's data-plane host, shown by ``describe_index``) is preferred:
+    no control-plane call is ever made. With only ``PINECONE_INDEX`` (the index name) the
+    host is looked up on the first search.
+
+    Args:
+        embedder: The embedder the index was built with (the store keeps it for text queries).
+        env: Where the variables are read.
+        name: The tier's name.
+        timeout_s: Deadline for one search, in seconds.
+
+    Returns:
+        A :class:`PineconeTier`; without ``PINECONE_API_KEY``, an :class:`UnavailableTier`
+        whose searches raise ``TierUnavailable("no-credentials")``.
+
+    Raises:
+        ConfigurationError: The key is set but neither ``PINECONE_HOST`` nor ``PINECONE_INDEX``.
+        ImportError: langchain-pinecone is not installed (the message says how to install it).
+
+    Example:
+        >>> from ragtiller.models import HashingEmbedder
+        >>> tier = pinecone_tier_from_env(HashingEmbedder(dim=8), env={})
+        >>> (tier.name, tier.reason)
+        ('dense', 'no-credentials')
+    """
+    settings = PineconeIndexSettings.from_env(env, host_env=HOST_ENV, index_env=INDEX_ENV)
+    if settings is None:
+        return _no_credentials(name, HOST_ENV, INDEX_ENV, needs_vector=True)
+    require_langchain_pinecone()
+
+    def make_store() -> PineconeVectorStore:
+        from langchain_pinecone import PineconeVectorStore
+
+        return PineconeVectorStore(index=settings.connect(), embedding=embedder, text_key=TEXT_KEY)
+
+    return PineconeTier(make_store, name=name, timeout_s=timeout_s)
+
+
+def pinecone_lexical_tier_from_env(
+    env: Mapping[str, str] = os.environ,
+    *,
+    name: str = "lexical",
+    timeout_s: float = 5.0,
+) -> PineconeLexicalTier | UnavailableTier:
+    """A Pinecone lexical tier (BM25 sparse vectors) from ``PINECONE_API_KEY`` and ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX``.
+
+    The sparse index is a second Pinecone index (``vector_type="sparse"``, metric
+    ``dotproduct``), next to the dense one; see ``docs/pinecone.md``.
+
+    Args:
+        env: Where the variables are read.
+        name: The tier's name; ``lexical`` replaces the embedded lexical tier.
+        timeout_s: Deadline for one search, in seconds.
+
+    Returns:
+        A :class:`PineconeLexicalTier`; without ``PINECONE_API_KEY``, an
+        :class:`UnavailableTier` whose searches raise ``TierUnavailable("no-credentials")``.
+
+    Raises:
+        ConfigurationError: The key is set but neither sparse host nor sparse index name.
+        ImportError: langchain-pinecone (and the pinecone SDK) is not installed.
+
+    Example:
+        >>> tier = pinecone_lexical_tier_from_env(env={})
+        >>> (tier.name, tier.reason, tier.needs_vector)
+        ('lexical', 'no-credentials', False)
+    """
+    settings = PineconeIndexSettings.from_env(
+        env, host_env=SPARSE_HOST_ENV, index_env=SPARSE_INDEX_ENV
+    )
+    if settings is None:
+        return _no_credentials(name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV, needs_vector=False)
+    require_langchain_pinecone()
+    return PineconeLexicalTier(settings.connect, name=name, timeout_s=timeout_s)
+
+
+def _no_credentials(
+    name: str, host_env: str, index_env: str, *, needs_vector: bool
+) -> UnavailableTier:
+    logger.info("tier %r: %s is not set; the Pinecone tier is skipped", name, API_KEY_ENV)
+    return UnavailableTier(
+        name,
+        "no-credentials",
+        f"Pinecone tier {name!r}: set {API_KEY_ENV} (and {host_env} or {index_env}) to search "
+        "Pinecone",
+        needs_vector=needs_vector,
+    )
+
+
+__all__ = (
+    "PineconeIndexSettings",
+    "pinecone_lexical_tier_from_env",
+    "pinecone_tier_from_env",
+)

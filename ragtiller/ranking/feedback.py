@@ -1,0 +1,303 @@
+"""Zero-LLM pseudo-relevance feedback: a tier's own top hits rewrite its query for a second pass.
+
+RM3 (lexical): the terms of the first-pass top chunks, weighted by chunk score, are mixed with
+the original query terms and BM25 scores every chunk again with those weights. Rocchio
+(vectors): the query vector moves toward the mean vector of the first-pass top chunks, or, with
+``dense_source: fused``, toward the best chunk of each of the top documents of the dense and
+lexical first passes fused: documents both tiers agree on are better feedback than the dense
+tier's guesses alone. Both cost one more in-memory pass over the tier and no model call. If the
+second pass fails, the first-pass hits are returned with ``metadata["feedback"] = "failed: ..."``
+(the turn goes on).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.lexical import LexicalTier
+from ragtiller.index.scans import SharedScans, scan_key
+from ragtiller.policies.schema import FeedbackConfig, FusionConfig
+from ragtiller.ranking.documents import DocKey, doc_key
+from ragtiller.ranking.fusion import fuse_scores
+
+FUSED_FIRST_PASS_DEPTH = 100
+"""Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
+documents, and so the ranking, do not change with the number of results asked for."""
+
+
+def rm3_weights(
+    query_terms: Sequence[str],
+    feedback: Sequence[tuple[Sequence[str], float]],
+    *,
+    n_terms: int,
+    original_weight: float,
+) -> dict[str, float]:
+    """RM3 term weights: ``w * P(t|query) + (1 - w) * P(t|feedback)``, each part summing to 1.
+
+    ``P(t|feedback)`` is the score-weighted mean of each feedback text's term frequencies
+    (each text's counts normalised to sum 1), cut to the ``n_terms`` best terms and
+    renormalised (Lavrenko and Croft's relevance model, as Anserini's RM3 computes it).
+
+    Example:
+        >>> w = rm3_weights(["wing"], [(["wing", "flutter"], 1.0)], n_terms=2, original_weight=0.5)
+        >>> w["wing"], w["flutter"]
+        (0.75, 0.25)
+    """
+    model: dict[str, float] = {}
+    for terms, score in feedback:
+        if not terms or score <= 0:
+            continue
+        for term, count in Counter(terms).items():
+            model[term] = model.get(term, 0.0) + score * count / len(terms)
+    # best first; equal weights by term, so the expansion does not depend on dict order
+    expansion = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]
+    total = math.fsum(v for _, v in expansion)
+    weights: dict[str, float] = {}
+    if query_terms:
+        for term, count in Counter(query_terms).items():
+            weights[term] = original_weight * count / len(query_terms)
+    for term, value in expansion:
+        weights[term] = weights.get(term, 0.0) + (1.0 - original_weight) * value / total
+    return weights
+
+
+def rocchio_vector(query: Sequence[float], feedback: np.ndarray, *, weight: float) -> list[float]:
+    """``q + weight * mean(feedback rows)``, unit length (cosine scoring ignores the scale).
+
+    Example:
+        >>> rocchio_vector([1.0, 0.0], np.array([[0.0, 1.0]]), weight=1.0)
+        [0.7071067811865475, 0.7071067811865475]
+    """
+    q = np.asarray(query, dtype=np.float64)
+    q = q / (np.linalg.norm(q) or 1.0)
+    moved = q + weight * np.asarray(feedback, dtype=np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(moved))
+    return (moved / norm if norm else q).tolist()  # type: ignore[no-any-return]
+
+
+class RM3Tier(CpuTier):
+    """A lexical tier searched twice: first as asked, then with RM3-expanded term weights."""
+
+    needs_vector = False
+
+    def __init__(self, inner: LexicalTier, config: FeedbackConfig) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.config = config
+
+    @property
+    def rows(self) -> int:
+        """Rows one search scans (twice)."""
+        return self.inner.rows
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """At most ``k`` hits of the expanded query, best first."""
+        first = self.inner.search(replace(request, k=max(request.k, self.config.lexical_docs)))
+        if not first:
+            return first
+        try:
+            return self._second_pass(
+                request.query,
+                first[: self.config.lexical_docs],
+                request.k,
+                request.namespaces,
+                request.filter,
+            )
+        except Exception as e:  # feedback is an improvement, never a reason to lose the tier
+            return [_mark(h, f"failed: {type(e).__name__}: {e}") for h in first[: request.k]]
+
+    def _second_pass(
+        self,
+        query: str,
+        top: list[Hit],
+        k: int,
+        namespaces: Sequence[str] | None,
+        filter: Mapping[str, Any] | None,
+    ) -> list[Hit]:
+        tier = self.inner
+        texts = [_indexed(h) for h in top]
+        analysed = tier.analyse([query, *texts])
+        weights = rm3_weights(
+            analysed[0],
+            list(zip(analysed[1:], (float(h["score"]) for h in top), strict=True)),
+            n_terms=self.config.lexical_terms,
+            original_weight=self.config.lexical_original_weight,
+        )
+        scores = tier.weighted_scores(weights)
+        mask = tier.records.mask(namespaces, filter)
+        if mask is not None:
+            scores = np.where(mask, scores, np.float32(0))
+        rows = np.flatnonzero(scores > 0)
+        if not len(rows):
+            return []
+        best = rows[top_k(scores[rows], k)]
+        marks = {"unit": tier.unit} if tier.unit else {}
+        return [tier.records.hit(r, scores[r], feedback="rm3", **marks) for r in best.tolist()]
+
+
+class RocchioTier(CpuTier):
+    """A vector tier searched with the query vector moved toward feedback chunks.
+
+    The feedback chunks are rows of ``store`` (the dense tier's own vectors), so the dense and
+    parent-child tiers move the same query the same way. With ``dense_source: fused`` and a
+    ``lexical`` tier, they are the best chunk of each top document of the fused first pass
+    (see :func:`fused_feedback_rows`); otherwise the store's own top chunks.
+    """
+
+    needs_vector = True
+
+    def __init__(
+        self,
+        inner: Tier,
+        store: NumpyVectorStore,
+        config: FeedbackConfig,
+        *,
+        lexical: Tier | None = None,
+        fusion: FusionConfig | None = None,
+        first_passes: SharedScans | None = None,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.store = store
+        self.config = config
+        fused = config.dense_source == "fused" and lexical is not None
+        self.lexical = lexical if fused else None
+        self.fusion = fusion or FusionConfig()
+        self.label = "rocchio-fused" if fused else "rocchio"
+        # the dense and parent-child wrappers of one graph share it: one first pass per turn
+        self.first_passes = first_passes or SharedScans()
+
+    @property
+    def rows(self) -> int:
+        """Rows one search scans (twice)."""
+        return len(self.store)
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """At most ``k`` hits of the moved query vector, best first."""
+        moved: Sequence[float] | None = request.vector
+        status = self.label
+        if request.vector is not None:
+            try:
+                rows, agreement = self._feedback_rows(request, request.vector)
+                weight = self.config.dense_weight
+                if self.config.dense_strength == "agreement" and self.lexical is not None:
+                    weight *= agreement
+                if rows and weight > 0.0:
+                    moved = rocchio_vector(request.vector, self.store.vectors[rows], weight=weight)
+            except Exception as e:  # fall back to the plain query vector, labelled
+                moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
+        hits = self.inner.search(replace(request, vector=moved))
+        return [_mark(h, status) for h in hits]
+
+    def _feedback_rows(
+        self, request: SearchRequest, vector: Sequence[float]
+    ) -> tuple[list[int], float]:
+        """Feedback rows, and how much the two first passes agree (1 without a fused pass)."""
+        lexical = self.lexical
+        if lexical is not None:
+
+            def first_pass() -> tuple[list[int], float]:
+                return fused_feedback(
+                    self.store, lexical, request, self.fusion, docs=self.config.dense_docs
+                )
+
+            key = scan_key(np.asarray(vector, dtype=np.float32), request.namespaces, request.filter)
+            if key is None:
+                return first_pass()
+            # the record table is replaced whenever the store's rows change: rows kept for the
+            # old table never answer for the new one (the key holds it, so its id stays unique)
+            return self.first_passes.get((self.store.records, key, request.query), first_pass)
+        top = self.store.search_rows(
+            vector, self.config.dense_docs, namespaces=request.namespaces, filter=request.filter
+        )
+        return [row for row, _ in top], 1.0
+
+
+def fused_feedback_rows(
+    store: NumpyVectorStore,
+    lexical: Tier,
+    request: SearchRequest,
+    fusion: FusionConfig,
+    *,
+    docs: int,
+) -> list[int]:
+    """Store rows of the best chunk of each of the top ``docs`` documents of the fused first pass.
+
+    The dense first pass (``store``) and the ``lexical`` one each give their top
+    :data:`FUSED_FIRST_PASS_DEPTH` hits, collapsed to documents (a document's best score) and
+    fused as ``fusion`` fuses a turn. A top document the dense first pass did not reach has no
+    row to read; the next fused document takes its place.
+    """
+    return fused_feedback(store, lexical, request, fusion, docs=docs)[0]
+
+
+def fused_feedback(
+    store: NumpyVectorStore,
+    lexical: Tier,
+    request: SearchRequest,
+    fusion: FusionConfig,
+    *,
+    docs: int,
+) -> tuple[list[int], float]:
+    """:func:`fused_feedback_rows` and the first passes' agreement (:func:`top_agreement`)."""
+    if request.vector is None:
+        return [], 0.0
+    depth = FUSED_FIRST_PASS_DEPTH
+    dense: dict[DocKey, float] = {}
+    best_row: dict[DocKey, int] = {}
+    for row, score in store.search_rows(
+        request.vector, depth, namespaces=request.namespaces, filter=request.filter
+    ):  # best first: a document's first row is its best chunk
+        key = doc_key(store.records.hit(row, score))
+        if key not in dense:
+            dense[key], best_row[key] = score, row
+    lexical_docs: dict[DocKey, float] = {}
+    for hit in lexical.search(replace(request, k=depth)):
+        lexical_docs.setdefault(doc_key(hit), float(hit["score"]))
+    fused = fuse_scores(
+        {"dense": dense, lexical.name: lexical_docs},
+        method=fusion.method,
+        rrf_k=fusion.rrf_k,
+        weights=fusion.tier_weights,
+        margin=fusion.margin,
+    )
+    ranked = sorted(fused, key=lambda key: -fused[key])  # stable: ties keep dense order
+    rows = [best_row[key] for key in ranked if key in best_row][:docs]
+    return rows, top_agreement(list(dense), list(lexical_docs))
+
+
+AGREEMENT_DEPTH = 10
+"""Documents of each first pass that :func:`top_agreement` compares."""
+
+
+def top_agreement(first: Sequence[DocKey], second: Sequence[DocKey]) -> float:
+    """Share of the top :data:`AGREEMENT_DEPTH` documents two best-first lists have in common.
+
+    0 when either list is empty; a list shorter than the depth is compared as it is.
+
+    Example:
+        >>> top_agreement([("", "a"), ("", "b")], [("", "b"), ("", "c")])
+        0.5
+    """
+    n = min(AGREEMENT_DEPTH, len(first), len(second))
+    if n == 0:
+        return 0.0
+    return len(set(first[:n]) & set(second[:n])) / n
+
+
+def _indexed(hit: Hit) -> str:
+    title = hit["metadata"].get("title")
+    return f"{title} {hit['text']}" if title else hit["text"]
+
+
+def _mark(hit: Hit, status: str) -> Hit:
+    return {**hit, "metadata": {**hit["metadata"], "feedback": status}}

@@ -1,0 +1,145 @@
+"""Passages answer, documents rank: the turn's candidate order, and a cross-encoder-free re-score.
+
+Tiers return passages (child chunks). They are fused at passage level; documents are ranked
+from the same hits (``doc_aggregation``), and each document's passages fill the positions its
+passages earned in the fused order, best first by the passage re-score. Section-level hits
+(BM25 over whole sections) vote for their document's rank only: a section is never returned.
+
+The re-score (``fusion.passage_rescore: sentence``) asks how much of the query one sentence of
+a passage holds: the share of the query terms' IDF mass found in its best sentence. Which
+passage of a long document answers a question is mostly decided by such a sentence; which
+document ranks first is not, so the re-score orders passages within a document only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ragtiller.core.tiers import Candidate, Hit
+from ragtiller.index.lexical import LexicalTier
+from ragtiller.policies.schema import FusionConfig
+from ragtiller.ranking.documents import DocKey, document_order, interleave, is_section_hit
+from ragtiller.ranking.fusion import fuse_hits, zscores
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
+
+
+class SentenceCoverage:
+    """Best-sentence query coverage: ``max over sentences of idf(query terms in it) / idf(query)``.
+
+    Terms are analysed as the lexical tier analyses them (stopwords, stemmer); IDF is that
+    tier's corpus statistics (Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``).
+
+    Args:
+        lexical: An embedded BM25 tier (its analysis and document frequencies are read).
+    """
+
+    def __init__(self, lexical: LexicalTier) -> None:
+        self.lexical = lexical
+
+    @classmethod
+    def from_tiers(cls, tiers: Iterable[Any]) -> SentenceCoverage | None:
+        """Over the first embedded BM25 tier among ``tiers`` (wrappers are unwrapped), or None."""
+        for tier in tiers:
+            while not isinstance(tier, LexicalTier) and hasattr(tier, "inner"):
+                tier = tier.inner
+            if isinstance(tier, LexicalTier):
+                return cls(tier)
+        return None
+
+    def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Each text's best-sentence coverage of ``query``, in [0, 1]; all 0 without query terms.
+
+        Example:
+            >>> from ragtiller.index.records import RecordTable
+            >>> texts = ["Wings flutter. Panels bend.", "Panels bend and wings flutter."]
+            >>> records = RecordTable(["a", "b"], texts, [{}, {}])
+            >>> cover = SentenceCoverage(LexicalTier.build(records, texts))
+            >>> cover.scores("wing flutter panel", texts)
+            [0.6666666666666666, 1.0]
+        """
+        terms = set(self.lexical.analyse([query])[0])
+        if not terms:
+            return [0.0] * len(texts)
+        weights = self.lexical.idf(terms)
+        total = math.fsum(weights.values())
+        out: list[float] = []
+        for text in texts:
+            best = 0.0
+            for sentence in _SENTENCE_BREAK.split(text):
+                found = terms.intersection(self.lexical.term_set(sentence))
+                best = max(best, math.fsum(weights[t] for t in found))
+            out.append(best / total)
+        return out
+
+
+def rank_passages(
+    hits_by_tier: Mapping[str, Sequence[Hit]],
+    fusion: FusionConfig,
+    *,
+    cap: int,
+    query: str,
+    rescore: SentenceCoverage | None = None,
+) -> list[Candidate]:
+    """At most ``cap`` passages, best first: fused, placed under ranked documents, re-scored.
+
+    With ``doc_aggregation: off`` the fused passage order stands. With ``max`` a document ranks
+    by its best fused passage (Elasticsearch's collapse); with ``sum``, or when a tier scored
+    whole sections, by :func:`~ragtiller.ranking.documents.document_order`. Documents hold the
+    positions of :func:`~ragtiller.ranking.documents.interleave`; within a document, passages are
+    ordered by the z-score of their fused score plus, with ``rescore``, the z-score of their best-sentence
+    coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
+    """
+    passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
+    sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
+    passages = {t: hits for t, hits in passages.items() if hits}
+    if not passages:
+        return []
+    weights = fusion.tier_weights or None
+    total = sum(len(h) for h in passages.values())
+    fused = fuse_hits(
+        passages,
+        method=fusion.method,
+        cap=total,
+        rrf_k=fusion.rrf_k,
+        weights=weights,
+        margin=fusion.margin,
+    )
+    if fusion.doc_aggregation == "off":
+        return fused[:cap]
+    documents: list[DocKey] = []  # max over passages alone: a document ranks by its best passage
+    if fusion.doc_aggregation == "sum" or sections:
+        documents = document_order(
+            hits_by_tier,
+            fusion.doc_aggregation,
+            method=fusion.method,
+            rrf_k=fusion.rrf_k,
+            weights=weights,
+            margin=fusion.margin,
+        )
+    keys = _passage_keys(fused[:cap], query, rescore)
+    floor = min(keys.values())
+
+    def within(group: list[Candidate]) -> list[Candidate]:
+        return sorted(group, key=lambda c: -keys.get(c["id"], floor))
+
+    return interleave(fused, documents, within)[:cap]
+
+
+def _passage_keys(
+    head: Sequence[Candidate], query: str, rescore: SentenceCoverage | None
+) -> dict[str, float]:
+    """Id -> z(fused score) [+ z(best-sentence coverage)] over ``head``; sets the coverage."""
+    keys = dict(
+        zip((c["id"] for c in head), zscores([c["fused_score"] for c in head]), strict=True)
+    )
+    if rescore is None or len(head) < 2:
+        return keys
+    coverage = rescore.scores(query, [c["text"] for c in head])
+    for cand, value, z in zip(head, coverage, zscores(coverage), strict=True):
+        cand["metadata"]["passage_rescore"] = value
+        keys[cand["id"]] += z
+    return keys

@@ -1,0 +1,95 @@
+"""The policy's query-time tier options applied to a tier list: the parent-child window,
+section-level BM25 and feedback.
+
+Called once when a graph is built, so a policy can switch these on for any index without
+re-ingesting: the section-level BM25 index is built from the parent table on first use (and
+kept for that index object), the feedback tiers wrap the tiers they improve.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from ragtiller.core.tiers import Tier
+from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
+from ragtiller.index.parent_child import ParentChildTier
+from ragtiller.index.scans import SharedScans
+from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.ranking.documents import SECTION_UNIT
+from ragtiller.ranking.feedback import RM3Tier, RocchioTier
+
+_SECTION_LEXICAL: weakref.WeakKeyDictionary[Any, LexicalTier] = weakref.WeakKeyDictionary()
+VECTOR_TIERS = ("dense", "parent_child")
+
+
+def section_lexical_tier(index: Any) -> LexicalTier:
+    """BM25 over the index's parent sections (title + section text), built once per index.
+
+    Hits are sections (``parent_id`` None, ``metadata["unit"]`` ``section``); BM25 length
+    normalisation and document frequencies are then those of whole sections. They vote for
+    their document's rank; the passages shown come from the other tiers.
+    """
+    tier = _SECTION_LEXICAL.get(index)
+    if tier is None:
+        parents = index.parents
+        texts = [
+            f"{md['title']} {text}" if md.get("title") else text
+            for text, md in zip(parents.texts, parents.metadatas, strict=True)
+        ]
+        manifest = getattr(index, "manifest", None)
+        config = getattr(manifest, "lexical", None) or DEFAULT_LEXICAL
+        tier = LexicalTier.build(parents, texts, config, unit=SECTION_UNIT)
+        _SECTION_LEXICAL[index] = tier
+    return tier
+
+
+def apply_query_options(
+    policy: RetrievalPolicy, tiers: Sequence[Tier], index: Any | None
+) -> list[Tier]:
+    """``tiers`` with the parent-child window, lexical unit and feedback the policy asks for.
+
+    Options that need what this tier list lacks (a section table, embedded vectors) leave the
+    tier as it is: a Pinecone dense tier is not moved by Rocchio, since its vectors are remote,
+    and fused Rocchio feedback reads only an embedded lexical tier (a remote one would be
+    called twice per turn), else the vector tier's own first pass.
+    """
+    out = [
+        t.with_window(policy.budgets.window_words) if isinstance(t, ParentChildTier) else t
+        for t in tiers
+    ]
+    if policy.fusion.lexical_unit == "section" and index is not None and hasattr(index, "parents"):
+        section = section_lexical_tier(index)
+        out = [section if isinstance(t, LexicalTier) else t for t in out]
+    feedback = policy.feedback
+    if feedback.lexical == "rm3":
+        out = [RM3Tier(t, feedback) if isinstance(t, LexicalTier) else t for t in out]
+    if feedback.dense == "rocchio":
+        store = _embedded_store(out)
+        lexical = next((t for t in out if isinstance(t, LexicalTier | RM3Tier)), None)
+        if store is not None:
+            shared = SharedScans()  # one fused first pass per turn for both vector tiers
+            out = [_rocchio(t, store, policy, lexical, shared) for t in out]
+    return out
+
+
+def _rocchio(
+    tier: Tier,
+    store: NumpyVectorStore,
+    policy: RetrievalPolicy,
+    lexical: Tier | None,
+    shared: SharedScans,
+) -> Tier:
+    if tier.name in VECTOR_TIERS and getattr(tier, "store", None) is store:
+        return RocchioTier(
+            tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion, first_passes=shared
+        )
+    return tier
+
+
+def _embedded_store(tiers: Sequence[Tier]) -> NumpyVectorStore | None:
+    dense = next((t for t in tiers if t.name == "dense"), None)
+    store = getattr(dense, "store", None)
+    return store if isinstance(store, NumpyVectorStore) else None
