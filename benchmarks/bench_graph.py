@@ -129,7 +129,7 @@ def bare_same_shape() -> Any:
         return {"tier_hits": {task["tier"]: []}}
 
     async def assemble(state: Any) -> dict[str, Any]:
-        return {"documents": [], "context": "", "manifest": None}
+        return {"documents": [], "context": ""}
 
     def to_embed(state: Any) -> str:
         return NO_STEP_BACK

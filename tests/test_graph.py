@@ -391,7 +391,7 @@ def test_tier_weights_may_name_index_tiers_but_not_misspellings() -> None:
 
 
 def test_graph_shape_snapshot() -> None:
-    """A change of topology is a reviewed diff: regenerate with `python -m ragtiller.graph.draw`."""
+    """A change of topology is a reviewed diff: regenerate with `ragtiller draw`."""
     assert graph().get_graph().draw_mermaid() == mermaid() == SNAPSHOT.read_text("utf-8")
 
 

@@ -14,10 +14,10 @@ BLOCK = re.compile(r"^```mermaid\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def test_readme_shows_the_graph_as_drawn() -> None:
-    """Regenerate the block with `python -m ragtiller.graph.draw` when the topology changes."""
+    """Regenerate the block with `ragtiller draw` when the topology changes."""
     blocks = BLOCK.findall(README.read_text("utf-8"))
     assert mermaid() in blocks, (
-        "README.md has no ```mermaid block equal to `python -m ragtiller.graph.draw`; "
+        "README.md has no ```mermaid block equal to `ragtiller draw`; "
         f"found {len(blocks)} mermaid block(s)"
     )
 

@@ -8,7 +8,6 @@ notebook display, call a web service, which we never do.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from ragtiller.core.tiers import CHAT_RESOURCE
@@ -58,18 +57,3 @@ def png(path: str | None = None) -> bytes | None:
         ) from e
     result = shape_graph().draw_png(path)
     return result if isinstance(result, bytes) else None
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print Mermaid, or write a PNG with ``--png FILE``."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--png", help="Write a PNG here (needs ragtiller[draw]).")
-    args = parser.parse_args(argv)
-    if args.png:
-        png(args.png)
-    else:
-        print(mermaid(), end="")
-
-
-if __name__ == "__main__":
-    main()
