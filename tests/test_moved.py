@@ -61,3 +61,14 @@ def test_embedded_index_build_still_builds_with_a_warning() -> None:
     with pytest.warns(DeprecationWarning, match="ragtiller.ingest.build_index"):
         index = EmbeddedIndex.build([doc], embedder=HashingEmbedder(), progress=False)
     assert len(index.store.records) == 1 and index.report is not None
+
+
+def test_the_design_doc_lists_every_moved_module() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text("utf-8")
+    block = re.search(r"<!-- moved:start -->\n(.*?)\n<!-- moved:end -->", text, re.S)
+    assert block, "docs/design.md lost its moved-modules table"
+    rows = re.findall(r"^\| `([\w.]+)` \| `([\w.]+)` \|$", block.group(1), re.M)
+    assert dict(rows) == _moved.MOVED_MODULES
