@@ -73,12 +73,12 @@ class QuotaLedgerContract:
     @pytest.fixture
     def make_ledger(self) -> LedgerFactory:
         """Override: return a function ``(limits, *, timezone="UTC", clock=None)`` to a new
-        ledger of yours over an empty store (ledgers of one test may share it)."""
+        ledger of yours over an empty store (ledgers made in one test may share it, or not)."""
         raise NotImplementedError("define a make_ledger fixture in your QuotaLedgerContract")
 
     @pytest.fixture
     def ledgers(self, make_ledger: LedgerFactory) -> Iterator[Opened[QuotaLedger]]:
-        """Ledgers from ``make_ledger`` (default limits :data:`LIMITS`), closed at teardown."""
+        """Ledgers from ``make_ledger`` (most tests ask for :data:`LIMITS`), closed at teardown."""
         opened: Opened[QuotaLedger] = Opened(make_ledger, QuotaLedger)
         yield opened
         opened.close()
