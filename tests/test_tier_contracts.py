@@ -1,9 +1,9 @@
 """Every tier runs the public contract of ``ragtiller.testing``, as a tier author would run it.
 
 Real engines: ragtiller's numpy and bm25s tiers, Pinecone (dense and sparse) through its SDK
-against the loopback emulator, LangChain's ``InMemoryVectorStore``, Chroma (embedded, persistent, in ``tmp_path``)
-through ``langchain-chroma`` in each of its distances, and ``BM25Retriever`` (rank_bm25)
-from ``langchain-community``.
+against the loopback emulator, LangChain's ``InMemoryVectorStore``, Chroma (embedded,
+persistent, in ``tmp_path``) through ``langchain-chroma`` in each of its distances, and
+``BM25Retriever`` (rank_bm25) from ``langchain-community``.
 """
 
 from __future__ import annotations
