@@ -2,6 +2,9 @@
 
 Each test runs against both; a backend that passes can replace the other as the ``dense`` tier.
 Portable filters are plain ``{key: value}`` equality; Pinecone's operators are not portable.
+What any tier must do is public (``ragtiller.testing.TierContract``, run over both in
+tests/test_tier_contracts.py); what stays here needs more than the ``Tier`` protocol: scores
+equal to an independent cosine, and deletes and re-upserts through each backend's writer.
 """
 
 from __future__ import annotations

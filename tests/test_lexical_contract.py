@@ -4,7 +4,9 @@ Pinecone runs through the real ``pinecone`` SDK against the loopback emulator's 
 Both backends index the same chunks of the same embedded index; a backend that passes can
 replace the other as the ``lexical`` tier. Scores agree within ``REL_TOL`` (relative): both
 sides compute BM25 in float32, bm25s as ``idf x tfc`` summed per term, Pinecone as a dot
-product of float32 ``tfc`` and ``idf`` weights.
+product of float32 ``tfc`` and ``idf`` weights. What any tier must do is public
+(``ragtiller.testing.TierContract``, run over both in tests/test_tier_contracts.py); what stays
+here is the equivalence of the two engines, which needs bm25s as the reference.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ import asyncio
 import gc
 import logging
 import multiprocessing
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 import redis
-from fixtures.redis_server import RedisServer
+from fixtures.redis_server import RedisServer, unreachable_url
 
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
 from ragtiller.stores import CircuitBreaker, RedisCache, RedisQuotaLedger, SpendResult
@@ -269,13 +268,6 @@ def _boom() -> int:
     raise RuntimeError("boom")
 
 
-def _dead_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"redis://127.0.0.1:{port}/0"
-
-
 async def _assert_degraded(ledger: RedisQuotaLedger, cache: RedisCache) -> None:
     """Quota fails closed, the cache fails open, and nothing raises (sync and async)."""
     assert ledger.try_spend("chat_gen") == UNAVAILABLE
@@ -329,7 +321,7 @@ async def test_a_server_that_dies_mid_test_degrades_then_recovers(
 
 
 async def test_an_unreachable_url_degrades_from_the_start() -> None:
-    url = _dead_url()
+    url = unreachable_url()
     ledger = RedisQuotaLedger({"chat_gen": 5}, url=url)
     cache = RedisCache(url=url)
     began = time.monotonic()

@@ -1,9 +1,9 @@
 """Every tier runs the public contract of ``ragtiller.testing``, as a tier author would run it.
 
-Real engines: ragtiller's numpy and bm25s tiers, Pinecone through its SDK against the loopback
-emulator, LangChain's ``InMemoryVectorStore``, Chroma (embedded, persistent, in ``tmp_path``)
-through ``langchain-chroma`` in each of its distances, and ``BM25Retriever`` (rank_bm25)
-from ``langchain-community``.
+Real engines: ragtiller's numpy and bm25s tiers, Pinecone (dense and sparse) through its SDK
+against the loopback emulator, LangChain's ``InMemoryVectorStore``, Chroma (embedded,
+persistent, in ``tmp_path``) through ``langchain-chroma`` in each of its distances, and
+``BM25Retriever`` (rank_bm25) from ``langchain-community``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ragtiller.core.tiers import Tier
 from ragtiller.index import DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.index.records import RecordTable
-from ragtiller.pinecone import PineconeTier, upsert_chunks
+from ragtiller.pinecone import PineconeLexicalTier, PineconeTier, upsert_chunks, upsert_lexical
 from ragtiller.testing import TierContract, TierFactory
 
 
@@ -70,6 +70,21 @@ class TestPineconeDenseTier(TierContract):
                 store = PineconeVectorStore(index=index, embedding=contract_embedder)
                 upsert_chunks(store, docs, embedder=contract_embedder)
                 return PineconeTier(store)
+
+            yield make
+
+
+class TestPineconeLexicalTier(TierContract):
+    @pytest.fixture
+    def make_tier(self) -> Iterator[TierFactory]:
+        with (
+            PineconeEmulator(dimension=None) as emulator,
+            Pinecone(api_key=API_KEY).Index(host=emulator.host) as index,
+        ):
+
+            def make(docs: Sequence[Document]) -> Tier:
+                upsert_lexical(index, docs)
+                return PineconeLexicalTier(index)
 
             yield make
 

@@ -1,0 +1,342 @@
+"""The cache contract: JSON values with a TTL, single-flight computations, and fail open.
+
+See :mod:`ragtiller.testing.stores` for how to subclass it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from ragtiller.stores import Cache
+from ragtiller.testing._stores import Opened, run_threads
+
+CacheFactory = Callable[[], Cache]
+"""What ``make_cache`` returns: a cache over the test's one store (new client or same object)."""
+
+
+class CacheContract:
+    """The cache contract as pytest tests; subclass it with a ``make_cache`` fixture."""
+
+    @pytest.fixture
+    def make_cache(self) -> CacheFactory:
+        """Override: return a function of no arguments to a cache of yours over the test's one
+        store, empty at the first call (later calls: another client of it, or the same object)."""
+        raise NotImplementedError("define a make_cache fixture in your CacheContract subclass")
+
+    @pytest.fixture
+    def advance_time(self) -> Callable[[float], None]:
+        """Let that many seconds pass for the cache's TTLs; override with a fake clock's."""
+        return time.sleep
+
+    @pytest.fixture
+    def caches(self, make_cache: CacheFactory) -> Iterator[Opened[Cache]]:
+        """Caches from ``make_cache``, closed at teardown."""
+        opened: Opened[Cache] = Opened(make_cache, Cache)
+        yield opened
+        opened.close()
+
+    @pytest.fixture
+    def cache(self, caches: Opened[Cache]) -> Cache:
+        """The first cache over the test's store."""
+        return caches()
+
+    def test_a_missing_key_is_none(self, caches: Opened[Cache], cache: Cache) -> None:
+        assert cache.get("absent") is None
+
+        async def main() -> None:
+            assert await cache.aget("absent") is None
+
+        caches.run(main)
+
+    @pytest.mark.parametrize(
+        "value",
+        ["text", "", 0, 3.5, True, ["a", 1], {"k": {"nested": [1, None]}}, "naïve ☃"],
+    )
+    def test_values_round_trip(self, caches: Opened[Cache], cache: Cache, value: Any) -> None:
+        async def main() -> None:
+            cache.set("sync", value, ttl_s=60)
+            await cache.aset("async", value, ttl_s=60)
+            peer = caches()
+            assert peer.get("sync") == value
+            assert await peer.aget("sync") == value
+            assert peer.get("async") == value
+
+        caches.run(main)
+
+    def test_values_come_back_as_json_would_return_them(self, cache: Cache) -> None:
+        value = {"ids": (1, 2)}
+        cache.set("k", value, ttl_s=60)
+        got = cache.get("k")
+        assert got == {"ids": [1, 2]}
+        got["ids"].append(3)
+        assert cache.get("k") == {"ids": [1, 2]}
+
+    def test_set_overwrites(self, caches: Opened[Cache], cache: Cache) -> None:
+        async def main() -> None:
+            cache.set("k", "old", ttl_s=60)
+            await cache.aset("k", "new", ttl_s=60)
+            assert cache.get("k") == "new"
+
+        caches.run(main)
+
+    def test_entries_expire_after_their_ttl(
+        self, caches: Opened[Cache], cache: Cache, advance_time: Callable[[float], None]
+    ) -> None:
+        cache.set("short", "v", ttl_s=0.3)
+        cache.set("long", "v", ttl_s=60)
+        assert cache.get("short") == "v"
+        advance_time(0.5)
+        assert cache.get("short") is None
+
+        async def main() -> None:
+            assert await cache.aget("short") is None
+
+        caches.run(main)
+        assert cache.get("long") == "v"
+
+    def test_a_non_json_value_is_a_type_error(self, cache: Cache) -> None:
+        with pytest.raises(
+            TypeError, match=r"^cache values must be JSON-serialisable, but got object"
+        ):
+            cache.set("k", object(), ttl_s=60)
+        with pytest.raises(
+            TypeError, match=r"^cache values must be JSON-serialisable, but got set"
+        ):
+            cache.get_or_compute("k", lambda: {1, 2}, ttl_s=60)
+        assert cache.get("k") is None
+
+    @pytest.mark.parametrize("ttl_s", [0, -1.0, float("inf"), float("nan")])
+    def test_ttl_must_be_positive_and_finite(
+        self, caches: Opened[Cache], cache: Cache, ttl_s: float
+    ) -> None:
+        message = r"^ttl_s must be a finite number of seconds > 0, but got"
+        with pytest.raises(ValueError, match=message):
+            cache.set("k", 1, ttl_s=ttl_s)
+
+        async def main() -> None:
+            with pytest.raises(ValueError, match=message):
+                await cache.aset("k", 1, ttl_s=ttl_s)
+
+        caches.run(main)
+        with pytest.raises(ValueError, match=message):
+            cache.get_or_compute("k", lambda: 1, ttl_s=ttl_s)
+
+    def test_clear_removes_every_entry(self, cache: Cache) -> None:
+        for i in range(5):
+            cache.set(f"k{i}", i, ttl_s=60)
+        cache.clear()
+        assert [cache.get(f"k{i}") for i in range(5)] == [None] * 5
+
+    def test_get_or_compute_computes_once_then_hits(
+        self, caches: Opened[Cache], cache: Cache
+    ) -> None:
+        calls: list[int] = []
+
+        def compute() -> dict[str, int]:
+            calls.append(1)
+            return {"n": len(calls)}
+
+        assert cache.get_or_compute("k", compute, ttl_s=60) == ({"n": 1}, False)
+        assert cache.get_or_compute("k", compute, ttl_s=60) == ({"n": 1}, True)
+        assert caches().get_or_compute("k", compute, ttl_s=60) == ({"n": 1}, True)
+        assert len(calls) == 1
+
+    def test_aget_or_compute_computes_once_then_hits(
+        self, caches: Opened[Cache], cache: Cache
+    ) -> None:
+        calls: list[int] = []
+
+        async def compute() -> str:
+            calls.append(1)
+            return "generalized"
+
+        async def main() -> None:
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("generalized", False)
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("generalized", True)
+
+        caches.run(main)
+        assert cache.get("k") == "generalized"
+        assert len(calls) == 1
+
+    def test_a_computed_none_is_cached(self, cache: Cache) -> None:
+        calls: list[int] = []
+
+        def compute() -> None:
+            calls.append(1)
+
+        assert cache.get_or_compute("k", compute, ttl_s=60) == (None, False)
+        assert cache.get_or_compute("k", compute, ttl_s=60) == (None, True)
+        assert len(calls) == 1
+
+    def test_computed_entries_expire(
+        self, cache: Cache, advance_time: Callable[[float], None]
+    ) -> None:
+        calls: list[int] = []
+
+        def compute() -> int:
+            calls.append(1)
+            return len(calls)
+
+        assert cache.get_or_compute("k", compute, ttl_s=0.3) == (1, False)
+        advance_time(0.5)
+        assert cache.get_or_compute("k", compute, ttl_s=0.3) == (2, False)
+
+    def test_50_threads_missing_one_key_share_one_computation(self, cache: Cache) -> None:
+        calls: list[int] = []
+
+        def compute() -> dict[str, str]:
+            calls.append(1)
+            time.sleep(0.3)
+            return {"generalized": "getting started"}
+
+        results, errors = run_threads(50, lambda: cache.get_or_compute("broad", compute, ttl_s=60))
+        assert errors == []
+        assert len(calls) == 1
+        assert len(results) == 50
+        assert all(value == {"generalized": "getting started"} for value, _ in results)
+        assert sorted(from_cache for _, from_cache in results) == [False] + [True] * 49
+
+    def test_50_tasks_missing_one_key_share_one_computation(
+        self, caches: Opened[Cache], cache: Cache
+    ) -> None:
+        calls: list[int] = []
+
+        async def compute() -> list[str]:
+            calls.append(1)
+            await asyncio.sleep(0.2)
+            return ["a", "b"]
+
+        async def main() -> list[tuple[list[str], bool]]:
+            return await asyncio.gather(
+                *(cache.aget_or_compute("broad", compute, ttl_s=60) for _ in range(50))
+            )
+
+        results = caches.run(main)
+        assert len(calls) == 1
+        assert all(value == ["a", "b"] for value, _ in results)
+        assert sorted(from_cache for _, from_cache in results) == [False] + [True] * 49
+
+    def test_a_failed_computation_reaches_every_thread_and_is_not_cached(
+        self, cache: Cache
+    ) -> None:
+        calls: list[int] = []
+
+        def fail() -> str:
+            calls.append(1)
+            time.sleep(0.5)
+            raise RuntimeError("llm timeout")
+
+        results, errors = run_threads(20, lambda: cache.get_or_compute("k", fail, ttl_s=60))
+        assert results == []
+        assert len(errors) == 20
+        assert all(isinstance(e, RuntimeError) and str(e) == "llm timeout" for e in errors)
+        assert len(calls) == 1
+        assert cache.get("k") is None
+        assert cache.get_or_compute("k", lambda: "recovered", ttl_s=60) == ("recovered", False)
+
+    def test_a_failed_computation_reaches_every_task_and_is_not_cached(
+        self, caches: Opened[Cache], cache: Cache
+    ) -> None:
+        calls: list[int] = []
+
+        async def fail() -> str:
+            calls.append(1)
+            await asyncio.sleep(0.2)
+            raise RuntimeError("llm timeout")
+
+        async def recover() -> str:
+            return "recovered"
+
+        async def main() -> None:
+            outcomes = await asyncio.gather(
+                *(cache.aget_or_compute("k", fail, ttl_s=60) for _ in range(50)),
+                return_exceptions=True,
+            )
+            assert all(isinstance(o, RuntimeError) and str(o) == "llm timeout" for o in outcomes)
+            assert len(calls) == 1
+            assert await cache.aget("k") is None
+            assert await cache.aget_or_compute("k", recover, ttl_s=60) == ("recovered", False)
+
+        caches.run(main)
+
+    def test_cancelling_the_first_caller_does_not_cancel_the_computation(
+        self, caches: Opened[Cache], cache: Cache
+    ) -> None:
+        calls: list[int] = []
+
+        async def main() -> None:
+            started = asyncio.Event()
+
+            async def compute() -> str:
+                calls.append(1)
+                started.set()
+                await asyncio.sleep(0.2)
+                return "done"
+
+            first = asyncio.create_task(cache.aget_or_compute("k", compute, ttl_s=60))
+            await started.wait()
+            second = asyncio.create_task(cache.aget_or_compute("k", compute, ttl_s=60))
+            await asyncio.sleep(0.05)
+            first.cancel()
+            assert await second == ("done", True)
+            assert first.cancelled()
+            assert len(calls) == 1
+            assert await cache.aget("k") == "done"
+
+        caches.run(main)
+
+
+class CacheOutageContract:
+    """A cache whose store does not answer fails open (a miss; a write dropped), logged, and
+    never raises; subclass it with a ``make_unreachable_cache`` fixture."""
+
+    @pytest.fixture
+    def make_unreachable_cache(self) -> CacheFactory:
+        """Override: as ``make_cache``, but over a store that does not answer."""
+        raise NotImplementedError(
+            "define a make_unreachable_cache fixture in your CacheOutageContract"
+        )
+
+    @pytest.fixture
+    def unreachable_caches(self, make_unreachable_cache: CacheFactory) -> Iterator[Opened[Cache]]:
+        """Caches from ``make_unreachable_cache``, closed at teardown."""
+        opened: Opened[Cache] = Opened(make_unreachable_cache, Cache)
+        yield opened
+        opened.close()
+
+    def test_an_unreachable_store_is_a_miss_and_never_raises(
+        self, unreachable_caches: Opened[Cache], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        cache = unreachable_caches()
+
+        async def compute() -> str:
+            return "computed"
+
+        async def main() -> None:
+            cache.set("k", "v", ttl_s=60)
+            await cache.aset("k", "v", ttl_s=60)
+            assert cache.get("k") is None
+            assert await cache.aget("k") is None
+            assert cache.get_or_compute("k", lambda: "computed", ttl_s=60) == ("computed", False)
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("computed", False)
+
+        with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
+            unreachable_caches.run(main)
+        messages = [r.getMessage() for r in caplog.records if r.name == "ragtiller.stores"]
+        assert any(m.startswith("cache unavailable; k is a miss") for m in messages)
+        assert any(m.startswith("cache unavailable; k not stored") for m in messages)
+
+    def test_bad_values_are_still_errors_when_the_store_is_down(
+        self, unreachable_caches: Opened[Cache]
+    ) -> None:
+        cache = unreachable_caches()
+        with pytest.raises(TypeError, match=r"^cache values must be JSON-serialisable"):
+            cache.set("k", object(), ttl_s=60)
+        with pytest.raises(ValueError, match=r"^ttl_s must be a finite number of seconds > 0"):
+            cache.set("k", 1, ttl_s=0)

@@ -1,0 +1,362 @@
+"""The quota ledger contract: atomic spends inside a daily window, refusals, and fail closed.
+
+See :mod:`ragtiller.testing.stores` for how to subclass it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ragtiller.errors import ConfigurationError, RagtillerError
+from ragtiller.stores import QuotaLedger, QuotaSnapshot, SpendResult, UnknownResourceError
+from ragtiller.testing._stores import Opened, run_threads
+
+LedgerFactory = Callable[..., QuotaLedger]
+"""What ``make_ledger`` returns: ``(limits, *, timezone="UTC", clock=None)`` to a new ledger."""
+LIMITS: Mapping[str, int] = {"chat_gen": 3, "rerank_calls": 20, "disabled": 0}
+"""The budgets a contract ledger gets unless a test says otherwise."""
+UNAVAILABLE = SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
+
+
+class ManualClock:
+    """A wall clock that moves only when told."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+class Api:
+    """Calls the sync or the async twin of each ledger method, so one test covers both."""
+
+    def __init__(self, use_async: bool) -> None:
+        self.use_async = use_async
+
+    async def spend(self, ledger: QuotaLedger, resource: str, n: int = 1) -> SpendResult:
+        if self.use_async:
+            return await ledger.atry_spend(resource, n)
+        return ledger.try_spend(resource, n)
+
+    async def refund(self, ledger: QuotaLedger, resource: str, n: int = 1) -> None:
+        if self.use_async:
+            await ledger.arefund(resource, n)
+        else:
+            ledger.refund(resource, n)
+
+    async def snapshot(
+        self, ledger: QuotaLedger, resources: list[str] | None = None
+    ) -> QuotaSnapshot:
+        if self.use_async:
+            return await ledger.asnapshot(resources)
+        return ledger.snapshot(resources)
+
+    async def remaining(self, ledger: QuotaLedger, resource: str) -> int:
+        if self.use_async:
+            return await ledger.aremaining(resource)
+        return ledger.remaining(resource)
+
+
+class QuotaLedgerContract:
+    """The quota ledger contract as pytest tests; subclass it with a ``make_ledger`` fixture."""
+
+    @pytest.fixture
+    def make_ledger(self) -> LedgerFactory:
+        """Override: return a function ``(limits, *, timezone="UTC", clock=None)`` to a new
+        ledger of yours over an empty store (ledgers made in one test may share it, or not)."""
+        raise NotImplementedError("define a make_ledger fixture in your QuotaLedgerContract")
+
+    @pytest.fixture
+    def ledgers(self, make_ledger: LedgerFactory) -> Iterator[Opened[QuotaLedger]]:
+        """Ledgers from ``make_ledger`` (most tests ask for :data:`LIMITS`), closed at teardown."""
+        opened: Opened[QuotaLedger] = Opened(make_ledger, QuotaLedger)
+        yield opened
+        opened.close()
+
+    @pytest.fixture(params=["sync", "async"])
+    def api(self, request: pytest.FixtureRequest) -> Api:
+        """The sync methods, then the async twins."""
+        return Api(request.param == "async")
+
+    def test_spend_remaining_refund(self, ledgers: Opened[QuotaLedger], api: Api) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            assert await api.remaining(ledger, "chat_gen") == 3
+            assert await api.spend(ledger, "chat_gen") == SpendResult(allowed=True, remaining=2)
+            assert await api.spend(ledger, "chat_gen", 2) == SpendResult(allowed=True, remaining=0)
+            assert await api.spend(ledger, "chat_gen") == SpendResult(False, 0, "quota")
+            await api.refund(ledger, "chat_gen")
+            assert await api.remaining(ledger, "chat_gen") == 1
+            assert await api.spend(ledger, "chat_gen") == SpendResult(allowed=True, remaining=0)
+
+        ledgers.run(main)
+
+    def test_snapshot_reads_several_budgets_at_once(
+        self, ledgers: Opened[QuotaLedger], api: Api
+    ) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            assert ledger.available
+            await api.spend(ledger, "chat_gen", 2)
+            await api.spend(ledger, "rerank_calls", 5)
+            reading = await api.snapshot(ledger, ["rerank_calls", "chat_gen", "rerank_calls"])
+            assert reading == QuotaSnapshot({"rerank_calls": 15, "chat_gen": 1}, available=True)
+            assert list(reading.remaining) == ["rerank_calls", "chat_gen"]
+            everything = await api.snapshot(ledger)
+            assert everything == QuotaSnapshot(
+                {"chat_gen": 1, "rerank_calls": 15, "disabled": 0}, available=True
+            )
+            assert await api.snapshot(ledger, []) == QuotaSnapshot({}, available=True)
+            with pytest.raises(UnknownResourceError, match="unknown quota resource 'chat'"):
+                await api.snapshot(ledger, ["chat_gen", "chat"])
+
+        ledgers.run(main)
+
+    def test_refund_never_raises_the_budget_above_the_limit(
+        self, ledgers: Opened[QuotaLedger], api: Api
+    ) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            await api.refund(ledger, "chat_gen", 5)
+            assert await api.remaining(ledger, "chat_gen") == 3
+            await api.spend(ledger, "chat_gen")
+            await api.refund(ledger, "chat_gen", 5)
+            assert await api.remaining(ledger, "chat_gen") == 3
+            assert (await api.spend(ledger, "chat_gen", 4)).allowed is False
+
+        ledgers.run(main)
+
+    def test_limit_zero_refuses_every_spend(self, ledgers: Opened[QuotaLedger], api: Api) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            assert ledger.limit("disabled") == 0
+            assert await api.remaining(ledger, "disabled") == 0
+            assert await api.spend(ledger, "disabled") == SpendResult(False, 0, "quota")
+
+        ledgers.run(main)
+
+    def test_a_spend_larger_than_the_rest_is_refused_whole(
+        self, ledgers: Opened[QuotaLedger], api: Api
+    ) -> None:
+        ledger = ledgers({"chat_gen": 5})
+
+        async def main() -> None:
+            assert (await api.spend(ledger, "chat_gen", 3)).allowed
+            assert await api.spend(ledger, "chat_gen", 3) == SpendResult(False, 2, "quota")
+            assert await api.remaining(ledger, "chat_gen") == 2
+            assert await api.spend(ledger, "chat_gen", 2) == SpendResult(True, 0)
+
+        ledgers.run(main)
+
+    def test_resources_have_separate_budgets(self, ledgers: Opened[QuotaLedger], api: Api) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            assert (await api.spend(ledger, "chat_gen", 3)).allowed
+            assert await api.remaining(ledger, "chat_gen") == 0
+            assert await api.remaining(ledger, "rerank_calls") == 20
+            assert await api.spend(ledger, "rerank_calls", 20) == SpendResult(True, 0)
+
+        ledgers.run(main)
+
+    def test_unknown_resource_is_a_clear_error(
+        self, ledgers: Opened[QuotaLedger], api: Api
+    ) -> None:
+        ledger = ledgers(LIMITS)
+        message = (
+            r"^unknown quota resource 'chat'; known resources: chat_gen, disabled, rerank_calls$"
+        )
+        with pytest.raises(UnknownResourceError, match=message) as caught:
+            ledger.limit("chat")
+        assert isinstance(caught.value, KeyError)
+        assert isinstance(caught.value, RagtillerError)
+
+        async def main() -> None:
+            with pytest.raises(UnknownResourceError, match=message):
+                await api.spend(ledger, "chat")
+            with pytest.raises(UnknownResourceError, match=message):
+                await api.refund(ledger, "chat")
+            with pytest.raises(UnknownResourceError, match=message):
+                await api.remaining(ledger, "chat")
+
+        ledgers.run(main)
+
+    @pytest.mark.parametrize("n", [0, -1, True, 1.5])
+    def test_spend_and_refund_need_a_positive_int(
+        self, ledgers: Opened[QuotaLedger], api: Api, n: Any
+    ) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got"):
+                await api.spend(ledger, "chat_gen", n)
+            with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got"):
+                await api.refund(ledger, "chat_gen", n)
+            assert await api.remaining(ledger, "chat_gen") == 3
+
+        ledgers.run(main)
+
+    def test_window_rolls_over_at_utc_midnight(
+        self, ledgers: Opened[QuotaLedger], api: Api
+    ) -> None:
+        clock = ManualClock(datetime(2026, 6, 16, 23, 59, 59, tzinfo=UTC))
+        ledger = ledgers(LIMITS, clock=clock)
+
+        async def main() -> None:
+            assert (await api.spend(ledger, "chat_gen", 3)).allowed
+            assert await api.spend(ledger, "chat_gen") == SpendResult(False, 0, "quota")
+            clock.advance(seconds=1)
+            assert ledger.window().id == "2026-06-17"
+            assert await api.remaining(ledger, "chat_gen") == 3
+            assert await api.spend(ledger, "chat_gen") == SpendResult(True, 2)
+
+        ledgers.run(main)
+
+    def test_window_is_the_calendar_day_of_the_timezone(
+        self, ledgers: Opened[QuotaLedger], api: Api
+    ) -> None:
+        # 04:30 UTC on 10 March is 23:30 on 9 March in New York: the New York day ends at 05:00.
+        clock = ManualClock(datetime(2024, 3, 10, 4, 30, tzinfo=UTC))
+        new_york = ledgers(LIMITS, clock=clock, timezone="America/New_York")
+        utc = ledgers(LIMITS, clock=clock)
+
+        async def main() -> None:
+            assert new_york.window().id == "2024-03-09"
+            assert (await api.spend(new_york, "chat_gen", 3)).allowed
+            assert (await api.spend(utc, "rerank_calls", 20)).allowed
+            clock.advance(minutes=30)
+            assert new_york.window().id == "2024-03-10"
+            assert await api.remaining(new_york, "chat_gen") == 3
+            assert utc.window().id == "2024-03-10"
+            assert await api.remaining(utc, "rerank_calls") == 0
+
+        ledgers.run(main)
+
+    def test_window_length_follows_daylight_saving_time(self, ledgers: Opened[QuotaLedger]) -> None:
+        # New York springs forward on 10 March 2024: that local day lasts 23 hours.
+        clock = ManualClock(datetime(2024, 3, 10, 5, 0, tzinfo=UTC))
+        ledger = ledgers(LIMITS, timezone="America/New_York", clock=clock)
+        assert ledger.window().id == "2024-03-10"
+        assert ledger.window().seconds_left == 23 * 3600
+        assert ledger.timezone == "America/New_York"
+
+    def test_a_naive_clock_reads_as_utc(self, ledgers: Opened[QuotaLedger]) -> None:
+        ledger = ledgers(LIMITS, clock=lambda: datetime(2026, 1, 1, 23, 0))
+        assert ledger.window().id == "2026-01-01"
+        assert ledger.window().seconds_left == 3600
+
+    @pytest.mark.parametrize(
+        ("limits", "timezone", "message"),
+        [
+            ({"chat_gen": -1}, "UTC", r"ints >= 0, but got 'chat_gen': -1"),
+            ({"chat_gen": 2.5}, "UTC", r"ints >= 0, but got 'chat_gen': 2.5"),
+            ({"": 1}, "UTC", r"non-empty resource names"),
+            ({"chat_gen": 1}, "Mars/Olympus", r"unknown timezone 'Mars/Olympus'; use an IANA name"),
+        ],
+    )
+    def test_bad_configuration_is_rejected(
+        self,
+        ledgers: Opened[QuotaLedger],
+        limits: dict[str, Any],
+        timezone: str,
+        message: str,
+    ) -> None:
+        with pytest.raises(ConfigurationError, match=message):
+            ledgers(limits, timezone=timezone)
+
+    def test_limits_are_read_only(self, ledgers: Opened[QuotaLedger]) -> None:
+        source = {"chat_gen": 3}
+        ledger = ledgers(source)
+        source["chat_gen"] = 100
+        assert ledger.limits == {"chat_gen": 3}
+        with pytest.raises(TypeError):
+            ledger.limits["chat_gen"] = 5  # type: ignore[index]
+
+    def test_200_threads_on_a_budget_of_20_get_exactly_20(
+        self, ledgers: Opened[QuotaLedger]
+    ) -> None:
+        ledger = ledgers(LIMITS)
+        results, errors = run_threads(200, lambda: ledger.try_spend("rerank_calls"))
+        assert errors == []
+        assert len(results) == 200
+        assert sum(r.allowed for r in results) == 20
+        assert {r.reason for r in results if not r.allowed} == {"quota"}
+        assert sorted(r.remaining for r in results if r.allowed) == list(range(20))
+        assert ledger.remaining("rerank_calls") == 0
+
+    def test_200_tasks_on_a_budget_of_20_get_exactly_20(self, ledgers: Opened[QuotaLedger]) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            results = await asyncio.gather(*(ledger.atry_spend("rerank_calls") for _ in range(200)))
+            assert sum(r.allowed for r in results) == 20
+            assert sorted(r.remaining for r in results if r.allowed) == list(range(20))
+            assert await ledger.aremaining("rerank_calls") == 0
+
+        ledgers.run(main)
+
+
+class QuotaLedgerOutageContract:
+    """A ledger whose store does not answer fails closed, logged, and never raises; subclass
+    it with a ``make_unreachable_ledger`` fixture."""
+
+    @pytest.fixture
+    def make_unreachable_ledger(self) -> LedgerFactory:
+        """Override: as ``make_ledger``, but over a store that does not answer."""
+        raise NotImplementedError(
+            "define a make_unreachable_ledger fixture in your QuotaLedgerOutageContract"
+        )
+
+    @pytest.fixture
+    def unreachable_ledgers(
+        self, make_unreachable_ledger: LedgerFactory
+    ) -> Iterator[Opened[QuotaLedger]]:
+        """Ledgers from ``make_unreachable_ledger``, closed at teardown."""
+        opened: Opened[QuotaLedger] = Opened(make_unreachable_ledger, QuotaLedger)
+        yield opened
+        opened.close()
+
+    def test_an_unreachable_store_fails_closed_and_never_raises(
+        self, unreachable_ledgers: Opened[QuotaLedger], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        ledger = unreachable_ledgers(LIMITS)
+
+        async def main() -> None:
+            assert ledger.try_spend("chat_gen") == UNAVAILABLE
+            assert await ledger.atry_spend("chat_gen") == UNAVAILABLE
+            assert ledger.remaining("chat_gen") == 0
+            assert await ledger.aremaining("chat_gen") == 0
+            ledger.refund("chat_gen")
+            await ledger.arefund("chat_gen")
+            closed = QuotaSnapshot({"chat_gen": 0, "rerank_calls": 0}, available=False)
+            assert ledger.snapshot(["chat_gen", "rerank_calls"]) == closed
+            assert await ledger.asnapshot(["chat_gen", "rerank_calls"]) == closed
+
+        with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
+            unreachable_ledgers.run(main)
+        messages = [r.getMessage() for r in caplog.records if r.name == "ragtiller.stores"]
+        assert any("refusing 1 chat_gen (fail closed)" in m for m in messages)
+        assert any("refund of 1 chat_gen lost" in m for m in messages)
+
+    def test_bad_calls_are_still_errors_when_the_store_is_down(
+        self, unreachable_ledgers: Opened[QuotaLedger]
+    ) -> None:
+        ledger = unreachable_ledgers(LIMITS)
+        with pytest.raises(UnknownResourceError, match="unknown quota resource 'chat'"):
+            ledger.try_spend("chat")
+        with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got 0"):
+            ledger.try_spend("chat_gen", 0)
