@@ -245,7 +245,10 @@ class RerankerConfig(_Model):
     cost_usd_per_call: Annotated[
         float,
         Field(ge=0),
-        build_field("In USD per ceiling call: the cost each turn's manifest reports."),
+        build_field(
+            "In USD per ceiling call: what a turn's manifest reports a call cost, and what "
+            "max_cost_usd_per_request_added is held against."
+        ),
     ] = 0.002
     daily_calls: Annotated[
         int,
@@ -262,8 +265,8 @@ class RerankerConfig(_Model):
         float,
         Field(gt=0),
         build_field(
-            "A ratio: a conditional rerank is skipped (exact-match) when the top BM25 score is "
-            "this many times the second and the hit holds the trigger token."
+            "A ratio: a conditional rerank is skipped (exact-match) when the top BM25 score is at "
+            "least this many times the second and that hit holds the trigger token verbatim."
         ),
     ] = 1.5
     max_candidates: Annotated[
@@ -309,7 +312,10 @@ class BudgetsConfig(_Model):
     candidate_multiplier: Annotated[
         int,
         Field(gt=0),
-        turn_field("A factor: the candidate cap is max(this x max_chunks, candidate_floor)."),
+        turn_field(
+            "A factor: the candidate cap (hits asked of each tier, candidates kept after "
+            "fusion) is max(this x max_chunks, candidate_floor)."
+        ),
     ] = 3
     candidate_floor: Annotated[
         int,
@@ -342,7 +348,9 @@ class FusionConfig(_Model):
     rrf_k: Annotated[
         int,
         Field(gt=0),
-        turn_field("A rank offset: rrf adds weight / (rrf_k + rank) per tier; larger flattens."),
+        turn_field(
+            "A rank offset: rrf adds weight / (rrf_k + rank) per tier, rank from 1; larger flattens."
+        ),
     ] = 60
     margin: Annotated[
         float,
