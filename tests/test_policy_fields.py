@@ -1,12 +1,18 @@
-"""Every policy field changes something a user can see, and says when it applies.
+"""Every policy field changes something a caller can see, and says when it applies.
 
 One table row per leaf field: the field, a new value, the base it is changed from (a few
 fields matter only beside another, e.g. ``fusion.rrf_k`` with ``method: rrf``), the turns to
-run, and the parts the graph is built with. Both graphs are built by ``build_graph`` over one
-small real index; the test fails when the two runs' documents, context, manifest and stage
-records are the same (timings aside), so a field nothing reads cannot ship. A field read when
-the graph is built (``applies: build``) whose effect is on the built parts, not on a turn, is
-compared on the parts instead; the ``promotion`` rules are compared on ``decide``.
+run, the parts the graph is built with, and what to compare. Both graphs are built by
+``build_graph`` over one small real index (hashing embedder, five documents, two namespaces);
+the test fails when what the row compares is the same: by default the documents and context a
+caller gets, else the manifest or stage record where the effect shows (a label, a quota, an
+LLM call), never an echo of the field itself. So a field nothing reads, or whose reads were
+renamed away, cannot ship. ``quota.timezone`` is compared on the ledger the graph built; the
+``promotion`` rules on ``decide``.
+
+The ``applies`` tag is held to the same standard: a run context's policy that changes a
+``turn`` field must turn exactly as a graph built with it, and one that changes a ``build``
+field must be refused (or, for the tier options, get tiers rebuilt for it).
 """
 
 from __future__ import annotations
@@ -124,10 +130,6 @@ def plain(policy: RetrievalPolicy, world: World) -> dict[str, Any]:
     return {}
 
 
-def clocked(policy: RetrievalPolicy, world: World) -> dict[str, Any]:
-    return {"cache": MemoryCache(clock=world.clock)}
-
-
 def router_model(policy: RetrievalPolicy, world: World, **model: Any) -> dict[str, Any]:
     return {"chat_model": SyncChatModel(**model), "cache": MemoryCache(clock=world.clock)}
 
@@ -192,10 +194,6 @@ class Row:
     stage's detail): the field's effect."""
     parts_only: Callable[[Any], Any] | None = None
     """For a build field whose effect is on the built parts: what to compare of them."""
-
-    @property
-    def id(self) -> str:
-        return self.path
 
 
 RERANK = {"routes.factual_lookup.rerank": True}
@@ -578,6 +576,7 @@ def test_a_run_policy_changes_a_turn_field_and_is_refused_a_build_field(
             graph.invoke({"query": FACTUAL}, context={"policy": "changed"})
         return
     assert refused == [], f"{row.path} applies per turn, but a run policy changing it is refused"
+    assert row.parts_only is None, f"{row.path}: a turn field is compared on turns"
     per_run = scrub(observer(base, {"policy": "changed"}), VOLATILE | {"overrides"})
     assert per_run == scrub(observer(changed), VOLATILE | {"overrides"}), (
         f"a run policy setting {row.path} = {row.value!r} does not turn as a graph built with it"
@@ -607,17 +606,18 @@ def test_every_leaf_field_says_what_it_does_and_when_it_applies(path: str) -> No
 
 # --- promotion rules: read by `ragtiller promote`, never by the graph --------------------------
 
-PROMOTION_ROWS: dict[str, Any] = {
-    "required_slices": ["lexical"],
-    "min_ndcg_lift": 0.5,
-    "max_slice_regression": 0.5,
-    "min_slice_queries": 1,
-    "max_p95_latency_ms": 5.0,
-    "max_llm_calls_per_turn": 0.0,
+PROMOTION_ROWS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "required_slices": (["lexical"], {}),
+    "min_ndcg_lift": (0.5, {}),
+    "max_slice_regression": (2.0, {"min_slice_queries": 1}),
+    "min_slice_queries": (1, {}),
+    "max_p95_latency_ms": (5.0, {}),
+    "max_llm_calls_per_turn": (0.5, {}),
 }
+"""Rule -> (new value, the base rules it is changed from)."""
 
 
-def eval_run(rankings: Mapping[str, list[str]], policy: str) -> EvalRun:
+def eval_run(rankings: Mapping[str, list[str]], policy: str, llm_calls: int) -> EvalRun:
     results = {
         qid: QueryResult(
             qid,
@@ -629,6 +629,7 @@ def eval_run(rankings: Mapping[str, list[str]], policy: str) -> EvalRun:
                 policy_version="1",
                 query_type="factual_lookup",
                 latency_ms={"total": 10.0},
+                llm_calls=llm_calls,
             ),
         )
         for qid, ranking in rankings.items()
@@ -637,19 +638,31 @@ def eval_run(rankings: Mapping[str, list[str]], policy: str) -> EvalRun:
 
 
 LABELLED = load_beir(TINY, slices=TINY / "slices.tsv")
-BEST = {"q1": ["d1", "d2"], "q2": ["d3"], "q3": ["d5", "d4"], "q4": [], "q5": ["d7"]}
-WORSE = {**BEST, "q1": [], "q3": ["d4"]}
+BASELINE = {"q1": [], "q2": ["d3"], "q3": ["d4"], "q4": [], "q5": ["d7"]}
+CANDIDATE = {**BASELINE, "q1": ["d1", "d2"], "q3": ["d5", "d4"], "q5": []}
+"""Better on q1 (lexical) and q3 (synthesis), worse on q5 (the factual slice); 10 ms a turn,
+one LLM call."""
 
 
-@pytest.mark.parametrize(("name", "value"), PROMOTION_ROWS.items())
-def test_changing_a_promotion_rule_changes_the_decision(name: str, value: Any) -> None:
+@pytest.mark.parametrize("name", PROMOTION_ROWS)
+def test_changing_a_promotion_rule_changes_a_verdict(name: str) -> None:
     comparison = compare_runs(
-        eval_run(BEST, "candidate"), eval_run(WORSE, "baseline"), LABELLED, n_resamples=100
+        eval_run(CANDIDATE, "candidate", 1),
+        eval_run(BASELINE, "baseline", 0),
+        LABELLED,
+        n_resamples=100,
     )
-    base = PromotionConfig()
-    changed = PromotionConfig.model_validate({**base.model_dump(), name: value})
-    assert getattr(changed, name) != getattr(base, name)
-    assert decide(changed, comparison) != decide(base, comparison), f"promotion.{name}"
+    value, rules = PROMOTION_ROWS[name]
+    base = PromotionConfig.model_validate(rules)
+    changed = PromotionConfig.model_validate({**rules, name: value})
+
+    def verdicts(rules: PromotionConfig) -> list[tuple[str, str, bool]]:
+        decision = decide(rules, comparison)  # the thresholds it echoes are not compared
+        return [("decision", "", decision.decision == "promote")] + [
+            (r.rule, r.scope, r.passed) for r in decision.reasons
+        ]
+
+    assert verdicts(changed) != verdicts(base), f"promotion.{name} changed no verdict"
 
 
 # --- the table users read ---------------------------------------------------------------------
