@@ -149,10 +149,10 @@ def cohere_ceiling(policy: RetrievalPolicy, world: World) -> dict[str, Any]:
 
 
 class SlowTier(StaticTier):
-    """A tier whose blocking search takes 0.3 s and finds nothing."""
+    """A tier whose blocking search takes 0.25 s and finds nothing."""
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        time.sleep(0.3)
+        time.sleep(0.25)
         return super().search(request)
 
 
@@ -161,12 +161,12 @@ def slow_tier(policy: RetrievalPolicy, world: World) -> dict[str, Any]:
 
 
 class SlowReranker(ZScoreReranker):
-    """The z-score floor, 0.3 s late."""
+    """The z-score floor, 0.25 s late."""
 
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.25)
         return await super().arerank(query, candidates, top_n)
 
 
@@ -187,7 +187,7 @@ class Row:
     env: Mapping[str, str] = field(default_factory=dict)
     """Environment for the build (``{dense}`` / ``{sparse}``: the emulators' hosts)."""
     emulator: str = ""
-    """``outage``: the Pinecone emulators answer 429; ``slow``: after 0.5 s."""
+    """``outage``: the Pinecone emulators answer 429; ``slow``: after 0.25 s."""
     see: Sequence[str] = ("documents", "context")
     """What to compare of each turn (dotted keys of :func:`outcome`): by default what the
     caller gets. Never a mere echo of the field (``manifest.fusion_method``, the cap in a
@@ -246,7 +246,7 @@ ROWS = [
         "router.llm_timeout_s",
         0.05,
         base=ROUTER,
-        parts=lambda p, w: router_model(p, w, delay_s=0.5),
+        parts=lambda p, w: router_model(p, w, delay_s=0.25),
     ),
     Row(
         "router.cache_ttl_s",
@@ -346,7 +346,7 @@ ROWS = [
         "deadlines.step_back_s",
         0.05,
         turns=(BROAD,),
-        parts=lambda p, w: step_back_model(p, w, delay_s=0.5),
+        parts=lambda p, w: step_back_model(p, w, delay_s=0.25),
     ),
     Row("deadlines.turn_s", 1e-9),
     Row("dense_backend.provider", "pinecone"),
@@ -459,7 +459,7 @@ class Observer:
             if row.emulator == "outage":
                 emulator.fail(429)
             elif row.emulator == "slow":
-                emulator.slow(0.5)
+                emulator.slow(0.25)
 
     def effect(self, policy: RetrievalPolicy) -> Any:
         """What the row compares of its turns on a graph built with ``policy``."""
