@@ -33,20 +33,24 @@ is built; ``turn`` by the nodes on every turn, so a run context's policy may cha
 ``promote`` only by ``ragtiller promote``, never by the graph."""
 
 
+def _tagged(applies: Applies, description: str) -> Any:
+    return Field(description=description, json_schema_extra={"applies": applies})
+
+
 def build_field(description: str) -> Any:
     """A field read when the graph is built: a run policy that changes it is refused, or (its
     fusion, feedback and window) rebuilds the tiers."""
-    return Field(description=description, json_schema_extra={"applies": "build"})
+    return _tagged("build", description)
 
 
 def turn_field(description: str) -> Any:
     """A field the nodes read on every turn."""
-    return Field(description=description, json_schema_extra={"applies": "turn"})
+    return _tagged("turn", description)
 
 
 def promote_field(description: str) -> Any:
     """A rule of ``ragtiller promote``; the graph never reads it."""
-    return Field(description=description, json_schema_extra={"applies": "promote"})
+    return _tagged("promote", description)
 
 
 class TriggerKind(StrEnum):
