@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from ragtiller.errors import PolicyError
+from ragtiller.policies.fields import fields_table
 from ragtiller.policies.loader import load_policy, load_yaml, read_policy_file, upgrade_v1
 
 
@@ -24,6 +25,12 @@ def add_policy_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         default=None,
         help="A shipped policy name or a YAML path (default: the shipped default).",
     )
+    show.add_argument(
+        "--fields",
+        action="store_true",
+        help="Print a table of every field instead: its value, when it applies (build, turn "
+        "or promote) and what it does.",
+    )
     show.set_defaults(func=_show)
     migrate = actions.add_parser(
         "migrate", help="Rewrite a schema-1 policy file as schema 2 and list the changes."
@@ -37,7 +44,10 @@ def add_policy_commands(subparsers: argparse._SubParsersAction[argparse.Argument
 
 def _show(args: argparse.Namespace) -> int:
     policy = load_policy(args.name)
-    print(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False), end="")
+    if args.fields:
+        print(fields_table(policy), end="")
+    else:
+        print(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False), end="")
     return 0
 
 

@@ -187,7 +187,8 @@ def build_components(
     given_reranker = reranker
 
     def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
-        """The tiers and reranker of ``other``'s fusion and feedback, over the same parts."""
+        """The tiers and reranker of ``other``'s fusion, feedback and window, over the same
+        parts."""
         tiers = apply_query_options(other, base_tiers, index)
         rerank = given_reranker or reranker_from_policy(
             other.reranker, ledger=quota, cache=cache, tier_weights=other.fusion.tier_weights

@@ -76,6 +76,12 @@ def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
     return changed
 
 
+def _query_options(policy: RetrievalPolicy) -> tuple[Any, ...]:
+    """What ``apply_query_options`` builds the tiers from: a run policy that changes it gets
+    tiers rebuilt for it (``Components.variant``)."""
+    return (policy.fusion, policy.feedback, policy.budgets.window_words)
+
+
 def _listening(config: Mapping[str, Any]) -> bool:
     """Whether any callback handler of this run takes custom events."""
     callbacks = config.get("callbacks")
@@ -141,7 +147,7 @@ class PerRunNodes:
             )
         check_route_namespaces(policy, self.known_namespaces)
         tiers, reranker = self.deps.tiers, self.deps.reranker
-        rebuilt = (policy.fusion, policy.feedback) != (base.fusion, base.feedback)
+        rebuilt = _query_options(policy) != _query_options(base)
         if rebuilt and self.deps.variant is not None:
             tiers, reranker = self.deps.variant(policy)
         if context.rerank == "on" and isinstance(reranker, CeilingReranker):

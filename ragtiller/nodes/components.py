@@ -51,8 +51,9 @@ class Components:
         overview: The corpus outline of a turn's scope, injected for broad turns without
             step-back.
         llm_router: Optional router strategy; see :mod:`ragtiller.routing.llm`.
-        variant: The tiers and reranker for another policy's fusion and feedback (a run
-            context's policy); None: they cannot be rebuilt, and stay these.
+        variant: The tiers and reranker for another policy's fusion, feedback and
+            parent-child window (a run context's policy); None: they cannot be rebuilt, and
+            stay these.
     """
 
     policy: RetrievalPolicy

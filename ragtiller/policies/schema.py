@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -27,6 +27,31 @@ Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In
 Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 """A fusion weight: finite and >= 0 (0 mutes a tier)."""
 
+Applies = Literal["build", "turn", "promote"]
+"""When a field is read: ``build`` once, when the graph (its tiers, reranker, router and stores)
+is built; ``turn`` by the nodes on every turn, so a run context's policy may change it;
+``promote`` only by ``ragtiller promote``, never by the graph."""
+
+
+def _tagged(applies: Applies, description: str) -> Any:
+    return Field(description=description, json_schema_extra={"applies": applies})
+
+
+def build_field(description: str) -> Any:
+    """A field read when the graph is built: a run policy that changes it is refused, or (its
+    fusion, feedback and window) rebuilds the tiers."""
+    return _tagged("build", description)
+
+
+def turn_field(description: str) -> Any:
+    """A field the nodes read on every turn."""
+    return _tagged("turn", description)
+
+
+def promote_field(description: str) -> Any:
+    """A rule of ``ragtiller promote``; the graph never reads it."""
+    return _tagged("promote", description)
+
 
 class TriggerKind(StrEnum):
     """Lexical triggers the deterministic router can look for."""
@@ -47,15 +72,30 @@ class _Model(BaseModel):
 class RouteConfig(_Model):
     """What one route turns on. ``conditional`` switches are decided per query, with a reason."""
 
-    namespace: str | list[str] = Field(
-        "default", description="Namespace(s) searched; several are fused."
-    )
-    top_k: Annotated[int, Field(gt=0, description="Chunks returned to the caller.")] = 5
-    hybrid: Toggle = Field("conditional", description="Add the lexical (BM25) tier.")
-    parent_child: Toggle = Field(
-        True, description="Add the parent-child tier (whole sections scored by their best child)."
-    )
-    rerank: Toggle = Field("conditional", description="Run the rerank stage.")
+    namespace: Annotated[
+        str | list[str],
+        turn_field("Namespace(s) the route searches; several are searched and fused."),
+    ] = "default"
+    top_k: Annotated[
+        int,
+        Field(gt=0),
+        turn_field("Passages the route returns (capped by budgets.max_chunks)."),
+    ] = 5
+    hybrid: Annotated[
+        Toggle,
+        turn_field("Add the lexical (BM25) tier; conditional: when a lexical trigger fired."),
+    ] = "conditional"
+    parent_child: Annotated[
+        Toggle,
+        turn_field(
+            "Add the parent-child tier (a section's best child in a window of its neighbours); "
+            "conditional: for broad or synthesis questions."
+        ),
+    ] = True
+    rerank: Annotated[
+        Toggle,
+        turn_field("Run the rerank stage; conditional: unless an exact BM25 match settles it."),
+    ] = "conditional"
 
     @property
     def namespaces(self) -> list[str]:
@@ -66,16 +106,33 @@ class RouteConfig(_Model):
 class RouterConfig(_Model):
     """Which router classifies queries."""
 
-    llm_router: Literal["off", "evaluated_optional", "on"] = "off"
-    llm_eval_artifact: str | None = Field(
-        None, description="Path to a `ragtiller promote` decision proving the LLM router's lift."
-    )
-    llm_min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
-    llm_timeout_s: Annotated[Seconds, Field(description="LLM router call timeout, in seconds.")] = (
-        5.0
-    )
+    llm_router: Annotated[
+        Literal["off", "evaluated_optional", "on"],
+        build_field(
+            "The LLM router beside the deterministic one: off, on, or evaluated_optional (on "
+            "only when llm_eval_artifact proves its lift)."
+        ),
+    ] = "off"
+    llm_eval_artifact: Annotated[
+        str | None,
+        build_field(
+            "Path (a file, relative to the working directory) to a `ragtiller promote` "
+            "decision proving the LLM router's lift; read once, for evaluated_optional."
+        ),
+    ] = None
+    llm_min_confidence: Annotated[
+        float,
+        Field(ge=0.0, le=1.0),
+        build_field("The LLM's route is used only at this confidence or above (0 to 1)."),
+    ] = 0.6
+    llm_timeout_s: Annotated[
+        Seconds,
+        build_field("In seconds: the most one routing call (cache, quota, model) may take."),
+    ] = 5.0
     cache_ttl_s: Annotated[
-        int, Field(gt=0, description="How long one query's route choice is cached, in seconds.")
+        int,
+        Field(gt=0),
+        build_field("In seconds: how long one query's route choice is cached."),
     ] = 21600
 
     @field_validator("llm_router", mode="before")
@@ -88,12 +145,21 @@ class RouterConfig(_Model):
 class StepBackConfig(_Model):
     """Step-back: one more general question, for broad turns only."""
 
-    enabled: bool = True
-    cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 21600
-    refund_on_failure: bool = Field(
-        False,
-        description="Refund the quota when the call fails. Off: a failed call still cost the provider.",
-    )
+    enabled: Annotated[
+        bool, turn_field("Ask the chat model for a more general question on broad turns.")
+    ] = True
+    cache_ttl_s: Annotated[
+        int,
+        Field(gt=0),
+        turn_field("In seconds: how long one question's step-back is cached."),
+    ] = 21600
+    refund_on_failure: Annotated[
+        bool,
+        turn_field(
+            "Refund the chat_gen unit (one call) when the call fails. Off: a failed call still "
+            "cost the provider."
+        ),
+    ] = False
 
 
 class DeadlinesConfig(_Model):
@@ -106,19 +172,31 @@ class DeadlinesConfig(_Model):
     reason ``turn-deadline`` and the turn answers with what it has.
     """
 
-    embed_s: Seconds = 5.0
-    tier_s: Seconds = Field(5.0, description="Each tier search, in seconds.")
-    rerank_s: Seconds = 5.0
-    step_back_s: Seconds = 10.0
-    turn_s: Seconds = Field(15.0, description="The whole turn, in seconds.")
+    embed_s: Annotated[Seconds, turn_field("In seconds: embedding the query.")] = 5.0
+    tier_s: Annotated[Seconds, turn_field("In seconds: each tier search.")] = 5.0
+    rerank_s: Annotated[Seconds, turn_field("In seconds: the rerank stage.")] = 5.0
+    step_back_s: Annotated[Seconds, turn_field("In seconds: the step-back call.")] = 10.0
+    turn_s: Annotated[
+        Seconds,
+        turn_field("In seconds: the whole turn (each stage's deadline is cut to what is left)."),
+    ] = 15.0
 
 
 class QuotaConfig(_Model):
     """Daily LLM budget. The window is the calendar day in ``timezone``, by the quota store's
     clock: with Redis, Redis's own (``TIME``), the same day for every replica."""
 
-    chat_gen_per_day: Annotated[int, Field(ge=0)] = 20
-    timezone: str = "UTC"
+    chat_gen_per_day: Annotated[
+        int,
+        Field(ge=0),
+        turn_field(
+            "In calls a day: chat-model calls (step-back and the LLM router) a day. Sizes the "
+            "default ledger when the graph is built; a run policy can lower it, never raise it."
+        ),
+    ] = 20
+    timezone: Annotated[
+        str, build_field("IANA timezone whose calendar day is the quota window ('UTC').")
+    ] = "UTC"
 
     @field_validator("timezone")
     @classmethod
@@ -135,58 +213,123 @@ class QuotaConfig(_Model):
 class RerankerConfig(_Model):
     """The rerank floor (free) and ceiling (paid), and the rules that keep the ceiling affordable."""
 
-    provider: Literal["zscore", "identity", "cross-encoder", "cohere"] = "zscore"
-    ceiling: Literal["none", "cross-encoder", "cohere"] = "none"
-    require_eval_lift: bool = True
-    ceiling_eval_artifact: str | None = Field(
-        None, description="Path to a `ragtiller promote` decision proving the ceiling's lift."
-    )
-    max_p95_latency_ms_added: Annotated[Milliseconds, Field(description="In milliseconds.")] = 500
-    max_cost_usd_per_request_added: Annotated[float, Field(ge=0, description="In USD.")] = 0.01
-    cost_usd_per_call: Annotated[float, Field(ge=0, description="In USD, per rerank call.")] = 0.002
-    daily_calls: Annotated[int, Field(ge=0)] = 1000
-    cache_ttl_s: Annotated[int, Field(gt=0, description="In seconds.")] = 600
+    provider: Annotated[
+        Literal["zscore", "identity", "cross-encoder", "cohere"],
+        build_field(
+            "The free floor: zscore (fused tier scores), identity (the fused order) or "
+            "cross-encoder (a local model); cohere is the z-score floor under a Cohere ceiling."
+        ),
+    ] = "zscore"
+    ceiling: Annotated[
+        Literal["none", "cross-encoder", "cohere"],
+        build_field("The paid ceiling over the floor, within the rules below; none: the floor."),
+    ] = "none"
+    require_eval_lift: Annotated[
+        bool,
+        build_field("Run the ceiling only when ceiling_eval_artifact proves its lift."),
+    ] = True
+    ceiling_eval_artifact: Annotated[
+        str | None,
+        build_field(
+            "Path (a file, relative to the working directory) to a `ragtiller promote` "
+            "decision proving the ceiling's lift."
+        ),
+    ] = None
+    max_p95_latency_ms_added: Annotated[
+        Milliseconds,
+        build_field(
+            "In milliseconds: the ceiling is skipped (latency) while its p95 call time is above."
+        ),
+    ] = 500
+    max_cost_usd_per_request_added: Annotated[
+        float,
+        Field(ge=0),
+        build_field("In USD: the ceiling is skipped (budget) when one call costs more."),
+    ] = 0.01
+    cost_usd_per_call: Annotated[
+        float,
+        Field(ge=0),
+        build_field(
+            "In USD per ceiling call: what a turn's manifest reports a call cost, and what "
+            "max_cost_usd_per_request_added is held against."
+        ),
+    ] = 0.002
+    daily_calls: Annotated[
+        int,
+        Field(ge=0),
+        turn_field(
+            "In calls a day: ceiling calls a day. Sizes the ledger when the graph is built; a "
+            "run policy can lower it, never raise it."
+        ),
+    ] = 1000
+    cache_ttl_s: Annotated[
+        int, Field(gt=0), build_field("In seconds: how long a ceiling's order is cached.")
+    ] = 600
     exact_match_margin: Annotated[
         float,
-        Field(gt=0, description="Top BM25 score / second BM25 score needed for `exact-match`."),
+        Field(gt=0),
+        build_field(
+            "A ratio: a conditional rerank is skipped (exact-match) when the top BM25 score is at "
+            "least this many times the second and that hit holds the trigger token verbatim."
+        ),
     ] = 1.5
-    max_candidates: Annotated[int, Field(gt=0, le=100)] = 100
+    max_candidates: Annotated[
+        int, Field(gt=0, le=100), build_field("In candidates: the most sent to the ceiling.")
+    ] = 100
 
 
 class BudgetsConfig(_Model):
     """Sizes: passages returned at most, the wide candidate list after fusion, the context."""
 
-    max_chunks: Annotated[int, Field(gt=0, description="Most passages one turn returns.")] = 12
+    max_chunks: Annotated[
+        int,
+        Field(gt=0),
+        turn_field(
+            "In passages: the most one turn returns (caps top_k); also sizes the candidate cap."
+        ),
+    ] = 12
     passages_per_document: Annotated[
         int,
-        Field(
-            gt=0,
-            description="Per turn: most passages one document contributes to the result (its "
-            "best by the passage score, as Elasticsearch's collapse returns inner_hits).",
+        Field(gt=0),
+        turn_field(
+            "In passages: the most one document contributes to the result (its best by the "
+            "passage score, as Elasticsearch's collapse returns inner_hits)."
         ),
     ] = 3
     context_words: Annotated[
         int | None,
-        Field(
-            gt=0,
-            description="Per turn, in words (whitespace-separated): the most text the turn's "
-            "documents and context hold; passages past it are left out, and a label says so. "
-            "None: no bound (evaluation at depth).",
+        Field(gt=0),
+        turn_field(
+            "In words (whitespace-separated): the most text the turn's documents and context "
+            "hold; passages past it are left out, and a label says so. None: no bound "
+            "(evaluation at depth)."
         ),
     ] = 1500
     window_words: Annotated[
         int,
-        Field(
-            gt=0,
-            description="In words, read when the graph is built: the parent-child tier returns "
-            "its best child with neighbouring children of the same section up to this size, "
-            "never more of the section.",
+        Field(gt=0),
+        build_field(
+            "In words: the parent-child tier returns its best child with neighbouring children "
+            "of the same section up to this size, never more of the section."
         ),
     ] = 300
-    candidate_multiplier: Annotated[int, Field(gt=0)] = 3
-    candidate_floor: Annotated[int, Field(gt=0)] = 20
+    candidate_multiplier: Annotated[
+        int,
+        Field(gt=0),
+        turn_field(
+            "A factor: the candidate cap (hits asked of each tier, candidates kept after "
+            "fusion) is max(this x max_chunks, candidate_floor)."
+        ),
+    ] = 3
+    candidate_floor: Annotated[
+        int,
+        Field(gt=0),
+        turn_field("In candidates: the candidate cap is never below this."),
+    ] = 20
     max_query_chars: Annotated[
-        int, Field(gt=0, description="Longer queries are truncated for embedding.")
+        int,
+        Field(gt=0),
+        turn_field("In characters: longer queries are truncated for routing and embedding."),
     ] = 4000
 
     @property
@@ -198,47 +341,66 @@ class BudgetsConfig(_Model):
 class FusionConfig(_Model):
     """How tier results are merged."""
 
-    method: Literal["rrf", "zscore", "minmax", "margin"] = Field(
-        "rrf",
-        description="Per turn: rrf fuses ranks, zscore and minmax fuse normalised scores. "
-        "margin chooses per query, at each fusion: zscore when some tier's best score stands "
-        "at least `margin` standard deviations above its second, rrf otherwise.",
-    )
-    rrf_k: Annotated[int, Field(gt=0)] = 60
+    method: Annotated[
+        Literal["rrf", "zscore", "minmax", "margin"],
+        turn_field(
+            "rrf fuses ranks, zscore and minmax fuse normalised scores. margin chooses per "
+            "query, at each fusion: zscore when some tier's best score stands at least `margin` "
+            "standard deviations above its second, rrf otherwise."
+        ),
+    ] = "rrf"
+    rrf_k: Annotated[
+        int,
+        Field(gt=0),
+        turn_field(
+            "A rank offset: rrf adds weight / (rrf_k + rank) per tier, rank from 1; larger flattens."
+        ),
+    ] = 60
     margin: Annotated[
         float,
-        Field(
-            ge=0,
-            allow_inf_nan=False,
-            description="Per turn, for method margin: the gap between a tier's best and second "
-            "score, in standard deviations of that tier's scores, above which scores are fused.",
+        Field(ge=0, allow_inf_nan=False),
+        turn_field(
+            "In standard deviations of a tier's scores, for method margin: the gap between its "
+            "best and second score above which scores are fused."
         ),
     ] = 1.0
-    tier_weights: dict[str, Weight] = Field(
-        default_factory=dict, description="Weight per tier name, finite and >= 0; default 1."
-    )
+    tier_weights: Annotated[
+        dict[str, Weight],
+        turn_field(
+            "A weight per tier name (finite, >= 0; default 1; 0 mutes a tier) in fusion and "
+            "in the z-score floor."
+        ),
+    ] = Field(default_factory=dict)
     tier_depth: Annotated[
-        int | None, Field(gt=0, description="Hits asked of each tier; default: candidate cap.")
+        int | None,
+        Field(gt=0),
+        turn_field("In hits: how many each tier is asked for; None: the candidate cap."),
     ] = None
-    doc_aggregation: Literal["off", "max", "sum"] = Field(
-        "off",
-        description="Per turn: rank documents, then passages within them. A document's hits in "
-        "one tier combine by their best score (max) or their total (sum) into its rank; its "
-        "best passages fill the positions its passages hold in the fused passage order. off: "
-        "passages compete on their fused score alone.",
-    )
-    lexical_unit: Literal["chunk", "section"] = Field(
-        "chunk",
-        description="What the lexical tier scores: child chunks, or whole parent sections "
-        "(BM25 statistics of sections, built from the parent table on first use). Section "
-        "scores rank documents only: the passages returned come from the other tiers.",
-    )
-    passage_rescore: Literal["off", "sentence"] = Field(
-        "off",
-        description="Per turn, with doc_aggregation max or sum: order each document's passages "
-        "by their fused score plus how much of the query their best sentence holds (share "
-        "of the query terms' IDF); no model call. off: by fused score.",
-    )
+    doc_aggregation: Annotated[
+        Literal["off", "max", "sum"],
+        turn_field(
+            "Rank documents, then passages within them. A document's hits in one tier combine "
+            "by their best score (max) or their total (sum) into its rank; its best passages "
+            "fill the positions its passages hold in the fused passage order. off: passages "
+            "compete on their fused score alone."
+        ),
+    ] = "off"
+    lexical_unit: Annotated[
+        Literal["chunk", "section"],
+        build_field(
+            "What the lexical tier scores: child chunks, or whole parent sections (BM25 "
+            "statistics of sections, built from the parent table on first use). Section scores "
+            "rank documents only: the passages returned come from the other tiers."
+        ),
+    ] = "chunk"
+    passage_rescore: Annotated[
+        Literal["off", "sentence"],
+        turn_field(
+            "With doc_aggregation max or sum: order each document's passages by their fused "
+            "score plus how much of the query their best sentence holds (share of the query "
+            "terms' IDF); no model call. off: by fused score."
+        ),
+    ] = "off"
 
     @field_validator("passage_rescore", mode="before")
     @classmethod
@@ -251,51 +413,84 @@ class FeedbackConfig(_Model):
     """Zero-LLM pseudo-relevance feedback: a tier searches twice, the second time with a query
     expanded from its own first-pass top hits (RM3 terms for BM25, Rocchio for vectors)."""
 
-    lexical: Literal["off", "rm3"] = "off"
-    lexical_docs: Annotated[int, Field(gt=0, description="First-pass hits RM3 reads.")] = 10
-    lexical_terms: Annotated[int, Field(gt=0, description="Expansion terms RM3 keeps.")] = 10
+    lexical: Annotated[
+        Literal["off", "rm3"],
+        build_field("rm3: the lexical tier searches again with RM3 expansion terms; off: once."),
+    ] = "off"
+    lexical_docs: Annotated[
+        int, Field(gt=0), build_field("In hits: the first-pass hits RM3 reads.")
+    ] = 10
+    lexical_terms: Annotated[
+        int, Field(gt=0), build_field("In terms: the expansion terms RM3 keeps.")
+    ] = 10
     lexical_original_weight: Annotated[
-        float, Field(ge=0, le=1, description="Weight of the original query terms in RM3.")
+        float,
+        Field(ge=0, le=1),
+        build_field("A share (0 to 1): the weight of the original query terms in RM3."),
     ] = 0.5
-    dense: Literal["off", "rocchio"] = "off"
+    dense: Annotated[
+        Literal["off", "rocchio"],
+        build_field(
+            "rocchio: the embedded vector tiers search again with the query vector moved "
+            "toward their first pass (Rocchio); off: once."
+        ),
+    ] = "off"
     dense_docs: Annotated[
-        int, Field(gt=0, description="First-pass chunks (or fused documents) Rocchio averages.")
+        int,
+        Field(gt=0),
+        build_field("In chunks (or fused documents): the first-pass hits Rocchio averages."),
     ] = 3
     dense_weight: Annotated[
-        float, Field(ge=0, description="Weight of their mean vector beside the query's (1).")
+        float,
+        Field(ge=0),
+        build_field("A weight: their mean vector's, beside the query vector's (1)."),
     ] = 0.5
-    dense_source: Literal["tier", "fused"] = Field(
-        "tier",
-        description="Which first pass picks Rocchio's feedback: the vector tier's own top chunks "
-        "(tier), or the top documents of the dense and lexical first passes fused as `fusion` "
-        "fuses them (fused; needs an embedded lexical tier, else the tier's own). The fused "
-        "first pass reads BM25 even on a route whose hybrid switch leaves the lexical tier out "
-        "of the turn's fusion.",
-    )
-    dense_strength: Literal["fixed", "agreement"] = Field(
-        "fixed",
-        description="Per turn, with dense_source fused: Rocchio's weight is dense_weight (fixed), "
-        "or dense_weight times the share of the top 10 documents the dense and lexical first "
-        "passes have in common (agreement, 0 to 1): no move when the tiers disagree.",
-    )
+    dense_source: Annotated[
+        Literal["tier", "fused"],
+        build_field(
+            "Which first pass picks Rocchio's feedback: the vector tier's own top chunks "
+            "(tier), or the top documents of the dense and lexical first passes fused as "
+            "`fusion` fuses them (fused; needs an embedded lexical tier, else the tier's own). "
+            "The fused first pass reads BM25 even on a route whose hybrid switch leaves the "
+            "lexical tier out of the turn's fusion."
+        ),
+    ] = "tier"
+    dense_strength: Annotated[
+        Literal["fixed", "agreement"],
+        build_field(
+            "With dense_source fused: Rocchio's weight is dense_weight (fixed), or dense_weight "
+            "times the share of the top 10 documents the dense and lexical first passes have in "
+            "common (agreement, 0 to 1): no move when the tiers disagree."
+        ),
+    ] = "fixed"
 
 
 class DenseBackendConfig(_Model):
     """Where the dense tier is served from, and what answers when that backend cannot."""
 
-    provider: Literal["embedded", "pinecone"] = "embedded"
-    fallback: Literal["embedded", "none"] = Field(
-        "embedded", description="Serve from the embedded index when Pinecone has no credentials."
-    )
-    fallback_on_outage: bool = Field(
-        False,
-        description="Also fall back on Pinecone errors (429, 5xx, timeouts), not only on missing credentials.",
-    )
+    provider: Annotated[
+        Literal["embedded", "pinecone"],
+        build_field("Serve the tier from the embedded index, or from Pinecone."),
+    ] = "embedded"
+    fallback: Annotated[
+        Literal["embedded", "none"],
+        build_field(
+            "With Pinecone: serve from the embedded index when Pinecone has no credentials; "
+            "none: the tier is skipped (no-credentials)."
+        ),
+    ] = "embedded"
+    fallback_on_outage: Annotated[
+        bool,
+        build_field(
+            "Also fall back on Pinecone errors (429, 5xx, timeouts), not only on missing "
+            "credentials."
+        ),
+    ] = False
     timeout_s: Annotated[
         Seconds,
-        Field(
-            description="Pinecone query deadline, in seconds; below `deadlines.tier_s`, so the "
-            "fallback still has time to answer."
+        build_field(
+            "In seconds: the Pinecone query deadline; below `deadlines.tier_s`, so the fallback "
+            "still has time to answer."
         ),
     ] = 4.0
 
@@ -311,20 +506,40 @@ class LexicalBackendConfig(DenseBackendConfig):
 class PromotionConfig(_Model):
     """Rules ``ragtiller promote`` applies to this policy as a candidate."""
 
-    required_slices: list[str] = Field(default_factory=list)
-    min_ndcg_lift: float = 0.0
-    max_slice_regression: Annotated[float, Field(ge=0)] = 0.02
+    required_slices: Annotated[
+        list[str],
+        promote_field("Slice names that must each have judged queries and meet min_ndcg_lift."),
+    ] = Field(default_factory=list)
+    min_ndcg_lift: Annotated[
+        float,
+        promote_field(
+            "In NDCG@10 (answer MRR@10 for QA): the mean lift needed overall and in each "
+            "required slice."
+        ),
+    ] = 0.0
+    max_slice_regression: Annotated[
+        float,
+        Field(ge=0),
+        promote_field("In NDCG@10: the most any judged slice's mean lift may fall below 0."),
+    ] = 0.02
     min_slice_queries: Annotated[
         int,
-        Field(
-            ge=1,
-            description="Slices with fewer judged queries are reported, not judged, by "
+        Field(ge=1),
+        promote_field(
+            "In queries: slices with fewer judged queries are reported, not judged, by "
             "max_slice_regression: one query's rank change moves a tiny slice's mean by more "
-            "than the limit.",
+            "than the limit."
         ),
     ] = 10
-    max_p95_latency_ms: Milliseconds | None = None
-    max_llm_calls_per_turn: Annotated[float | None, Field(ge=0)] = None
+    max_p95_latency_ms: Annotated[
+        Milliseconds | None,
+        promote_field("In milliseconds: the candidate's p95 turn latency at most; None: any."),
+    ] = None
+    max_llm_calls_per_turn: Annotated[
+        float | None,
+        Field(ge=0),
+        promote_field("In calls per turn: the candidate's mean LLM calls at most; None: any."),
+    ] = None
 
 
 class RetrievalPolicy(_Model):
@@ -337,12 +552,28 @@ class RetrievalPolicy(_Model):
         8
     """
 
-    schema_version: Literal[2]
-    policy_id: Annotated[str, Field(min_length=1)]
-    version: str
-    routes: dict[RouteName, RouteConfig]
+    schema_version: Annotated[
+        Literal[2],
+        build_field("The schema the file is written in; 1 is upgraded on load, with a warning."),
+    ]
+    policy_id: Annotated[
+        str, Field(min_length=1), turn_field("The policy's name, recorded in each turn's manifest.")
+    ]
+    version: Annotated[
+        str, turn_field("An opaque label (a date works), recorded in each turn's manifest.")
+    ]
+    routes: dict[RouteName, RouteConfig] = Field(
+        description="What each query type turns on: exact_lexical_lookup, factual_lookup, synthesis."
+    )
     router: RouterConfig = RouterConfig()
-    lexical_triggers: list[TriggerKind] = Field(default_factory=lambda: list(TriggerKind))
+    lexical_triggers: Annotated[
+        list[TriggerKind],
+        build_field(
+            "The trigger kinds the router looks for: a strong one (ticket id, policy id, error "
+            "message, quoted phrase) routes a query to exact_lexical_lookup; any that fires "
+            "turns a conditional hybrid on."
+        ),
+    ] = Field(default_factory=lambda: list(TriggerKind))
     step_back: StepBackConfig = StepBackConfig()
     quota: QuotaConfig = QuotaConfig()
     reranker: RerankerConfig = RerankerConfig()
