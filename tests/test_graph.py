@@ -435,3 +435,28 @@ def test_a_native_async_tier_is_awaited_on_its_asearch(mode: str) -> None:
         if s.step == "tier_search" and s.detail.get("tier") == "dense"
     ]
     assert dense and dense[0].status == "done", dense
+
+
+def test_fusion_weights_reach_a_tier_by_its_role_when_its_name_has_none() -> None:
+    """``tier_weights: {dense: 0}`` silences a dense-role tier named ``vec`` too."""
+    renamed = tiers()
+    for tier, (name, role) in zip(
+        renamed, [("vec", "dense"), ("pc", "parent_child"), ("bm25", "lexical")], strict=True
+    ):
+        tier.name, tier.role = name, role  # type: ignore[attr-defined]
+        tier.hits = [dict(h, tier=name) for h in tier.hits]  # type: ignore[misc]
+    policy = exact_rerank_policy()
+    weights = {"dense": 0.0, "parent_child": 0.0, "lexical": 1.0}
+    policy = policy.model_copy(
+        update={"fusion": policy.fusion.model_copy(update={"tier_weights": weights})}
+    )
+    out, _ = run(graph(policy=policy, tiers=renamed), BROAD)
+    assert [d.metadata["id"] for d in out["documents"]][:2] == ["c3", "c9"]
+
+
+def test_weights_by_name_prefers_the_name_then_the_role() -> None:
+    from ragtiller.ranking.fusion import weights_by_name
+
+    weights = {"dense": 0.5, "chroma": 2.0}
+    roles = {"chroma": "dense", "vec": "dense", "web": "web"}
+    assert weights_by_name(weights, roles) == {"dense": 0.5, "chroma": 2.0, "vec": 0.5}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.graph.draw import main, mermaid
+from ragtiller.graph.draw import mermaid, png
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```mermaid\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -25,5 +25,5 @@ def test_readme_shows_the_graph_as_drawn() -> None:
 def test_png_renders_offline_where_graphviz_is_installed(tmp_path: Path) -> None:
     pytest.importorskip("pygraphviz", reason="PNG rendering needs pygraphviz (Graphviz)")
     target = tmp_path / "graph.png"
-    main(["--png", str(target)])
+    png(str(target))
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

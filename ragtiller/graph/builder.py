@@ -13,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.adapters import TierLike, as_tier
-from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier
+from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
@@ -34,6 +34,7 @@ from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.ranking.query_tiers import apply_query_options
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
@@ -185,19 +186,22 @@ def build_components(
     from ragtiller.rerankers import reranker_from_policy
 
     given_reranker = reranker
+    roles = {t.name: tier_role(t) for t in tier_list}
 
     def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
         """The tiers and reranker of ``other``'s fusion, feedback and window, over the same
         parts."""
         tiers = apply_query_options(other, base_tiers, index)
+        weights = weights_by_name(other.fusion.tier_weights, roles)
         rerank = given_reranker or reranker_from_policy(
-            other.reranker, ledger=quota, cache=cache, tier_weights=other.fusion.tier_weights
+            other.reranker, ledger=quota, cache=cache, tier_weights=weights
         )
         return {t.name: t for t in tiers}, rerank
 
     if reranker is None:
+        weights = weights_by_name(resolved.fusion.tier_weights, roles)
         reranker = reranker_from_policy(
-            resolved.reranker, ledger=quota, cache=cache, tier_weights=resolved.fusion.tier_weights
+            resolved.reranker, ledger=quota, cache=cache, tier_weights=weights
         )
     return Components(
         policy=resolved,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.core.tiers import StageRecord
+from ragtiller.core.tiers import StageRecord, tier_role
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
@@ -23,6 +23,7 @@ def make_fuse(deps: Components) -> NodeFn:
         else None
     )
     rescored = "sentence" if rescore is not None else "off"
+    roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
@@ -36,7 +37,12 @@ def make_fuse(deps: Components) -> NodeFn:
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             candidates = rank_passages(
-                hits, policy.fusion, cap=cap, query=state["rerank_query"], rescore=rescore
+                hits,
+                policy.fusion,
+                cap=cap,
+                query=state["rerank_query"],
+                rescore=rescore,
+                roles=roles,
             )
             documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
             records.append(

@@ -268,3 +268,15 @@ def _best_scores(hits: Sequence[Hit]) -> dict[str, float]:
         if hit["id"] not in best and math.isfinite(score):
             best[hit["id"]] = score
     return best
+
+
+def weights_by_name(
+    weights: Mapping[str, float], roles: Mapping[str, str] | None
+) -> dict[str, float]:
+    """``fusion.tier_weights`` for the graph's tiers: a tier's own name first, else its role's
+    (so a user's ``chroma`` tier of role ``dense`` weighs as ``dense``), else unweighted (1)."""
+    out = dict(weights)
+    for name, role in (roles or {}).items():
+        if name not in out and role in weights:
+            out[name] = weights[role]
+    return out

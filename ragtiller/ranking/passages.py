@@ -22,7 +22,7 @@ from ragtiller.core.tiers import Candidate, Hit
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import DocKey, document_order, interleave, is_section_hit
-from ragtiller.ranking.fusion import fuse_hits, zscores
+from ragtiller.ranking.fusion import fuse_hits, weights_by_name, zscores
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
 
@@ -83,6 +83,7 @@ def rank_passages(
     cap: int,
     query: str,
     rescore: SentenceCoverage | None = None,
+    roles: Mapping[str, str] | None = None,
 ) -> list[Candidate]:
     """At most ``cap`` passages, best first: fused, placed under ranked documents, re-scored.
 
@@ -92,13 +93,14 @@ def rank_passages(
     positions of :func:`~ragtiller.ranking.documents.interleave`; within a document, passages are
     ordered by the z-score of their fused score plus, with ``rescore``, the z-score of their best-sentence
     coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
+    ``roles`` (tier name -> role) lets a tier without a weight of its own take its role's.
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
     sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
     passages = {t: hits for t, hits in passages.items() if hits}
     if not passages:
         return []
-    weights = fusion.tier_weights or None
+    weights = weights_by_name(fusion.tier_weights, roles) or None
     total = sum(len(h) for h in passages.values())
     fused = fuse_hits(
         passages,

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from ragtiller.core.tiers import Tier
+from ragtiller.core.tiers import DENSE, PARENT_CHILD, Tier, tier_role
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
 from ragtiller.index.parent_child import ParentChildTier
@@ -22,7 +22,8 @@ from ragtiller.ranking.documents import SECTION_UNIT
 from ragtiller.ranking.feedback import RM3Tier, RocchioTier
 
 _SECTION_LEXICAL: weakref.WeakKeyDictionary[Any, LexicalTier] = weakref.WeakKeyDictionary()
-VECTOR_TIERS = ("dense", "parent_child")
+VECTOR_ROLES = (DENSE, PARENT_CHILD)
+"""Roles of the tiers Rocchio feedback moves (over the embedded store)."""
 
 
 def section_lexical_tier(index: Any) -> LexicalTier:
@@ -82,7 +83,7 @@ def _rocchio(
     lexical: Tier | None,
     shared: SharedScans,
 ) -> Tier:
-    if tier.name in VECTOR_TIERS and getattr(tier, "store", None) is store:
+    if tier_role(tier) in VECTOR_ROLES and getattr(tier, "store", None) is store:
         return RocchioTier(
             tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion, first_passes=shared
         )
@@ -90,6 +91,6 @@ def _rocchio(
 
 
 def _embedded_store(tiers: Sequence[Tier]) -> NumpyVectorStore | None:
-    dense = next((t for t in tiers if t.name == "dense"), None)
+    dense = next((t for t in tiers if tier_role(t) == DENSE), None)
     store = getattr(dense, "store", None)
     return store if isinstance(store, NumpyVectorStore) else None
