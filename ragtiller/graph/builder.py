@@ -156,7 +156,8 @@ def build_components(
             f"tier names must be unique, got {names}; name a store or retriever with "
             f"VectorStoreTier(store, name=...) or RetrieverTier(retriever, name=...)"
         )
-    unknown = sorted(set(resolved.fusion.tier_weights) - set(names) - INDEX_TIER_NAMES)
+    role_names = {tier_role(t) for t in tier_list}
+    unknown = sorted(set(resolved.fusion.tier_weights) - set(names) - role_names - INDEX_TIER_NAMES)
     if unknown:  # a misspelled tier name would otherwise weigh nothing, silently
         raise ConfigurationError(
             f"fusion.tier_weights names tiers this graph does not have: {unknown}; "
