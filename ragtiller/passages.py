@@ -18,7 +18,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ragtiller.doc_ranking import DocKey, document_order, interleave, is_section_hit
+from ragtiller.doc_ranking import (
+    DocKey,
+    document_order,
+    interleave,
+    is_section_hit,
+    votes_by_section,
+)
 from ragtiller.fusion import fuse_hits, zscores
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FusionConfig
@@ -94,7 +100,7 @@ def rank_passages(
     coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
-    sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
+    sections = votes_by_section(hits_by_tier)
     passages = {t: hits for t, hits in passages.items() if hits}
     if not passages:
         return []

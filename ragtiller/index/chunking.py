@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -30,6 +31,10 @@ MAX_TOKEN_CHARS = 100
 minified code cannot make one chunk of megabytes."""
 _PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")
 """A token: a word, or a MAX_TOKEN_CHARS-character piece of a longer one."""
+
+ChunkHeader = Literal["title", "path"]
+"""What a chunk is indexed under before its text: ``title``, its document's title (BEIR's
+``title + " " + text``); ``path``, that title and the headings above the chunk."""
 
 
 class ChunkingConfig(BaseModel):
@@ -50,6 +55,12 @@ class ChunkingConfig(BaseModel):
     chunk_tokens: int = Field(200, gt=0, description="Most words in one child chunk.")
     overlap_tokens: int = Field(
         40, ge=0, description="Words shared by consecutive children of one section."
+    )
+    header: ChunkHeader = Field(
+        "title",
+        description="The context header of each chunk's indexed (embedded and BM25) text: "
+        "'title', the document title; 'path', the title and the chunk's heading path. "
+        "The chunk's returned text is the chunk alone.",
     )
 
     @model_validator(mode="after")
@@ -105,6 +116,25 @@ class Chunk:
     text: str
     start: int
     end: int
+
+
+def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
+    """The header ``chunk`` is indexed under (see :data:`ChunkHeader`); None: no header.
+
+    A paragraph deep in a long article rarely names the article, so its words alone cannot
+    match a question that does; the heading path names it. Repeated titles appear once.
+
+    Example:
+        >>> doc = SourceDocument(doc_id="d", text="", source="d.md", title=None)
+        >>> section = Section("s", doc, ("Oil crisis", "Effects"), "", 0, 0, 0)
+        >>> chunk_header(Chunk("c", section, "Prices rose.", 0, 12), "path")
+        'Oil crisis / Effects'
+    """
+    title = chunk.section.document.title
+    if mode == "title":
+        return title
+    parts = dict.fromkeys(p.strip() for p in (title, *chunk.section.path) if p and p.strip())
+    return " / ".join(parts) or None
 
 
 def chunk_documents(

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import bm25s
 import numpy as np
@@ -268,3 +268,21 @@ def lexical_text(text: str, title: str | None) -> str:
         'Setup Run make.'
     """
     return f"{title} {text}" if title else text
+
+
+HEADER_KEY = "header"
+"""Chunk metadata: the context header ingest chose (``chunking.header``), when not the title."""
+
+
+def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
+    """The text a stored chunk is embedded and BM25-indexed under, from its record alone.
+
+    Its ``header`` metadata when ingest set one (``chunking.header: path``), else its title,
+    then the text (:func:`lexical_text`). Every backend that indexes a chunk calls this, so
+    the embedded tiers and Pinecone index the same text.
+
+    Example:
+        >>> indexed_text("Prices rose.", {"title": None, "header": "Oil crisis / Effects"})
+        'Oil crisis / Effects Prices rose.'
+    """
+    return lexical_text(text, metadata.get(HEADER_KEY) or metadata.get("title"))

@@ -227,11 +227,12 @@ class FusionConfig(_Model):
         "best passages fill the positions its passages hold in the fused passage order. off: "
         "passages compete on their fused score alone.",
     )
-    lexical_unit: Literal["chunk", "section"] = Field(
+    lexical_unit: Literal["chunk", "section", "both"] = Field(
         "chunk",
         description="What the lexical tier scores: child chunks, or whole parent sections "
         "(BM25 statistics of sections, built from the parent table on first use). Section "
-        "scores rank documents only: the passages returned come from the other tiers.",
+        "scores rank documents only: the passages returned come from the other tiers. both: "
+        "chunks for the passages, sections (in place of its chunks) for the document ranking.",
     )
     passage_rescore: Literal["off", "sentence"] = Field(
         "off",
