@@ -75,28 +75,9 @@ SECTION_UNIT = "section"
 its document's rank but is never returned, since a section has no bound on its size."""
 
 
-SECTION_SCORE = "section_score"
-"""``metadata[SECTION_SCORE]`` of a passage hit (``lexical_unit: both``): its tier's score of the
-passage's whole section, which the passage's document votes with in place of the passage's."""
-
-
 def is_section_hit(hit: Hit) -> bool:
     """Whether ``hit`` scores a whole section rather than a passage."""
     return hit["metadata"].get("unit") == SECTION_UNIT
-
-
-def votes_by_section(hits_by_tier: Mapping[str, Sequence[Hit]]) -> bool:
-    """Whether some tier scored whole sections (section hits, or passages' section scores)."""
-    return any(
-        is_section_hit(h) or SECTION_SCORE in h["metadata"]
-        for hits in hits_by_tier.values()
-        for h in hits
-    )
-
-
-def _section_vote(hit: Hit) -> Hit:
-    score = hit["metadata"].get(SECTION_SCORE)
-    return hit if score is None else {**hit, "score": float(score)}
 
 
 def document_order(
@@ -110,16 +91,14 @@ def document_order(
 ) -> list[DocKey]:
     """Documents best first: each tier's hits collapsed to documents (``mode``), then fused.
 
-    Section-level hits vote like passages, and a passage that carries its section's score
-    (``SECTION_SCORE``) votes with that score: this is the ranking the document-level
-    evaluation sees. ``mode="off"`` has no document ranking and returns an empty list.
+    Section-level hits vote like passages: this is the ranking the document-level evaluation
+    sees. ``mode="off"`` has no document ranking and returns an empty list.
     """
     if mode == "off":
         return []
-    voting = {tier: [_section_vote(h) for h in hits] for tier, hits in hits_by_tier.items()}
     scored = {
         tier: {doc_key(h): float(h["score"]) for h in hits}
-        for tier, hits in collapse_to_documents(voting, mode).items()
+        for tier, hits in collapse_to_documents(hits_by_tier, mode).items()
     }
     fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
     first: dict[DocKey, int] = {}

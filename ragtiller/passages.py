@@ -18,13 +18,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ragtiller.doc_ranking import (
-    DocKey,
-    document_order,
-    interleave,
-    is_section_hit,
-    votes_by_section,
-)
+from ragtiller.doc_ranking import DocKey, document_order, interleave, is_section_hit
+from ragtiller.doc_units import has_unit_votes, unit_document_order
 from ragtiller.fusion import fuse_hits, zscores
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FusionConfig
@@ -100,7 +95,7 @@ def rank_passages(
     coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
-    sections = votes_by_section(hits_by_tier)
+    sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
     passages = {t: hits for t, hits in passages.items() if hits}
     if not passages:
         return []
@@ -117,7 +112,15 @@ def rank_passages(
     if fusion.doc_aggregation == "off":
         return fused[:cap]
     documents: list[DocKey] = []  # max over passages alone: a document ranks by its best passage
-    if fusion.doc_aggregation == "sum" or sections:
+    if fusion.doc_aggregation == "max" and not sections and has_unit_votes(passages):
+        documents = unit_document_order(
+            passages,
+            method=fusion.method,
+            rrf_k=fusion.rrf_k,
+            weights=weights,
+            margin=fusion.margin,
+        )
+    elif fusion.doc_aggregation == "sum" or sections:
         documents = document_order(
             hits_by_tier,
             fusion.doc_aggregation,

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from ragtiller.doc_ranking import SECTION_SCORE, SECTION_UNIT
+from ragtiller.doc_ranking import SECTION_UNIT
+from ragtiller.doc_units import LexicalUnitsTier, with_units
 from ragtiller.feedback import RM3Tier, RocchioTier
-from ragtiller.index._compute import CpuTier
 from ragtiller.index._scans import SharedScans
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.types import Hit, SearchRequest, Tier
+from ragtiller.types import Tier
 
 _SECTION_LEXICAL: weakref.WeakKeyDictionary[Any, LexicalTier] = weakref.WeakKeyDictionary()
 VECTOR_TIERS = ("dense", "parent_child")
@@ -48,42 +47,6 @@ def section_lexical_tier(index: Any) -> LexicalTier:
     return tier
 
 
-class WithSectionsTier(CpuTier):
-    """A lexical tier's passages, each carrying its whole section's BM25 (``lexical_unit: both``).
-
-    The passages are ``inner``'s, in its order; ``metadata[SECTION_SCORE]`` is BM25 over the
-    passage's section as one text, however ingest happened to cut it, and the passage's
-    document votes with it (:func:`~ragtiller.doc_ranking.document_order`).
-    """
-
-    needs_vector = False
-
-    def __init__(self, inner: Tier, sections: LexicalTier) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.sections = sections
-
-    @property
-    def rows(self) -> int:
-        """Rows one search scans (chunks and sections)."""
-        return int(getattr(self.inner, "rows", 0)) + self.sections.rows
-
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """``inner``'s hits with their sections' scores (0: the section has no query term)."""
-        hits = self.inner.search(request)
-        if not hits:
-            return hits
-        whole = self.sections.search(replace(request, k=max(1, self.sections.rows)))
-        score = {h["id"]: h["score"] for h in whole}
-        return [
-            {
-                **h,
-                "metadata": {**h["metadata"], SECTION_SCORE: score.get(h["parent_id"] or "", 0.0)},
-            }
-            for h in hits
-        ]
-
-
 def apply_query_options(
     policy: RetrievalPolicy, tiers: Sequence[Tier], index: Any | None
 ) -> list[Tier]:
@@ -98,24 +61,21 @@ def apply_query_options(
         t.with_window(policy.budgets.window_words) if isinstance(t, ParentChildTier) else t
         for t in tiers
     ]
-    unit = policy.fusion.lexical_unit
-    sectioned = index is not None and hasattr(index, "parents")
-    if unit == "section" and sectioned:
+    if policy.fusion.lexical_unit == "section" and index is not None and hasattr(index, "parents"):
         section = section_lexical_tier(index)
         out = [section if isinstance(t, LexicalTier) else t for t in out]
     feedback = policy.feedback
     if feedback.lexical == "rm3":
         out = [RM3Tier(t, feedback) if isinstance(t, LexicalTier) else t for t in out]
+    if policy.fusion.doc_aggregation == "max":  # before Rocchio: the moved query scores units
+        out = with_units(out, index, policy.fusion.document_unit)
     if feedback.dense == "rocchio":
         store = _embedded_store(out)
-        lexical = next((t for t in out if isinstance(t, LexicalTier | RM3Tier)), None)
+        plain = [_plain(t) for t in out]
+        lexical = next((t for t in plain if isinstance(t, LexicalTier | RM3Tier)), None)
         if store is not None:
             shared = SharedScans()  # one fused first pass per turn for both vector tiers
             out = [_rocchio(t, store, policy, lexical, shared) for t in out]
-    if unit == "both" and sectioned:
-        section = section_lexical_tier(index)
-        wrap = (LexicalTier, RM3Tier)
-        out = [WithSectionsTier(t, section) if isinstance(t, wrap) else t for t in out]
     return out
 
 
@@ -137,3 +97,8 @@ def _embedded_store(tiers: Sequence[Tier]) -> NumpyVectorStore | None:
     dense = next((t for t in tiers if t.name == "dense"), None)
     store = getattr(dense, "store", None)
     return store if isinstance(store, NumpyVectorStore) else None
+
+
+def _plain(tier: Tier) -> Tier:
+    """The tier a unit-scoring wrapper holds (Rocchio's first pass needs passage scores only)."""
+    return tier.inner if isinstance(tier, LexicalUnitsTier) else tier

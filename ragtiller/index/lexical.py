@@ -169,18 +169,23 @@ class LexicalTier(CpuTier):
         """
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
-        tokens = analyze([request.query], self.config, self._stemmer)[0]
-        if not tokens or not len(self.records):
-            return []
-        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
-        mask = self.records.mask(request.namespaces, request.filter)
-        if mask is not None:
-            scores = np.where(mask, scores, np.float32(0))
+        scores = self.row_scores(request)
         rows = np.flatnonzero(scores > 0)
         if not len(rows):
             return []
         best = rows[top_k(scores[rows], request.k)]
         return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
+
+    def row_scores(self, request: SearchRequest) -> np.ndarray:
+        """BM25 of every row for ``request.query``, 0 outside its namespaces and filter."""
+        tokens = analyze([request.query], self.config, self._stemmer)[0]
+        if not tokens or not len(self.records):
+            return np.zeros(len(self.records), dtype=np.float32)
+        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        mask = self.records.mask(request.namespaces, request.filter)
+        if mask is not None:
+            scores = np.where(mask, scores, np.float32(0))
+        return scores
 
     @property
     def rows(self) -> int:

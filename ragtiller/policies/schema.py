@@ -227,12 +227,19 @@ class FusionConfig(_Model):
         "best passages fill the positions its passages hold in the fused passage order. off: "
         "passages compete on their fused score alone.",
     )
-    lexical_unit: Literal["chunk", "section", "both"] = Field(
+    lexical_unit: Literal["chunk", "section"] = Field(
         "chunk",
         description="What the lexical tier scores: child chunks, or whole parent sections "
         "(BM25 statistics of sections, built from the parent table on first use). Section "
-        "scores rank documents only: the passages returned come from the other tiers. both: "
-        "chunks for the passages, sections (in place of its chunks) for the document ranking.",
+        "scores rank documents only: the passages returned come from the other tiers.",
+    )
+    document_unit: Literal["passage", "paragraph", "section"] = Field(
+        "passage",
+        description="Per turn, with doc_aggregation max: what a document ranks by. passage: "
+        "its best passage. paragraph: its best unit, the passages cut from one paragraph "
+        "scored as one text by each tier (BM25 over the unit, the cosine of its mean passage "
+        "vector) and fused; section: the same over whole sections. Passages returned and "
+        "their order within a document do not change.",
     )
     passage_rescore: Literal["off", "sentence"] = Field(
         "off",
