@@ -56,6 +56,10 @@ class Units:
     lexical: LexicalTier
     centroids: npt.NDArray[np.float32]
 
+    def vectors_of_rows(self, rows: list[int]) -> npt.NDArray[np.float32]:
+        """The centroid of each chunk row's unit (Rocchio's ``dense_vectors: paragraph``)."""
+        return self.centroids[self.of_row[rows]]
+
 
 _UNITS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Units]]] = weakref.WeakKeyDictionary()
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragtiller.doc_ranking import SECTION_UNIT
-from ragtiller.doc_units import LexicalUnitsTier, with_units
+from ragtiller.doc_units import LexicalUnitsTier, Units, index_units, with_units
 from ragtiller.feedback import RM3Tier, RocchioTier
 from ragtiller.index._scans import SharedScans
 from ragtiller.index.dense import NumpyVectorStore
@@ -75,7 +75,12 @@ def apply_query_options(
         lexical = next((t for t in plain if isinstance(t, LexicalTier | RM3Tier)), None)
         if store is not None:
             shared = SharedScans()  # one fused first pass per turn for both vector tiers
-            out = [_rocchio(t, store, policy, lexical, shared) for t in out]
+            units = (
+                index_units(index, "paragraph")
+                if feedback.dense_vectors == "paragraph" and hasattr(index, "parents")
+                else None
+            )
+            out = [_rocchio(t, store, policy, lexical, shared, units) for t in out]
     return out
 
 
@@ -85,10 +90,17 @@ def _rocchio(
     policy: RetrievalPolicy,
     lexical: Tier | None,
     shared: SharedScans,
+    units: Units | None,
 ) -> Tier:
     if tier.name in VECTOR_TIERS and getattr(tier, "store", None) is store:
         return RocchioTier(
-            tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion, first_passes=shared
+            tier,
+            store,
+            policy.feedback,
+            lexical=lexical,
+            fusion=policy.fusion,
+            first_passes=shared,
+            unit_vectors=None if units is None else units.vectors_of_rows,
         )
     return tier
 

@@ -286,6 +286,20 @@ class FeedbackConfig(_Model):
         "or dense_weight times the share of the top 10 documents the dense and lexical first "
         "passes have in common (agreement, 0 to 1): no move when the tiers disagree.",
     )
+    dense_vectors: Literal["passage", "paragraph"] = Field(
+        "passage",
+        description="Per turn: what Rocchio averages for each feedback document: its best "
+        "passage's vector (passage), or the mean vector of that passage's paragraph, the "
+        "passages cut from one paragraph (paragraph), so a document's feedback does not "
+        "depend on where ingest cut it.",
+    )
+    passage_scores: Literal["moved", "query"] = Field(
+        "moved",
+        description="Per turn, with doc_aggregation max or sum: which dense scores order a "
+        "document's passages: the moved query's, as for the document ranking (moved), or "
+        "the question's own vector's (query): feedback ranks documents, the question picks "
+        "the passage.",
+    )
 
 
 class DenseBackendConfig(_Model):
