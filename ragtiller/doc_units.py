@@ -263,7 +263,11 @@ def unit_document_order(
             doc_of.setdefault(unit, doc_key(hit))
         scored[tier] = dict(sorted(units.items(), key=lambda item: -item[1]))
     fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
+    first: dict[str, int] = {}  # ties: the best rank any tier gave the unit, then its id
+    for units in scored.values():
+        for rank, unit in enumerate(units):
+            first[unit] = min(first.get(unit, rank), rank)
     best: dict[DocKey, float] = {}
-    for unit, value in sorted(fused.items(), key=lambda item: -item[1]):
-        best.setdefault(doc_of[unit], value)
+    for unit in sorted(fused, key=lambda u: (-fused[u], first[u], u)):
+        best.setdefault(doc_of[unit], fused[unit])
     return list(best)
