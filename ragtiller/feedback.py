@@ -30,11 +30,11 @@ from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.types import Hit, SearchRequest, Tier
 
 FUSED_FIRST_PASS_DEPTH = 100
+"""Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
+documents, and so the ranking, do not change with the number of results asked for."""
 QUERY_SCORE = "query_score"
 """``metadata[QUERY_SCORE]`` of a moved dense hit (``feedback.passage_scores: query``): its cosine
 to the question's own vector, which orders the passages within their document."""
-"""Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
-documents, and so the ranking, do not change with the number of results asked for."""
 
 
 def rm3_weights(

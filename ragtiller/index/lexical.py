@@ -68,8 +68,9 @@ TERM_CACHE = 65536
 class LexicalTier(CpuTier):
     """The ``lexical`` tier: BM25 (bm25s) over each chunk's indexed text.
 
-    The indexed text of a chunk is its document title, a space, and the chunk text (as BEIR
-    baselines index ``title + " " + text``). Only chunks sharing at least one term with the query
+    The indexed text of a chunk is its document title (or the header ingest chose, see
+    :func:`indexed_text`), a space, and the chunk text (as BEIR baselines index
+    ``title + " " + text``). Only chunks sharing at least one term with the query
     are returned, scored by raw BM25. Namespace and metadata filters zero the scores of other
     rows. ``asearch`` runs inline up to :data:`~ragtiller.index._compute.INLINE_ROWS` chunks and
     in a worker thread above.
