@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "routing": 2,
     "fusion": 2,
     "doc_ranking": 2,
+    "doc_units": 2,
     "passages": 2,
     "feedback": 2,
     "query_tiers": 2,
