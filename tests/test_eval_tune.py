@@ -111,7 +111,11 @@ def test_promotion_artifact_records_files_index_and_policy_hashes(
         "name": "ragtiller/hashing-v1-ngram0.25",
         "dimension": 256,
     }
-    assert artifact["index"]["chunking"] == {"chunk_tokens": 512, "overlap_tokens": 2}
+    assert artifact["index"]["chunking"] == {
+        "chunk_tokens": 512,
+        "overlap_tokens": 2,
+        "header": "title",
+    }
     digest = policy_sha256(load_policy())
     assert artifact["candidate"]["sha256"] == artifact["baseline"]["sha256"] == digest
 

@@ -61,6 +61,8 @@ FACTUALS = tuple(
 SYNTHESIS = "explain why wing flutter margins shrink with speed"
 MARGINS = "explain why stiffness falls as margins of flutter shrink"
 """A synthesis question whose best child has neighbours in its section."""
+HEATING = "explain why radiation cools the skin as the nose heats"
+"""A synthesis question whose feedback documents hold a paragraph cut into several passages."""
 BROAD = "what is flutter?"
 """Broad: step-back may generalise it."""
 TICKET = "TICKET-1234 flutter log"
@@ -80,7 +82,10 @@ TEXTS = {
     "structural damping of thin plates is small.\n\n## Plates\n\nThin plates flutter when the "
     "dynamic pressure passes a limit.\n\nCurvature raises the limit of a thin plate.",
     "heat.md": "# Heat transfer\n\nStagnation heat transfer in hypersonic flow at the nose "
-    "grows with speed.\n\n## Nose\n\nA blunt nose lowers the heat transfer rate.",
+    "grows with speed.\n\n## Nose\n\nA blunt nose lowers the heat transfer rate.\n\n"
+    + "Nose heating, a paragraph ingest cuts into passages: "
+    + "the nose heats " * 70
+    + "radiation cools the skin " * 40,
     "boundary.md": "# Boundary layers\n\nLaminar boundary layer transition on a flat plate "
     "depends on speed and roughness.\n\n## Roughness\n\nRoughness trips the boundary layer.",
 }
@@ -339,6 +344,7 @@ ROWS = [
     Row("fusion.doc_aggregation", "off", turns=(SYNTHESIS,)),
     Row("fusion.lexical_unit", "section"),
     Row("fusion.passage_rescore", "off", turns=(SYNTHESIS,)),
+    Row("fusion.document_unit", "section", turns=(SYNTHESIS,)),
     Row("deadlines.embed_s", 1e-9),
     Row("deadlines.tier_s", 0.05, parts=slow_tier, see=LABELS),  # the slow tier finds nothing
     Row("deadlines.rerank_s", 0.05, base=RERANK, parts=slow_reranker),
@@ -392,6 +398,8 @@ ROWS = [
     Row("feedback.dense_weight", 0.1),
     Row("feedback.dense_source", "tier"),
     Row("feedback.dense_strength", "agreement"),
+    Row("feedback.dense_vectors", "paragraph", turns=(HEATING,), see=HITS),
+    Row("feedback.passage_scores", "query", turns=(SYNTHESIS,)),
 ]
 
 VOLATILE = frozenset({"ms", "latency_ms", "run_id", "created_at", "latency_p95_ms", "ceiling_ms"})

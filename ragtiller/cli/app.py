@@ -80,7 +80,10 @@ def _ingest(args: argparse.Namespace) -> int:
 
     if args.max_file_mb <= 0:
         raise IngestError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
-    chunking = ChunkingConfig(chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens)
+    header = {"header": args.chunk_header} if args.chunk_header else {}
+    chunking = ChunkingConfig(
+        chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens, **header
+    )
     embedder = demo_embedder(args.embedder)
     if args.store is not None:
         return _ingest_to_store(args, embedder, chunking)
@@ -244,6 +247,12 @@ def parser() -> argparse.ArgumentParser:
     ing.add_argument("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
     ing.add_argument(
         "--overlap-tokens", type=int, default=40, help="Overlap between child chunks, in tokens."
+    )
+    ing.add_argument(
+        "--chunk-header",
+        choices=["title", "path"],
+        help="What each chunk is indexed under before its text: title (the document title) "
+        "or path (the title and the chunk's headings). Default: chunking.header's default.",
     )
     ing.add_argument(
         "--cleanup",

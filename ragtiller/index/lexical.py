@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import bm25s
 import numpy as np
@@ -68,8 +68,9 @@ TERM_CACHE = 65536
 class LexicalTier(CpuTier):
     """The ``lexical`` tier: BM25 (bm25s) over each chunk's indexed text.
 
-    The indexed text of a chunk is its document title, a space, and the chunk text (as BEIR
-    baselines index ``title + " " + text``). Only chunks sharing at least one term with the query
+    The indexed text of a chunk is its document title (or the header ingest chose, see
+    :func:`indexed_text`), a space, and the chunk text (as BEIR baselines index
+    ``title + " " + text``). Only chunks sharing at least one term with the query
     are returned, scored by raw BM25. Namespace and metadata filters zero the scores of other
     rows. ``asearch`` runs inline up to :data:`~ragtiller.index.compute.INLINE_ROWS` chunks and
     in a worker thread above.
@@ -169,18 +170,23 @@ class LexicalTier(CpuTier):
         """
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
-        tokens = analyze([request.query], self.config, self._stemmer)[0]
-        if not tokens or not len(self.records):
-            return []
-        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
-        mask = self.records.mask(request.namespaces, request.filter)
-        if mask is not None:
-            scores = np.where(mask, scores, np.float32(0))
+        scores = self.row_scores(request)
         rows = np.flatnonzero(scores > 0)
         if not len(rows):
             return []
         best = rows[top_k(scores[rows], request.k)]
         return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
+
+    def row_scores(self, request: SearchRequest) -> np.ndarray:
+        """BM25 of every row for ``request.query``, 0 outside its namespaces and filter."""
+        tokens = analyze([request.query], self.config, self._stemmer)[0]
+        if not tokens or not len(self.records):
+            return np.zeros(len(self.records), dtype=np.float32)
+        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        mask = self.records.mask(request.namespaces, request.filter)
+        if mask is not None:
+            scores = np.where(mask, scores, np.float32(0))
+        return scores
 
     @property
     def rows(self) -> int:
@@ -268,3 +274,21 @@ def lexical_text(text: str, title: str | None) -> str:
         'Setup Run make.'
     """
     return f"{title} {text}" if title else text
+
+
+HEADER_KEY = "header"
+"""Chunk metadata: the context header ingest chose (``chunking.header``), when not the title."""
+
+
+def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
+    """The text a stored chunk is embedded and BM25-indexed under, from its record alone.
+
+    Its ``header`` metadata when ingest set one (``chunking.header: path``), else its title,
+    then the text (:func:`lexical_text`). Every backend that indexes a chunk calls this, so
+    the embedded tiers and Pinecone index the same text.
+
+    Example:
+        >>> indexed_text("Prices rose.", {"title": None, "header": "Oil crisis / Effects"})
+        'Oil crisis / Effects Prices rose.'
+    """
+    return lexical_text(text, metadata.get(HEADER_KEY) or metadata.get("title"))

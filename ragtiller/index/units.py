@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragtiller.core.filters import DEFAULT_NAMESPACE, namespace_of
 
 TextFormat = Literal["markdown", "rst", "text"]
+ChunkHeader = Literal["title", "path"]
+"""What a chunk is indexed under before its text: ``title``, its document's title (BEIR's
+``title + " " + text``); ``path``, that title and the headings above the chunk."""
+
 
 MAX_TOKEN_CHARS = 100
 """A token longer than this is cut into pieces of this many characters, each counted as a token
@@ -64,6 +68,12 @@ class ChunkingConfig(BaseModel):
     chunk_tokens: int = Field(200, gt=0, description="Most words in one child chunk.")
     overlap_tokens: int = Field(
         40, ge=0, description="Words shared by consecutive children of one section."
+    )
+    header: ChunkHeader = Field(
+        "title",
+        description="The context header of each chunk's indexed (embedded and BM25) text: "
+        "'title', the document title; 'path', the title and the chunk's heading path. "
+        "The chunk's returned text is the chunk alone.",
     )
 
     @model_validator(mode="after")

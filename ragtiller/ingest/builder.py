@@ -13,11 +13,11 @@ from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IngestError
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
+from ragtiller.index.lexical import HEADER_KEY, LexicalConfig, LexicalTier, indexed_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
 from ragtiller.index.records import RecordTable, namespace_of
-from ragtiller.index.units import ChunkingConfig, Section, section_from_record
-from ragtiller.ingest.chunking import Chunk, chunk_documents
+from ragtiller.index.units import ChunkHeader, ChunkingConfig, Section, section_from_record
+from ragtiller.ingest.chunking import Chunk, chunk_documents, chunk_header
 from ragtiller.ingest.doc_ids import check_against_index
 from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.report import IngestReport
@@ -143,7 +143,7 @@ class IndexBuilder:
                 f"this ingest uses {name!r}; rebuild it in full (no previous index)"
             )
         identity = identity_of(name, dimension)
-        new = _rows(chunks)
+        new = _rows(chunks, self.chunking.header)
         parent_md = {s.id: _section_metadata(s) for s in sections}
         current = [
             chunk_sync_record(identity, i, t, md, parent_md[md["parent_id"]])
@@ -218,7 +218,7 @@ class IndexBuilder:
         if previous is not None:
             old = previous.store.records
             for row, (text, md) in enumerate(zip(old.texts, old.metadatas, strict=True)):
-                stored.setdefault(embedding_key(identity, lexical_text(text, md.get("title"))), row)
+                stored.setdefault(embedding_key(identity, indexed_text(text, md)), row)
         keys = [embedding_key(identity, text) for text in new.indexed]
         missing: dict[str, str] = {}
         for key, text in zip(keys, new.indexed, strict=True):
@@ -279,13 +279,13 @@ def chunk_sync_record(
     return SyncRecord(id_, group, fingerprint(identity, text, payload))
 
 
-def _rows(chunks: Sequence[Chunk]) -> _Rows:
-    metadatas = [_chunk_metadata(c) for c in chunks]
+def _rows(chunks: Sequence[Chunk], header: ChunkHeader) -> _Rows:
+    metadatas = [_chunk_metadata(c, header) for c in chunks]
     return _Rows(
         [c.id for c in chunks],
         [c.text for c in chunks],
         metadatas,
-        [lexical_text(c.text, md.get("title")) for c, md in zip(chunks, metadatas, strict=True)],
+        [indexed_text(c.text, md) for c, md in zip(chunks, metadatas, strict=True)],
     )
 
 
@@ -304,7 +304,7 @@ def _kept(previous: EmbeddedIndex | None, plan: SyncPlan) -> tuple[_Rows, list[i
         [records.ids[r] for r in rows],
         [records.texts[r] for r in rows],
         [records.metadatas[r] for r in rows],
-        [lexical_text(records.texts[r], records.metadatas[r].get("title")) for r in rows],
+        [indexed_text(records.texts[r], records.metadatas[r]) for r in rows],
     )
     parents = previous.parents
     sections = [
@@ -335,13 +335,16 @@ def _section_metadata(section: Section) -> dict[str, Any]:
     }
 
 
-def _chunk_metadata(chunk: Chunk) -> dict[str, Any]:
-    return {
+def _chunk_metadata(chunk: Chunk, header: ChunkHeader = "title") -> dict[str, Any]:
+    metadata = {
         **_section_metadata(chunk.section),
         "parent_id": chunk.section.id,
         "start": chunk.start,
         "end": chunk.end,
     }
+    if header != "title" and (text := chunk_header(chunk, header)):
+        metadata[HEADER_KEY] = text
+    return metadata
 
 
 def index_sync_records(index: EmbeddedIndex) -> list[SyncRecord]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ragtiller.index.units import (
     MAX_TOKEN_CHARS,
+    ChunkHeader,
     ChunkingConfig,
     Section,
     SourceDocument,
@@ -49,6 +50,25 @@ class Chunk:
     text: str
     start: int
     end: int
+
+
+def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
+    """The header ``chunk`` is indexed under (see :data:`ChunkHeader`); None: no header.
+
+    A paragraph deep in a long article rarely names the article, so its words alone cannot
+    match a question that does; the heading path names it. Repeated titles appear once.
+
+    Example:
+        >>> doc = SourceDocument(doc_id="d", text="", source="d.md", title=None)
+        >>> section = Section("s", doc, ("Oil crisis", "Effects"), "", 0, 0, 0)
+        >>> chunk_header(Chunk("c", section, "Prices rose.", 0, 12), "path")
+        'Oil crisis / Effects'
+    """
+    title = chunk.section.document.title
+    if mode == "title":
+        return title
+    parts = dict.fromkeys(p.strip() for p in (title, *chunk.section.path) if p and p.strip())
+    return " / ".join(parts) or None
 
 
 def chunk_documents(

@@ -22,7 +22,7 @@ from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import ConfigurationError, IngestError
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.embedded import EmbeddedIndex
-from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig, lexical_text
+from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig, indexed_text
 from ragtiller.index.records import namespace_of
 from ragtiller.models.batch_embedding import embed_texts
 from ragtiller.pinecone.dense import PineconeTier
@@ -117,8 +117,8 @@ def upsert_lexical(
     changed chunk ids as ``only_ids``: the statistics still count the whole corpus, but only
     those vectors are sent; the others keep weights computed with the previous average length
     (``docs/pinecone.md`` says what that costs). A chunk is indexed under its document
-    title and its text (``lexical_text``), as in the embedded tier; a chunk with no term left
-    after analysis is not upserted (no query could match it). Ids, metadata, namespaces,
+    title, or the header ingest chose, and its text (``indexed_text``), as in the embedded
+    tier; a chunk with no term left after analysis is not upserted (no query could match it). Ids, metadata, namespaces,
     batching and retries are :func:`upsert_chunks`'s. Vectors are written before the
     statistics, so a search meanwhile encodes with the statistics of the previous upsert.
 
@@ -154,7 +154,7 @@ def upsert_lexical(
     else:
         documents = list(chunks)
     config = config or DEFAULT_LEXICAL
-    texts = [lexical_text(d.page_content, d.metadata.get("title")) for d in documents]
+    texts = [indexed_text(d.page_content, d.metadata) for d in documents]
     stats = BM25Stats.build(texts, config)
     sparse = BM25SparseEncoder(stats).encode_documents(texts)
     records = [
@@ -227,7 +227,8 @@ def _documents_and_vectors(
         embedder = embedder or store.embeddings
         if embedder is None:
             raise ValueError("pass vectors or an embedder: the store has no embedder")
-        matrix = embed_texts(embedder, [doc.page_content for doc in documents], progress=False)
+        texts = [indexed_text(doc.page_content, doc.metadata) for doc in documents]
+        matrix = embed_texts(embedder, texts, progress=False)
     else:
         matrix = np.asarray(vectors, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape[0] != len(documents):

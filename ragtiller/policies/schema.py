@@ -393,6 +393,16 @@ class FusionConfig(_Model):
             "rank documents only: the passages returned come from the other tiers."
         ),
     ] = "chunk"
+    document_unit: Annotated[
+        Literal["passage", "paragraph", "section"],
+        turn_field(
+            "With doc_aggregation max: what a document ranks by. passage: its best passage. "
+            "paragraph: its best unit, the passages cut from one paragraph scored as one text "
+            "by each tier (BM25 over the unit, the cosine of its mean passage vector) and "
+            "fused; section: the same over whole sections. Passages returned and their order "
+            "within a document do not change."
+        ),
+    ] = "passage"
     passage_rescore: Annotated[
         Literal["off", "sentence"],
         turn_field(
@@ -463,6 +473,23 @@ class FeedbackConfig(_Model):
             "common (agreement, 0 to 1): no move when the tiers disagree."
         ),
     ] = "fixed"
+    dense_vectors: Annotated[
+        Literal["passage", "paragraph"],
+        turn_field(
+            "What Rocchio averages for each feedback document: its best passage's vector "
+            "(passage), or the mean vector of that passage's paragraph, the passages cut from "
+            "one paragraph (paragraph), so a document's feedback does not depend on where "
+            "ingest cut it."
+        ),
+    ] = "passage"
+    passage_scores: Annotated[
+        Literal["moved", "query"],
+        turn_field(
+            "With doc_aggregation max or sum: which dense scores order a document's passages: "
+            "the moved query's, as for the document ranking (moved), or the question's own "
+            "vector's (query): feedback ranks documents, the question picks the passage."
+        ),
+    ] = "moved"
 
 
 class DenseBackendConfig(_Model):

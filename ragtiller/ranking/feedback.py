@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.index.lexical import LexicalTier
+from ragtiller.index.lexical import LexicalTier, indexed_text
 from ragtiller.index.scans import SharedScans, scan_key
 from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.ranking.documents import DocKey, doc_key
@@ -32,6 +32,9 @@ from ragtiller.ranking.fusion import fuse_scores
 FUSED_FIRST_PASS_DEPTH = 100
 """Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
 documents, and so the ranking, do not change with the number of results asked for."""
+QUERY_SCORE = "query_score"
+"""``metadata[QUERY_SCORE]`` of a moved dense hit (``feedback.passage_scores: query``): its cosine
+to the question's own vector, which orders the passages within their document."""
 
 
 def rm3_weights(
@@ -164,8 +167,10 @@ class RocchioTier(CpuTier):
         lexical: Tier | None = None,
         fusion: FusionConfig | None = None,
         first_passes: SharedScans | None = None,
+        unit_vectors: Callable[[list[int]], np.ndarray] | None = None,
     ) -> None:
         self.inner = inner
+        self.unit_vectors = unit_vectors
         self.name = inner.name
         self.store = store
         self.config = config
@@ -192,11 +197,33 @@ class RocchioTier(CpuTier):
                 if self.config.dense_strength == "agreement" and self.lexical is not None:
                     weight *= agreement
                 if rows and weight > 0.0:
-                    moved = rocchio_vector(request.vector, self.store.vectors[rows], weight=weight)
+                    vectors = self.unit_vectors or (lambda r: self.store.vectors[r])
+                    moved = rocchio_vector(request.vector, vectors(rows), weight=weight)
             except Exception as e:  # fall back to the plain query vector, labelled
                 moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
         hits = self.inner.search(replace(request, vector=moved))
+        if self.config.passage_scores == "query" and moved is not request.vector:
+            assert request.vector is not None
+            return self._with_query_scores(hits, request.vector, status)
         return [_mark(h, status) for h in hits]
+
+    def _with_query_scores(
+        self, hits: list[Hit], vector: Sequence[float], status: str
+    ) -> list[Hit]:
+        """``hits`` marked, each chunk with its cosine to the un-moved ``vector``."""
+        records = self.store.records
+        rows = [records.row(h["id"]) for h in hits]
+        known = [r for r in rows if r is not None]
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / (np.linalg.norm(query) or np.float32(1.0))
+        cosine = dict(zip(known, (self.store.vectors[known] @ query).tolist(), strict=True))
+        out: list[Hit] = []
+        for hit, row in zip(hits, rows, strict=True):
+            marked = _mark(hit, status)
+            if row is not None:
+                marked["metadata"][QUERY_SCORE] = float(cosine[row])
+            out.append(marked)
+        return out
 
     def _feedback_rows(
         self, request: SearchRequest, vector: Sequence[float]
@@ -295,8 +322,7 @@ def top_agreement(first: Sequence[DocKey], second: Sequence[DocKey]) -> float:
 
 
 def _indexed(hit: Hit) -> str:
-    title = hit["metadata"].get("title")
-    return f"{title} {hit['text']}" if title else hit["text"]
+    return indexed_text(hit["text"], hit["metadata"])
 
 
 def _mark(hit: Hit, status: str) -> Hit:

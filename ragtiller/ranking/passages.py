@@ -22,7 +22,9 @@ from ragtiller.core.tiers import Candidate, Hit
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import DocKey, document_order, interleave, is_section_hit
+from ragtiller.ranking.feedback import QUERY_SCORE
 from ragtiller.ranking.fusion import fuse_hits, weights_by_name, zscores
+from ragtiller.ranking.units import has_unit_votes, unit_document_order
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
 
@@ -113,7 +115,15 @@ def rank_passages(
     if fusion.doc_aggregation == "off":
         return fused[:cap]
     documents: list[DocKey] = []  # max over passages alone: a document ranks by its best passage
-    if fusion.doc_aggregation == "sum" or sections:
+    if fusion.doc_aggregation == "max" and not sections and has_unit_votes(passages):
+        documents = unit_document_order(
+            passages,
+            method=fusion.method,
+            rrf_k=fusion.rrf_k,
+            weights=weights,
+            margin=fusion.margin,
+        )
+    elif fusion.doc_aggregation == "sum" or sections:
         documents = document_order(
             hits_by_tier,
             fusion.doc_aggregation,
@@ -122,7 +132,7 @@ def rank_passages(
             weights=weights,
             margin=fusion.margin,
         )
-    keys = _passage_keys(fused[:cap], query, rescore)
+    keys = _passage_keys(fused[:cap], query, rescore, _question_scores(passages, fusion, total))
     floor = min(keys.values())
 
     def within(group: list[Candidate]) -> list[Candidate]:
@@ -131,13 +141,46 @@ def rank_passages(
     return interleave(fused, documents, within)[:cap]
 
 
-def _passage_keys(
-    head: Sequence[Candidate], query: str, rescore: SentenceCoverage | None
-) -> dict[str, float]:
-    """Id -> z(fused score) [+ z(best-sentence coverage)] over ``head``; sets the coverage."""
-    keys = dict(
-        zip((c["id"] for c in head), zscores([c["fused_score"] for c in head]), strict=True)
+def _question_scores(
+    passages: Mapping[str, Sequence[Hit]], fusion: FusionConfig, total: int
+) -> dict[str, float] | None:
+    """Id -> fused score with each moved hit at its question score (``QUERY_SCORE``); None
+    when no hit carries one (``feedback.passage_scores: moved``, or feedback did not move)."""
+    if not any(QUERY_SCORE in h["metadata"] for hits in passages.values() for h in hits):
+        return None
+    unmoved = {
+        tier: sorted((_at_question(h) for h in hits), key=lambda h: -h["score"])
+        for tier, hits in passages.items()
+    }
+    fused = fuse_hits(
+        unmoved,
+        method=fusion.method,
+        cap=total,
+        rrf_k=fusion.rrf_k,
+        weights=fusion.tier_weights or None,
+        margin=fusion.margin,
     )
+    return {c["id"]: c["fused_score"] for c in fused}
+
+
+def _at_question(hit: Hit) -> Hit:
+    out = hit.copy()
+    out["score"] = float(hit["metadata"].get(QUERY_SCORE, hit["score"]))
+    return out
+
+
+def _passage_keys(
+    head: Sequence[Candidate],
+    query: str,
+    rescore: SentenceCoverage | None,
+    question: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Id -> z(fused score) [+ z(best-sentence coverage)] over ``head``; sets the coverage.
+
+    With ``question`` (:func:`_question_scores`), its fused score stands for each passage's.
+    """
+    base = [c["fused_score"] if question is None else question[c["id"]] for c in head]
+    keys = dict(zip((c["id"] for c in head), zscores(base), strict=True))
     if rescore is None or len(head) < 2:
         return keys
     coverage = rescore.scores(query, [c["text"] for c in head])

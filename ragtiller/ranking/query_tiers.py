@@ -20,6 +20,7 @@ from ragtiller.index.scans import SharedScans
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.documents import SECTION_UNIT
 from ragtiller.ranking.feedback import RM3Tier, RocchioTier
+from ragtiller.ranking.units import LexicalUnitsTier, Units, index_units, with_units
 
 _SECTION_LEXICAL: weakref.WeakKeyDictionary[Any, LexicalTier] = weakref.WeakKeyDictionary()
 VECTOR_ROLES = (DENSE, PARENT_CHILD)
@@ -67,12 +68,20 @@ def apply_query_options(
     feedback = policy.feedback
     if feedback.lexical == "rm3":
         out = [RM3Tier(t, feedback) if isinstance(t, LexicalTier) else t for t in out]
+    if policy.fusion.doc_aggregation == "max":  # before Rocchio: the moved query scores units
+        out = with_units(out, index, policy.fusion.document_unit)
     if feedback.dense == "rocchio":
         store = _embedded_store(out)
-        lexical = next((t for t in out if isinstance(t, LexicalTier | RM3Tier)), None)
+        plain = [_plain(t) for t in out]
+        lexical = next((t for t in plain if isinstance(t, LexicalTier | RM3Tier)), None)
         if store is not None:
             shared = SharedScans()  # one fused first pass per turn for both vector tiers
-            out = [_rocchio(t, store, policy, lexical, shared) for t in out]
+            units = (
+                index_units(index, "paragraph")
+                if feedback.dense_vectors == "paragraph" and hasattr(index, "parents")
+                else None
+            )
+            out = [_rocchio(t, store, policy, lexical, shared, units) for t in out]
     return out
 
 
@@ -82,10 +91,17 @@ def _rocchio(
     policy: RetrievalPolicy,
     lexical: Tier | None,
     shared: SharedScans,
+    units: Units | None,
 ) -> Tier:
     if tier_role(tier) in VECTOR_ROLES and getattr(tier, "store", None) is store:
         return RocchioTier(
-            tier, store, policy.feedback, lexical=lexical, fusion=policy.fusion, first_passes=shared
+            tier,
+            store,
+            policy.feedback,
+            lexical=lexical,
+            fusion=policy.fusion,
+            first_passes=shared,
+            unit_vectors=None if units is None else units.vectors_of_rows,
         )
     return tier
 
@@ -94,3 +110,8 @@ def _embedded_store(tiers: Sequence[Tier]) -> NumpyVectorStore | None:
     dense = next((t for t in tiers if tier_role(t) == DENSE), None)
     store = getattr(dense, "store", None)
     return store if isinstance(store, NumpyVectorStore) else None
+
+
+def _plain(tier: Tier) -> Tier:
+    """The tier a unit-scoring wrapper holds (Rocchio's first pass needs passage scores only)."""
+    return tier.inner if isinstance(tier, LexicalUnitsTier) else tier
