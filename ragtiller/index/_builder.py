@@ -16,6 +16,7 @@ from ragtiller.index._records import RecordTable, namespace_of
 from ragtiller.index.chunking import Chunk, ChunkingConfig, Section, chunk_documents
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.derived import Derived, build_derived
 from ragtiller.index.doc_ids import check_against_index
 from ragtiller.index.embedders import embedder_identity, embedder_variant
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
@@ -50,6 +51,8 @@ class BuiltParts:
     stats: EmbeddingStats
     report: IngestReport
     skipped: tuple[SkippedSource, ...]
+    derived: Derived | None = None
+    """The section BM25, parent rows and HNSW graph, built here so that opening is cheap."""
 
     @property
     def unchanged(self) -> bool:
@@ -175,6 +178,7 @@ class IndexBuilder:
             [_section_metadata(s) for s in all_sections],
         )
         lexical_tier = LexicalTier.build(store.records, rows.indexed, self.lexical)
+        derived = build_derived(store, parents, self.lexical)
         bar.advance(len(rows.ids))
         # pre-split Documents sharing an id are passages of one document: count documents once
         keys = {(s.document.namespace, s.document.doc_id) for s in all_sections}
@@ -200,6 +204,7 @@ class IndexBuilder:
             stats,
             report,
             tuple(skipped),
+            derived,
         )
 
     def _vectors(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,21 @@ from ragtiller.errors import IndexStoreError
 from ragtiller.index._builder import IndexBuilder, chunk_sync_record, section_from_record
 from ragtiller.index._embedding import DEFAULT_RETRY, EmbeddingStats
 from ragtiller.index._records import RecordTable
+from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.chunking import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.index.corpus_map import ScopedOverview
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
+from ragtiller.index.derived import (
+    DERIVED_FILES,
+    Derived,
+    load_derived,
+    save_derived,
+    section_lexical,
+)
 from ragtiller.index.embedders import embedder_identity
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LEXICAL_DIR, LexicalConfig, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
-from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
+from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier, parent_rows
 from ragtiller.index.progress import IngestProgress
 from ragtiller.index.report import IngestReport
 from ragtiller.index.sources import DEFAULT_MAX_FILE_BYTES, SkippedSource, Source
@@ -33,8 +42,17 @@ from ragtiller.index.versions import FaultHook, Step, open_current, write_versio
 from ragtiller.types import Tier
 
 CORPUS_MAP_FILE = "corpus_map.txt"
-INDEX_FILES = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR, CORPUS_MAP_FILE, MANIFEST_FILE)
-"""What one version directory holds; ``manifest.json`` is written last."""
+INDEX_FILES = (
+    VECTORS_FILE,
+    CHUNKS_FILE,
+    PARENTS_FILE,
+    LEXICAL_DIR,
+    *DERIVED_FILES,
+    CORPUS_MAP_FILE,
+    MANIFEST_FILE,
+)
+"""What one version directory holds (and ``ann.faiss`` for an index with an HNSW graph, see
+:mod:`ragtiller.index.derived`); ``manifest.json`` is written last."""
 
 
 def _no_fault(step: str) -> None:
@@ -76,6 +94,7 @@ class EmbeddedIndex:
         stats: EmbeddingStats | None = None,
         skipped: Sequence[SkippedSource] = (),
         report: IngestReport | None = None,
+        derived: Derived | None = None,
     ) -> None:
         self.store = store
         self.parents = parents
@@ -89,7 +108,14 @@ class EmbeddedIndex:
         self.report = report
         """What the ingest that built this index did (None for an index opened with load)."""
         self._lexical = lexical
-        self._tiers: list[Tier] = [DenseTier(store), ParentChildTier(store, parents), lexical]
+        self._derived = derived or Derived()
+        if self._derived.ann is not None:
+            store.attach_ann(self._derived.ann)
+        self._tiers: list[Tier] = [
+            DenseTier(store),
+            ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
+            lexical,
+        ]
 
     @property
     def tiers(self) -> list[Tier]:
@@ -100,6 +126,26 @@ class EmbeddedIndex:
         """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
         (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)
+
+    @property
+    def section_lexical(self) -> LexicalTier:
+        """BM25 over the parent sections: saved with the index; built here, once, for a
+        version saved before it was."""
+        if self._derived.section_lexical is None:
+            tier = section_lexical(self.parents, self.manifest.lexical)
+            self._derived = replace(self._derived, section_lexical=tier)
+        assert self._derived.section_lexical is not None
+        return self._derived.section_lexical
+
+    def ann(self) -> AnnIndex:
+        """The HNSW graph of the approximate dense tier: saved with an index of
+        :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more, else built here, once."""
+        graph = self._derived.ann
+        if graph is None:
+            graph = AnnIndex.build(self.store.vectors)
+            self._derived = replace(self._derived, ann=graph)
+            self.store.attach_ann(graph)
+        return graph
 
     @property
     def embedder(self) -> Embeddings:
@@ -182,6 +228,7 @@ class EmbeddedIndex:
             stats=parts.stats,
             skipped=parts.skipped,
             report=parts.report,
+            derived=parts.derived,
         )
 
     def documents(self) -> list[Document]:
@@ -230,11 +277,20 @@ class EmbeddedIndex:
             IndexStoreError: ``directory`` exists, is not empty and holds no index (it is never
                 overwritten).
         """
+        names = (
+            INDEX_FILES
+            if self._derived.ann is None
+            else (*INDEX_FILES[:-1], ANN_FILE, MANIFEST_FILE)
+        )
         if progress is not None:
-            progress.stage("save", len(INDEX_FILES), unit="file")
+            progress.stage("save", len(names), unit="file")
+        if self._derived.parent_rows is None:  # a version saved before it was derived
+            rows = parent_rows(self.store.records, self.parents)
+            self._derived = replace(self._derived, parent_rows=rows)
+        self.section_lexical  # noqa: B018 - the same: build it, so that it is saved
 
         def write(version: Path, step: Step) -> None:
-            for name in INDEX_FILES:
+            for name in names:
                 step(f"write {name}")
                 self._write_file(version, name)
                 if progress is not None:
@@ -251,6 +307,8 @@ class EmbeddedIndex:
             self.parents.dump(version / PARENTS_FILE)
         elif name == LEXICAL_DIR:
             self._lexical.save(version / LEXICAL_DIR)
+        elif name in (*DERIVED_FILES, ANN_FILE):
+            save_derived(self._derived, version, name)
         elif name == CORPUS_MAP_FILE:
             (version / CORPUS_MAP_FILE).write_text(self.corpus_map, encoding="utf-8")
         else:
@@ -308,6 +366,7 @@ class EmbeddedIndex:
             lexical=lexical,
             manifest=manifest,
             corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
+            derived=load_derived(path, store, parents, manifest.lexical),
         )
 
 

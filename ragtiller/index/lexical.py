@@ -138,9 +138,15 @@ class LexicalTier(CpuTier):
 
     @classmethod
     def load(
-        cls, directory: str | Path, records: RecordTable, config: LexicalConfig
+        cls,
+        directory: str | Path,
+        records: RecordTable,
+        config: LexicalConfig,
+        *,
+        unit: str | None = None,
     ) -> LexicalTier:
-        """Read an index written by :meth:`save`, memory-mapping its arrays.
+        """Read an index written by :meth:`save`, memory-mapping its arrays (``unit`` as in
+        :meth:`build`).
 
         Raises:
             IndexStoreError: A file is missing or unreadable, or the index does not match
@@ -159,7 +165,7 @@ class LexicalTier(CpuTier):
                 f"index file {path / BM25_FILES[0]} is corrupt: it indexes "
                 f"{retriever.scores['num_docs']} chunks, the chunk table has {len(records)}"
             )
-        return cls(records, retriever, config)
+        return cls(records, retriever, config, unit=unit)
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.

@@ -278,6 +278,15 @@ class FeedbackConfig(_Model):
         "or dense_weight times the share of the top 10 documents the dense and lexical first "
         "passes have in common (agreement, 0 to 1): no move when the tiers disagree.",
     )
+    dense_rescore: Literal["candidates", "full"] = Field(
+        "candidates",
+        description="Rocchio's second pass over an exact embedded index: re-score the first "
+        "pass's best `dense_candidates` chunks with the moved vector (candidates), or scan every "
+        "chunk again (full). An approximate (HNSW) tier searches its graph again either way.",
+    )
+    dense_candidates: Annotated[
+        int, Field(gt=0, description="First-pass chunks the candidates re-score reads.")
+    ] = 1000
 
 
 class DenseBackendConfig(_Model):
@@ -298,6 +307,12 @@ class DenseBackendConfig(_Model):
             "fallback still has time to answer."
         ),
     ] = 4.0
+    search: Literal["auto", "exact", "approximate"] = Field(
+        "auto",
+        description="How the embedded dense and parent-child tiers search: every vector (exact), "
+        "the index's HNSW graph (approximate; built on first use where the index has none), or "
+        "the graph where ingest built one, from 50,000 chunks up (auto).",
+    )
 
 
 class LexicalBackendConfig(DenseBackendConfig):
@@ -306,6 +321,8 @@ class LexicalBackendConfig(DenseBackendConfig):
     The same fields as ``dense_backend``: ``fallback: embedded`` serves from the embedded bm25s
     index when Pinecone has no credentials (and on Pinecone errors with ``fallback_on_outage``).
     """
+
+    search: Literal["exact"] = Field("exact", description="BM25 is always exact.")
 
 
 class PromotionConfig(_Model):
