@@ -17,7 +17,6 @@ from ragtiller.doc_ranking import SECTION_UNIT
 from ragtiller.errors import ConfigurationError
 from ragtiller.feedback import RM3Tier, RocchioTier
 from ragtiller.index._scans import SharedScans
-from ragtiller.index.ann import ANN_MIN_ROWS
 from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
 from ragtiller.index.parent_child import ParentChildTier
@@ -86,8 +85,9 @@ def apply_query_options(
 def _with_search(search: str, tiers: Sequence[Tier], index: Any | None) -> list[Tier]:
     """The embedded vector tiers searching every vector or the store's HNSW graph.
 
-    ``auto`` takes the graph where ingest saved one (indexes of ``ANN_MIN_ROWS`` chunks and
-    more), ``approximate`` builds one on first use where the index has none.
+    ``auto`` takes the graph where the store has one (ingest saves one with indexes of
+    :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks and more), ``approximate`` builds one on
+    first use where the index has none.
 
     Raises:
         ConfigurationError: ``approximate`` for vector tiers whose store has no graph and no
@@ -106,8 +106,7 @@ def _with_search(search: str, tiers: Sequence[Tier], index: Any | None) -> list[
                     "no HNSW graph: attach one (NumpyVectorStore.attach_ann), or pass index=..."
                 )
             index.ann()  # type: ignore[union-attr]  # checked: hasattr(index, "ann")
-        graph = store.ann is not None and (search == "approximate" or len(store) >= ANN_MIN_ROWS)
-        out.append(tier.with_search(graph and search != "exact"))
+        out.append(tier.with_search(store.ann is not None and search != "exact"))
     return out
 
 

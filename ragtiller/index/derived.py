@@ -21,8 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtiller.errors import IndexStoreError
+from ragtiller.index import ann
 from ragtiller.index._records import RecordTable
-from ragtiller.index.ann import ANN_FILE, ANN_MIN_ROWS, AnnIndex
+from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, parent_rows
@@ -57,10 +58,12 @@ def build_derived(
     parents: RecordTable,
     config: LexicalConfig,
     *,
-    ann_min_rows: int = ANN_MIN_ROWS,
+    ann_min_rows: int | None = None,
 ) -> Derived:
-    """Everything an ingest derives; the HNSW graph only from ``ann_min_rows`` chunks up."""
-    graph = AnnIndex.build(store.vectors) if len(store) >= ann_min_rows else None
+    """Everything an ingest derives; the HNSW graph only from ``ann_min_rows`` chunks up
+    (default :data:`~ragtiller.index.ann.ANN_MIN_ROWS`)."""
+    least = ann.ANN_MIN_ROWS if ann_min_rows is None else ann_min_rows
+    graph = AnnIndex.build(store.vectors) if len(store) >= least else None
     return Derived(section_lexical(parents, config), parent_rows(store.records, parents), graph)
 
 

@@ -311,7 +311,7 @@ class DenseBackendConfig(_Model):
         "auto",
         description="How the embedded dense and parent-child tiers search: every vector (exact), "
         "the index's HNSW graph (approximate; built on first use where the index has none), or "
-        "the graph where ingest built one, from 50,000 chunks up (auto).",
+        "the graph where the index has one (auto: ingest builds one from 50,000 chunks up).",
     )
 
 
