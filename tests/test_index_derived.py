@@ -3,6 +3,7 @@ the version, opened without rebuilding, and still built on use for versions save
 
 from __future__ import annotations
 
+import gc
 import shutil
 from pathlib import Path
 
@@ -166,3 +167,19 @@ def test_approximate_tiers_without_an_index_or_graph_are_refused() -> None:
     bare: list[Tier] = [DenseTier(index.store), ParentChildTier(index.store, index.parents)]
     with pytest.raises(ConfigurationError, match="no HNSW graph"):
         apply_query_options(policy_with("approximate"), bare, None)
+
+
+def test_an_index_with_a_graph_holds_one_copy_of_the_vectors(with_graph: Path) -> None:
+    stored = np.load(current_version(with_graph) / "vectors.npy")
+    vectors = open_index(with_graph).store.vectors  # the graph's copy: vectors.npy is not read
+    assert not isinstance(vectors, np.memmap) and not vectors.flags.writeable
+    gc.collect()  # the index is gone; the array keeps the graph that owns its memory alive
+    assert np.array_equal(vectors, stored)
+
+
+def test_a_graph_of_other_vectors_fails_the_open(with_graph: Path, tmp_path: Path) -> None:
+    directory = copy(with_graph, tmp_path)
+    path = current_version(directory) / "vectors.npy"
+    np.save(path, np.load(path)[:, :32].copy())
+    with pytest.raises(IndexStoreError, match=r"shape \(\d+, 32\), the graph \(\d+, 64\)"):
+        open_index(directory)

@@ -78,6 +78,19 @@ class AnnIndex:
                 faiss.omp_set_num_threads(before)
         return cls(index)
 
+    def vectors(self) -> Matrix:
+        """The graph's own copy of the vectors, read-only, without copying them.
+
+        An index with a graph searches these instead of ``vectors.npy``: one copy in memory
+        (memory-mapped from ``ann.faiss`` after :meth:`load`, so shared between processes),
+        not two. The array keeps the graph alive.
+        """
+        storage = faiss.downcast_index(self._index.storage)
+        address = int(storage.get_xb())  # type: ignore[attr-defined]  # an IndexFlat's data
+        view = np.asarray(_Borrowed(self, address, (self.rows, self.dimension)))
+        view.flags.writeable = False
+        return view
+
     def save(self, path: Path) -> None:
         """Write the graph and its vectors to ``path``."""
         faiss.write_index(self._index, str(path))
@@ -141,6 +154,19 @@ class AnnIndex:
         if len(rows) < min(k, allowed):  # the graph could not fill k: scan the scope exactly
             return exact_rows(vectors, query, k, None if mask is None else np.flatnonzero(mask))
         return rows, found.astype(np.float32)
+
+
+class _Borrowed:
+    """Memory owned by faiss, seen by numpy: the array's base, so the owner outlives it."""
+
+    def __init__(self, owner: AnnIndex, address: int, shape: tuple[int, int]) -> None:
+        self.owner = owner
+        self.__array_interface__ = {
+            "shape": shape,
+            "typestr": "<f4",
+            "data": (address, True),
+            "version": 3,
+        }
 
 
 def exact_rows(

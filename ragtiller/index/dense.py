@@ -18,7 +18,7 @@ from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._embedding import Matrix, normalize_rows
 from ragtiller.index._records import RecordTable, ensure_json_metadata
 from ragtiller.index._scans import SharedScans, scan_key
-from ragtiller.index.ann import AnnIndex
+from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.types import Hit, SearchRequest
 
 VECTORS_FILE = "vectors.npy"
@@ -359,12 +359,19 @@ class NumpyVectorStore(VectorStore):
 
     @classmethod
     def load(
-        cls, directory: str | Path, embedding: Embeddings, *, mmap: bool = True
+        cls,
+        directory: str | Path,
+        embedding: Embeddings,
+        *,
+        mmap: bool = True,
+        vectors: Matrix | None = None,
     ) -> NumpyVectorStore:
         """Read a store written by :meth:`save`, memory-mapping the vectors unless ``mmap=False``.
 
         Every vector is checked once here, so a corrupt file fails the open instead of making
-        every search return nothing.
+        every search return nothing. ``vectors`` given (an HNSW graph's own copy, see
+        :meth:`~ragtiller.index.ann.AnnIndex.vectors`) are searched instead of the file's,
+        whose data is then never read: one copy in memory, not two.
 
         Raises:
             IndexStoreError: A file is missing, unreadable, the two files disagree, or a vector
@@ -374,18 +381,27 @@ class NumpyVectorStore(VectorStore):
         records = RecordTable.load(path / CHUNKS_FILE)
         vectors_path = path / VECTORS_FILE
         try:
-            vectors = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            stored = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except FileNotFoundError as e:
             raise IndexStoreError(f"index file {vectors_path} is missing") from e
         except (OSError, ValueError) as e:
             raise IndexStoreError(f"index file {vectors_path} is corrupt: {e}") from e
-        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(records):
+        if stored.dtype != np.float32 or stored.ndim != 2 or stored.shape[0] != len(records):
             raise IndexStoreError(
-                f"index file {vectors_path} is corrupt: holds a {vectors.dtype} array of shape "
-                f"{vectors.shape}, expected float32 with {len(records)} rows (one per line of "
+                f"index file {vectors_path} is corrupt: holds a {stored.dtype} array of shape "
+                f"{stored.shape}, expected float32 with {len(records)} rows (one per line of "
                 f"{path / CHUNKS_FILE})"
             )
-        _check_finite(vectors, vectors_path)
+        if vectors is not None and vectors.shape != stored.shape:
+            raise IndexStoreError(
+                f"index file {vectors_path} holds vectors of shape {stored.shape}, the graph "
+                f"{vectors.shape}; re-ingest to rebuild the index"
+            )
+        _check_finite(
+            stored if vectors is None else vectors,
+            vectors_path if vectors is None else path / ANN_FILE,
+        )
+        vectors = stored if vectors is None else vectors
         store = cls(embedding)
         store._set(records, vectors)
         return store

@@ -82,10 +82,25 @@ def save_derived(derived: Derived, version: Path, name: str) -> None:
         raise ValueError(f"not a derived file: {name}")
 
 
+def load_graph(version: Path, rows: int, dimension: int) -> AnnIndex | None:
+    """The HNSW graph ``version`` holds for ``rows`` vectors, or None (see :meth:`AnnIndex.load`).
+
+    Opened before the vectors: its own copy of them is the one the store searches.
+    """
+    if not rows or not (version / ANN_FILE).is_file():
+        return None
+    return AnnIndex.load(version / ANN_FILE, rows=rows, dimension=dimension)
+
+
 def load_derived(
-    version: Path, store: NumpyVectorStore, parents: RecordTable, config: LexicalConfig
+    version: Path,
+    store: NumpyVectorStore,
+    parents: RecordTable,
+    config: LexicalConfig,
+    graph: AnnIndex | None = None,
 ) -> Derived:
-    """What ``version`` holds of the derived structures, checked against its rows.
+    """What ``version`` holds of the derived structures, checked against its rows (``graph``
+    from :func:`load_graph`).
 
     Raises:
         IndexStoreError: A derived file is unreadable or disagrees with the chunks or sections.
@@ -98,9 +113,6 @@ def load_derived(
     rows: npt.NDArray[np.intp] | None = None
     if (version / PARENT_ROWS_FILE).is_file():
         rows = _parent_rows(version / PARENT_ROWS_FILE, len(store), len(parents))
-    graph: AnnIndex | None = None
-    if (version / ANN_FILE).is_file() and len(store):
-        graph = AnnIndex.load(version / ANN_FILE, rows=len(store), dimension=store.vectors.shape[1])
     return Derived(lexical, rows, graph)
 
 

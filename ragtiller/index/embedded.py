@@ -27,6 +27,7 @@ from ragtiller.index.derived import (
     DERIVED_FILES,
     Derived,
     load_derived,
+    load_graph,
     save_derived,
     section_lexical,
 )
@@ -350,7 +351,9 @@ class EmbeddedIndex:
         for name_ in (CHUNKS_FILE, VECTORS_FILE, PARENTS_FILE, CORPUS_MAP_FILE):
             if not (path / name_).is_file():
                 raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
-        store = NumpyVectorStore.load(path, embedder)
+        graph = load_graph(path, manifest.counts.chunks, built.dimension)
+        vectors = graph.vectors() if graph is not None else None
+        store = NumpyVectorStore.load(path, embedder, vectors=vectors)
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
         _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
@@ -366,7 +369,7 @@ class EmbeddedIndex:
             lexical=lexical,
             manifest=manifest,
             corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
-            derived=load_derived(path, store, parents, manifest.lexical),
+            derived=load_derived(path, store, parents, manifest.lexical, graph),
         )
 
 
