@@ -365,20 +365,22 @@ class NumpyVectorStore(VectorStore):
         *,
         mmap: bool = True,
         vectors: Matrix | None = None,
+        namespaces: Sequence[str] | None = None,
     ) -> NumpyVectorStore:
         """Read a store written by :meth:`save`, memory-mapping the vectors unless ``mmap=False``.
 
         Every vector is checked once here, so a corrupt file fails the open instead of making
         every search return nothing. ``vectors`` given (an HNSW graph's own copy, see
         :meth:`~ragtiller.index.ann.AnnIndex.vectors`) are searched instead of the file's,
-        whose data is then never read: one copy in memory, not two.
+        whose data is then never read: one copy in memory, not two. The chunk table stays in
+        its file (:meth:`RecordTable.load`; ``namespaces``: its distinct namespaces, if known).
 
         Raises:
             IndexStoreError: A file is missing, unreadable, the two files disagree, or a vector
                 holds NaN or infinite values; the message names the file.
         """
         path = Path(directory)
-        records = RecordTable.load(path / CHUNKS_FILE)
+        records = RecordTable.load(path / CHUNKS_FILE, namespaces=namespaces)
         vectors_path = path / VECTORS_FILE
         try:
             stored = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)

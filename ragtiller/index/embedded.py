@@ -353,7 +353,9 @@ class EmbeddedIndex:
                 raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
         graph = load_graph(path, manifest.counts.chunks, built.dimension)
         vectors = graph.vectors() if graph is not None else None
-        store = NumpyVectorStore.load(path, embedder, vectors=vectors)
+        store = NumpyVectorStore.load(
+            path, embedder, vectors=vectors, namespaces=manifest.namespaces
+        )
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
         _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
