@@ -185,6 +185,7 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
     from ragtiller.types import SearchRequest
 
     counter = itertools.count()
+    warm_up()  # the modules a turn imports are not the index's memory
     before = rss()
     wall, cpu = time.perf_counter(), time.process_time()
     index = open_index(directory)
@@ -224,6 +225,7 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
         dense.search(SearchRequest(query="", vector=q.tolist(), k=100))
         dense_cpu.append((time.process_time() - started) * 1000)
     out["dense_cpu_p50_ms"] = percentile(dense_cpu, 50)
+    out["feedback"] = feedback_cost(index, around(centres(rows), 3 * queries, rng))
     for label, scope in (("recall", None), ("recall_tenant", {"tenant": "acme"})):
         found = 0
         for q in qs:
@@ -232,6 +234,54 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
             found += len({r for r, _ in got} & {r for r, _ in exact})
         out[label] = found / (10 * len(qs))
     return out
+
+
+def feedback_cost(index: Any, qs: np.ndarray) -> dict[str, float]:
+    """CPU ms (p50) of one dense search at k 100, alone and under the default policy's fused
+    Rocchio (re-scoring candidates, and scanning again), exact and, where the index has a
+    graph, on the graph. Each path gets its own queries: none reuses another's scan."""
+    from ragtiller.feedback import RocchioTier
+    from ragtiller.index import DenseTier
+    from ragtiller.policies import load_policy
+    from ragtiller.types import SearchRequest
+
+    policy = load_policy(None)
+    lexical = index.tiers[2]
+    modes = [False] + ([True] if index.store.ann is not None else [])
+    out: dict[str, float] = {}
+    for approximate in modes:
+        dense = DenseTier(index.store, approximate=approximate)
+        paths: dict[str, Any] = {"plain": dense}
+        for rescore in ("candidates", "full") if not approximate else ("candidates",):
+            config = policy.feedback.model_copy(update={"dense_rescore": rescore})
+            paths[rescore] = RocchioTier(
+                dense, index.store, config, lexical=lexical, fusion=policy.fusion
+            )
+        chunks = np.array_split(qs, len(paths))
+        for (name, tier), block in zip(paths.items(), chunks, strict=True):
+            times = []
+            for n, q in enumerate(block):
+                text = QUERY.format(n=n + 1000 * len(out))
+                started = time.process_time()
+                tier.search(SearchRequest(query=text, vector=q.tolist(), k=100))
+                times.append((time.process_time() - started) * 1000)
+            out[f"{'hnsw' if approximate else 'exact'}_{name}_ms"] = percentile(times, 50)
+    return out
+
+
+def warm_up() -> None:
+    """One turn over a tiny in-memory index: imports what a turn needs."""
+    from langchain_core.documents import Document
+
+    from ragtiller import build_graph
+    from ragtiller.index import EmbeddedIndex, HashingEmbedder
+
+    docs = [
+        Document(page_content=f"# T {i}\n\nasyncio task {i}", metadata={"source": f"{i}"})
+        for i in range(3)
+    ]
+    tiny = EmbeddedIndex.build(docs, embedder=HashingEmbedder(DIM), progress=False)
+    build_graph(index=tiny).invoke({"query": "asyncio task"})
 
 
 def graph_tiers(index: Any) -> list[Any]:
@@ -250,14 +300,20 @@ def graph_tiers(index: Any) -> list[Any]:
 def dense_memory(directory: str, rows: int) -> dict[str, float]:
     """Child process: memory of the dense tier alone (vectors, graph, chunk table), searched."""
     from ragtiller.index import HashingEmbedder, NumpyVectorStore
-    from ragtiller.index.ann import ANN_FILE, AnnIndex
+    from ragtiller.index.ann import AnnIndex
+    from ragtiller.index.derived import load_graph
     from ragtiller.index.versions import current_version
 
     version = current_version(Path(directory))
+    warm = NumpyVectorStore.from_vectors(["a", "b"], np.eye(2, DIM), HashingEmbedder(DIM))
+    warm.attach_ann(AnnIndex.build(warm.vectors))
+    warm.search_rows([1.0] * DIM, 1, approximate=True)  # faiss' code pages are not the index
     before = rss()
-    store = NumpyVectorStore.load(version, HashingEmbedder(DIM))
-    if (version / ANN_FILE).is_file():
-        store.attach_ann(AnnIndex.load(version / ANN_FILE, rows=rows, dimension=DIM))
+    graph = load_graph(version, rows, DIM)  # as EmbeddedIndex.load opens them
+    vectors = None if graph is None else graph.vectors()
+    store = NumpyVectorStore.load(version, HashingEmbedder(DIM), vectors=vectors)
+    if graph is not None:
+        store.attach_ann(graph)
     qs = around(centres(rows), 50, np.random.default_rng(8))
     for q in qs:
         store.search_rows(q.tolist(), 100, approximate=store.ann is not None)
@@ -301,6 +357,7 @@ def main() -> None:
         "dense tier B/chunk (x raw) | open + build_graph + first turn s (CPU s) |"
     )
     print("|---:|---|---:|---:|---:|---:|---|---:|---:|---:|")
+    table_rows = []
     raw = DIM * 4
     for m in results:
         dense = sum(m["dense_memory"].values())
@@ -313,6 +370,22 @@ def main() -> None:
             f"| {dense:.0f} ({dense / raw:.2f}x) "
             f"| {m['open_wall_s']:.2f} ({m['open_cpu_s']:.2f}) |"
         )
+        fb = m["feedback"]
+        for mode in ("exact", "hnsw"):
+            if f"{mode}_plain_ms" in fb:
+                plain = fb[f"{mode}_plain_ms"]
+                cells = [
+                    f"{fb[k]:.2f} (+{(fb[k] - plain) / plain:.0%})"
+                    for k in (f"{mode}_candidates_ms", f"{mode}_full_ms")
+                    if k in fb
+                ]
+                table_rows.append(f"| {m['rows']:,} | {mode} | {plain:.2f} | " + " | ".join(cells))
+    print(
+        "\n| chunks | dense search | alone ms | Rocchio, candidates ms (feedback's share) | Rocchio, full second scan ms |"
+    )
+    print("|---:|---|---:|---:|---:|")
+    for line in table_rows:
+        print(line + (" |" if line.count("|") == 5 else " | — |"))
 
 
 def run(*args: str) -> str:

@@ -50,6 +50,8 @@ class JsonlRows:
         except OSError as e:
             raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
         self._starts, self._ends = _lines(self._map, size)
+        if self._map is not None:  # the scan touched every page: a turn needs a few of them
+            self._map.madvise(mmap.MADV_DONTNEED)
         self.record = functools.lru_cache(maxsize=CACHED_ROWS)(self._parse)
         """The parsed record of a row (cached)."""
 
