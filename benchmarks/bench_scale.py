@@ -182,6 +182,7 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
     """Child process: open, turns, floor, recall and memory of one index."""
     from ragtiller import build_graph
     from ragtiller.index.opening import open_index
+    from ragtiller.policies import load_policy
     from ragtiller.types import SearchRequest
 
     counter = itertools.count()
@@ -190,19 +191,27 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
     wall, cpu = time.perf_counter(), time.process_time()
     index = open_index(directory)
     graph = build_graph(index=index)
+    policy = load_policy(None)
     graph.invoke({"query": QUERY.format(n=next(counter))})
     out: dict[str, Any] = {
         "open_wall_s": time.perf_counter() - wall,
         "open_cpu_s": time.process_time() - cpu,
     }
-    turn_cpu = []
-    for _ in range(turns):
-        started = time.process_time()
-        graph.invoke({"query": QUERY.format(n=next(counter))})
-        turn_cpu.append((time.process_time() - started) * 1000)
+    no_feedback = build_graph(
+        policy.model_copy(update={"feedback": policy.feedback.model_copy(update={"dense": "off"})}),
+        index=index,
+    )
+    no_feedback.invoke({"query": QUERY.format(n=next(counter))})
+    turn_cpu: dict[str, list[float]] = {"default": [], "no_feedback": []}
+    for _ in range(turns):  # in turn, so that drift on a shared machine hits both alike
+        for name, g in (("default", graph), ("no_feedback", no_feedback)):
+            started = time.process_time()
+            g.invoke({"query": QUERY.format(n=next(counter))})
+            turn_cpu[name].append((time.process_time() - started) * 1000)
     after = rss()
-    out["turn_cpu_p50_ms"] = percentile(turn_cpu, 50)
-    out["turn_cpu_p95_ms"] = percentile(turn_cpu, 95)
+    out["turn_cpu_p50_ms"] = percentile(turn_cpu["default"], 50)
+    out["turn_cpu_p95_ms"] = percentile(turn_cpu["default"], 95)
+    out["turn_no_feedback_cpu_p50_ms"] = percentile(turn_cpu["no_feedback"], 50)
     out["rss_per_chunk"] = sum(after.values()) - sum(before.values())
     out["rss_per_chunk"] /= rows
     store = index.store
@@ -380,6 +389,16 @@ def main() -> None:
                     if k in fb
                 ]
                 table_rows.append(f"| {m['rows']:,} | {mode} | {plain:.2f} | " + " | ".join(cells))
+    print(
+        "\n| chunks | turn CPU p50 ms, default | feedback off | feedback's cost, ms (share of the dense search) |"
+    )
+    print("|---:|---:|---:|---:|")
+    for m in results:
+        cost = m["turn_cpu_p50_ms"] - m["turn_no_feedback_cpu_p50_ms"]
+        print(
+            f"| {m['rows']:,} | {m['turn_cpu_p50_ms']:.1f} | {m['turn_no_feedback_cpu_p50_ms']:.1f} "
+            f"| {cost:+.1f} ({cost / m['dense_cpu_p50_ms']:+.0%}) |"
+        )
     print(
         "\n| chunks | dense search | alone ms | Rocchio, candidates ms (feedback's share) | Rocchio, full second scan ms |"
     )

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragtiller.errors import IndexStoreError
 from ragtiller.index._compute import CpuTier, top_k
 from ragtiller.index._records import RecordTable
+from ragtiller.index._scans import SharedScans
 from ragtiller.types import Hit, SearchRequest
 
 LEXICAL_DIR = "lexical"
@@ -97,6 +98,7 @@ class LexicalTier(CpuTier):
         self.config = config
         self.unit = unit
         self._retriever = retriever
+        self._scores = SharedScans()  # the turn's search and Rocchio's first pass score once
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
         self._marks = {"unit": unit} if unit else {}
         stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
@@ -178,7 +180,7 @@ class LexicalTier(CpuTier):
         tokens = analyze([request.query], self.config, self._stemmer)[0]
         if not tokens or not len(self.records):
             return []
-        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        scores = self._scores.get(tuple(tokens), lambda: self._score(tokens))
         mask = self.records.mask(request.namespaces, request.filter)
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
@@ -187,6 +189,13 @@ class LexicalTier(CpuTier):
             return []
         best = rows[top_k(scores[rows], request.k)]
         return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
+
+    def _score(self, tokens: list[str]) -> np.ndarray:
+        """BM25 of every row for the analysed query, read-only (kept and shared, see
+        :mod:`ragtiller.index._scans`)."""
+        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        scores.flags.writeable = False
+        return scores
 
     @property
     def rows(self) -> int:
