@@ -10,6 +10,7 @@ from langchain_core.documents import Document
 from ragtiller.feedback import RocchioTier, rocchio_vector
 from ragtiller.index import DenseTier, EmbeddedIndex, HashingEmbedder, ParentChildTier
 from ragtiller.index.ann import AnnIndex
+from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FeedbackConfig
 from ragtiller.types import SearchRequest
 
@@ -107,3 +108,25 @@ def test_an_approximate_tier_searches_its_graph_again(index: EmbeddedIndex) -> N
         assert parent_child.search(asked)
     finally:
         store._ann = None
+
+
+def test_the_turns_bm25_and_rocchios_first_pass_score_once(
+    index: EmbeddedIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lexical = index.tiers[2]
+    assert isinstance(lexical, LexicalTier)
+    calls: list[object] = []
+    real = lexical._retriever.get_scores
+
+    def counted(tokens: list[str]) -> object:
+        calls.append(tokens)
+        return real(tokens)
+
+    monkeypatch.setattr(lexical._retriever, "get_scores", counted)
+    settings = FeedbackConfig(dense="rocchio", dense_docs=2, dense_source="fused")
+    tier = RocchioTier(index.tiers[0], index.store, settings, lexical=lexical)
+    asked = request("shock wave nozzle")
+    short = lexical.search(replace(asked, k=3))
+    tier.search(asked)  # its first pass asks BM25 for 100 hits of the same query
+    assert len(calls) == 1
+    assert lexical.search(replace(asked, k=100))[:3] == short  # the same ranking, any k
