@@ -90,9 +90,16 @@ class Field(Sequence[T], Generic[T]):
     def __init__(self, rows: JsonlRows, key: str) -> None:
         self._rows = rows
         self._key = key
+        self._count = len(rows)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
+
+    def record(self, row: int) -> dict[str, Any]:
+        """The whole parsed record of ``row`` (all of its fields at once)."""
+        if not 0 <= row < self._count:
+            raise IndexError(f"row {row} out of range")
+        return self._rows.record(int(row))
 
     @overload
     def __getitem__(self, row: int) -> T: ...
@@ -102,12 +109,8 @@ class Field(Sequence[T], Generic[T]):
 
     def __getitem__(self, row: int | slice) -> T | list[T]:
         if isinstance(row, slice):
-            return [self[r] for r in range(*row.indices(len(self)))]
-        if row < 0:
-            row += len(self)
-        if not 0 <= row < len(self):
-            raise IndexError(f"row {row} out of range")
-        value: T = self._rows.record(int(row))[self._key]
+            return [self[r] for r in range(*row.indices(self._count))]
+        value: T = self.record(row + self._count if row < 0 else row)[self._key]
         return value
 
     def __iter__(self) -> Iterator[T]:

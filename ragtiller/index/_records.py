@@ -188,18 +188,25 @@ class RecordTable:
 
     def hit(self, row: int, score: float, **extra: Any) -> Hit:
         """The row as a :class:`~ragtiller.types.Hit` with ``extra`` added to its metadata."""
-        metadata = {k: v for k, v in self.metadatas[row].items() if k not in HIT_FIELDS}
+        id_, text, stored = self.fields(row)
+        metadata = {k: v for k, v in stored.items() if k not in HIT_FIELDS}
         metadata.update(extra)
-        stored = self.metadatas[row]
         return Hit(
-            id=self.ids[row],
-            text=self.texts[row],
+            id=id_,
+            text=text,
             score=float(score),
-            doc_id=str(stored.get("doc_id") or self.ids[row]),
+            doc_id=str(stored.get("doc_id") or id_),
             parent_id=stored.get("parent_id"),
             source=str(stored.get("source", "")),
             metadata=metadata,
         )
+
+    def fields(self, row: int) -> tuple[str, str, dict[str, Any]]:
+        """The id, text and metadata of ``row`` (one parse for a table still in its file)."""
+        if isinstance(self.texts, Field):
+            record = self.texts.record(row)
+            return record["id"], record["text"], record["metadata"]
+        return self.ids[row], self.texts[row], self.metadatas[row]
 
     def document(self, row: int) -> Document:
         """The row as a LangChain ``Document`` carrying its id and a copy of its metadata."""
