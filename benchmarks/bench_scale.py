@@ -197,21 +197,30 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
         "open_wall_s": time.perf_counter() - wall,
         "open_cpu_s": time.process_time() - cpu,
     }
-    no_feedback = build_graph(
-        policy.model_copy(update={"feedback": policy.feedback.model_copy(update={"dense": "off"})}),
-        index=index,
-    )
-    no_feedback.invoke({"query": QUERY.format(n=next(counter))})
-    turn_cpu: dict[str, list[float]] = {"default": [], "no_feedback": []}
-    for _ in range(turns):  # in turn, so that drift on a shared machine hits both alike
-        for name, g in (("default", graph), ("no_feedback", no_feedback)):
+    graphs = {"default": graph}
+    searches = ["auto", "exact"] if index.store.ann is not None else ["auto"]
+    for search in searches:
+        for feedback in ("rocchio", "off"):
+            name = f"{search}_{feedback}"
+            if name != "auto_rocchio":
+                variant = policy.model_copy(
+                    update={
+                        "feedback": policy.feedback.model_copy(update={"dense": feedback}),
+                        "dense_backend": policy.dense_backend.model_copy(update={"search": search}),
+                    }
+                )
+                graphs[name] = build_graph(variant, index=index)
+                graphs[name].invoke({"query": QUERY.format(n=next(counter))})
+    turn_cpu: dict[str, list[float]] = {name: [] for name in graphs}
+    for _ in range(turns):  # in turn, so that drift on a shared machine hits all alike
+        for name, g in graphs.items():
             started = time.process_time()
             g.invoke({"query": QUERY.format(n=next(counter))})
             turn_cpu[name].append((time.process_time() - started) * 1000)
     after = rss()
     out["turn_cpu_p50_ms"] = percentile(turn_cpu["default"], 50)
     out["turn_cpu_p95_ms"] = percentile(turn_cpu["default"], 95)
-    out["turn_no_feedback_cpu_p50_ms"] = percentile(turn_cpu["no_feedback"], 50)
+    out["turns_cpu_p50_ms"] = {name: percentile(t, 50) for name, t in turn_cpu.items()}
     out["rss_per_chunk"] = sum(after.values()) - sum(before.values())
     out["rss_per_chunk"] /= rows
     store = index.store
@@ -390,15 +399,22 @@ def main() -> None:
                 ]
                 table_rows.append(f"| {m['rows']:,} | {mode} | {plain:.2f} | " + " | ".join(cells))
     print(
-        "\n| chunks | turn CPU p50 ms, default | feedback off | feedback's cost, ms (share of the dense search) |"
+        "\n| chunks | dense search | turn CPU p50 ms, Rocchio (default) | feedback off | "
+        "feedback's cost, ms | exact dense search alone, ms | cost / exact search |"
     )
-    print("|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for m in results:
-        cost = m["turn_cpu_p50_ms"] - m["turn_no_feedback_cpu_p50_ms"]
-        print(
-            f"| {m['rows']:,} | {m['turn_cpu_p50_ms']:.1f} | {m['turn_no_feedback_cpu_p50_ms']:.1f} "
-            f"| {cost:+.1f} ({cost / m['dense_cpu_p50_ms']:+.0%}) |"
-        )
+        exact_search = m["feedback"]["exact_plain_ms"]
+        for search in ("auto", "exact"):
+            turn = m["turns_cpu_p50_ms"].get(f"{search}_rocchio", m["turn_cpu_p50_ms"])
+            off = m["turns_cpu_p50_ms"].get(f"{search}_off")
+            if off is None:
+                continue
+            kind = "HNSW" if search == "auto" and m["approximate"] else "exact"
+            print(
+                f"| {m['rows']:,} | {kind} | {turn:.1f} | {off:.1f} | {turn - off:+.1f} "
+                f"| {exact_search:.2f} | {(turn - off) / exact_search:+.0%} |"
+            )
     print(
         "\n| chunks | dense search | alone ms | Rocchio, candidates ms (feedback's share) | Rocchio, full second scan ms |"
     )
