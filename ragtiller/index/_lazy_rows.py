@@ -116,6 +116,10 @@ class Field(Sequence[T], Generic[T]):
     def __iter__(self) -> Iterator[T]:
         return (record[self._key] for record in self._rows.records())
 
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every whole record, in row order, parsed afresh."""
+        return self._rows.records()
+
 
 def _lines(
     data: mmap.mmap | None, size: int

@@ -10,8 +10,9 @@ when read, and the id lookup, namespace codes and filter columns are built on fi
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,10 @@ class RecordTable:
 
     __slots__ = (
         "_columns",
+        "_lock",
         "_masks",
-        "_namespace_codes",
-        "_namespaces",
         "_row",
+        "_scopes",
         "ids",
         "metadatas",
         "texts",
@@ -73,8 +74,8 @@ class RecordTable:
         self._row: dict[str, int] | None = None
         self._columns: dict[str, tuple[Any, ...]] = {}
         self._masks: dict[Any, npt.NDArray[np.bool_] | None] = {}
-        self._namespace_codes: npt.NDArray[np.int32] | None = None
-        self._namespaces: dict[str, int] = {}
+        self._scopes: tuple[npt.NDArray[np.int32], dict[str, int]] | None = None
+        self._lock = threading.Lock()
         self._lookup()  # ids must be unique
 
     @classmethod
@@ -85,10 +86,9 @@ class RecordTable:
         table.ids, table.texts = Field(rows, "id"), Field(rows, "text")
         table.metadatas = Field(rows, "metadata")
         table._row, table._columns, table._masks = None, {}, {}
-        table._namespace_codes, table._namespaces = None, {}
+        table._scopes, table._lock = None, threading.Lock()
         if namespaces is not None and len(namespaces) == 1:
-            table._namespace_codes = np.zeros(len(rows), dtype=np.int32)
-            table._namespaces = {namespaces[0]: 0}
+            table._scopes = (np.zeros(len(rows), dtype=np.int32), {namespaces[0]: 0})
         return table
 
     def __len__(self) -> int:
@@ -97,8 +97,7 @@ class RecordTable:
     @property
     def namespaces(self) -> tuple[str, ...]:
         """Distinct namespaces, in order of first appearance."""
-        self._codes()
-        return tuple(self._namespaces)
+        return tuple(self._codes()[1])
 
     def row(self, id_: str) -> int | None:
         """Row number of ``id_``, or None when absent."""
@@ -118,17 +117,18 @@ class RecordTable:
             self._row = lookup
         return self._row
 
-    def _codes(self) -> npt.NDArray[np.int32]:
-        """A namespace code per row (built on first use) and the code of each namespace."""
-        if self._namespace_codes is None:
+    def _codes(self) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
+        """A namespace code per row and the code of each namespace, built on first use and
+        set as one pair: a search on another thread never sees codes without their names."""
+        if self._scopes is None:
             codes: dict[str, int] = {}
-            self._namespace_codes = np.fromiter(
+            per_row = np.fromiter(
                 (codes.setdefault(namespace_of(md), len(codes)) for md in self.metadatas),
                 dtype=np.int32,
                 count=len(self),
             )
-            self._namespaces = codes
-        return self._namespace_codes
+            self._scopes = (per_row, codes)
+        return self._scopes
 
     def column(self, key: str) -> tuple[Any, ...]:
         """Every row's ``metadata[key]`` (a private marker where a row lacks it), kept."""
@@ -160,19 +160,23 @@ class RecordTable:
             hash(key)
         except TypeError:  # an unhashable value: computed, not kept
             return self._mask(namespaces, filter)
-        if key not in self._masks:
+        with self._lock:
+            if key in self._masks:
+                return self._masks[key]
+        mask = self._mask(namespaces, filter)
+        with self._lock:
             while len(self._masks) >= MASKS_KEPT:
                 self._masks.pop(next(iter(self._masks)))
-            self._masks[key] = self._mask(namespaces, filter)
-        return self._masks[key]
+            self._masks[key] = mask
+        return mask
 
     def _mask(
         self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> npt.NDArray[np.bool_] | None:
         mask: npt.NDArray[np.bool_] | None = None
-        codes = self._codes()
-        if namespaces is not None and not self._namespaces.keys() <= set(namespaces):
-            wanted = [self._namespaces[n] for n in namespaces if n in self._namespaces]
+        codes, known = self._codes()
+        if namespaces is not None and not known.keys() <= set(namespaces):
+            wanted = [known[n] for n in namespaces if n in known]
             mask = np.isin(codes, np.asarray(wanted, dtype=np.int32))
         for name, expected in (filter or {}).items():  # as ragtiller.filters.predicate tests
             values = allowed(expected)
@@ -200,6 +204,12 @@ class RecordTable:
             source=str(stored.get("source", "")),
             metadata=metadata,
         )
+
+    def items(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Every row's id, text and metadata, in row order (one pass over a file)."""
+        if isinstance(self.texts, Field):
+            return ((r["id"], r["text"], r["metadata"]) for r in self.texts.records())
+        return zip(self.ids, self.texts, self.metadatas, strict=True)
 
     def fields(self, row: int) -> tuple[str, str, dict[str, Any]]:
         """The id, text and metadata of ``row`` (one parse for a table still in its file)."""
@@ -232,7 +242,7 @@ class RecordTable:
     def dump(self, path: Path) -> None:
         """Write one JSON object per row (``id``, ``text``, ``metadata``) to ``path``."""
         with path.open("w", encoding="utf-8") as f:
-            for id_, text, md in zip(self.ids, self.texts, self.metadatas, strict=True):
+            for id_, text, md in self.items():
                 f.write(json.dumps({"id": id_, "text": text, "metadata": md}, ensure_ascii=False))
                 f.write("\n")
 

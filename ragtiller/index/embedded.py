@@ -245,7 +245,7 @@ class EmbeddedIndex:
         records = self.store.records
         return [
             chunk_sync_record(identity, id_, text, md, self._parent_metadata(md))
-            for id_, text, md in zip(records.ids, records.texts, records.metadatas, strict=True)
+            for id_, text, md in records.items()
         ]
 
     def _parent_metadata(self, chunk_metadata: dict[str, Any]) -> dict[str, Any]:
