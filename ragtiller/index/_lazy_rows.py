@@ -62,7 +62,7 @@ class JsonlRows:
         assert self._map is not None
         raw = self._map[int(self._starts[row]) : int(self._ends[row])]
         try:
-            record = json.loads(raw)
+            record = json.loads(raw.decode("utf-8"))  # str: json skips guessing the encoding
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise IndexStoreError(
                 f"index file {self.path} is corrupt: line {row + 1} is not JSON ({e})"
