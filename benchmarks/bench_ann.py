@@ -14,6 +14,9 @@ the exact top 10, and the bytes per vector of the saved index (vectors plus grap
 usearch are optional (``pip install hnswlib usearch``); a library that does not import is
 reported as such.
 
+``--saved-index DIR --rows N`` instead sweeps the search width over the graph an index of
+``bench_scale.py`` saved (its topics, 40 queries): how recall@10 grows with efSearch.
+
 The second table is the exact-scan floor (``einsum`` + ``argpartition``, as the exact tier
 scans) against faiss HNSW at each size: where ``ANN_MIN_ROWS`` comes from.
 """
@@ -176,6 +179,40 @@ def threshold(sizes: list[int], queries: int) -> None:
         print(f"| {rows:,} | {exact_ms:.2f} | {ann_ms:.3f} | {build:.1f} |")
 
 
+def sweep(directory: Path, rows: int, efc: int | None) -> None:
+    """Recall@10 and CPU by efSearch on the graph of a ``bench_scale.py`` index (or on a new
+    graph over its vectors built with efConstruction ``efc``)."""
+    import faiss
+    from bench_scale import around, centres
+
+    from ragtiller.index.derived import load_graph
+    from ragtiller.index.versions import current_version
+
+    graph = load_graph(current_version(directory), rows, DIM)
+    assert graph is not None, f"{directory} has no graph"
+    vectors = graph.vectors()
+    index = graph._index
+    if efc is not None:
+        faiss.omp_set_num_threads(os.cpu_count() or 1)
+        started = time.perf_counter()
+        index = faiss.IndexHNSWFlat(DIM, M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = efc
+        index.add(np.ascontiguousarray(vectors))
+        print(f"built with efConstruction {efc} in {time.perf_counter() - started:.0f} s")
+        faiss.omp_set_num_threads(1)
+    qs = around(centres(rows), 40, np.random.default_rng(7))
+    truth = [set(np.argpartition(-np.einsum("ij,j->i", vectors, q), K)[:K].tolist()) for q in qs]
+    print(f"| efSearch | recall@10 | CPU ms/query |   ({rows:,} rows)\n|---:|---:|---:|")
+    for ef in (128, 256, 512, 1024):
+        params = faiss.SearchParametersHNSW()
+        params.efSearch = ef
+        ms, found = cpu_ms(lambda q, p=params: index.search(q[None], K, params=p)[1][0], qs)
+        recall = statistics.mean(
+            len(set(f.tolist()) & t) / K for f, t in zip(found, truth, strict=True)
+        )
+        print(f"| {ef} | {recall:.3f} | {ms:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -184,7 +221,12 @@ def main() -> None:
     parser.add_argument(
         "--threshold-sizes", type=int, nargs="*", default=[10_000, 25_000, 50_000, 100_000]
     )
+    parser.add_argument("--saved-index", type=Path, help="sweep efSearch on this index's graph")
+    parser.add_argument("--ef-construction", type=int, help="with --saved-index: rebuild first")
     args = parser.parse_args()
+    if args.saved_index:
+        sweep(args.saved_index, args.rows, args.ef_construction)
+        return
     compare(args.rows, args.queries, args.libraries)
     if args.threshold_sizes:
         threshold(args.threshold_sizes, args.queries)
