@@ -2,7 +2,7 @@
 
 An exact scan costs O(rows) per query: 15 ms at 100k chunks and 150 ms at 1M on one core.
 HNSW answers in well under a millisecond at the same sizes with recall@10 >= 0.98 against the
-exact scan (``benchmarks/README.md``, "Approximate dense search"). faiss was chosen among
+exact scan (``benchmarks/README.md``, "Scaling"). faiss was chosen among
 faiss-cpu, hnswlib and usearch for its build speed, query speed and wheels.
 
 The graph is built at ingest for indexes of :data:`ANN_MIN_ROWS` rows or more and saved beside
