@@ -400,6 +400,25 @@ ROWS = [
     Row("feedback.dense_strength", "agreement"),
     Row("feedback.dense_vectors", "paragraph", turns=(HEATING,), see=HITS),
     Row("feedback.passage_scores", "query", turns=(SYNTHESIS,)),
+    Row(
+        "feedback.dense_rescore",
+        "full",
+        turns=(HEATING,),
+        base={"feedback.dense_candidates": 1, "feedback.dense_source": "tier"},
+        see=HITS,
+    ),
+    Row(
+        "feedback.dense_candidates",
+        1,
+        turns=(HEATING,),
+        base={"feedback.dense_source": "tier"},  # the fused first pass reads 100 rows at least
+        see=HITS,
+    ),
+    Row(
+        "dense_backend.search",
+        "approximate",
+        parts_only=lambda deps: [getattr(t, "approximate", None) for t in deps.tiers.values()],
+    ),
 ]
 
 VOLATILE = frozenset({"ms", "latency_ms", "run_id", "created_at", "latency_p95_ms", "ceiling_ms"})

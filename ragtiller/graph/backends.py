@@ -11,7 +11,7 @@ from ragtiller.errors import TierUnavailable
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.pinecone.calls import PineconeTierError
 from ragtiller.pinecone.env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
-from ragtiller.policies.schema import DenseBackendConfig, RetrievalPolicy
+from ragtiller.policies.schema import BackendConfig, RetrievalPolicy
 
 
 def tiers_for_policy(
@@ -36,7 +36,7 @@ def tiers_for_policy(
         >>> tiers = tiers_for_policy(load_policy(), index)  # doctest: +SKIP
     """
     tiers = index.tiers
-    remote: dict[TierRole, tuple[Tier, DenseBackendConfig]] = {}
+    remote: dict[TierRole, tuple[Tier, BackendConfig]] = {}
     dense, lexical = policy.dense_backend, policy.lexical_backend
     if dense.provider == "pinecone":
         tier = pinecone_tier_from_env(index.embedder, env=env, timeout_s=dense.timeout_s)
@@ -49,7 +49,7 @@ def tiers_for_policy(
     return [_served(t, *remote[tier_role(t)]) if tier_role(t) in remote else t for t in tiers]
 
 
-def _served(embedded: Tier, remote: Tier, config: DenseBackendConfig) -> Tier:
+def _served(embedded: Tier, remote: Tier, config: BackendConfig) -> Tier:
     """``remote``, behind the embedded tier when the policy asks for the fallback."""
     if config.fallback != "embedded":
         return remote

@@ -143,9 +143,7 @@ class ScopedOverview:
         table = self._sections
         mask = table.mask(namespaces, filter)
         rows = range(len(table)) if mask is None else np.flatnonzero(mask).tolist()
-        text = build_corpus_map(
-            [self._to_section(table.ids[r], table.texts[r], table.metadatas[r]) for r in rows]
-        )
+        text = build_corpus_map([self._to_section(*table.fields(r)) for r in rows])
         with self._lock:
             self._kept[key] = text
             while len(self._kept) > SCOPES_KEPT:

@@ -15,6 +15,7 @@ from langchain_core.vectorstores import VectorStore
 
 from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
+from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.records import RecordTable, ensure_json_metadata
 from ragtiller.index.scans import SharedScans, scan_key
@@ -52,6 +53,7 @@ class NumpyVectorStore(VectorStore):
         self._vectors: Matrix = np.empty((0, 0), dtype=np.float32)
         self._all_rows: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
         self._scans = SharedScans()
+        self._ann: AnnIndex | None = None
 
     @classmethod
     def from_vectors(
@@ -105,6 +107,24 @@ class NumpyVectorStore(VectorStore):
 
     def __len__(self) -> int:
         return len(self._records)
+
+    @property
+    def ann(self) -> AnnIndex | None:
+        """The HNSW graph over the current rows, if one is attached (any write drops it)."""
+        return self._ann
+
+    def attach_ann(self, ann: AnnIndex) -> None:
+        """Let ``approximate`` searches use ``ann``, a graph over exactly the current rows.
+
+        Raises:
+            ValueError: ``ann`` holds another number of rows or another dimension.
+        """
+        rows, dim = self._vectors.shape
+        if (ann.rows, ann.dimension) != (rows, dim):
+            raise ValueError(
+                f"the graph holds {ann.rows} {ann.dimension}-d rows, the store {rows} {dim}-d"
+            )
+        self._ann = ann
 
     def add_texts(
         self,
@@ -286,13 +306,49 @@ class NumpyVectorStore(VectorStore):
         *,
         namespaces: Sequence[str] | None = None,
         filter: Mapping[str, Any] | None = None,
+        approximate: bool = False,
     ) -> list[tuple[int, float]]:
-        """The best ``k`` ``(row, cosine)`` pairs, best first."""
+        """The best ``k`` ``(row, cosine)`` pairs, best first (see :meth:`nearest_rows`)."""
+        rows, scores = self.nearest_rows(
+            vector, k, namespaces=namespaces, filter=filter, approximate=approximate
+        )
+        return list(zip(rows.tolist(), scores.tolist(), strict=True))
+
+    def nearest_rows(
+        self,
+        vector: Sequence[float],
+        k: int,
+        *,
+        namespaces: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        approximate: bool = False,
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+        """Row numbers and cosines of the best ``k`` rows in scope, best first.
+
+        ``approximate`` searches the attached HNSW graph (:mod:`ragtiller.index.ann`) instead
+        of scanning every row; the scope (namespaces, filter) is exact either way.
+
+        Raises:
+            ValueError: ``k`` < 1, the query's dimension differs, or ``approximate`` without a
+                graph attached.
+        """
+        if k < 1:
+            raise ValueError(f"k must be > 0, but got {k}")
+        if approximate:
+            ann = self._ann
+            if ann is None:
+                raise ValueError("approximate search needs an HNSW graph: attach_ann() first")
+            query = normalize_rows(vector)[0]
+            if query.shape[0] != ann.dimension:
+                raise ValueError(
+                    f"query vector has {query.shape[0]} dimensions, the store {ann.dimension}"
+                )
+            return ann.search(query, k, self._vectors, self._records.mask(namespaces, filter))
         rows, scores = self.score_rows(vector, namespaces=namespaces, filter=filter)
         if not len(rows):
-            return []
+            return rows, scores
         best = top_k(scores, k)
-        return list(zip(rows[best].tolist(), scores[best].tolist(), strict=True))
+        return rows[best], scores[best]
 
     def save(self, directory: str | Path) -> None:
         """Write ``vectors.npy`` and ``chunks.jsonl`` into ``directory`` (created if needed)."""
@@ -303,33 +359,51 @@ class NumpyVectorStore(VectorStore):
 
     @classmethod
     def load(
-        cls, directory: str | Path, embedding: Embeddings, *, mmap: bool = True
+        cls,
+        directory: str | Path,
+        embedding: Embeddings,
+        *,
+        mmap: bool = True,
+        vectors: Matrix | None = None,
+        namespaces: Sequence[str] | None = None,
     ) -> NumpyVectorStore:
         """Read a store written by :meth:`save`, memory-mapping the vectors unless ``mmap=False``.
 
         Every vector is checked once here, so a corrupt file fails the open instead of making
-        every search return nothing.
+        every search return nothing. ``vectors`` given (an HNSW graph's own copy, see
+        :meth:`~ragtiller.index.ann.AnnIndex.vectors`) are searched instead of the file's,
+        whose data is then never read: one copy in memory, not two. The chunk table stays in
+        its file (:meth:`RecordTable.load`; ``namespaces``: its distinct namespaces, if known).
 
         Raises:
             IndexStoreError: A file is missing, unreadable, the two files disagree, or a vector
                 holds NaN or infinite values; the message names the file.
         """
         path = Path(directory)
-        records = RecordTable.load(path / CHUNKS_FILE)
+        records = RecordTable.load(path / CHUNKS_FILE, namespaces=namespaces)
         vectors_path = path / VECTORS_FILE
         try:
-            vectors = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            stored = np.load(vectors_path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except FileNotFoundError as e:
             raise IndexStoreError(f"index file {vectors_path} is missing") from e
         except (OSError, ValueError) as e:
             raise IndexStoreError(f"index file {vectors_path} is corrupt: {e}") from e
-        if vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != len(records):
+        if stored.dtype != np.float32 or stored.ndim != 2 or stored.shape[0] != len(records):
             raise IndexStoreError(
-                f"index file {vectors_path} is corrupt: holds a {vectors.dtype} array of shape "
-                f"{vectors.shape}, expected float32 with {len(records)} rows (one per line of "
+                f"index file {vectors_path} is corrupt: holds a {stored.dtype} array of shape "
+                f"{stored.shape}, expected float32 with {len(records)} rows (one per line of "
                 f"{path / CHUNKS_FILE})"
             )
-        _check_finite(vectors, vectors_path)
+        if vectors is not None and vectors.shape != stored.shape:
+            raise IndexStoreError(
+                f"index file {vectors_path} holds vectors of shape {stored.shape}, the graph "
+                f"{vectors.shape}; re-ingest to rebuild the index"
+            )
+        _check_finite(
+            stored if vectors is None else vectors,
+            vectors_path if vectors is None else path / ANN_FILE,
+        )
+        vectors = stored if vectors is None else vectors
         store = cls(embedding)
         store._set(records, vectors)
         return store
@@ -341,6 +415,7 @@ class NumpyVectorStore(VectorStore):
         self._all_rows = np.arange(len(records))
         self._all_rows.flags.writeable = False
         self._scans = SharedScans()  # scans of the old rows must not answer for the new ones
+        self._ann = None  # nor a graph over them
 
 
 class DenseTier(CpuTier):
@@ -358,8 +433,18 @@ class DenseTier(CpuTier):
     name = "dense"
     needs_vector = True
 
-    def __init__(self, store: NumpyVectorStore) -> None:
+    def __init__(self, store: NumpyVectorStore, *, approximate: bool = False) -> None:
+        if approximate and store.ann is None:
+            raise ValueError("an approximate dense tier needs a store with an HNSW graph")
         self.store = store
+        self.approximate = approximate
+        """Search the store's HNSW graph instead of scanning every row."""
+
+    def with_search(self, approximate: bool) -> DenseTier:
+        """This tier searching the graph (True) or scanning (False); itself if it already does."""
+        if approximate == self.approximate:
+            return self
+        return DenseTier(self.store, approximate=approximate)
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks, best first, scored by cosine similarity.
@@ -371,14 +456,35 @@ class DenseTier(CpuTier):
             raise ValueError("the dense tier needs a query vector, but got None")
         records = self.store.records
         pairs = self.store.search_rows(
-            request.vector, request.k, namespaces=request.namespaces, filter=request.filter
+            request.vector,
+            request.k,
+            namespaces=request.namespaces,
+            filter=request.filter,
+            approximate=self.approximate,
         )
         return [records.hit(row, score) for row, score in pairs]
+
+    def rank_scored(
+        self, request: SearchRequest, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32]
+    ) -> list[Hit]:
+        """The best ``k`` of rows already scored (Rocchio's re-scored candidates), as hits."""
+        if not len(rows):
+            return []
+        best = top_k(scores, request.k)
+        pairs = zip(rows[best].tolist(), scores[best].tolist(), strict=True)
+        return [self.store.records.hit(r, s) for r, s in pairs]
 
     @property
     def rows(self) -> int:
         """Rows one search scans."""
         return len(self.store)
+
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
+        """Async twin of :meth:`search`: an unfiltered graph search (well under a millisecond)
+        runs inline, anything that scans (or filters) every row in a worker thread."""
+        if self.approximate and not request.filter:
+            return self.search(request)
+        return await super().asearch(request)
 
 
 def _table(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,11 +16,20 @@ from pydantic import ValidationError
 
 from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
+from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.corpus_map import ScopedOverview
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
+from ragtiller.index.derived import (
+    DERIVED_FILES,
+    Derived,
+    load_derived,
+    load_graph,
+    save_derived,
+    section_lexical,
+)
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
-from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
+from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier, parent_rows
 from ragtiller.index.records import RecordTable
 from ragtiller.index.units import section_from_record
 from ragtiller.index.versions import FaultHook, Step, open_current, write_version
@@ -30,8 +40,17 @@ if TYPE_CHECKING:
     from ragtiller.ingest.report import IngestReport
 
 CORPUS_MAP_FILE = "corpus_map.txt"
-INDEX_FILES = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR, CORPUS_MAP_FILE, MANIFEST_FILE)
-"""What one version directory holds; ``manifest.json`` is written last."""
+INDEX_FILES = (
+    VECTORS_FILE,
+    CHUNKS_FILE,
+    PARENTS_FILE,
+    LEXICAL_DIR,
+    *DERIVED_FILES,
+    CORPUS_MAP_FILE,
+    MANIFEST_FILE,
+)
+"""What one version directory holds (and ``ann.faiss`` for an index with an HNSW graph, see
+:mod:`ragtiller.index.derived`); ``manifest.json`` is written last."""
 
 
 class SaveProgress(Protocol):
@@ -80,6 +99,7 @@ class EmbeddedIndex:
         manifest: IndexManifest,
         corpus_map: str,
         stats: EmbeddingStats | None = None,
+        derived: Derived | None = None,
     ) -> None:
         self.store = store
         self.parents = parents
@@ -93,7 +113,14 @@ class EmbeddedIndex:
         """What the ingest that built this object did, set by :mod:`ragtiller.ingest` (None for an
         index opened with :meth:`load`)."""
         self._lexical = lexical
-        self._tiers: list[Tier] = [DenseTier(store), ParentChildTier(store, parents), lexical]
+        self._derived = derived or Derived()
+        if self._derived.ann is not None:
+            store.attach_ann(self._derived.ann)
+        self._tiers: list[Tier] = [
+            DenseTier(store),
+            ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
+            lexical,
+        ]
 
     @property
     def tiers(self) -> list[Tier]:
@@ -113,6 +140,26 @@ class EmbeddedIndex:
 
         warn_moved("EmbeddedIndex.build", "ragtiller.ingest.build_index")
         return build_index(sources, **options)
+
+    @property
+    def section_lexical(self) -> LexicalTier:
+        """BM25 over the parent sections: saved with the index; built here, once, for a
+        version saved before it was."""
+        if self._derived.section_lexical is None:
+            tier = section_lexical(self.parents, self.manifest.lexical)
+            self._derived = replace(self._derived, section_lexical=tier)
+        assert self._derived.section_lexical is not None
+        return self._derived.section_lexical
+
+    def ann(self) -> AnnIndex:
+        """The HNSW graph of the approximate dense tier: saved with an index of
+        :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more, else built here, once."""
+        graph = self._derived.ann
+        if graph is None:
+            graph = AnnIndex.build(self.store.vectors)
+            self._derived = replace(self._derived, ann=graph)
+            self.store.attach_ann(graph)
+        return graph
 
     @property
     def embedder(self) -> Embeddings:
@@ -151,11 +198,20 @@ class EmbeddedIndex:
             IndexStoreError: ``directory`` exists, is not empty and holds no index (it is never
                 overwritten).
         """
+        names = (
+            INDEX_FILES
+            if self._derived.ann is None
+            else (*INDEX_FILES[:-1], ANN_FILE, MANIFEST_FILE)
+        )
         if progress is not None:
-            progress.stage("save", len(INDEX_FILES), unit="file")
+            progress.stage("save", len(names), unit="file")
+        if self._derived.parent_rows is None:  # a version saved before it was derived
+            rows = parent_rows(self.store.records, self.parents)
+            self._derived = replace(self._derived, parent_rows=rows)
+        self.section_lexical  # noqa: B018 - the same: build it, so that it is saved
 
         def write(version: Path, step: Step) -> None:
-            for name in INDEX_FILES:
+            for name in names:
                 step(f"write {name}")
                 self._write_file(version, name)
                 if progress is not None:
@@ -172,6 +228,8 @@ class EmbeddedIndex:
             self.parents.dump(version / PARENTS_FILE)
         elif name == LEXICAL_DIR:
             self._lexical.save(version / LEXICAL_DIR)
+        elif name in (*DERIVED_FILES, ANN_FILE):
+            save_derived(self._derived, version, name)
         elif name == CORPUS_MAP_FILE:
             (version / CORPUS_MAP_FILE).write_text(self.corpus_map, encoding="utf-8")
         else:
@@ -213,7 +271,11 @@ class EmbeddedIndex:
         for name_ in (CHUNKS_FILE, VECTORS_FILE, PARENTS_FILE, CORPUS_MAP_FILE):
             if not (path / name_).is_file():
                 raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
-        store = NumpyVectorStore.load(path, embedder)
+        graph = load_graph(path, manifest.counts.chunks, built.dimension)
+        vectors = graph.vectors() if graph is not None else None
+        store = NumpyVectorStore.load(
+            path, embedder, vectors=vectors, namespaces=manifest.namespaces
+        )
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
         _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
@@ -229,6 +291,7 @@ class EmbeddedIndex:
             lexical=lexical,
             manifest=manifest,
             corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
+            derived=load_derived(path, store, parents, manifest.lexical, graph),
         )
 
 

@@ -18,6 +18,7 @@ from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.records import RecordTable
+from ragtiller.index.scans import SharedScans
 
 LEXICAL_DIR = "lexical"
 BM25_FILES = (
@@ -98,6 +99,7 @@ class LexicalTier(CpuTier):
         self.config = config
         self.unit = unit
         self._retriever = retriever
+        self._scores = SharedScans()  # the turn's search and Rocchio's first pass score once
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
         self._marks = {"unit": unit} if unit else {}
         stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
@@ -139,9 +141,15 @@ class LexicalTier(CpuTier):
 
     @classmethod
     def load(
-        cls, directory: str | Path, records: RecordTable, config: LexicalConfig
+        cls,
+        directory: str | Path,
+        records: RecordTable,
+        config: LexicalConfig,
+        *,
+        unit: str | None = None,
     ) -> LexicalTier:
-        """Read an index written by :meth:`save`, memory-mapping its arrays.
+        """Read an index written by :meth:`save`, memory-mapping its arrays (``unit`` as in
+        :meth:`build`).
 
         Raises:
             IndexStoreError: A file is missing or unreadable, or the index does not match
@@ -160,7 +168,7 @@ class LexicalTier(CpuTier):
                 f"index file {path / BM25_FILES[0]} is corrupt: it indexes "
                 f"{retriever.scores['num_docs']} chunks, the chunk table has {len(records)}"
             )
-        return cls(records, retriever, config)
+        return cls(records, retriever, config, unit=unit)
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.
@@ -178,14 +186,21 @@ class LexicalTier(CpuTier):
         return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
 
     def row_scores(self, request: SearchRequest) -> np.ndarray:
-        """BM25 of every row for ``request.query``, 0 outside its namespaces and filter."""
+        """BM25 of every row for ``request.query``, 0 outside its namespaces and filter (the
+        unmasked scores are kept per query and shared, see :mod:`ragtiller.index.scans`)."""
         tokens = analyze([request.query], self.config, self._stemmer)[0]
         if not tokens or not len(self.records):
             return np.zeros(len(self.records), dtype=np.float32)
-        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        scores = self._scores.get(tuple(tokens), lambda: self._score(tokens))
         mask = self.records.mask(request.namespaces, request.filter)
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
+        return scores
+
+    def _score(self, tokens: list[str]) -> np.ndarray:
+        """BM25 of every row for the analysed query, read-only (kept and shared)."""
+        scores = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        scores.flags.writeable = False
         return scores
 
     @property

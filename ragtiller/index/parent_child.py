@@ -21,6 +21,21 @@ DEFAULT_WINDOW_WORDS = 300
 """Most words of one hit: the best child and as many neighbours as fit."""
 WINDOW_SUFFIX = "+window"
 """A window hit's id is its best child's id with this suffix (the child itself is another hit)."""
+PARENT_ROWS_FILE = "parent_rows.npy"
+"""The parent row of each child row, saved at ingest (an index opens without computing it)."""
+CANDIDATE_MULTIPLIER = 8
+"""An approximate search ranks parents among the top ``8 * k`` children the graph returns
+(the ``4 * k`` that name matched children, and as many again for parents of rarer matches)."""
+
+
+def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.intp]:
+    """The row in ``parents`` of each child's ``parent_id`` (-1 when it has none there)."""
+    lookup = parents.row
+    return np.fromiter(
+        (-1 if (p := lookup(str(md.get("parent_id")))) is None else p for md in children.metadatas),
+        dtype=np.intp,
+        count=len(children),
+    )
 
 
 class ParentChildTier(CpuTier):
@@ -53,21 +68,48 @@ class ParentChildTier(CpuTier):
         parents: RecordTable,
         *,
         window_words: int = DEFAULT_WINDOW_WORDS,
+        approximate: bool = False,
+        child_parents: npt.NDArray[np.intp] | None = None,
     ) -> None:
         if window_words < 1:
             raise ValueError(f"window_words must be > 0, but got {window_words}")
+        if approximate and store.ann is None:
+            raise ValueError("an approximate parent_child tier needs a store with an HNSW graph")
         self.store = store
         self.parents = parents
         self.window_words = window_words
+        self.approximate = approximate
+        """Rank parents among the children the store's HNSW graph returns, not every child."""
         self._seen: RecordTable | None = None
         self._child_parent: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        self._siblings: dict[int, list[int]] = {}
+        self._order: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
+        self._bounds: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
+        if child_parents is not None:  # computed at ingest for these very rows
+            if len(child_parents) != len(store.records):
+                raise ValueError(
+                    f"got {len(child_parents)} parent rows for {len(store.records)} children"
+                )
+            self._index_parents(store.records, child_parents)
 
     def with_window(self, window_words: int) -> ParentChildTier:
         """This tier with windows of at most ``window_words`` words (itself if it has them)."""
-        if window_words == self.window_words:
+        return self._copy(window_words, self.approximate)
+
+    def with_search(self, approximate: bool) -> ParentChildTier:
+        """This tier over the HNSW graph (True) or every child (False); itself if it already is."""
+        return self._copy(self.window_words, approximate)
+
+    def _copy(self, window_words: int, approximate: bool) -> ParentChildTier:
+        if (window_words, approximate) == (self.window_words, self.approximate):
             return self
-        return ParentChildTier(self.store, self.parents, window_words=window_words)
+        children = self.store.records
+        return ParentChildTier(
+            self.store,
+            self.parents,
+            window_words=window_words,
+            approximate=approximate,
+            child_parents=self._child_parent if self._seen is children else None,
+        )
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` parent sections, best first.
@@ -79,10 +121,25 @@ class ParentChildTier(CpuTier):
             raise ValueError("the parent_child tier needs a query vector, but got None")
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
+        if self.approximate:
+            rows, scores = self.store.nearest_rows(
+                request.vector,
+                CANDIDATE_MULTIPLIER * request.k,
+                namespaces=request.namespaces,
+                filter=request.filter,
+                approximate=True,
+            )
+        else:
+            rows, scores = self.store.score_rows(
+                request.vector, namespaces=request.namespaces, filter=request.filter
+            )
+        return self.rank_scored(request, rows, scores)
+
+    def rank_scored(
+        self, request: SearchRequest, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32]
+    ) -> list[Hit]:
+        """The best ``k`` parents of children already scored (all in scope, or candidates)."""
         children = self.store.records
-        rows, scores = self.store.score_rows(
-            request.vector, namespaces=request.namespaces, filter=request.filter
-        )
         parent_of = self._parent_index(children)[rows]
         known = parent_of >= 0
         rows, scores, parent_of = rows[known], scores[known], parent_of[known]
@@ -106,7 +163,7 @@ class ParentChildTier(CpuTier):
     def _window_hit(self, parent: int, child: int, score: float, matched: list[str]) -> Hit:
         """Section ``parent`` seen through a window around its child row ``child``."""
         children = self.store.records
-        siblings = self._siblings[parent]
+        siblings = self._siblings(parent)
         span = [children.metadatas[r] for r in siblings]
         if any("start" not in md or "end" not in md for md in span):
             siblings, span = [child], [{"start": 0, "end": len(children.texts[child])}]
@@ -146,25 +203,30 @@ class ParentChildTier(CpuTier):
         """Rows one search scans."""
         return len(self.store)
 
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
+        """Async twin of :meth:`search`: an unfiltered graph search runs inline, a scan (or a
+        filter over every row) in a worker thread."""
+        if self.approximate and not request.filter:
+            return self.search(request)
+        return await super().asearch(request)
+
     def _parent_index(self, children: RecordTable) -> npt.NDArray[np.intp]:
-        """Parent row of each child row (-1 when unknown), and each parent's children in text
-        order; recomputed when the store changes."""
+        """Parent row of each child row (-1 when unknown); recomputed when the store changes."""
         if self._seen is not children:
-            lookup = self.parents.row
-            self._child_parent = np.fromiter(
-                (
-                    -1 if (p := lookup(str(md.get("parent_id")))) is None else p
-                    for md in children.metadatas
-                ),
-                dtype=np.intp,
-                count=len(children),
-            )
-            siblings: dict[int, list[int]] = {}
-            for row, parent in enumerate(self._child_parent.tolist()):
-                if parent >= 0:
-                    siblings.setdefault(parent, []).append(row)
-            for rows in siblings.values():
-                rows.sort(key=lambda r: int(children.metadatas[r].get("start", 0)))
-            self._siblings = siblings
-            self._seen = children
+            self._index_parents(children, parent_rows(children, self.parents))
         return self._child_parent
+
+    def _index_parents(self, children: RecordTable, child_parent: npt.NDArray[np.intp]) -> None:
+        """Keep the child -> parent rows, and each parent's children grouped (a stable sort)."""
+        self._child_parent = np.asarray(child_parent, dtype=np.intp)
+        self._order = np.argsort(self._child_parent, kind="stable")
+        self._bounds = np.searchsorted(
+            self._child_parent[self._order], np.arange(len(self.parents) + 1)
+        )
+        self._seen = children
+
+    def _siblings(self, parent: int) -> list[int]:
+        """The children of ``parent``, in text order."""
+        rows = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
+        metadatas = self.store.records.metadatas
+        return sorted(rows, key=lambda r: int(metadatas[r].get("start", 0)))

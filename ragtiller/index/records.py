@@ -2,14 +2,17 @@
 
 Every tier of one index reads the same table, so a row number means the same chunk in the
 vector matrix, the BM25 index and the hits. Mutations (``add_texts``, ``delete`` on the vector
-store) build a new table and leave the old one to the tiers still holding it.
+store) build a new table and leave the old one to the tiers still holding it. A table read with
+:meth:`RecordTable.load` stays in its file (:mod:`ragtiller.index._lazy_rows`): rows are parsed
+when read, and the id lookup, namespace codes and filter columns are built on first use.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +21,14 @@ import numpy.typing as npt
 from langchain_core.documents import Document
 
 from ragtiller.core.filters import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # re-exported
+from ragtiller.core.filters import allowed
 from ragtiller.core.filters import namespace_of as namespace_of  # re-exported
-from ragtiller.core.filters import predicate
 from ragtiller.core.tiers import Hit
-from ragtiller.errors import IndexStoreError
+from ragtiller.index._lazy_rows import Field, JsonlRows
+
+_MISSING = object()
+MASKS_KEPT = 32
+"""Scope masks (namespaces and filter) kept per table: a tenant's mask serves its next turns."""
 
 HIT_FIELDS = ("doc_id", "parent_id", "source")
 """Metadata keys lifted out of ``metadata`` into a :class:`~ragtiller.core.tiers.Hit`'s own fields."""
@@ -39,7 +46,16 @@ class RecordTable:
         ValueError: The three sequences differ in length, or an id repeats.
     """
 
-    __slots__ = ("_namespace_codes", "_namespaces", "_row", "ids", "metadatas", "texts")
+    __slots__ = (
+        "_columns",
+        "_lock",
+        "_masks",
+        "_row",
+        "_scopes",
+        "ids",
+        "metadatas",
+        "texts",
+    )
 
     def __init__(
         self,
@@ -52,20 +68,28 @@ class RecordTable:
                 f"ids, texts and metadatas must have one entry per row, but got "
                 f"{len(ids)}, {len(texts)} and {len(metadatas)}"
             )
-        self.ids: tuple[str, ...] = tuple(ids)
-        self.texts: tuple[str, ...] = tuple(texts)
-        self.metadatas: tuple[dict[str, Any], ...] = tuple(metadatas)
-        self._row = {id_: row for row, id_ in enumerate(self.ids)}
-        if len(self._row) != len(self.ids):
-            dupes = sorted(i for i, n in Counter(self.ids).items() if n > 1)
-            raise ValueError(f"ids must be unique, but these repeat: {dupes[:5]}")
-        codes: dict[str, int] = {}
-        self._namespace_codes = np.fromiter(
-            (codes.setdefault(namespace_of(md), len(codes)) for md in self.metadatas),
-            dtype=np.int32,
-            count=len(self.metadatas),
-        )
-        self._namespaces = codes
+        self.ids: Sequence[str] = tuple(ids)
+        self.texts: Sequence[str] = tuple(texts)
+        self.metadatas: Sequence[dict[str, Any]] = tuple(metadatas)
+        self._row: dict[str, int] | None = None
+        self._columns: dict[str, tuple[Any, ...]] = {}
+        self._masks: dict[Any, npt.NDArray[np.bool_] | None] = {}
+        self._scopes: tuple[npt.NDArray[np.int32], dict[str, int]] | None = None
+        self._lock = threading.Lock()
+        self._lookup()  # ids must be unique
+
+    @classmethod
+    def _in_file(cls, rows: JsonlRows, namespaces: Sequence[str] | None) -> RecordTable:
+        """A table whose rows stay in ``rows``' file; ``namespaces``: the distinct namespaces,
+        when known (an index manifest's), so that one namespace needs no pass over the rows."""
+        table = cls.__new__(cls)
+        table.ids, table.texts = Field(rows, "id"), Field(rows, "text")
+        table.metadatas = Field(rows, "metadata")
+        table._row, table._columns, table._masks = None, {}, {}
+        table._scopes, table._lock = None, threading.Lock()
+        if namespaces is not None and len(namespaces) == 1:
+            table._scopes = (np.zeros(len(rows), dtype=np.int32), {namespaces[0]: 0})
+        return table
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -73,11 +97,45 @@ class RecordTable:
     @property
     def namespaces(self) -> tuple[str, ...]:
         """Distinct namespaces, in order of first appearance."""
-        return tuple(self._namespaces)
+        return tuple(self._codes()[1])
 
     def row(self, id_: str) -> int | None:
         """Row number of ``id_``, or None when absent."""
-        return self._row.get(id_)
+        return self._lookup().get(id_)
+
+    def _lookup(self) -> dict[str, int]:
+        """Id -> row, built on first use.
+
+        Raises:
+            ValueError: An id repeats.
+        """
+        if self._row is None:
+            lookup = {id_: row for row, id_ in enumerate(self.ids)}
+            if len(lookup) != len(self):
+                dupes = sorted(i for i, n in Counter(self.ids).items() if n > 1)
+                raise ValueError(f"ids must be unique, but these repeat: {dupes[:5]}")
+            self._row = lookup
+        return self._row
+
+    def _codes(self) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
+        """A namespace code per row and the code of each namespace, built on first use and
+        set as one pair: a search on another thread never sees codes without their names."""
+        if self._scopes is None:
+            codes: dict[str, int] = {}
+            per_row = np.fromiter(
+                (codes.setdefault(namespace_of(md), len(codes)) for md in self.metadatas),
+                dtype=np.int32,
+                count=len(self),
+            )
+            self._scopes = (per_row, codes)
+        return self._scopes
+
+    def column(self, key: str) -> tuple[Any, ...]:
+        """Every row's ``metadata[key]`` (a private marker where a row lacks it), kept."""
+        values = self._columns.get(key)
+        if values is None:
+            values = self._columns[key] = tuple(md.get(key, _MISSING) for md in self.metadatas)
+        return values
 
     def mask(
         self,
@@ -94,34 +152,71 @@ class RecordTable:
         Returns:
             A boolean row mask, or None when nothing is filtered out.
         """
+        try:
+            key = (
+                None if namespaces is None else tuple(namespaces),
+                tuple((k, tuple(allowed(v))) for k, v in (filter or {}).items()),
+            )
+            hash(key)
+        except TypeError:  # an unhashable value: computed, not kept
+            return self._mask(namespaces, filter)
+        with self._lock:
+            if key in self._masks:
+                return self._masks[key]
+        mask = self._mask(namespaces, filter)
+        with self._lock:
+            while len(self._masks) >= MASKS_KEPT:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[key] = mask
+        return mask
+
+    def _mask(
+        self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
+    ) -> npt.NDArray[np.bool_] | None:
         mask: npt.NDArray[np.bool_] | None = None
-        if namespaces is not None and not self._namespaces.keys() <= set(namespaces):
-            wanted = [self._namespaces[n] for n in namespaces if n in self._namespaces]
-            mask = np.isin(self._namespace_codes, np.asarray(wanted, dtype=np.int32))
-        if filter:
-            test = predicate(filter)
+        codes, known = self._codes()
+        if namespaces is not None and not known.keys() <= set(namespaces):
+            wanted = [known[n] for n in namespaces if n in known]
+            mask = np.isin(codes, np.asarray(wanted, dtype=np.int32))
+        for name, expected in (filter or {}).items():  # as ragtiller.core.filters.predicate tests
+            values = allowed(expected)
             matches = np.fromiter(
-                (test(md) for md in self.metadatas),
+                (v is not _MISSING and v in values for v in self.column(name)),
                 dtype=np.bool_,
-                count=len(self.metadatas),
+                count=len(self),
             )
             mask = matches if mask is None else mask & matches
+        if mask is not None:
+            mask.flags.writeable = False  # kept and shared by the turns of this scope
         return mask
 
     def hit(self, row: int, score: float, **extra: Any) -> Hit:
         """The row as a :class:`~ragtiller.core.tiers.Hit` with ``extra`` added to its metadata."""
-        metadata = {k: v for k, v in self.metadatas[row].items() if k not in HIT_FIELDS}
+        id_, text, stored = self.fields(row)
+        metadata = {k: v for k, v in stored.items() if k not in HIT_FIELDS}
         metadata.update(extra)
-        stored = self.metadatas[row]
         return Hit(
-            id=self.ids[row],
-            text=self.texts[row],
+            id=id_,
+            text=text,
             score=float(score),
-            doc_id=str(stored.get("doc_id") or self.ids[row]),
+            doc_id=str(stored.get("doc_id") or id_),
             parent_id=stored.get("parent_id"),
             source=str(stored.get("source", "")),
             metadata=metadata,
         )
+
+    def items(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Every row's id, text and metadata, in row order (one pass over a file)."""
+        if isinstance(self.texts, Field):
+            return ((r["id"], r["text"], r["metadata"]) for r in self.texts.records())
+        return zip(self.ids, self.texts, self.metadatas, strict=True)
+
+    def fields(self, row: int) -> tuple[str, str, dict[str, Any]]:
+        """The id, text and metadata of ``row`` (one parse for a table still in its file)."""
+        if isinstance(self.texts, Field):
+            record = self.texts.record(row)
+            return record["id"], record["text"], record["metadata"]
+        return self.ids[row], self.texts[row], self.metadatas[row]
 
     def document(self, row: int) -> Document:
         """The row as a LangChain ``Document`` carrying its id and a copy of its metadata."""
@@ -133,9 +228,7 @@ class RecordTable:
         self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
     ) -> RecordTable:
         """A new table with these rows appended."""
-        return RecordTable(
-            self.ids + tuple(ids), self.texts + tuple(texts), self.metadatas + tuple(metadatas)
-        )
+        return RecordTable((*self.ids, *ids), (*self.texts, *texts), (*self.metadatas, *metadatas))
 
     def select(self, rows: npt.NDArray[np.bool_]) -> RecordTable:
         """A new table keeping the rows where ``rows`` is True."""
@@ -149,67 +242,29 @@ class RecordTable:
     def dump(self, path: Path) -> None:
         """Write one JSON object per row (``id``, ``text``, ``metadata``) to ``path``."""
         with path.open("w", encoding="utf-8") as f:
-            for id_, text, md in zip(self.ids, self.texts, self.metadatas, strict=True):
+            for id_, text, md in self.items():
                 f.write(json.dumps({"id": id_, "text": text, "metadata": md}, ensure_ascii=False))
                 f.write("\n")
 
     @classmethod
-    def load(cls, path: Path) -> RecordTable:
-        """Read a table written by :meth:`dump`.
+    def load(cls, path: Path, *, namespaces: Sequence[str] | None = None) -> RecordTable:
+        """Open a table written by :meth:`dump` in place: rows are parsed when first read.
+
+        The first and last lines are checked here, every other line when it is first read.
+
+        Args:
+            path: The file.
+            namespaces: The distinct namespaces of the rows, if known (an index manifest's).
 
         Raises:
-            IndexStoreError: The file is missing or a line is not a record; the message names it.
+            IndexStoreError: The file is missing, or a line is not a record; the message names
+                the file and the line.
         """
-        ids: list[str] = []
-        texts: list[str] = []
-        metadatas: list[dict[str, Any]] = []
-        shared: dict[str, str] = {}
-        try:
-            with path.open(encoding="utf-8") as f:
-                for lineno, line in enumerate(f, start=1):
-                    record = _parse_record(line, path, lineno)
-                    ids.append(record["id"])
-                    texts.append(record["text"])
-                    metadatas.append(_share_strings(record["metadata"], shared))
-            return cls(ids, texts, metadatas)
-        except FileNotFoundError as e:
-            raise IndexStoreError(f"index file {path} is missing") from e
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
-
-
-def _share_strings(metadata: dict[str, Any], shared: dict[str, str]) -> dict[str, Any]:
-    """Make equal string values (and strings in list values) one object across rows.
-
-    Chunks of one document repeat its ``doc_id``, ``source``, ``namespace`` and section titles;
-    sharing them cuts the loaded table by about a quarter.
-    """
-    for key, value in metadata.items():
-        if isinstance(value, str):
-            metadata[key] = shared.setdefault(value, value)
-        elif isinstance(value, list):
-            metadata[key] = [shared.setdefault(v, v) if isinstance(v, str) else v for v in value]
-    return metadata
-
-
-def _parse_record(line: str, path: Path, lineno: int) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise IndexStoreError(
-            f"index file {path} is corrupt: line {lineno} is not JSON ({e})"
-        ) from e
-    if (
-        not isinstance(record, dict)
-        or not isinstance(record.get("id"), str)
-        or not isinstance(record.get("text"), str)
-        or not isinstance(record.get("metadata"), dict)
-    ):
-        raise IndexStoreError(
-            f"index file {path} is corrupt: line {lineno} lacks a string id, a string text "
-            "or a metadata object"
-        )
-    return record
+        rows = JsonlRows(path)
+        if len(rows):
+            rows.record(0)
+            rows.record(len(rows) - 1)
+        return cls._in_file(rows, namespaces)
 
 
 def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str, Any]:

@@ -35,7 +35,16 @@ STAGED_POINTER = ".CURRENT.next"
 VERSIONS_DIR = "versions"
 LOCK_FILE = ".lock"
 LEGACY_MANIFEST = "manifest.json"
-LEGACY_ENTRIES = ("chunks.jsonl", "vectors.npy", "parents.jsonl", "corpus_map.txt", "lexical")
+LEGACY_ENTRIES = (
+    "chunks.jsonl",
+    "vectors.npy",
+    "parents.jsonl",
+    "corpus_map.txt",
+    "lexical",
+    "section_lexical",
+    "parent_rows.npy",
+    "ann.faiss",
+)
 """An index saved before versioning held these and ``manifest.json`` directly in the directory;
 the first versioned save removes them once ``CURRENT`` is in place."""
 _VERSION = re.compile(r"v(\d{6,})")

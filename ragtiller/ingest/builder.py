@@ -13,6 +13,7 @@ from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IngestError
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.derived import Derived, build_derived
 from ragtiller.index.lexical import HEADER_KEY, LexicalConfig, LexicalTier, indexed_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
 from ragtiller.index.records import RecordTable, namespace_of
@@ -51,6 +52,8 @@ class BuiltParts:
     stats: EmbeddingStats
     report: IngestReport
     skipped: tuple[SkippedSource, ...]
+    derived: Derived | None = None
+    """The section BM25, parent rows and HNSW graph, built here so that opening is cheap."""
 
     @property
     def unchanged(self) -> bool:
@@ -176,6 +179,7 @@ class IndexBuilder:
             [_section_metadata(s) for s in all_sections],
         )
         lexical_tier = LexicalTier.build(store.records, rows.indexed, self.lexical)
+        derived = build_derived(store, parents, self.lexical)
         bar.advance(len(rows.ids))
         # pre-split Documents sharing an id are passages of one document: count documents once
         keys = {(s.document.namespace, s.document.doc_id) for s in all_sections}
@@ -201,6 +205,7 @@ class IndexBuilder:
             stats,
             report,
             tuple(skipped),
+            derived,
         )
 
     def _vectors(
@@ -354,7 +359,7 @@ def index_sync_records(index: EmbeddedIndex) -> list[SyncRecord]:
     records = index.store.records
     return [
         chunk_sync_record(identity, id_, text, md, _parent_metadata(index, md))
-        for id_, text, md in zip(records.ids, records.texts, records.metadatas, strict=True)
+        for id_, text, md in records.items()
     ]
 
 

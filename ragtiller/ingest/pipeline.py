@@ -207,6 +207,7 @@ def build_index(
         manifest=parts.manifest,
         corpus_map=parts.corpus_map,
         stats=parts.stats,
+        derived=parts.derived,
     )
     index.report = parts.report
     return index

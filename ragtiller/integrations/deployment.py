@@ -14,7 +14,7 @@ import sys
 from ragtiller.integrations.studio import INDEX_ENV, POLICY_ENV
 from ragtiller.pinecone import env as pinecone_env
 from ragtiller.policies import RetrievalPolicy, load_policy
-from ragtiller.policies.schema import DenseBackendConfig
+from ragtiller.policies.schema import BackendConfig
 from ragtiller.rerankers.cohere_rerank import API_KEY_ENV as COHERE_API_KEY_ENV
 
 REDIS_URL_ENV = "REDIS_URL"
@@ -82,9 +82,7 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _backend(
-    tier: str, config: DenseBackendConfig, node: str, label: str, variables: str
-) -> list[str]:
+def _backend(tier: str, config: BackendConfig, node: str, label: str, variables: str) -> list[str]:
     if config.provider == "embedded":
         return [f'    app -->|"{tier} tier"| disk']
     lines = [

@@ -395,7 +395,7 @@ class FusionConfig(_Model):
     ] = "chunk"
     document_unit: Annotated[
         Literal["passage", "paragraph", "section"],
-        turn_field(
+        build_field(
             "With doc_aggregation max: what a document ranks by. passage: its best passage. "
             "paragraph: its best unit, the passages cut from one paragraph scored as one text "
             "by each tier (BM25 over the unit, the cosine of its mean passage vector) and "
@@ -475,7 +475,7 @@ class FeedbackConfig(_Model):
     ] = "fixed"
     dense_vectors: Annotated[
         Literal["passage", "paragraph"],
-        turn_field(
+        build_field(
             "What Rocchio averages for each feedback document: its best passage's vector "
             "(passage), or the mean vector of that passage's paragraph, the passages cut from "
             "one paragraph (paragraph), so a document's feedback does not depend on where "
@@ -484,16 +484,29 @@ class FeedbackConfig(_Model):
     ] = "passage"
     passage_scores: Annotated[
         Literal["moved", "query"],
-        turn_field(
+        build_field(
             "With doc_aggregation max or sum: which dense scores order a document's passages: "
             "the moved query's, as for the document ranking (moved), or the question's own "
             "vector's (query): feedback ranks documents, the question picks the passage."
         ),
     ] = "moved"
+    dense_rescore: Annotated[
+        Literal["candidates", "full"],
+        build_field(
+            "Rocchio's second pass over an exact embedded index: re-score the first pass's "
+            "best dense_candidates chunks with the moved vector (candidates), or scan every "
+            "chunk again (full). An approximate (HNSW) tier searches its graph again either way."
+        ),
+    ] = "candidates"
+    dense_candidates: Annotated[
+        int,
+        Field(gt=0),
+        build_field("In chunks: the first-pass hits the candidates re-score reads."),
+    ] = 1000
 
 
-class DenseBackendConfig(_Model):
-    """Where the dense tier is served from, and what answers when that backend cannot."""
+class BackendConfig(_Model):
+    """Where a tier is served from, and what answers when that backend cannot."""
 
     provider: Annotated[
         Literal["embedded", "pinecone"],
@@ -522,11 +535,25 @@ class DenseBackendConfig(_Model):
     ] = 4.0
 
 
-class LexicalBackendConfig(DenseBackendConfig):
+class DenseBackendConfig(BackendConfig):
+    """Where the dense tier is served from, its fallback, and how the embedded one searches."""
+
+    search: Annotated[
+        Literal["auto", "exact", "approximate"],
+        build_field(
+            "How the embedded dense and parent-child tiers search: every vector (exact), the "
+            "index's HNSW graph (approximate; built on first use where the index has none), or "
+            "the graph where the index has one (auto: ingest builds one from 50,000 chunks up)."
+        ),
+    ] = "auto"
+
+
+class LexicalBackendConfig(BackendConfig):
     """Where the lexical tier is served from (Pinecone: BM25 sparse vectors), and its fallback.
 
     The same fields as ``dense_backend``: ``fallback: embedded`` serves from the embedded bm25s
     index when Pinecone has no credentials (and on Pinecone errors with ``fallback_on_outage``).
+    BM25 is always exact.
     """
 
 

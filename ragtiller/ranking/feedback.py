@@ -5,8 +5,10 @@ the original query terms and BM25 scores every chunk again with those weights. R
 (vectors): the query vector moves toward the mean vector of the first-pass top chunks, or, with
 ``dense_source: fused``, toward the best chunk of each of the top documents of the dense and
 lexical first passes fused: documents both tiers agree on are better feedback than the dense
-tier's guesses alone. Both cost one more in-memory pass over the tier and no model call. If the
-second pass fails, the first-pass hits are returned with ``metadata["feedback"] = "failed: ..."``
+tier's guesses alone. RM3 costs one more pass over the tier; Rocchio re-scores only the first
+pass's best ``dense_candidates`` chunks with the moved vector (``dense_rescore: candidates``), or
+scans again (``full``), or, on an approximate tier, searches the HNSW graph again. Neither calls a
+model. If the second pass fails, the first-pass hits are returned with ``metadata["feedback"] = "failed: ..."``
 (the turn goes on).
 """
 
@@ -19,12 +21,14 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier, indexed_text
 from ragtiller.index.scans import SharedScans, scan_key
+from ragtiller.models.batch_embedding import normalize_rows
 from ragtiller.policies.schema import FeedbackConfig, FusionConfig
 from ragtiller.ranking.documents import DocKey, doc_key
 from ragtiller.ranking.fusion import fuse_scores
@@ -154,6 +158,12 @@ class RocchioTier(CpuTier):
     parent-child tiers move the same query the same way. With ``dense_source: fused`` and a
     ``lexical`` tier, they are the best chunk of each top document of the fused first pass
     (see :func:`fused_feedback_rows`); otherwise the store's own top chunks.
+
+    The second pass re-scores the first pass's best ``config.dense_candidates`` chunks with the
+    moved vector when the inner tier can rank scored rows (``rank_scored``: the embedded dense
+    and parent-child tiers) and ``config.dense_rescore`` is ``candidates``; otherwise the inner
+    tier searches again with the moved vector (a full scan, or the HNSW graph when the inner
+    tier is approximate, as the first pass then is too).
     """
 
     needs_vector = True
@@ -178,6 +188,11 @@ class RocchioTier(CpuTier):
         self.lexical = lexical if fused else None
         self.fusion = fusion or FusionConfig()
         self.label = "rocchio-fused" if fused else "rocchio"
+        self.approximate = bool(getattr(inner, "approximate", False))
+        """The first pass searches the store's HNSW graph (the inner tier does)."""
+        rank = getattr(inner, "rank_scored", None)
+        rescore = config.dense_rescore == "candidates" and not self.approximate
+        self._rank_scored = rank if rescore and callable(rank) else None
         # the dense and parent-child wrappers of one graph share it: one first pass per turn
         self.first_passes = first_passes or SharedScans()
 
@@ -190,9 +205,10 @@ class RocchioTier(CpuTier):
         """At most ``k`` hits of the moved query vector, best first."""
         moved: Sequence[float] | None = request.vector
         status = self.label
+        candidates: npt.NDArray[np.intp] | None = None
         if request.vector is not None:
             try:
-                rows, agreement = self._feedback_rows(request, request.vector)
+                rows, agreement, candidates = self._feedback_rows(request, request.vector)
                 weight = self.config.dense_weight
                 if self.config.dense_strength == "agreement" and self.lexical is not None:
                     weight *= agreement
@@ -201,7 +217,14 @@ class RocchioTier(CpuTier):
                     moved = rocchio_vector(request.vector, vectors(rows), weight=weight)
             except Exception as e:  # fall back to the plain query vector, labelled
                 moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
-        hits = self.inner.search(replace(request, vector=moved))
+                candidates = None
+        second = replace(request, vector=moved)
+        if moved is None or moved is request.vector or candidates is None or not self._rank_scored:
+            hits = self.inner.search(second)
+        else:
+            query = normalize_rows(moved)[0]  # as a scan normalises it: the same cosines
+            scores = np.einsum("ij,j->i", np.asarray(self.store.vectors[candidates]), query)
+            hits = self._rank_scored(second, candidates, scores.astype(np.float32))
         if self.config.passage_scores == "query" and moved is not request.vector:
             assert request.vector is not None
             return self._with_query_scores(hits, request.vector, status)
@@ -227,26 +250,36 @@ class RocchioTier(CpuTier):
 
     def _feedback_rows(
         self, request: SearchRequest, vector: Sequence[float]
-    ) -> tuple[list[int], float]:
-        """Feedback rows, and how much the two first passes agree (1 without a fused pass)."""
+    ) -> tuple[list[int], float, npt.NDArray[np.intp]]:
+        """Feedback rows, how much the two first passes agree (1 without a fused pass), and the
+        first pass's best ``dense_candidates`` rows (the second pass's candidates)."""
         lexical = self.lexical
-        if lexical is not None:
+        depth = FUSED_FIRST_PASS_DEPTH if lexical is not None else self.config.dense_docs
+        wanted = max(depth, self.config.dense_candidates if self._rank_scored else depth)
 
-            def first_pass() -> tuple[list[int], float]:
-                return fused_feedback(
-                    self.store, lexical, request, self.fusion, docs=self.config.dense_docs
-                )
+        def first_pass() -> tuple[list[int], float, npt.NDArray[np.intp]]:
+            rows, scores = self.store.nearest_rows(
+                vector,
+                wanted,
+                namespaces=request.namespaces,
+                filter=request.filter,
+                approximate=self.approximate,
+            )
+            if lexical is None:
+                return rows[: self.config.dense_docs].tolist(), 1.0, rows
+            top = list(zip(rows[:depth].tolist(), scores[:depth].tolist(), strict=True))
+            feedback, agreement = _fused(
+                self.store, lexical, request, self.fusion, self.config.dense_docs, top
+            )
+            return feedback, agreement, rows
 
-            key = scan_key(np.asarray(vector, dtype=np.float32), request.namespaces, request.filter)
-            if key is None:
-                return first_pass()
-            # the record table is replaced whenever the store's rows change: rows kept for the
-            # old table never answer for the new one (the key holds it, so its id stays unique)
-            return self.first_passes.get((self.store.records, key, request.query), first_pass)
-        top = self.store.search_rows(
-            vector, self.config.dense_docs, namespaces=request.namespaces, filter=request.filter
-        )
-        return [row for row, _ in top], 1.0
+        key = scan_key(np.asarray(vector, dtype=np.float32), request.namespaces, request.filter)
+        if key is None:
+            return first_pass()
+        # the record table is replaced whenever the store's rows change: rows kept for the old
+        # table never answer for the new one (the key holds it, so its id stays unique); the
+        # dense and parent-child wrappers of one graph share these, one first pass per turn
+        return self.first_passes.get((self.store.records, key, request.query), first_pass)
 
 
 def fused_feedback_rows(
@@ -278,12 +311,28 @@ def fused_feedback(
     """:func:`fused_feedback_rows` and the first passes' agreement (:func:`top_agreement`)."""
     if request.vector is None:
         return [], 0.0
+    top = store.search_rows(
+        request.vector,
+        FUSED_FIRST_PASS_DEPTH,
+        namespaces=request.namespaces,
+        filter=request.filter,
+    )
+    return _fused(store, lexical, request, fusion, docs, top)
+
+
+def _fused(
+    store: NumpyVectorStore,
+    lexical: Tier,
+    request: SearchRequest,
+    fusion: FusionConfig,
+    docs: int,
+    top: Sequence[tuple[int, float]],
+) -> tuple[list[int], float]:
+    """:func:`fused_feedback` from the dense first pass's ``top`` ``(row, cosine)`` pairs."""
     depth = FUSED_FIRST_PASS_DEPTH
     dense: dict[DocKey, float] = {}
     best_row: dict[DocKey, int] = {}
-    for row, score in store.search_rows(
-        request.vector, depth, namespaces=request.namespaces, filter=request.filter
-    ):  # best first: a document's first row is its best chunk
+    for row, score in top:  # best first: a document's first row is its best chunk
         key = doc_key(store.records.hit(row, score))
         if key not in dense:
             dense[key], best_row[key] = score, row

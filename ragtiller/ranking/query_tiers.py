@@ -1,9 +1,10 @@
-"""The policy's query-time tier options applied to a tier list: the parent-child window,
-section-level BM25 and feedback.
+"""The policy's query-time tier options applied to a tier list: exact or approximate dense
+search, the parent-child window, section-level BM25 and feedback.
 
 Called once when a graph is built, so a policy can switch these on for any index without
-re-ingesting: the section-level BM25 index is built from the parent table on first use (and
-kept for that index object), the feedback tiers wrap the tiers they improve.
+re-ingesting: the section-level BM25 index and the HNSW graph are saved at ingest (and built on
+first use, once per index object, for an index saved without them), the feedback tiers wrap the
+tiers they improve.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragtiller.core.tiers import DENSE, PARENT_CHILD, Tier, tier_role
-from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.errors import ConfigurationError
+from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.index.scans import SharedScans
@@ -32,8 +34,12 @@ def section_lexical_tier(index: Any) -> LexicalTier:
 
     Hits are sections (``parent_id`` None, ``metadata["unit"]`` ``section``); BM25 length
     normalisation and document frequencies are then those of whole sections. They vote for
-    their document's rank; the passages shown come from the other tiers.
+    their document's rank; the passages shown come from the other tiers. An embedded index
+    saves it at ingest (``EmbeddedIndex.section_lexical``).
     """
+    saved = getattr(index, "section_lexical", None)
+    if isinstance(saved, LexicalTier):
+        return saved
     tier = _SECTION_LEXICAL.get(index)
     if tier is None:
         parents = index.parents
@@ -58,9 +64,10 @@ def apply_query_options(
     and fused Rocchio feedback reads only an embedded lexical tier (a remote one would be
     called twice per turn), else the vector tier's own first pass.
     """
+    out = _with_search(policy.dense_backend.search, tiers, index)
     out = [
         t.with_window(policy.budgets.window_words) if isinstance(t, ParentChildTier) else t
-        for t in tiers
+        for t in out
     ]
     if policy.fusion.lexical_unit == "section" and index is not None and hasattr(index, "parents"):
         section = section_lexical_tier(index)
@@ -82,6 +89,34 @@ def apply_query_options(
                 else None
             )
             out = [_rocchio(t, store, policy, lexical, shared, units) for t in out]
+    return out
+
+
+def _with_search(search: str, tiers: Sequence[Tier], index: Any | None) -> list[Tier]:
+    """The embedded vector tiers searching every vector or the store's HNSW graph.
+
+    ``auto`` takes the graph where the store has one (ingest saves one with indexes of
+    :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks and more), ``approximate`` builds one on
+    first use where the index has none.
+
+    Raises:
+        ConfigurationError: ``approximate`` for vector tiers whose store has no graph and no
+            index to build one from.
+    """
+    out: list[Tier] = []
+    for tier in tiers:
+        if not isinstance(tier, DenseTier | ParentChildTier):
+            out.append(tier)
+            continue
+        store = tier.store
+        if search == "approximate" and store.ann is None:
+            if getattr(index, "store", None) is not store or not hasattr(index, "ann"):
+                raise ConfigurationError(
+                    f"dense_backend.search is approximate but the {tier.name} tier's store has "
+                    "no HNSW graph: attach one (NumpyVectorStore.attach_ann), or pass index=..."
+                )
+            index.ann()  # type: ignore[union-attr]  # checked: hasattr(index, "ann")
+        out.append(tier.with_search(store.ann is not None and search != "exact"))
     return out
 
 
