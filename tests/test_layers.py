@@ -35,8 +35,8 @@ LAYERS: dict[str, tuple[int, str]] = {
     "routing": (2, "the deterministic query router and the optional LLM router"),
     "index": (
         3,
-        "the embedded store: dense, parent-child and lexical tiers over one chunk table, its "
-        "versioned directory, the corpus map, opening an index",
+        "the embedded store: dense (exact or HNSW), parent-child and lexical tiers over one "
+        "chunk table, the structures saved with each version, the corpus map, opening an index",
     ),
     "ranking": (
         4,
