@@ -156,8 +156,9 @@ def build_components(
             f"tier names must be unique, got {names}; name a store or retriever with "
             f"VectorStoreTier(store, name=...) or RetrieverTier(retriever, name=...)"
         )
-    role_names = {tier_role(t) for t in tier_list}
-    unknown = sorted(set(resolved.fusion.tier_weights) - set(names) - role_names - INDEX_TIER_NAMES)
+    roles = {t.name: tier_role(t) for t in tier_list}
+    known = set(roles) | set(roles.values()) | INDEX_TIER_NAMES
+    unknown = sorted(set(resolved.fusion.tier_weights) - known)
     if unknown:  # a misspelled tier name would otherwise weigh nothing, silently
         raise ConfigurationError(
             f"fusion.tier_weights names tiers this graph does not have: {unknown}; "
@@ -187,7 +188,6 @@ def build_components(
     from ragtiller.rerankers import reranker_from_policy
 
     given_reranker = reranker
-    roles = {t.name: tier_role(t) for t in tier_list}
 
     def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
         """The tiers and reranker of ``other``'s fusion, feedback and window, over the same

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
-from ragtiller.core.tiers import LEXICAL, Tier, tier_role
+from ragtiller.core.tiers import Tier
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.base import Reranker
 from ragtiller.rerankers.ceiling import CeilingReranker
@@ -71,11 +71,6 @@ class Components:
     def has_ceiling(self) -> bool:
         """Whether the reranker has an enabled paid ceiling (its edge then reads the quota)."""
         return isinstance(self.reranker, CeilingReranker) and self.reranker.enabled
-
-    @property
-    def lexical_tier_names(self) -> Sequence[str]:
-        """Names of the tiers whose role is lexical (any of them may settle an exact match)."""
-        return [name for name, tier in self.tiers.items() if tier_role(tier) == LEXICAL]
 
     @property
     def vector_tiers(self) -> Sequence[str]:

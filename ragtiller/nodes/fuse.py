@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.core.tiers import StageRecord, tier_role
+from ragtiller.core.tiers import LEXICAL, StageRecord, tier_role
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
@@ -24,6 +24,7 @@ def make_fuse(deps: Components) -> NodeFn:
     )
     rescored = "sentence" if rescore is not None else "off"
     roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
+    lexical = [name for name, role in roles.items() if role == LEXICAL]  # may settle an exact match
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
@@ -54,7 +55,7 @@ def make_fuse(deps: Components) -> NodeFn:
         plan = decide_rerank(
             route["rerank"],
             candidates,
-            [hits[name] for name in deps.lexical_tier_names if name in hits],
+            [hits[name] for name in lexical if name in hits],
             route["triggers"],
             policy,
             has_ceiling=deps.has_ceiling,
