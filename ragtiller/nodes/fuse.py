@@ -10,6 +10,7 @@ from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import decide_rerank
+from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.ranking.passages import SentenceCoverage, rank_passages
 
 
@@ -25,6 +26,7 @@ def make_fuse(deps: Components) -> NodeFn:
     rescored = "sentence" if rescore is not None else "off"
     roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
     lexical = [name for name, role in roles.items() if role == LEXICAL]  # may settle an exact match
+    weights = weights_by_name(policy.fusion.tier_weights, roles)
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
@@ -43,7 +45,7 @@ def make_fuse(deps: Components) -> NodeFn:
                 cap=cap,
                 query=state["rerank_query"],
                 rescore=rescore,
-                roles=roles,
+                weights=weights,
             )
             documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
             records.append(

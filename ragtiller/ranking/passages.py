@@ -23,7 +23,7 @@ from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import DocKey, document_order, interleave, is_section_hit
 from ragtiller.ranking.feedback import QUERY_SCORE
-from ragtiller.ranking.fusion import fuse_hits, weights_by_name, zscores
+from ragtiller.ranking.fusion import fuse_hits, zscores
 from ragtiller.ranking.units import has_unit_votes, unit_document_order
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
@@ -85,7 +85,7 @@ def rank_passages(
     cap: int,
     query: str,
     rescore: SentenceCoverage | None = None,
-    roles: Mapping[str, str] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """At most ``cap`` passages, best first: fused, placed under ranked documents, re-scored.
 
@@ -95,14 +95,15 @@ def rank_passages(
     positions of :func:`~ragtiller.ranking.documents.interleave`; within a document, passages are
     ordered by the z-score of their fused score plus, with ``rescore``, the z-score of their best-sentence
     coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
-    ``roles`` (tier name -> role) lets a tier without a weight of its own take its role's.
+    ``weights`` are the tiers' fusion weights by name (default ``fusion.tier_weights``; the fuse
+    node passes them resolved by role, :func:`~ragtiller.ranking.fusion.weights_by_name`).
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
     sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
     passages = {t: hits for t, hits in passages.items() if hits}
     if not passages:
         return []
-    weights = weights_by_name(fusion.tier_weights, roles) or None
+    weights = (fusion.tier_weights if weights is None else weights) or None
     total = sum(len(h) for h in passages.values())
     fused = fuse_hits(
         passages,
