@@ -241,3 +241,30 @@ def test_the_question_orders_a_documents_passages_and_the_documents_stay() -> No
         "b1",
         "a2",
     ]
+
+
+def test_the_question_places_the_passages_and_feedback_ranks_the_documents() -> None:
+    # Feedback pulled A's second passage above B's; the question puts B's passage second.
+    def moved(id_: str, score: float, question: float, doc: str) -> Any:
+        return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})
+
+    hits = {
+        "dense": [
+            moved("a1", 0.9, 0.6, "A"),
+            moved("a2", 0.85, 0.2, "A"),
+            moved("b1", 0.8, 0.9, "B"),
+        ]
+    }
+    config = FusionConfig(method="zscore", doc_aggregation="max")
+    out = rank_passages(hits, config, cap=10, query="q")
+    # The question's order B, A, A sets the positions; feedback's document order (A first)
+    # says who holds them.
+    assert [c["id"] for c in out] == ["a1", "b1", "a2"]
+    unmarked = {
+        "dense": [hit("dense", h["id"], h["score"], doc_id=h["doc_id"]) for h in hits["dense"]]
+    }
+    assert [c["id"] for c in rank_passages(unmarked, config, cap=10, query="q")] == [
+        "a1",
+        "a2",
+        "b1",
+    ]

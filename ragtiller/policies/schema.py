@@ -485,9 +485,9 @@ class FeedbackConfig(_Model):
     passage_scores: Annotated[
         Literal["moved", "query"],
         build_field(
-            "With doc_aggregation max or sum: which dense scores order a document's passages: "
+            "With doc_aggregation max or sum: which dense scores place and order the passages: "
             "the moved query's, as for the document ranking (moved), or the question's own "
-            "vector's (query): feedback ranks documents, the question picks the passage."
+            "vector's (query): feedback ranks documents, the question places the passages."
         ),
     ] = "moved"
     dense_rescore: Annotated[

@@ -21,7 +21,13 @@ from typing import Any
 from ragtiller.core.tiers import Candidate, Hit
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.policies.schema import FusionConfig
-from ragtiller.ranking.documents import DocKey, document_order, interleave, is_section_hit
+from ragtiller.ranking.documents import (
+    DocKey,
+    doc_key,
+    document_order,
+    interleave,
+    is_section_hit,
+)
 from ragtiller.ranking.feedback import QUERY_SCORE
 from ragtiller.ranking.fusion import fuse_hits, zscores
 from ragtiller.ranking.units import has_unit_votes, unit_document_order
@@ -133,19 +139,27 @@ def rank_passages(
             weights=weights,
             margin=fusion.margin,
         )
-    keys = _passage_keys(fused[:cap], query, rescore, _question_scores(passages, fusion, total))
+    placed = _question_fusion(passages, fusion, total, weights)
+    if placed is None:
+        placed = fused
+    elif not documents:  # feedback still ranks the documents: by their best moved passage
+        documents = list(dict.fromkeys(doc_key(c) for c in fused))
+    keys = _passage_keys(placed[:cap], query, rescore)
     floor = min(keys.values())
 
     def within(group: list[Candidate]) -> list[Candidate]:
         return sorted(group, key=lambda c: -keys.get(c["id"], floor))
 
-    return interleave(fused, documents, within)[:cap]
+    return interleave(placed, documents, within)[:cap]
 
 
-def _question_scores(
-    passages: Mapping[str, Sequence[Hit]], fusion: FusionConfig, total: int
-) -> dict[str, float] | None:
-    """Id -> fused score with each moved hit at its question score (``QUERY_SCORE``); None
+def _question_fusion(
+    passages: Mapping[str, Sequence[Hit]],
+    fusion: FusionConfig,
+    total: int,
+    weights: Mapping[str, float] | None,
+) -> list[Candidate] | None:
+    """The passages fused with each moved hit at its question score (``QUERY_SCORE``); None
     when no hit carries one (``feedback.passage_scores: moved``, or feedback did not move)."""
     if not any(QUERY_SCORE in h["metadata"] for hits in passages.values() for h in hits):
         return None
@@ -153,15 +167,14 @@ def _question_scores(
         tier: sorted((_at_question(h) for h in hits), key=lambda h: -h["score"])
         for tier, hits in passages.items()
     }
-    fused = fuse_hits(
+    return fuse_hits(
         unmoved,
         method=fusion.method,
         cap=total,
         rrf_k=fusion.rrf_k,
-        weights=fusion.tier_weights or None,
+        weights=weights,
         margin=fusion.margin,
     )
-    return {c["id"]: c["fused_score"] for c in fused}
 
 
 def _at_question(hit: Hit) -> Hit:
@@ -171,17 +184,12 @@ def _at_question(hit: Hit) -> Hit:
 
 
 def _passage_keys(
-    head: Sequence[Candidate],
-    query: str,
-    rescore: SentenceCoverage | None,
-    question: Mapping[str, float] | None = None,
+    head: Sequence[Candidate], query: str, rescore: SentenceCoverage | None
 ) -> dict[str, float]:
-    """Id -> z(fused score) [+ z(best-sentence coverage)] over ``head``; sets the coverage.
-
-    With ``question`` (:func:`_question_scores`), its fused score stands for each passage's.
-    """
-    base = [c["fused_score"] if question is None else question[c["id"]] for c in head]
-    keys = dict(zip((c["id"] for c in head), zscores(base), strict=True))
+    """Id -> z(fused score) [+ z(best-sentence coverage)] over ``head``; sets the coverage."""
+    keys = dict(
+        zip((c["id"] for c in head), zscores([c["fused_score"] for c in head]), strict=True)
+    )
     if rescore is None or len(head) < 2:
         return keys
     coverage = rescore.scores(query, [c["text"] for c in head])
