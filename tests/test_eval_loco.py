@@ -67,7 +67,7 @@ def select(good: Good, names: tuple[str, ...] = ("a", "b", "c")) -> LocoResult:
     return loco_tune(base(), SPACE, [collection(n, good) for n in names], n_resamples=200)
 
 
-def test_a_point_every_fold_chooses_and_every_held_back_collection_confirms_ships() -> None:
+def test_a_point_every_fold_chooses_and_every_held_back_collection_lifts_ships() -> None:
     result = select(lambda name, method, held: method == "minmax")
     assert result.points == ({}, {"fusion.method": "zscore"}, {"fusion.method": "minmax"})
     assert result.scores == {"a": (0.0, 0.0, 1.0), "b": (0.0, 0.0, 1.0), "c": (0.0, 0.0, 1.0)}
@@ -75,7 +75,7 @@ def test_a_point_every_fold_chooses_and_every_held_back_collection_confirms_ship
     assert all(f.confirmed for f in result.folds)
     assert result.candidate is not None and result.candidate.fusion.method == "minmax"
     assert result.candidate.version == f"{base().version}+loco-seed0"
-    assert result.verdict.startswith("shipped: {'fusion.method': 'minmax'}")
+    assert result.verdict.startswith("shipped: {'fusion.method': 'minmax'}, rejected by no")
 
 
 def test_folds_that_choose_differently_ship_nothing() -> None:
@@ -84,23 +84,65 @@ def test_folds_that_choose_differently_ship_nothing() -> None:
     fans = {"a": "zscore", "b": "minmax", "c": "minmax"}
     result = select(lambda name, method, held: method == fans[name])
     assert [f.choice for f in result.folds] == [2, 1, 1]
-    assert result.candidate is None
+    assert result.judged is None and result.candidate is None
+    assert all(f.judgement is None for f in result.folds)  # nothing single to judge
     assert result.verdict.startswith("NOT shipped: the folds chose different points")
 
 
 def test_a_held_back_collection_that_rejects_the_choice_stops_it() -> None:
-    # Everyone prefers minmax on the tune halves, but on c's held-out half it finds nothing.
-    result = select(lambda name, method, held: method == "minmax" and not (name == "c" and held))
+    # Everyone prefers minmax on the tune halves, but on c's held-out half it finds nothing
+    # where the base ranks perfectly.
+    result = select(lambda name, method, held: (method == "minmax") != (name == "c" and held))
     assert [f.choice for f in result.folds] == [2, 2, 2]
+    assert [f.rejected for f in result.folds] == [False, False, True]
     assert [f.confirmed for f in result.folds] == [True, True, False]
+    assert result.judged is not None and result.candidate is None
+    assert result.verdict == "NOT shipped: rejected by held-out c"
+
+
+def good_where_it_acts(name: str, method: str, held: bool) -> bool:
+    """minmax helps collection a; on b and c every policy scores the same (perfect)."""
+    return method == "minmax" or name != "a"
+
+
+def test_a_collection_the_point_cannot_change_does_not_reject_it() -> None:
+    # Folds holding b or c back see a's gain and choose minmax; the fold holding a back sees
+    # only ties and keeps the base. b's and c's held-out halves show no change: no rejection.
+    result = select(good_where_it_acts)
+    assert [f.choice for f in result.folds] == [0, 2, 2]
+    assert [f.rejected for f in result.folds] == [False, False, False]
+    assert [f.confirmed for f in result.folds] == [True, False, False]  # a's lift alone
+    assert result.candidate is not None and result.candidate.fusion.method == "minmax"
+    assert (
+        result.verdict
+        == "shipped: {'fusion.method': 'minmax'}, rejected by no collection, lift on a"
+    )
+
+
+def test_a_collection_whose_fold_kept_the_base_still_judges_the_candidate() -> None:
+    # As above, but on a's held-out half minmax finds nothing and the base everything: a's
+    # fold never chose it, and a rejects it all the same.
+    result = select(lambda name, method, held: good_where_it_acts(name, method, held) != (
+        name == "a" and held))  # fmt: skip
+    assert [f.choice for f in result.folds] == [0, 2, 2]
+    assert result.folds[0].rejected
     assert result.candidate is None
-    assert result.verdict == "NOT shipped: not confirmed by held-back c"
+    assert result.verdict == "NOT shipped: rejected by held-out a"
+
+
+def test_a_candidate_no_collection_lifts_does_not_ship() -> None:
+    # minmax wins a's tune half only; every held-out half is the same for every policy.
+    result = select(lambda name, method, held: method == "minmax" or name != "a" or held)
+    assert [f.choice for f in result.folds] == [0, 2, 2]
+    assert not any(f.rejected or f.confirmed for f in result.folds)
+    assert result.candidate is None
+    assert result.verdict == "NOT shipped: no collection shows a lift"
 
 
 def test_a_space_that_cannot_beat_the_base_keeps_it() -> None:
     result = select(lambda name, method, held: True)  # all points tie: the base wins ties
     assert {f.choice for f in result.folds} == {0}
-    assert all(f.confirmation is None and not f.confirmed for f in result.folds)  # no runs
+    assert all(f.judgement is None and not f.confirmed for f in result.folds)  # no runs
     assert result.candidate is None and result.verdict == "NOT shipped: every fold kept the base"
 
 
@@ -197,7 +239,8 @@ def test_tune_over_a_list_of_datasets_ships_a_point_every_fold_confirms(
     assert all(point_row[c] > base_row[c] for c in ("alpha", "beta"))
     assert [f["held_back"] for f in selection["folds"]] == ["alpha", "beta"]
     assert all(
-        f["confirmed"] and f["promotion"]["decision"] == "promote" for f in selection["folds"]
+        f["lift"] and not f["rejected"] and f["promotion"]["decision"] == "promote"
+        for f in selection["folds"]
     )
     assert all(f["promotion"]["lifts"]["all"]["mean"] > 0 for f in selection["folds"])
     assert selection["shipped"] is True

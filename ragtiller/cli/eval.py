@@ -100,7 +100,8 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
         "--base on the held-out half as `promote` does; writes candidate.yaml and "
         "promotion.json. Several (--datasets LIST.yaml): leave-one-collection-out; for each "
         "collection, choose on the others' tune halves and judge on its held-out half; "
-        "candidate.yaml only when every fold chose the same point and confirmed it; writes "
+        "the one point other than the base that the folds chose is judged on every held-out "
+        "half; candidate.yaml only when none rejects it and one shows a lift; writes "
         "selection.json. Exit 0: confirmed (shipped), 1: not, 2: error.",
     )
     tu.add_argument("--base", required=True, help="Base policy YAML or shipped policy name.")
@@ -448,11 +449,11 @@ def _selection(
     """The selection artifact: collections, every point's scores, every fold's evidence."""
     folds = []
     for fold, held in zip(result.folds, collections, strict=True):
-        c = fold.confirmation
+        c = fold.judgement
         promotion = None
-        if c is not None:
+        if c is not None and result.judged is not None:
             promotion = decision_artifact(
-                fold.candidate,
+                result.judged,
                 base,
                 held.held_out,
                 c.comparison,
@@ -465,7 +466,8 @@ def _selection(
                 "held_back": fold.held_back,
                 "chosen": dict(result.points[fold.choice]),
                 "others_mean_score": round(fold.selection_score, 6),
-                "confirmed": fold.confirmed,
+                "rejected": fold.rejected,
+                "lift": fold.confirmed,
                 "promotion": promotion,
             }
         )

@@ -5,11 +5,14 @@ space is scored on each collection's tune half; then, for each collection in tur
 with the best mean score over the OTHER collections is chosen, and that choice is judged
 against the base on the held-back collection's held-out half, as ``promote`` judges.
 
-Shipping rule: a candidate ships only when every fold chose the same point (not the base)
-and every held-back collection confirmed it (decision ``promote`` and a positive lift). If
-leaving one collection out changes the choice, the choice depends on the collections it was
-made on, and nothing ships. (A point best on every leave-one-out mean is also best on the mean
-over all collections, so the shipped candidate is the all-collection choice too.)
+Shipping rule: the candidate is the one point other than the base that the folds chose; folds
+that chose two different points ship nothing (the choice depends on the collections it was made
+on). The candidate is then judged against the base on EVERY collection's held-out half, as
+``promote`` judges: on the held-back collection of each fold that chose it (the leave-one-out
+confirmation proper), and on the collections whose fold kept the base. It ships when no
+collection rejects it (promote's decision) and at least one shows a positive lift. A zero lift
+is not a rejection: a mechanism that cannot act on a collection (every document one passage)
+leaves its figures exactly as they were, and that collection has nothing against it.
 """
 
 from __future__ import annotations
@@ -51,27 +54,32 @@ class Collection:
 
 @dataclass(frozen=True)
 class Fold:
-    """One collection held back: what the others chose and what it said.
+    """One collection held back: what the others chose and what it said of the candidate.
 
     Attributes:
         held_back: The collection's name.
-        choice: Index of the chosen point (0 is the base).
+        choice: Index of the point chosen on the other collections (0 is the base).
         selection_score: The chosen point's mean tune-half score over the other collections.
         candidate: The base with the chosen point's overrides, renamed.
-        confirmation: The choice against the base on the held-back collection's held-out half;
-            None when the fold kept the base (there is nothing to confirm).
+        judgement: The selection's candidate (the folds' common choice) against the base on
+            this collection's held-out half; None when the folds chose no single candidate.
     """
 
     held_back: str
     choice: int
     selection_score: float
     candidate: RetrievalPolicy
-    confirmation: Confirmation | None
+    judgement: Confirmation | None
+
+    @property
+    def rejected(self) -> bool:
+        """Whether this collection's held-out half rejects the candidate (promote's rules)."""
+        return self.judgement is not None and self.judgement.decision.decision != "promote"
 
     @property
     def confirmed(self) -> bool:
-        """Whether the held-back collection confirmed a point other than the base."""
-        return self.confirmation is not None and self.confirmation.confirmed
+        """Whether this collection's held-out half shows the candidate a positive lift."""
+        return self.judgement is not None and self.judgement.confirmed
 
 
 @dataclass(frozen=True)
@@ -82,13 +90,15 @@ class LocoResult:
         points: Every point's overrides, the base (``{}``) first.
         scores: Collection name -> tune-half score of each point (parallel to ``points``).
         folds: One per collection, in input order.
-        candidate: The shipped policy, or None.
+        judged: The folds' common choice, judged on every held-out half; None without one.
+        candidate: The shipped policy (``judged``, when no collection rejects it), or None.
         verdict: One line: what shipped, or why nothing did.
     """
 
     points: tuple[Mapping[str, Any], ...]
     scores: Mapping[str, tuple[float, ...]]
     folds: tuple[Fold, ...]
+    judged: RetrievalPolicy | None
     candidate: RetrievalPolicy | None
     verdict: str
 
@@ -134,46 +144,58 @@ def loco_tune(
         if on_row is not None:
             on_row(overrides, row)
     tag = f"loco-seed{seed}"
-    folds = []
-    for i, held in enumerate(collections):
+    chosen: list[tuple[int, float]] = []
+    for i in range(len(collections)):
         means = [math.fsum(r[:i] + r[i + 1 :]) / (len(r) - 1) for r in rows]
         choice = max(range(len(means)), key=lambda p: means[p])  # the first of equals
-        candidate = tuned_policy(base, policies[choice][0], tag=tag)
-        confirmation = None
-        if choice:
-            confirmation = confirm(
-                candidate, base, held.held_out, held.evaluate, seed=seed, n_resamples=n_resamples
+        chosen.append((choice, means[choice]))
+    picks = {choice for choice, _ in chosen if choice}
+    common = tuned_policy(base, policies[min(picks)][0], tag=tag) if len(picks) == 1 else None
+    folds = []
+    for held, (choice, score) in zip(collections, chosen, strict=True):
+        judgement = None
+        if common is not None:
+            judgement = confirm(
+                common, base, held.held_out, held.evaluate, seed=seed, n_resamples=n_resamples
             )
-        folds.append(Fold(held.name, choice, means[choice], candidate, confirmation))
+        candidate = tuned_policy(base, policies[choice][0], tag=tag)
+        folds.append(Fold(held.name, choice, score, candidate, judgement))
+    shipped = (
+        common
+        if common is not None
+        and not any(f.rejected for f in folds)
+        and any(f.confirmed for f in folds)
+        else None
+    )
     return LocoResult(
         points=tuple(o for o, _ in policies),
         scores={name: tuple(r[i] for r in rows) for i, name in enumerate(names)},
         folds=tuple(folds),
-        candidate=_shipped(folds),
-        verdict=_verdict(policies, folds),
+        judged=common,
+        candidate=shipped,
+        verdict=_verdict(policies, picks, folds),
     )
 
 
-def _shipped(folds: Sequence[Fold]) -> RetrievalPolicy | None:
-    """The folds' common candidate when every fold chose it (not the base) and confirmed it."""
-    choices = {f.choice for f in folds}
-    if len(choices) != 1 or not all(f.confirmed for f in folds):
-        return None
-    return folds[0].candidate
-
-
 def _verdict(
-    policies: Sequence[tuple[Mapping[str, Any], RetrievalPolicy]], folds: Sequence[Fold]
+    policies: Sequence[tuple[Mapping[str, Any], RetrievalPolicy]],
+    picks: set[int],
+    folds: Sequence[Fold],
 ) -> str:
-    choices = {f.choice for f in folds}
-    if len(choices) > 1:
+    if len(picks) > 1:
         return (
             "NOT shipped: the folds chose different points (the choice depends on the collections)"
         )
-    (choice,) = choices
-    if choice == 0:
+    if not picks:
         return "NOT shipped: every fold kept the base"
-    rejected = [f.held_back for f in folds if not f.confirmed]
+    (choice,) = picks
+    rejected = [f.held_back for f in folds if f.rejected]
     if rejected:
-        return f"NOT shipped: not confirmed by held-back {', '.join(rejected)}"
-    return f"shipped: {dict(policies[choice][0])}, confirmed by every held-back collection"
+        return f"NOT shipped: rejected by held-out {', '.join(rejected)}"
+    if not any(f.confirmed for f in folds):
+        return "NOT shipped: no collection shows a lift"
+    lifted = [f.held_back for f in folds if f.confirmed]
+    return (
+        f"shipped: {dict(policies[choice][0])}, rejected by no collection, "
+        f"lift on {', '.join(lifted)}"
+    )

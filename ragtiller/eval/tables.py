@@ -127,18 +127,18 @@ def print_loco_row(overrides: Mapping[str, Any], scores: Sequence[float]) -> Non
 
 def print_loco_folds(result: LocoResult) -> None:
     """One line per fold: the choice made without the collection, and the collection's verdict."""
-    print("\nfold: held back -> chosen on the others -> judged on its held-out half")
+    print("\nfold: held back -> chosen on the others; the candidate judged on its held-out half")
     for fold in result.folds:
         chosen = f"point {fold.choice} {dict(result.points[fold.choice]) or '(base)'}"
         head = f"{fold.held_back}: {chosen} (others' mean {fold.selection_score:.4f})"
-        c = fold.confirmation
+        c = fold.judgement
         if c is None:
-            print(f"{head} -> kept the base, nothing to confirm")
+            print(f"{head} -> no single candidate, nothing judged")
             continue
         lift = c.comparison.lifts[OVERALL]
         ci = "-" if lift.ci_low is None else f"[{lift.ci_low:+.4f}, {lift.ci_high:+.4f}]"
         mean = "-" if lift.mean is None else f"{lift.mean:+.4f}"
-        verdict = "confirmed" if c.confirmed else "REJECTED"
+        verdict = "REJECTED" if fold.rejected else "lift" if fold.confirmed else "no lift"
         print(f"{head} -> lift {mean} {ci}, {c.decision.decision}: {verdict}")
         for reason in c.decision.reasons:
             if not reason.passed:
