@@ -336,6 +336,7 @@ ROWS = [
     Row("budgets.candidate_multiplier", 5, base=SMALL_CAP, see=HITS),
     Row("budgets.candidate_floor", 10, base=SMALL_CAP, see=HITS),
     Row("budgets.max_query_chars", 12),
+    Row("budgets.query_window_words", 2, turns=(SYNTHESIS,)),
     Row("fusion.method", "rrf"),
     Row("fusion.rrf_k", 1, base={"fusion.method": "rrf"}),
     Row("fusion.margin", 100.0, base={"fusion.method": "margin"}),

@@ -331,6 +331,16 @@ class BudgetsConfig(_Model):
         Field(gt=0),
         turn_field("In characters: longer queries are truncated for routing and embedding."),
     ] = 4000
+    query_window_words: Annotated[
+        int | None,
+        Field(gt=0),
+        turn_field(
+            "In words: a query longer than this is embedded as consecutive windows of this "
+            "many words whose vectors are averaged, so an embedder that truncates its input "
+            "(MiniLM: 256 wordpieces) still reads all of it. None: the query is embedded "
+            "whole (the embedder truncates)."
+        ),
+    ] = None
 
     @property
     def candidate_cap(self) -> int:
