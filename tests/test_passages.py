@@ -276,3 +276,25 @@ def test_eval_depth_ranks_documents_without_a_context_budget() -> None:
     assert deep.routes["factual_lookup"].top_k == deep.budgets.max_chunks == 100
     passages = with_depth(load_policy(), 20, per_document=None)
     assert passages.budgets.passages_per_document == load_policy().budgets.passages_per_document
+
+
+def test_local_coverage_weighs_the_terms_that_tell_the_candidates_apart() -> None:
+    # "Broncos" is rare in the corpus but in most passages of its article; "practice" is
+    # commoner in the corpus but in one passage of the article: the one that answers.
+    article = [
+        "The Broncos won the title. Fans cheered the Broncos.",
+        "They practiced at Stanford before the game.",
+        "Broncos coaches and Broncos players flew west.",
+    ]
+    others = [f"Choir practice number {i} ran late." for i in range(6)]
+    others += [f"Unrelated filler text number {i}." for i in range(12)]
+    texts = article + others
+    tier = LexicalTier.build(RecordTable([str(i) for i in range(len(texts))], texts,
+                                         [{} for _ in texts]), texts)  # fmt: skip
+    idf = tier.idf(["bronco", "practic"])
+    assert idf["bronco"] > idf["practic"]  # the corpus alone prefers the topic word
+    query = "broncos practice"
+    plain = SentenceCoverage(tier).scores(query, article)
+    local = SentenceCoverage(tier, local=True).scores(query, article)
+    assert plain[0] > plain[1] and plain[2] > plain[1]  # corpus IDF: the topic passages win
+    assert local[1] > local[0] and local[1] > local[2]  # local weights: the answer wins

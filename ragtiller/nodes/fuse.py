@@ -18,12 +18,13 @@ def make_fuse(deps: Components) -> NodeFn:
     """Build the fuse node bound to ``deps``."""
     policy = deps.policy
     cap = policy.budgets.candidate_cap
+    mode = policy.fusion.passage_rescore
     rescore = (
-        SentenceCoverage.from_tiers(deps.tiers.values())
-        if policy.fusion.passage_rescore == "sentence" and policy.fusion.doc_aggregation != "off"
+        SentenceCoverage.from_tiers(deps.tiers.values(), local=mode == "sentence_local")
+        if mode != "off" and policy.fusion.doc_aggregation != "off"
         else None
     )
-    rescored = "sentence" if rescore is not None else "off"
+    rescored = mode if rescore is not None else "off"
     roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
     lexical = [name for name, role in roles.items() if role == LEXICAL]  # may settle an exact match
     weights = weights_by_name(policy.fusion.tier_weights, roles)

@@ -414,11 +414,13 @@ class FusionConfig(_Model):
         ),
     ] = "passage"
     passage_rescore: Annotated[
-        Literal["off", "sentence"],
+        Literal["off", "sentence", "sentence_local"],
         turn_field(
             "With doc_aggregation max or sum: order each document's passages by their fused "
             "score plus how much of the query their best sentence holds (share of the query "
-            "terms' IDF); no model call. off: by fused score."
+            "terms' IDF); no model call. sentence_local: each term's IDF times its IDF among "
+            "the candidate passages, so the terms every candidate shares (the article's own "
+            "topic) weigh least. off: by fused score."
         ),
     ] = "off"
 

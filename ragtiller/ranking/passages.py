@@ -39,23 +39,28 @@ class SentenceCoverage:
     """Best-sentence query coverage: ``max over sentences of idf(query terms in it) / idf(query)``.
 
     Terms are analysed as the lexical tier analyses them (stopwords, stemmer); IDF is that
-    tier's corpus statistics (Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``).
+    tier's corpus statistics (Lucene's ``log(1 + (N - df + 0.5) / (df + 0.5))``). With
+    ``local``, each term's weight is its corpus IDF times its IDF among the texts scored
+    together (the candidate passages): inside a long article every passage names the article's
+    topic, and the terms that tell its passages apart are the rarer ones among them.
 
     Args:
         lexical: An embedded BM25 tier (its analysis and document frequencies are read).
+        local: Weigh terms by their rarity among the scored texts too.
     """
 
-    def __init__(self, lexical: LexicalTier) -> None:
+    def __init__(self, lexical: LexicalTier, *, local: bool = False) -> None:
         self.lexical = lexical
+        self.local = local
 
     @classmethod
-    def from_tiers(cls, tiers: Iterable[Any]) -> SentenceCoverage | None:
+    def from_tiers(cls, tiers: Iterable[Any], *, local: bool = False) -> SentenceCoverage | None:
         """Over the first embedded BM25 tier among ``tiers`` (wrappers are unwrapped), or None."""
         for tier in tiers:
             while not isinstance(tier, LexicalTier) and hasattr(tier, "inner"):
                 tier = tier.inner
             if isinstance(tier, LexicalTier):
-                return cls(tier)
+                return cls(tier, local=local)
         return None
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
@@ -73,6 +78,10 @@ class SentenceCoverage:
         if not terms:
             return [0.0] * len(texts)
         weights = self.lexical.idf(terms)
+        if self.local:
+            sets = [self.lexical.term_set(text) for text in texts]
+            local = _idf({t: sum(t in found for found in sets) for t in terms}, len(sets))
+            weights = {t: weights[t] * local[t] for t in terms}
         total = math.fsum(weights.values())
         out: list[float] = []
         for text in texts:
@@ -82,6 +91,11 @@ class SentenceCoverage:
                 best = max(best, math.fsum(weights[t] for t in found))
             out.append(best / total)
         return out
+
+
+def _idf(df: Mapping[str, int], n: int) -> dict[str, float]:
+    """Lucene IDF of each term over ``n`` texts, from its document frequency."""
+    return {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
 def rank_passages(
