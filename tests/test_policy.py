@@ -27,7 +27,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert isinstance(policy, RetrievalPolicy)
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
-        "2026-12-01",
+        "2026-12-01.2",
         2,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
@@ -41,7 +41,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert policy.budgets.candidate_cap == 36
     assert policy.deadlines.turn_s == 15
     # passages, 2026-12-01 (benchmarks/README.md, "Passages")
-    assert (policy.fusion.method, policy.fusion.passage_rescore) == ("zscore", "sentence")
+    assert (policy.fusion.method, policy.fusion.passage_rescore) == ("zscore", "sentence_local")
     assert (policy.fusion.doc_aggregation, policy.fusion.lexical_unit) == ("max", "chunk")
     assert (policy.budgets.passages_per_document, policy.budgets.context_words) == (5, 1500)
     assert (policy.feedback.dense, policy.feedback.dense_source) == ("rocchio", "fused")
