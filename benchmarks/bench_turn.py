@@ -344,8 +344,9 @@ def worker(rows: int, turns: int) -> None:
         "floor invoke": lambda: run_sync(lambda: floor.invoke(inp())),
     }
     result = loop.run_until_complete(tree.direct())
-    check = result["manifest"]
-    assert check.query_type == "synthesis", check.query_type
+    check = result["manifest"]  # the assemble node's update holds the manifest as a dict
+    query_type = check["query_type"] if isinstance(check, dict) else check.query_type
+    assert query_type == "synthesis", query_type
     assert {t: len(h) for t, h in result["tier_hits"].items()}.keys() == {
         "dense",
         "parent_child",
