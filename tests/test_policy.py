@@ -127,3 +127,14 @@ def test_empty_file_reports_missing_fields(tmp_path: Path) -> None:
 
 def test_policy_error_is_a_value_error() -> None:
     assert issubclass(PolicyError, ValueError)
+
+
+def test_a_documents_candidate_pool_holds_each_documents_passages() -> None:
+    budgets = load_policy().budgets.model_copy(
+        update={"max_chunks": 12, "candidate_multiplier": 3, "passages_per_document": 5}
+    )
+    assert budgets.candidate_cap == 36  # 3 x 12
+    pooled = budgets.model_copy(update={"candidate_pool": "documents"})
+    assert pooled.candidate_cap == 60  # 12 documents x 5 passages
+    one = pooled.model_copy(update={"passages_per_document": 1})
+    assert one.candidate_cap == 36  # one passage a document: the multiplier's cap stands

@@ -335,6 +335,7 @@ ROWS = [
     Row("budgets.window_words", 10, turns=(MARGINS,), base=WINDOWS),
     Row("budgets.candidate_multiplier", 5, base=SMALL_CAP, see=HITS),
     Row("budgets.candidate_floor", 10, base=SMALL_CAP, see=HITS),
+    Row("budgets.candidate_pool", "documents", base=SMALL_CAP, see=HITS),
     Row("budgets.max_query_chars", 12),
     Row("budgets.query_window_words", 2, turns=(SYNTHESIS,)),
     Row("fusion.method", "rrf"),

@@ -326,6 +326,14 @@ class BudgetsConfig(_Model):
         Field(gt=0),
         turn_field("In candidates: the candidate cap is never below this."),
     ] = 20
+    candidate_pool: Annotated[
+        Literal["multiplier", "documents"],
+        turn_field(
+            "How the candidate cap is set: max(candidate_multiplier x max_chunks, "
+            "candidate_floor) (multiplier), or at least max_chunks x passages_per_document too "
+            "(documents), so every document a turn may return can bring its best passages."
+        ),
+    ] = "multiplier"
     max_query_chars: Annotated[
         int,
         Field(gt=0),
@@ -344,8 +352,12 @@ class BudgetsConfig(_Model):
 
     @property
     def candidate_cap(self) -> int:
-        """``max(candidate_multiplier x max_chunks, candidate_floor)``."""
-        return max(self.candidate_multiplier * self.max_chunks, self.candidate_floor)
+        """``max(candidate_multiplier x max_chunks, candidate_floor)``, and with
+        ``candidate_pool: documents`` at least ``max_chunks x passages_per_document``."""
+        cap = max(self.candidate_multiplier * self.max_chunks, self.candidate_floor)
+        if self.candidate_pool == "documents":
+            cap = max(cap, self.max_chunks * self.passages_per_document)
+        return cap
 
 
 class FusionConfig(_Model):
