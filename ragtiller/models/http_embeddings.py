@@ -99,7 +99,8 @@ class OpenAICompatibleEmbeddings(Embeddings):
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as e:
-            detail = e.read()[:200].decode("utf-8", "replace").strip()
+            with e:  # closes the connection the error answer came on
+                detail = e.read()[:200].decode("utf-8", "replace").strip()
             raise EmbeddingServiceError(
                 f"{self.url} answered HTTP {e.code}: {detail or e.reason}",
                 status_code=e.code,

@@ -21,6 +21,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from ragtiller.core.parallel import run_bounded
 from ragtiller.core.providers import model_label
 from ragtiller.core.rate_limit import RateLimit
 from ragtiller.core.retry import RetryPolicy
@@ -149,28 +150,13 @@ class ServiceEmbeddings(Embeddings):
         starts = range(0, len(texts), self.batch_size)
         if len(starts) <= 1:
             return self._batch(texts, 0) if texts else []
-        failed = threading.Event()
-
-        def batch(first: int) -> list[list[float]]:
-            if failed.is_set():  # a batch failed for good: send no more
-                raise futures.CancelledError
-            try:
-                return self._batch(texts[first : first + self.batch_size], first)
-            except BaseException:
-                failed.set()
-                raise
-
-        workers = min(self.concurrency, len(starts))
-        with futures.ThreadPoolExecutor(workers, thread_name_prefix="ragtiller-embed") as pool:
-            calls = [pool.submit(batch, first) for first in starts]
-            futures.wait(calls, return_when=futures.FIRST_EXCEPTION)
-            for call in calls:
-                call.cancel()  # not started yet; those running end within their retries
-        for call in calls:  # every call has ended or was cancelled: raise the first real error
-            error = None if call.cancelled() else call.exception()
-            if error is not None and not isinstance(error, futures.CancelledError):
-                raise error
-        return [row for call in calls for row in call.result()]
+        batches = run_bounded(
+            lambda first: self._batch(texts[first : first + self.batch_size], first),
+            starts,
+            self.concurrency,
+            "ragtiller-embed",
+        )
+        return [row for batch in batches for row in batch]
 
     def embed_query(self, text: str) -> list[float]:
         """The wrapped embedder's query vector, under the same bound, rate limit and retries."""
