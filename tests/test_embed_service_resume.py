@@ -14,11 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from langchain_core.documents import Document
 from langchain_core.indexing import InMemoryRecordManager
 from langchain_core.vectorstores import InMemoryVectorStore
 from pinecone import Pinecone
 
+from ragtiller.cli.app import main
+from ragtiller.cli.exit_codes import EXIT_PROVIDER, EXIT_USAGE
 from ragtiller.ingest import chunk_sources
 from ragtiller.ingest.store_sync import SyncRecord, identity_of, plan_sync, sync_vector_store
 from ragtiller.models import HashingEmbedder
@@ -202,3 +205,38 @@ def test_a_second_key_left_for_one_id_is_retired() -> None:
         plan = plan_sync([new], previous, "full")
         assert plan.upsert == () and plan.chunks.unchanged == 1
         assert plan.stale == (old,)
+
+
+def test_the_cli_names_what_the_service_path_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_corpus(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for name in ("PINECONE_API_KEY", "PINECONE_HOST", "PINECONE_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    cases = [
+        (["--index", "idx", "--embed-concurrency", "8"], "--embed-concurrency need --embed-url"),
+        (["--index", "idx", "--embed-url", "http://127.0.0.1:9/v1"], "needs --embed-model"),
+        (["--pinecone"], "--pinecone needs --records FILE"),
+        (["--pinecone", "--records", "r.sqlite"], "--pinecone needs PINECONE_API_KEY"),
+    ]
+    for extra, message in cases:
+        assert main(["ingest", "docs", "--quiet", *extra]) == EXIT_USAGE
+        assert message in capsys.readouterr().err
+
+
+def test_a_service_that_keeps_failing_exits_as_a_provider_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_corpus(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAGTILLER_EMBED_API_KEY", embedding_service.API_KEY)
+    with EmbeddingServiceEmulator(dimension=DIM) as service:
+        service.fail(400, times=100)
+        target = ["docs", "--index", str(tmp_path / "idx"), "--quiet", "--embed-url"]
+        model = ["--embed-model", MODEL, "--embed-dimension", str(DIM), "--embed-concurrency", "1"]
+        code = main(["ingest", *target, service.base_url, *model])
+        sent = len(service.requests)
+    assert code == EXIT_PROVIDER
+    assert sent == 1  # a 400 is not retried, and after it no other batch is sent
+    assert "failed on texts 0-31 after 1 attempt" in capsys.readouterr().err

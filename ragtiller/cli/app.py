@@ -73,6 +73,7 @@ def _run_context(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from ragtiller.core.retry import RetryPolicy
     from ragtiller.errors import IngestError
     from ragtiller.index import ChunkingConfig
     from ragtiller.ingest import ingest
@@ -88,10 +89,12 @@ def _ingest(args: argparse.Namespace) -> int:
         return _ingest_to_pinecone(args, embedder, chunking)
     if args.store is not None:
         return _ingest_to_store(args, embedder, chunking)
+    service: dict[str, Any] = {"retry": RetryPolicy(attempts=1)} if args.embed_url else {}
     index = ingest(
         args.paths,
         args.index,
         embedder=embedder,
+        **service,  # the service's driver retries; embedding again on top would repeat it
         chunking=chunking,
         cleanup=args.cleanup,
         max_file_bytes=int(args.max_file_mb * 1024 * 1024),
