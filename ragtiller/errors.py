@@ -23,6 +23,26 @@ class EmbeddingError(RagtillerError, RuntimeError):
     """The embedder failed after every retry."""
 
 
+class EmbeddingServiceError(EmbeddingError):
+    """An embedding service answered one call with an error status (or not at all).
+
+    Attributes:
+        status_code: The HTTP status (429, 503 ...), or None when no status came back.
+        retry_after_s: The wait the service asked for (``Retry-After``), in seconds, or None.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+
+class EmbeddingTimeoutError(EmbeddingServiceError, TimeoutError):
+    """An embedding call got no answer within its deadline."""
+
+
 class StoreUnavailableError(RagtillerError, ConnectionError):
     """A shared store (Redis) could not be reached."""
 

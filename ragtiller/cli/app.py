@@ -73,10 +73,10 @@ def _run_context(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from ragtiller.core.retry import RetryPolicy
     from ragtiller.errors import IngestError
     from ragtiller.index import ChunkingConfig
     from ragtiller.ingest import ingest
-    from ragtiller.integrations.demo import demo_embedder
 
     if args.max_file_mb <= 0:
         raise IngestError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
@@ -84,13 +84,17 @@ def _ingest(args: argparse.Namespace) -> int:
     chunking = ChunkingConfig(
         chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens, **header
     )
-    embedder = demo_embedder(args.embedder)
+    embedder = _embedder(args)
+    if args.pinecone:
+        return _ingest_to_pinecone(args, embedder, chunking)
     if args.store is not None:
         return _ingest_to_store(args, embedder, chunking)
+    service: dict[str, Any] = {"retry": RetryPolicy(attempts=1)} if args.embed_url else {}
     index = ingest(
         args.paths,
         args.index,
         embedder=embedder,
+        **service,  # the service's driver retries; embedding again on top would repeat it
         chunking=chunking,
         cleanup=args.cleanup,
         max_file_bytes=int(args.max_file_mb * 1024 * 1024),
@@ -100,6 +104,95 @@ def _ingest(args: argparse.Namespace) -> int:
     for skipped in index.report.skipped:
         print(f"skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
     print(f"{args.index}: {index.report.summary()}")
+    return 0
+
+
+EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"
+"""The variable ``ingest --embed-url`` reads the service's API key from, unless told another."""
+_SERVICE_FLAGS = (
+    "embed_model",
+    "embed_dimension",
+    "embed_batch_size",
+    "embed_concurrency",
+    "embed_rate",
+    "embed_texts_per_minute",
+    "embed_timeout",
+)
+
+
+def _embedder(args: argparse.Namespace) -> Any:
+    """The bundled embedder ``--embedder`` names, or the ``--embed-url`` service's driver."""
+    from ragtiller.errors import ConfigurationError
+    from ragtiller.integrations.demo import demo_embedder
+
+    if args.embed_url is None:
+        given = [f"--{f.replace('_', '-')}" for f in _SERVICE_FLAGS if getattr(args, f) is not None]
+        if given:
+            raise ConfigurationError(f"{', '.join(given)} need --embed-url (the service)")
+        return demo_embedder(args.embedder or "minilm")
+    from ragtiller.models import OpenAICompatibleEmbeddings, ServiceEmbeddings
+
+    if args.embedder is not None:
+        raise ConfigurationError("give --embedder or --embed-url, not both")
+    if not args.embed_model:
+        raise ConfigurationError("--embed-url needs --embed-model (the model the service runs)")
+    timeout_s = args.embed_timeout or 60.0
+    client = OpenAICompatibleEmbeddings(
+        args.embed_url,
+        args.embed_model,
+        api_key=os.environ.get(args.embed_key_env) or None,
+        dimension=args.embed_dimension,
+        timeout_s=timeout_s,
+    )
+    return ServiceEmbeddings(
+        client,
+        batch_size=args.embed_batch_size or 32,
+        concurrency=args.embed_concurrency or 4,
+        requests_per_s=args.embed_rate,
+        texts_per_minute=args.embed_texts_per_minute,
+        timeout_s=timeout_s,
+    )
+
+
+def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
+    """``ingest --pinecone``: read, chunk, embed and upsert, batch by batch, resumable."""
+    from ragtiller.errors import ConfigurationError
+    from ragtiller.ingest import SQLiteRecordManager
+    from ragtiller.pinecone.calls import require_langchain_pinecone
+    from ragtiller.pinecone.env import HOST_ENV, INDEX_ENV, PineconeIndexSettings
+    from ragtiller.pinecone.index_sync import ingest_to_pinecone
+
+    if args.records is None:
+        raise ConfigurationError(
+            "--pinecone needs --records FILE (what was written: a rerun resumes from it)"
+        )
+    settings = PineconeIndexSettings.from_env(os.environ, host_env=HOST_ENV, index_env=INDEX_ENV)
+    if settings is None:
+        raise ConfigurationError(
+            f"--pinecone needs PINECONE_API_KEY, and {HOST_ENV} or {INDEX_ENV}, in the environment"
+        )
+    require_langchain_pinecone()
+    from langchain_pinecone import PineconeVectorStore
+
+    store = PineconeVectorStore(index=settings.connect(), embedding=embedder, text_key="text")
+    records = SQLiteRecordManager(f"pinecone/{settings.host or settings.index_name}", args.records)
+    done = ingest_to_pinecone(
+        args.paths,
+        store,
+        records,
+        cleanup=args.cleanup,
+        chunking=chunking,
+        batch_size=getattr(embedder, "batch_size", 100),
+        concurrency=getattr(embedder, "concurrency", 1),
+        max_file_bytes=int(args.max_file_mb * 1024 * 1024),
+        progress=not args.quiet,
+    )
+    records.close()
+    written = ", ".join(f"{ns}: {n}" for ns, n in sorted(done.upserted_by_namespace.items()))
+    print(
+        f"pinecone: documents: {done.documents}; chunks: {done.chunks}"
+        + (f"; written per namespace: {written}" if written else "")
+    )
     return 0
 
 
@@ -233,16 +326,55 @@ def parser() -> argparse.ArgumentParser:
         help="Write to your own LangChain vector store instead: FACTORY(embedder) returns it "
         "(e.g. a persistent Chroma); needs --records.",
     )
+    target.add_argument(
+        "--pinecone",
+        action="store_true",
+        help="Write to the Pinecone index PINECONE_API_KEY and PINECONE_HOST (or PINECONE_INDEX) "
+        "name, each chunk to its namespace, batch by batch; needs --records. Killed midway, "
+        "a rerun resumes: only chunks not recorded are embedded again.",
+    )
     ing.add_argument(
         "--records",
-        help="With --store: the SQLite file that remembers what was written, so a re-run "
-        "writes only what changed.",
+        help="With --store or --pinecone: the SQLite file that remembers what was written, so "
+        "a re-run writes only what changed (or was not written yet).",
     )
     ing.add_argument(
         "--embedder",
         choices=["minilm", "hashing"],
-        default="minilm",
-        help="Default: minilm (bundled, offline).",
+        default=None,
+        help="Default: minilm (bundled, offline). Not with --embed-url.",
+    )
+    service = ing.add_argument_group(
+        "embedding service",
+        "Embed with an OpenAI-compatible POST /v1/embeddings service (TEI, vLLM, OpenAI...) "
+        "instead of a bundled model: batched, several calls in flight, rate-limited, retried "
+        "on 429/5xx/timeouts (honouring Retry-After).",
+    )
+    service.add_argument("--embed-url", help="The API root, e.g. http://tei:8080/v1.")
+    service.add_argument("--embed-model", help="The model name sent with each request.")
+    service.add_argument(
+        "--embed-key-env",
+        default=EMBED_KEY_ENV,
+        metavar="VAR",
+        help=f"Environment variable holding the API key (default: {EMBED_KEY_ENV}; unset: none).",
+    )
+    service.add_argument(
+        "--embed-dimension", type=int, help="Vector dimension (default: asked once)."
+    )
+    service.add_argument("--embed-batch-size", type=int, help="Texts per call (default: 32).")
+    service.add_argument(
+        "--embed-concurrency", type=int, help="Calls in flight at most (default: 4)."
+    )
+    service.add_argument(
+        "--embed-rate", type=float, help="Calls started per second at most (default: no limit)."
+    )
+    service.add_argument(
+        "--embed-texts-per-minute",
+        type=float,
+        help="Texts sent per minute at most (default: no limit).",
+    )
+    service.add_argument(
+        "--embed-timeout", type=float, help="Deadline of one call, in seconds (default: 60)."
     )
     ing.add_argument("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
     ing.add_argument(

@@ -1,4 +1,5 @@
-"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save."""
+"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save (or, into a
+remote store, read -> chunk -> write)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from types import TracebackType
 from tqdm import tqdm
 
 STAGES = ("read", "chunk", "embed", "index", "save")
+STORE_STAGES = ("read", "chunk", "write")
+"""The stages of an ingest into a remote store (embedding happens inside ``write``)."""
 
 
 class IngestProgress:
@@ -18,6 +21,7 @@ class IngestProgress:
 
     Args:
         enabled: False draws nothing (the counts are still kept).
+        stages: The stages in order, for the position shown.
 
     Example:
         >>> with IngestProgress(enabled=False) as bar:
@@ -27,8 +31,9 @@ class IngestProgress:
         {'read': 2}
     """
 
-    def __init__(self, *, enabled: bool = True) -> None:
+    def __init__(self, *, enabled: bool = True, stages: tuple[str, ...] = STAGES) -> None:
         self._enabled = enabled
+        self._stages = stages
         self._bar: tqdm | None = None  # drawn at the first stage, not before
         self._current: str | None = None
         self.done: dict[str, int] = {}
@@ -38,12 +43,12 @@ class IngestProgress:
         self._finish_stage()
         self._current = name
         self.done[name] = 0
-        position = STAGES.index(name) + 1 if name in STAGES else 0
+        position = self._stages.index(name) + 1 if name in self._stages else 0
         if self._bar is None:
             self._bar = tqdm(total=total, disable=not self._enabled, dynamic_ncols=True)
         self._bar.reset(total=total)
         self._bar.unit = unit
-        self._bar.set_description(f"ingest {name} {position}/{len(STAGES)}", refresh=False)
+        self._bar.set_description(f"ingest {name} {position}/{len(self._stages)}", refresh=False)
         self._bar.set_postfix_str(self._summary(), refresh=True)
 
     def advance(self, n: int = 1) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,7 +30,9 @@ from langchain_core.documents import Document
 from langchain_core.indexing import RecordManager
 from langchain_core.vectorstores import VectorStore
 
+from ragtiller.core.parallel import run_bounded
 from ragtiller.index.records import namespace_of
+from ragtiller.ingest.progress import IngestProgress
 
 Cleanup = Literal["incremental", "full"]
 CLEANUP_MODES: tuple[Cleanup, ...] = ("incremental", "full")
@@ -175,10 +178,18 @@ def plan_sync(
     if cleanup not in CLEANUP_MODES:
         raise ValueError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     seen_groups = {r.group for r in current}
+    wanted = {r.id: r.fingerprint for r in current}
     old_by_id: dict[str, SyncRecord] = {}
+    doubled: list[SyncRecord] = []  # a second key for one id: a sync stopped before forgetting
     kept_groups: set[str] = set()
     for record in previous:
         if cleanup == "full" or record.group in seen_groups:
+            kept = old_by_id.get(record.id)
+            if kept is not None and kept.fingerprint == wanted.get(record.id):
+                doubled.append(record)
+                continue
+            if kept is not None:
+                doubled.append(kept)
             old_by_id[record.id] = record
         else:
             kept_groups.add(record.group)
@@ -202,6 +213,7 @@ def plan_sync(
             stale.append(old)
     gone = [r for r in old_by_id.values() if r.id not in current_ids]
     stale.extend(gone)
+    stale.extend(doubled)
     changed_groups.update(r.group for r in gone)
     old_groups = {r.group for r in old_by_id.values()}
     documents = ChangeCounts(
@@ -230,6 +242,8 @@ def sync_vector_store(
     namespaced: bool = False,
     batch_size: int = 100,
     write_kwargs: Mapping[str, Any] | None = None,
+    concurrency: int = 1,
+    progress: IngestProgress | None = None,
 ) -> SyncResult:
     """Bring any LangChain ``VectorStore`` up to date with ``documents``, incrementally.
 
@@ -238,7 +252,10 @@ def sync_vector_store(
     written with ``add_documents(..., ids=...)`` (an upsert by id), stale ids removed with
     ``delete(ids)``, then the record manager is updated: the store is written first, so a
     failure midway leaves records that claim less than the store holds, and the next sync
-    writes those chunks again (idempotent, ids are stable).
+    writes those chunks again (idempotent, ids are stable). Each batch is recorded as soon as
+    it is written, so a sync killed midway resumes where it stopped: the next one embeds and
+    writes only the batches not recorded (at most ``concurrency`` of them can have been
+    written and not yet recorded).
 
     Args:
         documents: The chunks, e.g. from :func:`chunk_documents_for_sync`.
@@ -252,6 +269,10 @@ def sync_vector_store(
             ``add_documents`` and ``delete`` (Pinecone).
         batch_size: Documents per ``add_documents`` call.
         write_kwargs: Extra keyword arguments for ``add_documents``.
+        concurrency: Batches written at once (``add_documents`` calls in flight, e.g. one
+            embedding call each); the store and the record manager must then be thread-safe
+            (``SQLiteRecordManager`` is). After a batch fails no other one is started.
+        progress: Counts the chunks written, as stage ``write``.
 
     Returns:
         What was added, updated, left unchanged and deleted.
@@ -260,8 +281,10 @@ def sync_vector_store(
         ValueError: A Document has no id or no ``doc_id`` metadata, ids repeat, or
             ``cleanup`` is not a mode.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be > 0, but got {batch_size}")
+    if batch_size < 1 or concurrency < 1:
+        raise ValueError(
+            f"batch_size and concurrency must be > 0, but got {batch_size} and {concurrency}"
+        )
     records = [_record(doc, embedder_identity) for doc in documents]
     if len({r.id for r in records}) != len(records):
         raise ValueError("documents must have unique ids")
@@ -282,19 +305,33 @@ def sync_vector_store(
     by_namespace: dict[str | None, list[int]] = {}
     for position in plan.upsert:
         by_namespace.setdefault(namespace_by_id[records[position].id], []).append(position)
+    batches: list[tuple[str | None, list[int]]] = []
     for namespace, positions in by_namespace.items():
+        batches.extend(
+            (namespace, positions[first : first + batch_size])
+            for first in range(0, len(positions), batch_size)
+        )
+        upserted[namespace] = len(positions)
+    if progress is not None:
+        progress.stage("write", len(plan.upsert), unit="chunk")
+    counted = threading.Lock()
+
+    def write(job: tuple[str | None, list[int]]) -> None:
+        namespace, batch = job
         kwargs = dict(write_kwargs or {})
         if namespace is not None:
             kwargs["namespace"] = namespace
-        for first in range(0, len(positions), batch_size):
-            batch = positions[first : first + batch_size]
-            vector_store.add_documents(
-                [documents[p] for p in batch], ids=[records[p].id for p in batch], **kwargs
-            )
-            record_manager.update(
-                [records[p].key for p in batch], group_ids=[records[p].group for p in batch]
-            )
-        upserted[namespace] = len(positions)
+        vector_store.add_documents(
+            [documents[p] for p in batch], ids=[records[p].id for p in batch], **kwargs
+        )
+        record_manager.update(
+            [records[p].key for p in batch], group_ids=[records[p].group for p in batch]
+        )
+        if progress is not None:
+            with counted:
+                progress.advance(len(batch))
+
+    run_bounded(write, batches, concurrency, "ragtiller-sync")
     deleted: dict[str | None, int] = {}
     for id_ in plan.delete:
         deleted[namespace_by_id[id_]] = deleted.get(namespace_by_id[id_], 0) + 1

@@ -22,6 +22,7 @@ from ragtiller.errors import IngestError
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.ingest.builder import _chunk_metadata as chunk_metadata
 from ragtiller.ingest.chunking import chunk_documents
+from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source, load_sources
 from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
 from ragtiller.models.embedders import embedder_identity
@@ -44,16 +45,28 @@ def chunk_sources(
     chunking: ChunkingConfig = DEFAULT_CHUNKING,
     namespace: str = DEFAULT_NAMESPACE,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: IngestProgress | None = None,
 ) -> list[Document]:
     """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids.
 
     Use them for a retriever over the same chunks (``BM25Retriever.from_documents``).
+    ``progress`` counts the stages ``read`` (files) and ``chunk`` (documents).
 
     Raises:
         IngestError: A path does not exist, or nothing was read.
     """
-    documents, _ = load_sources(sources, namespace=namespace, max_file_bytes=max_file_bytes)
+    hooks: dict[str, Any] = {}
+    if progress is not None:
+        hooks = {"on_total": lambda n: progress.stage("read", n, unit="file")}
+        hooks["on_read"] = progress.advance
+    documents, _ = load_sources(
+        sources, namespace=namespace, max_file_bytes=max_file_bytes, **hooks
+    )
+    if progress is not None:
+        progress.stage("chunk", len(documents), unit="doc")
     _, chunks = chunk_documents(documents, chunking)
+    if progress is not None:
+        progress.advance(len(documents))
     if not chunks:
         raise IngestError("nothing to ingest: the sources hold no readable text")
     return [

@@ -1,5 +1,6 @@
 """The local embedding models: a hashing embedder for tests and demos, MiniLM through
-sentence-transformers or ONNX Runtime (exported once, cached), and batched embedding with retry."""
+sentence-transformers or ONNX Runtime (exported once, cached), and batched embedding with retry;
+and the driver of a remote embedding service (batched, concurrent, rate-limited, retried)."""
 
 from ragtiller.models.batch_embedding import EmbeddingStats, embed_texts
 from ragtiller.models.embedders import (
@@ -9,14 +10,19 @@ from ragtiller.models.embedders import (
     embedder_variant,
     local_embedder,
 )
+from ragtiller.models.http_embeddings import OpenAICompatibleEmbeddings
 from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
 from ragtiller.models.onnx_model import prepare_model
+from ragtiller.models.service_embedding import ServiceEmbeddings, ServiceStats
 
 __all__ = (
     "EmbeddingStats",
     "HashingEmbedder",
     "MiniLMEmbedder",
     "OnnxMiniLMEmbedder",
+    "OpenAICompatibleEmbeddings",
+    "ServiceEmbeddings",
+    "ServiceStats",
     "embed_texts",
     "embedder_identity",
     "embedder_variant",

@@ -1,16 +1,22 @@
-"""Incremental sync of the embedded index's chunks into Pinecone, one namespace at a time."""
+"""Incremental sync into Pinecone, one namespace at a time: the embedded index's chunks, or
+sources read and chunked here and embedded by the store's embedder (an embedding service)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 from langchain_core.indexing import RecordManager
 
+from ragtiller.core.filters import DEFAULT_NAMESPACE
 from ragtiller.errors import IngestError
 from ragtiller.index.embedded import EmbeddedIndex
+from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
+from ragtiller.ingest.progress import STORE_STAGES, IngestProgress
+from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source
 from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
+from ragtiller.ingest.to_store import chunk_sources
 from ragtiller.models.embedders import embedder_identity
 from ragtiller.pinecone.upsert import pinecone_metadata
 
@@ -25,6 +31,8 @@ def sync_to_pinecone(
     *,
     cleanup: Cleanup = "incremental",
     batch_size: int = 100,
+    concurrency: int = 1,
+    progress: IngestProgress | None = None,
 ) -> SyncResult:
     """Upsert the chunks that changed since the last sync and delete the stale ids, per namespace.
 
@@ -41,7 +49,10 @@ def sync_to_pinecone(
             :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager`).
         cleanup: ``incremental``: delete stale chunks of the documents synced;
             ``full``: also delete documents not among ``chunks``.
-        batch_size: Chunks per ``add_documents`` call.
+        batch_size: Chunks per ``add_documents`` call (one embedding call, when it is at most
+            the embedder's batch size).
+        concurrency: Batches written at once (see :func:`sync_vector_store`).
+        progress: Counts the chunks written.
 
     Returns:
         Counts per document and chunk, and per namespace.
@@ -67,4 +78,68 @@ def sync_to_pinecone(
         namespaced=True,
         batch_size=batch_size,
         write_kwargs={"async_req": False},
+        concurrency=concurrency,
+        progress=progress,
     )
+
+
+def ingest_to_pinecone(
+    sources: Iterable[Source],
+    store: PineconeVectorStore,
+    record_manager: RecordManager,
+    *,
+    cleanup: Cleanup = "incremental",
+    chunking: ChunkingConfig = DEFAULT_CHUNKING,
+    namespace: str = DEFAULT_NAMESPACE,
+    batch_size: int = 32,
+    concurrency: int = 1,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: bool = True,
+) -> SyncResult:
+    """Read, chunk, embed (with the store's embedder) and upsert ``sources`` into Pinecone.
+
+    The path for corpora beyond one machine's embedder: give the store a
+    :class:`~ragtiller.models.ServiceEmbeddings` and the same ``batch_size`` and
+    ``concurrency``, so each batch is one embedding call and one upsert, ``concurrency`` in
+    flight, recorded in ``record_manager`` as soon as it is stored. Killed midway, the next
+    run with the same sources embeds only what was not recorded (see ``docs/pinecone.md``).
+
+    Args:
+        sources: Files, directories and/or LangChain ``Document``s.
+        store: A ``PineconeVectorStore`` whose embedding embeds what is written.
+        record_manager: Remembers what was written (e.g. a
+            :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` file).
+        cleanup: As in :func:`sync_to_pinecone`.
+        chunking: As for ``ragtiller ingest``.
+        namespace: For documents that name none in their metadata.
+        batch_size: Chunks per embedding call and upsert.
+        concurrency: Batches in flight.
+        max_file_bytes: Larger files are skipped.
+        progress: One bar over read, chunk and write.
+
+    Returns:
+        Counts per document and chunk, and per namespace.
+
+    Raises:
+        IngestError: Nothing to ingest, a missing path, metadata Pinecone cannot store, or a
+            store without an embedding.
+        EmbeddingError: The embedder kept failing on a batch (the batches before it stay
+            written and recorded).
+    """
+    with IngestProgress(enabled=progress, stages=STORE_STAGES) as bar:
+        chunks = chunk_sources(
+            sources,
+            chunking=chunking,
+            namespace=namespace,
+            max_file_bytes=max_file_bytes,
+            progress=bar,
+        )
+        return sync_to_pinecone(
+            chunks,
+            store,
+            record_manager,
+            cleanup=cleanup,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            progress=bar,
+        )
