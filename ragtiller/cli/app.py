@@ -80,9 +80,11 @@ def _ingest(args: argparse.Namespace) -> int:
 
     if args.max_file_mb <= 0:
         raise IngestError(f"--max-file-mb must be > 0, but got {args.max_file_mb}")
-    header = {"header": args.chunk_header} if args.chunk_header else {}
+    options = {"header": args.chunk_header} if args.chunk_header else {}
+    if args.chunk_window:
+        options["window"] = args.chunk_window
     chunking = ChunkingConfig(
-        chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens, **header
+        chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens, **options
     )
     embedder = _embedder(args)
     if args.pinecone:
@@ -385,6 +387,13 @@ def parser() -> argparse.ArgumentParser:
         choices=["title", "path"],
         help="What each chunk is indexed under before its text: title (the document title) "
         "or path (the title and the chunk's headings). Default: chunking.header's default.",
+    )
+    ing.add_argument(
+        "--chunk-window",
+        choices=["embedder", "words"],
+        help="What else bounds a chunk: words (the word bound alone; the default) or embedder "
+        "(its indexed text also fits the embedder's input window, by the embedder's own "
+        "tokenizer, where it has one).",
     )
     ing.add_argument(
         "--cleanup",

@@ -57,6 +57,7 @@ class IndexManifest(BaseModel):
     lexical: LexicalConfig
     counts: IndexCounts
     namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
+
     embedder_variant: str | None = Field(
         default=None,
         description="How the embedder computed the vectors (``onnx-int8``, ``torch-fp32``, a "

@@ -18,6 +18,8 @@ TextFormat = Literal["markdown", "rst", "text"]
 ChunkHeader = Literal["title", "path"]
 """What a chunk is indexed under before its text: ``title``, its document's title (BEIR's
 ``title + " " + text``); ``path``, that title and the headings above the chunk."""
+ChunkWindow = Literal["embedder", "words"]
+"""What else bounds a chunk besides ``chunk_tokens`` words (see ``ChunkingConfig.window``)."""
 
 
 MAX_TOKEN_CHARS = 100
@@ -74,6 +76,13 @@ class ChunkingConfig(BaseModel):
         description="The context header of each chunk's indexed (embedded and BM25) text: "
         "'title', the document title; 'path', the title and the chunk's heading path. "
         "The chunk's returned text is the chunk alone.",
+    )
+    window: ChunkWindow = Field(
+        "words",
+        description="What else bounds a chunk: 'words', the word bound alone (the embedder "
+        "truncates a longer indexed text); 'embedder', its indexed text (header and chunk) "
+        "also fits the embedder's input window, counted by the embedder's own tokenizer, where "
+        "the embedder exposes one (ragtiller's MiniLM: 256 wordpieces).",
     )
 
     @model_validator(mode="after")

@@ -18,7 +18,7 @@ from ragtiller.index.lexical import HEADER_KEY, LexicalConfig, LexicalTier, inde
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
 from ragtiller.index.records import RecordTable, namespace_of
 from ragtiller.index.units import ChunkHeader, ChunkingConfig, Section, section_from_record
-from ragtiller.ingest.chunking import Chunk, chunk_documents, chunk_header
+from ragtiller.ingest.chunking import Chunk, ModelWindow, chunk_documents, chunk_header
 from ragtiller.ingest.doc_ids import check_against_index
 from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.report import IngestReport
@@ -121,7 +121,8 @@ class IndexBuilder:
         if previous is not None and cleanup == "incremental":
             check_against_index(documents, previous.parents.metadatas)
         bar.stage("chunk", len(documents), unit="doc")
-        sections, chunks = chunk_documents(documents, self.chunking)
+        window = ModelWindow.of(self.embedder)
+        sections, chunks = chunk_documents(documents, self.chunking, window)
         bar.advance(len(documents))
         if previous is not None and previous.manifest.chunking != self.chunking:
             raise IngestError(

@@ -11,7 +11,7 @@ import bisect
 import hashlib
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ragtiller.index.units import (
@@ -71,13 +71,41 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
     return " / ".join(parts) or None
 
 
+@dataclass(frozen=True)
+class ModelWindow:
+    """An embedder's input window: the tokens it reads of one text, and its tokenizer's count.
+
+    Attributes:
+        tokens: Content tokens the model reads (special tokens excluded); the rest is cut.
+        count: Each text's content tokens, as the model's tokenizer counts them.
+    """
+
+    tokens: int
+    count: Callable[[list[str]], list[int]]
+
+    @classmethod
+    def of(cls, embedder: object) -> ModelWindow | None:
+        """The window an embedder declares (``input_window`` and ``count_tokens``), or None."""
+        tokens, count = (
+            getattr(embedder, "input_window", None),
+            getattr(embedder, "count_tokens", None),
+        )
+        if isinstance(tokens, int) and tokens > 0 and callable(count):
+            return cls(tokens, count)
+        return None
+
+
 def chunk_documents(
-    documents: Iterable[SourceDocument], config: ChunkingConfig
+    documents: Iterable[SourceDocument],
+    config: ChunkingConfig,
+    window: ModelWindow | None = None,
 ) -> tuple[list[Section], list[Chunk]]:
     """Cut documents into sections and sections into chunks.
 
     Ids are unique across the result: an exact repeat (same document, path and text) gets a
-    counter mixed into its hash, so ids stay stable as long as the corpus is the same.
+    counter mixed into its hash, so ids stay stable as long as the corpus is the same. With
+    ``config.window == "embedder"`` and a ``window``, each chunk's indexed text (its header,
+    then the chunk) also fits ``window.tokens`` model tokens.
 
     Returns:
         All sections and all chunks, in document order.
@@ -85,13 +113,15 @@ def chunk_documents(
     sections: list[Section] = []
     chunks: list[Chunk] = []
     unique_id = _UniqueIds()
+    fit = window if config.window == "embedder" else None
     for doc in documents:
         for path, start, end, body in split_sections(doc.text, doc.format):
             text = doc.text[start:end]
             parent_id = unique_id("section", doc.namespace, doc.doc_id, *path, text)
             section = Section(parent_id, doc, path, text, start, end, body)
             sections.append(section)
-            for c_start, c_end in passage_windows(text, config):
+            bound = _bound(text, section, config, fit)
+            for c_start, c_end in passage_windows(text, config, bound):
                 c_text = text[c_start:c_end]
                 chunk_id = unique_id("chunk", doc.namespace, doc.doc_id, *path, c_text)
                 chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
@@ -136,7 +166,63 @@ WordRange = tuple[int, int]
 """Words ``[first, last)`` of a text, by index into its whitespace-separated words."""
 
 
-def passage_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+class Bound:
+    """Whether a run of words may be one chunk: at most ``words`` words and, with model token
+    counts per word, at most ``budget`` of them.
+
+    Args:
+        words: ``chunk_tokens``.
+        costs: Model tokens of each word (aligned with the section's words); None: no budget.
+        budget: Model tokens a chunk may hold (the window less the header's).
+    """
+
+    def __init__(self, words: int, costs: list[int] | None = None, budget: int = 0) -> None:
+        self.words = words
+        self.prefix = None if costs is None else list(itertools.accumulate(costs, initial=0))
+        self.budget = budget
+
+    def fits(self, first: int, last: int) -> bool:
+        """Whether words ``first`` to ``last`` (exclusive) may be one chunk."""
+        if last - first > self.words:
+            return False
+        return self.prefix is None or self.prefix[last] - self.prefix[first] <= self.budget
+
+    def end(self, first: int, limit: int) -> int:
+        """The furthest ``last <= limit`` with words ``first:last`` fitting; one word at least."""
+        last = min(first + self.words, limit)
+        if self.prefix is not None:
+            top = self.prefix[first] + self.budget
+            last = min(last, bisect.bisect_right(self.prefix, top, first, last + 1) - 1)
+        return max(last, first + 1)
+
+    def shifted(self, offset: int) -> Bound:
+        """The same bound over the words from ``offset`` on (a sentence cut on its own)."""
+        out = Bound(self.words)
+        if self.prefix is not None:
+            out.prefix = [p - self.prefix[offset] for p in self.prefix[offset:]]
+            out.budget = self.budget
+        return out
+
+
+def _bound(
+    text: str, section: Section, config: ChunkingConfig, window: ModelWindow | None
+) -> Bound | None:
+    """The model-token bound of ``text``'s chunks, or None (words alone bound them)."""
+    if window is None:
+        return None
+    words = [text[a:b] for a, b in (m.span() for m in _PIECE.finditer(text))]
+    if not words:
+        return None
+    probe = Chunk("", section, "", 0, 0)
+    header = chunk_header(probe, config.header)
+    counts = window.count([*words, header] if header else words)
+    head = counts.pop() if header else 0
+    return Bound(config.chunk_tokens, counts, max(window.tokens - head, 1))
+
+
+def passage_windows(
+    text: str, config: ChunkingConfig, bound: Bound | None = None
+) -> list[tuple[int, int]]:
     """Character spans of the child chunks of ``text``: paragraphs, fragments joined, long ones cut.
 
     Paragraphs are separated by blank lines. One of at most ``chunk_tokens`` words is one chunk;
@@ -155,12 +241,13 @@ def passage_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
     spans = [m.span() for m in _PIECE.finditer(text)]  # an overlong word is several pieces
     if not spans:
         return []
+    fits = bound or Bound(config.chunk_tokens)
     out: list[tuple[int, int]] = []
-    for first, last in _join_fragments(_paragraphs(text, spans), config):
-        if last - first <= config.chunk_tokens:
+    for first, last in _join_fragments(_paragraphs(text, spans), config, fits):
+        if fits.fits(first, last):
             out.append((spans[first][0], spans[last - 1][1]))
         else:
-            out.extend(_cut(text, spans, first, last, config))
+            out.extend(_cut(text, spans, first, last, config, fits))
     return out
 
 
@@ -177,7 +264,12 @@ def _paragraphs(text: str, spans: list[tuple[int, int]]) -> list[WordRange]:
 
 
 def _cut(
-    text: str, spans: list[tuple[int, int]], first: int, last: int, config: ChunkingConfig
+    text: str,
+    spans: list[tuple[int, int]],
+    first: int,
+    last: int,
+    config: ChunkingConfig,
+    fits: Bound,
 ) -> list[tuple[int, int]]:
     """Character spans of the pieces of an overlong paragraph: whole sentences, at most
     ``chunk_tokens`` words each; a sentence longer than that is cut by :func:`token_windows`."""
@@ -189,19 +281,19 @@ def _cut(
             start = i + 1
     if start < last:
         sentences.append((start, last))
-    size = config.chunk_tokens
     pieces: list[tuple[int, int]] = []
     i = 0
     while i < len(sentences):
         a, b = sentences[i]
-        if b - a > size:
+        if not fits.fits(a, b):
             offset = spans[a][0]
             sentence = text[offset : spans[b - 1][1]]
-            pieces.extend((offset + s, offset + e) for s, e in token_windows(sentence, config))
+            windows = token_windows(sentence, config, fits.shifted(a))
+            pieces.extend((offset + s, offset + e) for s, e in windows)
             i += 1
             continue
         j = i + 1
-        while j < len(sentences) and sentences[j][1] - a <= size:
+        while j < len(sentences) and fits.fits(a, sentences[j][1]):
             j += 1
         pieces.append((spans[a][0], spans[sentences[j - 1][1] - 1][1]))
         if j == len(sentences):
@@ -211,13 +303,15 @@ def _cut(
             back - 1 > i and sentences[j - 1][1] - sentences[back - 1][0] <= config.overlap_tokens
         ):
             back -= 1
-        if sentences[j][1] - sentences[back][0] > size:
+        if not fits.fits(sentences[back][0], sentences[j][1]):
             back = j
         i = back
     return pieces
 
 
-def _join_fragments(paragraphs: list[WordRange], config: ChunkingConfig) -> list[WordRange]:
+def _join_fragments(
+    paragraphs: list[WordRange], config: ChunkingConfig, fits: Bound
+) -> list[WordRange]:
     """Paragraphs shorter than a quarter of ``chunk_tokens`` joined to the next one (the last
     to the one before, if the two fit in one chunk); a joined paragraph too long is cut later."""
     small = max(config.chunk_tokens // 4, 1)
@@ -229,12 +323,14 @@ def _join_fragments(paragraphs: list[WordRange], config: ChunkingConfig) -> list
             out.append((a, b))
     if len(out) > 1 and out[-1][1] - out[-1][0] < small:
         (a, _), (_, b) = out[-2], out[-1]
-        if b - a <= config.chunk_tokens:
+        if fits.fits(a, b):
             out[-2:] = [(a, b)]
     return out
 
 
-def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+def token_windows(
+    text: str, config: ChunkingConfig, bound: Bound | None = None
+) -> list[tuple[int, int]]:
     """Character spans of overlapping word windows that together cover every word of ``text``.
 
     A window holds at most ``chunk_tokens`` tokens (words, or :data:`MAX_TOKEN_CHARS`-character
@@ -247,10 +343,11 @@ def token_windows(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
     ends = [end for _, end in spans]
     del spans
     most_chars = config.chunk_tokens * MAX_TOKEN_CHARS
+    fits = bound or Bound(config.chunk_tokens)
     windows: list[tuple[int, int]] = []
     first = 0
     while first < len(starts):
-        last = min(first + config.chunk_tokens, len(starts))
+        last = fits.end(first, len(starts))
         if ends[last - 1] - starts[first] > most_chars:  # whitespace runs: cut at the bound
             last = max(
                 bisect.bisect_right(ends, starts[first] + most_chars, first, last), first + 1

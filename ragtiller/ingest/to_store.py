@@ -21,7 +21,7 @@ from ragtiller.core.filters import DEFAULT_NAMESPACE
 from ragtiller.errors import IngestError
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.ingest.builder import _chunk_metadata as chunk_metadata
-from ragtiller.ingest.chunking import chunk_documents
+from ragtiller.ingest.chunking import ModelWindow, chunk_documents
 from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source, load_sources
 from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
@@ -46,8 +46,12 @@ def chunk_sources(
     namespace: str = DEFAULT_NAMESPACE,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: IngestProgress | None = None,
+    window: ModelWindow | None = None,
 ) -> list[Document]:
     """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids.
+
+    ``window``: the embedder's input window (:meth:`ModelWindow.of`), which each chunk's
+    indexed text fits when ``chunking.window`` is ``embedder``; None: words alone bound them.
 
     Use them for a retriever over the same chunks (``BM25Retriever.from_documents``).
     ``progress`` counts the stages ``read`` (files) and ``chunk`` (documents).
@@ -64,7 +68,7 @@ def chunk_sources(
     )
     if progress is not None:
         progress.stage("chunk", len(documents), unit="doc")
-    _, chunks = chunk_documents(documents, chunking)
+    _, chunks = chunk_documents(documents, chunking, window)
     if progress is not None:
         progress.advance(len(documents))
     if not chunks:
@@ -112,7 +116,8 @@ def ingest_to_store(
             f"the {type(store).__name__} has no embeddings: make it with an embedding function"
         )
     name, dimension = embedder_identity(store.embeddings)
-    documents = chunk_sources(sources, chunking=chunking, namespace=namespace)
+    window = ModelWindow.of(store.embeddings)
+    documents = chunk_sources(sources, chunking=chunking, namespace=namespace, window=window)
     return sync_vector_store(
         documents,
         record_manager=record_manager,

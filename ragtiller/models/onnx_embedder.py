@@ -44,6 +44,8 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
 
     model_name = MINILM_NAME
     dimension = 384
+    input_window = MAX_SEQ_LENGTH - 2
+    """Content wordpieces the model reads of one text ([CLS] and [SEP] take the other two)."""
 
     def __init__(
         self, model: PreparedModel, *, batch_size: int = 32, threads: int | None = None
@@ -56,6 +58,7 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
         self.variant = f"onnx-{model.variant}"
         self._session: Any = None
         self._tokenizer: Any = None
+        self._counter: Any = None
         self._lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -88,15 +91,32 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
             out[rows] = vectors
         return out
 
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Each text's wordpieces, special tokens excluded and nothing cut (chunking reads it
+        to keep a chunk within :attr:`input_window`)."""
+        with self._lock:
+            if self._counter is None:
+                counter = self._tokenizer_file()
+                counter.no_truncation()
+                counter.no_padding()
+                self._counter = counter
+        return [len(e.ids) for e in self._counter.encode_batch(texts, add_special_tokens=False)]
+
+    def _tokenizer_file(self) -> Any:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise ImportError(RUNTIME_INSTALL_HINT) from e
+        return Tokenizer.from_file(str(self.model.tokenizer_path))
+
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
             if self._session is None:
                 try:
                     import onnxruntime
-                    from tokenizers import Tokenizer
                 except ImportError as e:
                     raise ImportError(RUNTIME_INSTALL_HINT) from e
-                tokenizer = Tokenizer.from_file(str(self.model.tokenizer_path))
+                tokenizer = self._tokenizer_file()
                 tokenizer.enable_truncation(MAX_SEQ_LENGTH)
                 tokenizer.no_padding()  # padded per batch above, to the batch's longest text
                 options = onnxruntime.SessionOptions()

@@ -13,6 +13,7 @@ from ragtiller.core.filters import DEFAULT_NAMESPACE
 from ragtiller.errors import IngestError
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
+from ragtiller.ingest.chunking import ModelWindow
 from ragtiller.ingest.progress import STORE_STAGES, IngestProgress
 from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source
 from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
@@ -133,6 +134,7 @@ def ingest_to_pinecone(
             namespace=namespace,
             max_file_bytes=max_file_bytes,
             progress=bar,
+            window=ModelWindow.of(store.embeddings),
         )
         return sync_to_pinecone(
             chunks,
