@@ -115,6 +115,7 @@ def test_promotion_artifact_records_files_index_and_policy_hashes(
         "chunk_tokens": 512,
         "overlap_tokens": 2,
         "header": "title",
+        "window": "words",
     }
     digest = policy_sha256(load_policy())
     assert artifact["candidate"]["sha256"] == artifact["baseline"]["sha256"] == digest
