@@ -51,18 +51,22 @@ from ragtiller.policies import load_policy
 QUERY = "how do I get started with asyncio?"  # broad: step-back skipped (no LLM), three tiers
 
 
-def components() -> tuple[Any, Any]:
-    tiers = [
+def tiers() -> list[StaticTier]:
+    """Three trivial in-memory tiers: 20 dense, 8 parent-child and 20 lexical hits."""
+    return [
         StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 50) for i in range(20)]),
         StaticTier("parent_child", [hit("parent_child", f"p{i}", 1 - i / 20) for i in range(8)]),
         StaticTier(
             "lexical", [hit("lexical", f"c{i}", 10 - i) for i in range(20)], needs_vector=False
         ),
     ]
+
+
+def components() -> tuple[Any, Any]:
     policy = load_policy()  # with rerank on for synthesis, so the turn runs every stage
     synthesis = policy.routes["synthesis"].model_copy(update={"rerank": True})
     policy = policy.model_copy(update={"routes": {**policy.routes, "synthesis": synthesis}})
-    deps = build_components(policy, tiers=tiers, embedder=DeterministicFakeEmbedding(size=32))
+    deps = build_components(policy, tiers=tiers(), embedder=DeterministicFakeEmbedding(size=32))
     return compile_graph(deps), deps
 
 

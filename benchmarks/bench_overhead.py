@@ -1,0 +1,238 @@
+"""The graph's own overhead per turn, as issue 28 defines it, against a bare 7-node LangGraph.
+
+Run on demand (not in CI):
+
+    python benchmarks/bench_overhead.py [--rounds 4] [--blocks 15] [--block 40]
+                                        [--baseline 1573e84] [--default-policy]
+
+Overhead is the CPU a turn costs through ``graph.ainvoke`` (or ``graph.invoke``) minus the CPU
+of the work itself done as plain function calls: the three tier searches and
+``rank_passages`` on their hits, with the fuse node's own arguments. The floor is a bare line
+of 7 no-op nodes in LangGraph (``ainvoke`` with async nodes, ``invoke`` with sync ones); the
+ratio is overhead / floor (the goal: at most 1.5x).
+
+The components are ``bench_graph.py``'s: trivial in-memory tiers (20/8/20 hits), the default
+policy with rerank on for synthesis so every stage runs (``--default-policy``: the shipped
+policy as it is, rerank off). Everything the graph does beyond the tiers and fusion counts as
+overhead, including the gate's routing, the rerank floor, the passage choice and the manifest.
+
+CPU is ``time.process_time`` (all threads of the process): on a shared machine the wall clock
+measures waiting for a core. Each path runs ``--block`` turns in a row per block, every path one
+block in rotation, and a path's figure is the median over its blocks of CPU per turn. With
+``--baseline`` each round runs one worker process per tree (the commit extracted with
+``git archive``, on its own ``PYTHONPATH``), alternating which goes first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-overhead"
+PATHS = ("floor ainvoke", "floor invoke", "work", "ainvoke", "invoke")
+
+
+def bare_line() -> Any:
+    """Seven no-op nodes in a line; each has an async body for ``ainvoke`` and a sync one for
+    ``invoke``, so neither path hops a thread (as LangGraph wraps a plain function)."""
+    from langgraph._internal._runnable import RunnableCallable
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict, total=False):
+        query: str
+        n: int
+
+    def node(state: S) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    async def anode(state: S) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    builder = StateGraph(S)
+    names = ["gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"]
+    for name in names:
+        builder.add_node(name, RunnableCallable(node, anode, name=name, trace=False))
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
+    return builder.compile()
+
+
+def worker(blocks: int, block: int, default_policy: bool) -> None:
+    """Time every path in blocks, in rotation, and print CPU ms per turn per block as JSON."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_graph
+
+    import ragtiller
+    from ragtiller.core.tiers import SearchRequest, tier_role
+    from ragtiller.graph.builder import build_components, compile_graph
+    from ragtiller.ranking.fusion import weights_by_name
+    from ragtiller.ranking.passages import SentenceCoverage, rank_passages
+
+    if default_policy:  # the shipped policy as it is
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        deps = build_components(
+            tiers=bench_graph.tiers(), embedder=DeterministicFakeEmbedding(size=32)
+        )
+        graph = compile_graph(deps)
+    else:
+        graph, deps = bench_graph.components()
+    floor = bare_line()
+    counter = iter(range(10**9))
+
+    def inp() -> dict[str, Any]:
+        return {"query": f"{bench_graph.QUERY} w{next(counter) % 30_000}"}
+
+    first = graph.invoke(inp())
+    manifest = first["manifest"]
+    assert manifest.query_type == "synthesis", manifest.query_type
+    assert set(manifest.tiers) == set(deps.tiers), manifest.tiers
+    route_k = deps.policy.fusion.tier_depth or deps.policy.budgets.candidate_cap
+    namespaces = list(manifest.selected_namespaces)
+    fusion, cap = deps.policy.fusion, deps.policy.budgets.candidate_cap
+    roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
+    weights = weights_by_name(fusion.tier_weights, roles)
+    rescore = (
+        SentenceCoverage.from_tiers(deps.tiers.values())
+        if fusion.passage_rescore == "sentence" and fusion.doc_aggregation != "off"
+        else None
+    )
+    vector = [0.1] * 32
+
+    def work() -> None:
+        """The turn's work as plain calls: each tier's ``search``, then ``rank_passages``."""
+        query = inp()["query"]
+        hits = {}
+        for name, tier in deps.tiers.items():
+            request = SearchRequest(
+                query=query,
+                vector=vector if tier.needs_vector else None,
+                k=route_k,
+                namespaces=namespaces,
+                filter=None,
+            )
+            hits[name] = tier.search(request)
+        rank_passages(hits, fusion, cap=cap, query=query, rescore=rescore, weights=weights)
+
+    loop = asyncio.new_event_loop()
+
+    async def ainvoke_block(g: Any, n: int) -> None:
+        for _ in range(n):
+            await g.ainvoke(inp())
+
+    paths: dict[str, Callable[[int], None]] = {
+        "floor ainvoke": lambda n: loop.run_until_complete(ainvoke_block(floor, n)),
+        "floor invoke": lambda n: [floor.invoke(inp()) for _ in range(n)] and None,
+        "work": lambda n: [work() for _ in range(n)] and None,
+        "ainvoke": lambda n: loop.run_until_complete(ainvoke_block(graph, n)),
+        "invoke": lambda n: [graph.invoke(inp()) for _ in range(n)] and None,
+    }
+    for run in paths.values():  # warm-up
+        run(block * 2)
+    samples: dict[str, list[float]] = {name: [] for name in PATHS}
+    for i in range(blocks):
+        for name in PATHS[i % len(PATHS) :] + PATHS[: i % len(PATHS)]:
+            cpu = time.process_time()
+            paths[name](block)
+            samples[name].append((time.process_time() - cpu) * 1000 / block)
+    loop.close()
+    print(json.dumps({"tree": str(Path(ragtiller.__file__).parents[1]), "samples": samples}))
+
+
+def run_worker(tree: Path, args: argparse.Namespace) -> dict[str, list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    env.pop("REDIS_URL", None)
+    command = [sys.executable, __file__, "--worker", "--blocks", str(args.blocks)]
+    command += ["--block", str(args.block)] + (["--default-policy"] if args.default_policy else [])
+    out = subprocess.run(command, env=env, cwd=tree, check=True, capture_output=True, text=True)
+    payload = json.loads(out.stdout.strip().splitlines()[-1])
+    if Path(payload["tree"]).resolve() != tree.resolve():
+        raise RuntimeError(f"worker imported ragtiller from {payload['tree']}, not {tree}")
+    samples: dict[str, list[float]] = payload["samples"]
+    return samples
+
+
+def summary(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Medians per path, then overhead (graph minus work) and its ratio to the floor."""
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    for run in ("ainvoke", "invoke"):
+        med[f"{run} overhead"] = med[run] - med["work"]
+        med[f"{run} ratio"] = med[f"{run} overhead"] / med[f"floor {run}"]
+    return med
+
+
+ROWS = [
+    ("`graph.ainvoke`", "ainvoke", "ms"),
+    ("`graph.invoke` (sync)", "invoke", "ms"),
+    ("tiers + `rank_passages` called directly", "work", "ms"),
+    ("bare 7-node LangGraph, `ainvoke` (floor)", "floor ainvoke", "ms"),
+    ("bare 7-node LangGraph, `invoke` (floor)", "floor invoke", "ms"),
+    ("overhead, `ainvoke` (minus direct work)", "ainvoke overhead", "ms"),
+    ("overhead, `invoke` (minus direct work)", "invoke overhead", "ms"),
+    ("**ratio, `ainvoke` overhead / floor** (goal ≤ 1.5)", "ainvoke ratio", "x"),
+    ("**ratio, `invoke` overhead / floor** (goal ≤ 1.5)", "invoke ratio", "x"),
+]
+
+
+def table(columns: list[tuple[str, dict[str, float]]]) -> None:
+    print("| CPU per turn, median of blocks | " + " | ".join(c for c, _ in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for title, key, unit in ROWS:
+        cells = [f"{med[key]:.2f}{'x' if unit == 'x' else ''}" for _, med in columns]
+        print(f"| {title} | " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4, help="worker processes per tree")
+    parser.add_argument("--blocks", type=int, default=15, help="blocks per path per worker")
+    parser.add_argument("--block", type=int, default=40, help="turns per block")
+    parser.add_argument("--baseline", help="also time this commit, side by side")
+    parser.add_argument("--default-policy", action="store_true", help="rerank as shipped (off)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.blocks, args.block, args.default_policy)
+        return
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from baseline import baseline_tree
+
+    trees = [("this tree", ROOT)]
+    if args.baseline:
+        trees.insert(0, (args.baseline, baseline_tree(args.baseline, CACHE)))
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at start; {args.rounds} rounds x {args.blocks} blocks x "
+        f"{args.block} turns per path per tree"
+    )
+    pooled: dict[str, dict[str, list[float]]] = {label: {} for label, _ in trees}
+    per_round: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}
+    for r in range(args.rounds):
+        for label, tree in trees if r % 2 == 0 else trees[::-1]:
+            samples = run_worker(tree, args)
+            per_round[label].append(summary(samples))
+            for key, values in samples.items():
+                pooled[label].setdefault(key, []).extend(values)
+    print()
+    table([(label, summary(pooled[label])) for label, _ in trees])
+    print("\nratio per round (ainvoke / invoke):")
+    for label, rounds in per_round.items():
+        cells = ", ".join(f"{m['ainvoke ratio']:.2f} / {m['invoke ratio']:.2f}" for m in rounds)
+        print(f"- {label}: {cells}")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
+
+
+if __name__ == "__main__":
+    main()
