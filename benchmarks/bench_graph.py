@@ -80,9 +80,20 @@ def merge(state: dict[str, Any], update: dict[str, Any]) -> None:
             state[key] = value
 
 
-async def direct_turn(nodes: dict[str, Any]) -> dict[str, Any]:
+NODE_MAKERS = {
+    "gate": make_gate,
+    "step_back": make_step_back,
+    "embed": make_embed,
+    "tier_search": make_tier_search,
+    "fuse": make_fuse,
+    "rerank": make_rerank,
+    "assemble": make_assemble,
+}
+
+
+async def direct_turn(nodes: dict[str, Any], query: str = QUERY) -> dict[str, Any]:
     """The nodes in graph order, edges evaluated by the same router functions, no LangGraph."""
-    state: dict[str, Any] = {"query": QUERY}
+    state: dict[str, Any] = {"query": query}
     merge(state, await nodes["gate"](state))
     if AFTER_GATE_PATHS[after_gate(state)] == "step_back":
         merge(state, await nodes["step_back"](state))
@@ -168,15 +179,7 @@ def bare_same_shape() -> Any:
 
 def main(turns: int) -> None:
     graph, deps = components()
-    nodes = {
-        "gate": make_gate(deps),
-        "step_back": make_step_back(deps),
-        "embed": make_embed(deps),
-        "tier_search": make_tier_search(deps),
-        "fuse": make_fuse(deps),
-        "rerank": make_rerank(deps),
-        "assemble": make_assemble(deps),
-    }
+    nodes = {name: make(deps) for name, make in NODE_MAKERS.items()}
     inp = {"query": QUERY}
     bare, shaped = bare_graph(), bare_same_shape()
     loop = asyncio.new_event_loop()

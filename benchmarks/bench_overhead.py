@@ -42,7 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-overhead"
-PATHS = ("floor ainvoke", "floor invoke", "work", "ainvoke", "invoke")
+PATHS = ("floor ainvoke", "floor invoke", "shape", "direct", "work", "ainvoke", "invoke")
 
 
 def bare_line() -> Any:
@@ -137,6 +137,15 @@ def worker(rows: int, blocks: int, block: int) -> None:
             hits[name] = tier.search(request)
         rank_passages(hits, fusion, cap=cap, query=query, rescore=rescore, weights=weights)
 
+    import bench_graph
+
+    shape = bench_graph.bare_same_shape()
+    nodes = {name: make(deps) for name, make in bench_graph.NODE_MAKERS.items()}
+
+    async def direct_block(n: int) -> None:
+        for _ in range(n):
+            await bench_graph.direct_turn(nodes, next_query())
+
     loop = asyncio.new_event_loop()
 
     async def ainvoke_block(g: Any, n: int) -> None:
@@ -146,6 +155,8 @@ def worker(rows: int, blocks: int, block: int) -> None:
     paths: dict[str, Callable[[int], None]] = {
         "floor ainvoke": lambda n: loop.run_until_complete(ainvoke_block(floor, n)),
         "floor invoke": lambda n: [floor.invoke(inp()) for _ in range(n)] and None,
+        "shape": lambda n: loop.run_until_complete(ainvoke_block(shape, n)),
+        "direct": lambda n: loop.run_until_complete(direct_block(n)),
         "work": lambda n: [work() for _ in range(n)] and None,
         "ainvoke": lambda n: loop.run_until_complete(ainvoke_block(graph, n)),
         "invoke": lambda n: [graph.invoke(inp()) for _ in range(n)] and None,
@@ -181,6 +192,8 @@ def summary(samples: dict[str, list[float]]) -> dict[str, float]:
     for run in ("ainvoke", "invoke"):
         med[f"{run} overhead"] = med[run] - med["work"]
         med[f"{run} ratio"] = med[f"{run} overhead"] / med[f"floor {run}"]
+    med["nodes"] = med["direct"] - med["work"]
+    med["carrying"] = med["ainvoke"] - med["direct"] - med["shape"]
     return med
 
 
@@ -190,6 +203,10 @@ ROWS = [
     ("`embed_query`, tiers and `rank_passages` called directly", "work", "ms"),
     ("bare 7-node LangGraph, `ainvoke` (floor)", "floor ainvoke", "ms"),
     ("bare 7-node LangGraph, `invoke` (floor)", "floor invoke", "ms"),
+    ("no-op nodes in ragtiller's topology and state, `ainvoke`", "shape", "ms"),
+    ("the seven nodes called directly, no LangGraph", "direct", "ms"),
+    ("the nodes' own cost beyond the work (direct minus work)", "nodes", "ms"),
+    ("LangGraph carrying the turn (`ainvoke` minus direct minus topology)", "carrying", "ms"),
     ("overhead, `ainvoke` (minus direct work)", "ainvoke overhead", "ms"),
     ("overhead, `invoke` (minus direct work)", "invoke overhead", "ms"),
     ("**ratio, `ainvoke` overhead / floor** (goal ≤ 1.5)", "ainvoke ratio", "x"),

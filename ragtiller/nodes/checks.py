@@ -38,13 +38,15 @@ def check_vector(vector: Any) -> list[float]:
     if not values:
         raise InvalidOutput("embedding is empty")
     kinds = set(map(type, values))
-    if kinds <= _PLAIN_NUMBERS:  # one numpy pass, not a Python call per dimension
-        finite = bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
-    else:
-        finite = all(_finite(x) for x in values)
-    if not finite:
+    if kinds <= _PLAIN_NUMBERS or all(issubclass(k, float) for k in kinds):
+        # one numpy pass, not a Python call per dimension (numpy.float64 is a float too)
+        array = np.asarray(values, dtype=np.float64)
+        if not np.isfinite(array).all():
+            raise InvalidOutput("embedding holds a non-number, NaN or infinity")
+        return values if kinds == {float} else array.tolist()
+    if not all(_finite(x) for x in values):
         raise InvalidOutput("embedding holds a non-number, NaN or infinity")
-    return values if kinds == {float} else [float(x) for x in values]
+    return [float(x) for x in values]
 
 
 def check_hits(hits: Any, k: int) -> list[Hit]:
