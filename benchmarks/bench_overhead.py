@@ -114,9 +114,11 @@ def worker(rows: int, blocks: int, block: int) -> None:
     fusion, cap = deps.policy.fusion, deps.policy.budgets.candidate_cap
     roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
     weights = weights_by_name(fusion.tier_weights, roles)
+    mode = fusion.passage_rescore  # as the fuse node builds it (``sentence_local`` is newer)
+    local = {"local": True} if mode == "sentence_local" else {}
     rescore = (
-        SentenceCoverage.from_tiers(deps.tiers.values())
-        if fusion.passage_rescore == "sentence" and fusion.doc_aggregation != "off"
+        SentenceCoverage.from_tiers(deps.tiers.values(), **local)
+        if mode != "off" and fusion.doc_aggregation != "off"
         else None
     )
 
