@@ -51,18 +51,22 @@ from ragtiller.policies import load_policy
 QUERY = "how do I get started with asyncio?"  # broad: step-back skipped (no LLM), three tiers
 
 
-def components() -> tuple[Any, Any]:
-    tiers = [
+def tiers() -> list[StaticTier]:
+    """Three trivial in-memory tiers: 20 dense, 8 parent-child and 20 lexical hits."""
+    return [
         StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 50) for i in range(20)]),
         StaticTier("parent_child", [hit("parent_child", f"p{i}", 1 - i / 20) for i in range(8)]),
         StaticTier(
             "lexical", [hit("lexical", f"c{i}", 10 - i) for i in range(20)], needs_vector=False
         ),
     ]
+
+
+def components() -> tuple[Any, Any]:
     policy = load_policy()  # with rerank on for synthesis, so the turn runs every stage
     synthesis = policy.routes["synthesis"].model_copy(update={"rerank": True})
     policy = policy.model_copy(update={"routes": {**policy.routes, "synthesis": synthesis}})
-    deps = build_components(policy, tiers=tiers, embedder=DeterministicFakeEmbedding(size=32))
+    deps = build_components(policy, tiers=tiers(), embedder=DeterministicFakeEmbedding(size=32))
     return compile_graph(deps), deps
 
 
@@ -76,9 +80,20 @@ def merge(state: dict[str, Any], update: dict[str, Any]) -> None:
             state[key] = value
 
 
-async def direct_turn(nodes: dict[str, Any]) -> dict[str, Any]:
+NODE_MAKERS = {
+    "gate": make_gate,
+    "step_back": make_step_back,
+    "embed": make_embed,
+    "tier_search": make_tier_search,
+    "fuse": make_fuse,
+    "rerank": make_rerank,
+    "assemble": make_assemble,
+}
+
+
+async def direct_turn(nodes: dict[str, Any], query: str = QUERY) -> dict[str, Any]:
     """The nodes in graph order, edges evaluated by the same router functions, no LangGraph."""
-    state: dict[str, Any] = {"query": QUERY}
+    state: dict[str, Any] = {"query": query}
     merge(state, await nodes["gate"](state))
     if AFTER_GATE_PATHS[after_gate(state)] == "step_back":
         merge(state, await nodes["step_back"](state))
@@ -164,15 +179,7 @@ def bare_same_shape() -> Any:
 
 def main(turns: int) -> None:
     graph, deps = components()
-    nodes = {
-        "gate": make_gate(deps),
-        "step_back": make_step_back(deps),
-        "embed": make_embed(deps),
-        "tier_search": make_tier_search(deps),
-        "fuse": make_fuse(deps),
-        "rerank": make_rerank(deps),
-        "assemble": make_assemble(deps),
-    }
+    nodes = {name: make(deps) for name, make in NODE_MAKERS.items()}
     inp = {"query": QUERY}
     bare, shaped = bare_graph(), bare_same_shape()
     loop = asyncio.new_event_loop()

@@ -94,9 +94,14 @@ def make_assemble(deps: Components) -> NodeFn:
     async def assemble(state: RetrievalState) -> dict[str, Any]:
         stage = Stage("assemble")
         route = state["route"]
-        candidates = state.get("candidates") or []
-        ranked = state.get("ranked") or identity_order(candidates, len(candidates))
-        chunks, budget_labels = choose_passages(ranked, route["top_k"], deps.policy.budgets)
+        top_k, budgets = route["top_k"], deps.policy.budgets
+        ranked = state.get("ranked")
+        if ranked:
+            chunks, budget_labels = choose_passages(ranked, top_k, budgets)
+        else:  # the fusion order; the choice never reads final_score, so set it on the chosen
+            candidates = state.get("candidates") or []
+            chunks, budget_labels = choose_passages(candidates, top_k, budgets)
+            chunks = identity_order(chunks, len(chunks))
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
         overview, own = turn_overview(deps, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)

@@ -38,20 +38,24 @@ def check_vector(vector: Any) -> list[float]:
     if not values:
         raise InvalidOutput("embedding is empty")
     kinds = set(map(type, values))
-    if kinds <= _PLAIN_NUMBERS:  # one numpy pass, not a Python call per dimension
-        finite = bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
-    else:
-        finite = all(_finite(x) for x in values)
-    if not finite:
+    if kinds <= _PLAIN_NUMBERS or all(issubclass(k, float) for k in kinds):
+        # one numpy pass, not a Python call per dimension (numpy.float64 is a float too)
+        array = np.asarray(values, dtype=np.float64)
+        if not np.isfinite(array).all():
+            raise InvalidOutput("embedding holds a non-number, NaN or infinity")
+        return values if kinds == {float} else array.tolist()
+    if not all(_finite(x) for x in values):
         raise InvalidOutput("embedding holds a non-number, NaN or infinity")
-    return values if kinds == {float} else [float(x) for x in values]
+    return [float(x) for x in values]
 
 
 def check_hits(hits: Any, k: int) -> list[Hit]:
     """Each hit needs a str ``id`` and ``text`` and a finite ``score``; ids appear once.
 
     Missing optional fields get their defaults (``doc_id`` = the id, no parent, no source);
-    more than ``k`` hits are cut to the best ``k`` as given.
+    more than ``k`` hits are cut to the best ``k`` as given. Every hit of every tier passes
+    here each turn, so the common case (plain ``str`` and ``float`` fields) takes the short
+    test of each check; anything else takes the general one, with the same outcome.
     """
     if not isinstance(hits, list):
         raise InvalidOutput(f"tier returned a {type(hits).__name__}, not a list of hits")
@@ -60,25 +64,31 @@ def check_hits(hits: Any, k: int) -> list[Hit]:
     for position, hit in enumerate(hits[:k]):
         if not isinstance(hit, dict):
             raise InvalidOutput(f"hit {position} is a {type(hit).__name__}, not a dict")
-        id_, text, score = hit.get("id"), hit.get("text"), hit.get("score", None)
+        get = hit.get
+        id_, text, score = get("id"), get("text"), get("score")
         if not isinstance(id_, str) or not id_ or not isinstance(text, str):
             raise InvalidOutput(f"hit {position} lacks a str id or text")
-        if not _finite(score):
+        if not (math.isfinite(score) if type(score) is float else _finite(score)):
             raise InvalidOutput(f"hit {id_!r} has score {score!r}, not a finite number")
         if id_ in seen:
             raise InvalidOutput(f"hit {id_!r} appears twice")
         seen.add(id_)
-        metadata = hit.get("metadata")
+        doc_id, parent_id, source, metadata = (
+            get("doc_id"),
+            get("parent_id"),
+            get("source"),
+            get("metadata"),
+        )
         checked.append(
-            Hit(
-                id=id_,
-                text=text,
-                score=float(score),  # type: ignore[arg-type]  # checked finite above
-                doc_id=str(hit.get("doc_id") or id_),
-                parent_id=hit.get("parent_id") if isinstance(hit.get("parent_id"), str) else None,
-                source=str(hit.get("source") or ""),
-                metadata=metadata if isinstance(metadata, dict) else {},
-            )
+            {
+                "id": id_,
+                "text": text,
+                "score": score if type(score) is float else float(score),  # type: ignore[arg-type]  # checked finite above
+                "doc_id": doc_id if type(doc_id) is str and doc_id else str(doc_id or id_),
+                "parent_id": parent_id if isinstance(parent_id, str) else None,
+                "source": source if type(source) is str else str(source or ""),
+                "metadata": metadata if isinstance(metadata, dict) else {},
+            }
         )
     return checked
 
