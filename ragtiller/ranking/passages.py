@@ -115,7 +115,9 @@ def rank_passages(
     positions of :func:`~ragtiller.ranking.documents.interleave`; within a document, passages are
     ordered by the z-score of their fused score plus, with ``rescore``, the z-score of their best-sentence
     coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
-    ``weights`` are the tiers' fusion weights by name (default ``fusion.tier_weights``; the fuse
+    When dense hits carry their question score (``feedback.passage_scores: query``), the
+    positions and that order come from the fusion at those scores, while the documents still
+    rank by the moved (feedback) fusion. ``weights`` are the tiers' fusion weights by name (default ``fusion.tier_weights``; the fuse
     node passes them resolved by role, :func:`~ragtiller.ranking.fusion.weights_by_name`).
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
