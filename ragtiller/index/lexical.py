@@ -231,7 +231,7 @@ class LexicalTier(CpuTier):
         for term in terms:
             pos = vocab.get(term)
             df = float(indptr[pos + 1] - indptr[pos]) if pos is not None else 1.0
-            out[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            out[term] = lucene_idf(df, n)
         return out
 
     def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
@@ -277,6 +277,16 @@ def analyze(
         show_progress=False,
     )
     return tokens
+
+
+def lucene_idf(df: float, n: float) -> float:
+    """Lucene's IDF of a term found in ``df`` of ``n`` texts: ``log(1 + (n - df + 0.5) / (df + 0.5))``.
+
+    Example:
+        >>> round(lucene_idf(1, 10), 3)
+        1.992
+    """
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def lexical_text(text: str, title: str | None) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragtiller.core.tiers import Candidate, Hit
-from ragtiller.index.lexical import LexicalTier
+from ragtiller.index.lexical import LexicalTier, lucene_idf
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import (
     DocKey,
@@ -80,8 +80,8 @@ class SentenceCoverage:
         weights = self.lexical.idf(terms)
         if self.local:
             sets = [self.lexical.term_set(text) for text in texts]
-            local = _idf({t: sum(t in found for found in sets) for t in terms}, len(sets))
-            weights = {t: weights[t] * local[t] for t in terms}
+            n = len(sets)
+            weights = {t: w * lucene_idf(sum(t in f for f in sets), n) for t, w in weights.items()}
         total = math.fsum(weights.values())
         out: list[float] = []
         for text in texts:
@@ -91,11 +91,6 @@ class SentenceCoverage:
                 best = max(best, math.fsum(weights[t] for t in found))
             out.append(best / total)
         return out
-
-
-def _idf(df: Mapping[str, int], n: int) -> dict[str, float]:
-    """Lucene IDF of each term over ``n`` texts, from its document frequency."""
-    return {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
 def rank_passages(
