@@ -64,10 +64,15 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
         >>> chunk_header(Chunk("c", section, "Prices rose.", 0, 12), "path")
         'Oil crisis / Effects'
     """
-    title = chunk.section.document.title
+    return section_header(chunk.section, mode)
+
+
+def section_header(section: Section, mode: ChunkHeader) -> str | None:
+    """The header every chunk of ``section`` is indexed under (see :func:`chunk_header`)."""
+    title = section.document.title
     if mode == "title":
         return title
-    parts = dict.fromkeys(p.strip() for p in (title, *chunk.section.path) if p and p.strip())
+    parts = dict.fromkeys(p.strip() for p in (title, *section.path) if p and p.strip())
     return " / ".join(parts) or None
 
 
@@ -213,8 +218,7 @@ def _bound(
     words = [text[a:b] for a, b in (m.span() for m in _PIECE.finditer(text))]
     if not words:
         return None
-    probe = Chunk("", section, "", 0, 0)
-    header = chunk_header(probe, config.header)
+    header = section_header(section, config.header)
     counts = window.count([*words, header] if header else words)
     head = counts.pop() if header else 0
     return Bound(config.chunk_tokens, counts, max(window.tokens - head, 1))
