@@ -84,8 +84,10 @@ def query_windows(text: str, words: int | None) -> list[str]:
         >>> query_windows("a b c d e", 2)
         ['a b', 'c d', 'e']
     """
+    if words is None:
+        return [text]
     split = text.split()
-    if words is None or len(split) <= words:
+    if len(split) <= words:
         return [text]
     return [" ".join(split[i : i + words]) for i in range(0, len(split), words)]
 
