@@ -221,3 +221,11 @@ def test_decision_artifact_is_stable_and_complete(tmp_path: Path) -> None:
     assert data["metrics"]["baseline"]["all"]["ndcg_at_10"] == 0.0
     assert data["metrics"]["candidate"]["all"]["latency_ms"]["total"] == {"p50": 10.0, "p95": 10.0}
     assert {r["rule"] for r in data["reasons"]} >= {"min_ndcg_lift", "max_slice_regression"}
+
+
+def test_by_default_no_single_query_can_carry_a_judged_slice_past_the_limit() -> None:
+    # A per-query metric moves by at most 1, so one query moves an n-query slice's mean by up
+    # to 1/n: the default smallest judged slice must make that at most the regression limit.
+    rules = PromotionConfig()
+    assert 1.0 / rules.min_slice_queries <= rules.max_slice_regression
+    assert 1.0 / (rules.min_slice_queries - 1) > rules.max_slice_regression

@@ -605,10 +605,10 @@ class PromotionConfig(_Model):
         Field(ge=1),
         promote_field(
             "In queries: slices with fewer judged queries are reported, not judged, by "
-            "max_slice_regression: one query's rank change moves a tiny slice's mean by more "
-            "than the limit."
+            "max_slice_regression: below 1 / max_slice_regression queries, one query alone "
+            "can move a slice's mean past the limit (the default 50 is 1 / 0.02)."
         ),
-    ] = 10
+    ] = 50
     max_p95_latency_ms: Annotated[
         Milliseconds | None,
         promote_field("In milliseconds: the candidate's p95 turn latency at most; None: any."),
