@@ -201,11 +201,14 @@ def test_the_policy_fields_wire_the_wrappers(index: EmbeddedIndex) -> None:
     assert not isinstance(tiers["dense"].inner, DenseUnitsTier)
 
 
-def test_passage_scores_query_marks_each_moved_hit_with_its_question_cosine(
-    index: EmbeddedIndex,
+@pytest.mark.parametrize("field", ["passage_scores", "passage_positions"])
+def test_the_question_fields_mark_each_moved_hit_with_its_question_cosine(
+    index: EmbeddedIndex, field: str
 ) -> None:
     dense = next(t for t in index.tiers if t.name == "dense")
-    config = FeedbackConfig(dense="rocchio", dense_docs=2, dense_weight=1.0, passage_scores="query")
+    config = FeedbackConfig.model_validate(
+        {"dense": "rocchio", "dense_docs": 2, "dense_weight": 1.0, field: "query"}
+    )
     vector = EMBEDDER.embed_query("alpha note")
     hits = RocchioTier(dense, index.store, config).search(
         SearchRequest(query="alpha note", vector=vector, k=5)
@@ -231,8 +234,10 @@ def test_the_question_orders_a_documents_passages_and_the_documents_stay() -> No
         ]
     }
     config = FusionConfig(method="zscore", doc_aggregation="max")
-    out = rank_passages(hits, config, cap=10, query="q")
+    out = rank_passages(hits, config, cap=10, query="q", order="query")
     assert [c["id"] for c in out] == ["a2", "b1", "a1"]  # A keeps positions 1 and 3
+    # the fields decide, not the marks: by default the moved scores order them
+    assert [c["id"] for c in rank_passages(hits, config, cap=10, query="q")] == ["a1", "b1", "a2"]
     unmarked = {
         "dense": [hit("dense", h["id"], h["score"], doc_id=h["doc_id"]) for h in hits["dense"]]
     }
@@ -256,7 +261,7 @@ def test_the_question_places_the_passages_and_feedback_ranks_the_documents() -> 
         ]
     }
     config = FusionConfig(method="zscore", doc_aggregation="max")
-    out = rank_passages(hits, config, cap=10, query="q")
+    out = rank_passages(hits, config, cap=10, query="q", positions="query")
     # The question's order B, A, A sets the positions; feedback's document order (A first)
     # says who holds them.
     assert [c["id"] for c in out] == ["a1", "b1", "a2"]
@@ -268,3 +273,26 @@ def test_the_question_places_the_passages_and_feedback_ranks_the_documents() -> 
         "a2",
         "b1",
     ]
+
+
+def test_the_question_places_and_feedback_orders_when_only_positions_read_the_question() -> None:
+    # Under feedback A's passages lead (a1, a2, b1); the question prefers b1, then a2, then a1.
+    def moved(id_: str, score: float, question: float, doc: str) -> Any:
+        return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})
+
+    hits = {
+        "dense": [
+            moved("a1", 0.9, 0.5, "A"),
+            moved("a2", 0.85, 0.6, "A"),
+            moved("b1", 0.8, 0.9, "B"),
+        ]
+    }
+    config = FusionConfig(method="zscore", doc_aggregation="max")
+
+    def ids(**fields: Any) -> list[str]:
+        return [c["id"] for c in rank_passages(hits, config, cap=10, query="q", **fields)]
+
+    assert ids() == ["a1", "a2", "b1"]  # feedback gives A the first two positions
+    # the question's order (B, A, A) gives A one leading position; feedback picks a1 for it
+    assert ids(positions="query") == ["a1", "b1", "a2"]
+    assert ids(positions="query", order="query") == ["a2", "b1", "a1"]

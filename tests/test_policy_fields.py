@@ -402,6 +402,7 @@ ROWS = [
     Row("feedback.dense_strength", "agreement"),
     Row("feedback.dense_vectors", "paragraph", turns=(HEATING,), see=HITS),
     Row("feedback.passage_scores", "query", turns=(SYNTHESIS,)),
+    Row("feedback.passage_positions", "query", turns=(SYNTHESIS,)),
     Row(
         "feedback.dense_rescore",
         "full",

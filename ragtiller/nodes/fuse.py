@@ -47,6 +47,8 @@ def make_fuse(deps: Components) -> NodeFn:
                 query=state["rerank_query"],
                 rescore=rescore,
                 weights=weights,
+                positions=policy.feedback.passage_positions,
+                order=policy.feedback.passage_scores,
             )
             documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
             records.append(

@@ -509,9 +509,18 @@ class FeedbackConfig(_Model):
     passage_scores: Annotated[
         Literal["moved", "query"],
         build_field(
-            "With doc_aggregation max or sum: which dense scores place and order the passages: "
-            "the moved query's, as for the document ranking (moved), or the question's own "
-            "vector's (query): feedback ranks documents, the question places the passages."
+            "With doc_aggregation max or sum: which dense scores order each document's "
+            "passages: the moved query's, as for the document ranking (moved), or the "
+            "question's own vector's (query)."
+        ),
+    ] = "moved"
+    passage_positions: Annotated[
+        Literal["moved", "query"],
+        build_field(
+            "With doc_aggregation max or sum: which dense scores decide how many of the "
+            "leading positions each document holds: the moved query's (moved), or the "
+            "question's own vector's (query), so feedback's pull toward its best documents "
+            "ranks them without handing them every position."
         ),
     ] = "moved"
     dense_rescore: Annotated[

@@ -37,8 +37,9 @@ FUSED_FIRST_PASS_DEPTH = 100
 """Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
 documents, and so the ranking, do not change with the number of results asked for."""
 QUERY_SCORE = "query_score"
-"""``metadata[QUERY_SCORE]`` of a moved dense hit (``feedback.passage_scores: query``): its cosine
-to the question's own vector, which orders the passages within their document."""
+"""``metadata[QUERY_SCORE]`` of a moved dense hit (``feedback.passage_scores`` or
+``passage_positions: query``): its cosine to the question's own vector, for the passage fusion
+that orders passages within their document or decides the positions each document holds."""
 
 
 def rm3_weights(
@@ -225,7 +226,8 @@ class RocchioTier(CpuTier):
             query = normalize_rows(moved)[0]  # as a scan normalises it: the same cosines
             scores = np.einsum("ij,j->i", np.asarray(self.store.vectors[candidates]), query)
             hits = self._rank_scored(second, candidates, scores.astype(np.float32))
-        if self.config.passage_scores == "query" and moved is not request.vector:
+        question = "query" in (self.config.passage_scores, self.config.passage_positions)
+        if question and moved is not request.vector:
             assert request.vector is not None
             return self._with_query_scores(hits, request.vector, status)
         return [_mark(h, status) for h in hits]

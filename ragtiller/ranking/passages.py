@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ragtiller.core.tiers import Candidate, Hit
 from ragtiller.index.lexical import LexicalTier, lucene_idf
@@ -31,6 +31,9 @@ from ragtiller.ranking.documents import (
 from ragtiller.ranking.feedback import QUERY_SCORE
 from ragtiller.ranking.fusion import fuse_hits, zscores
 from ragtiller.ranking.units import has_unit_votes, unit_document_order
+
+PassageScores = Literal["moved", "query"]
+"""Which dense scores a passage step reads: Rocchio's moved query's, or the question's own."""
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
 
@@ -101,6 +104,8 @@ def rank_passages(
     query: str,
     rescore: SentenceCoverage | None = None,
     weights: Mapping[str, float] | None = None,
+    positions: PassageScores = "moved",
+    order: PassageScores = "moved",
 ) -> list[Candidate]:
     """At most ``cap`` passages, best first: fused, placed under ranked documents, re-scored.
 
@@ -110,9 +115,10 @@ def rank_passages(
     positions of :func:`~ragtiller.ranking.documents.interleave`; within a document, passages are
     ordered by the z-score of their fused score plus, with ``rescore``, the z-score of their best-sentence
     coverage (both over the first ``cap`` fused passages; a passage beyond gets the lowest).
-    When dense hits carry their question score (``feedback.passage_scores: query``), the
-    positions and that order come from the fusion at those scores, while the documents still
-    rank by the moved (feedback) fusion. ``weights`` are the tiers' fusion weights by name (default ``fusion.tier_weights``; the fuse
+    When dense hits carry their question score, ``positions="query"`` takes the positions and
+    ``order="query"`` that order from the fusion at those scores (``feedback.passage_positions``
+    and ``passage_scores``), while the documents still rank by the moved (feedback) fusion.
+    ``weights`` are the tiers' fusion weights by name (default ``fusion.tier_weights``; the fuse
     node passes them resolved by role, :func:`~ragtiller.ranking.fusion.weights_by_name`).
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
@@ -150,12 +156,16 @@ def rank_passages(
             weights=weights,
             margin=fusion.margin,
         )
-    placed = _question_fusion(passages, fusion, total, weights)
-    if placed is None:
-        placed = fused
-    elif not documents:  # feedback still ranks the documents: by their best moved passage
+    question = (
+        _question_fusion(passages, fusion, total, weights)
+        if "query" in (positions, order)
+        else None
+    )
+    if question is not None and not documents:  # feedback still ranks them: best moved passage
         documents = list(dict.fromkeys(doc_key(c) for c in fused))
-    keys = _passage_keys(placed[:cap], query, rescore)
+    placed = question if question is not None and positions == "query" else fused
+    ordered = question if question is not None and order == "query" else fused
+    keys = _passage_keys(ordered[:cap], query, rescore)
     floor = min(keys.values())
 
     def within(group: list[Candidate]) -> list[Candidate]:
@@ -171,7 +181,7 @@ def _question_fusion(
     weights: Mapping[str, float] | None,
 ) -> list[Candidate] | None:
     """The passages fused with each moved hit at its question score (``QUERY_SCORE``); None
-    when no hit carries one (``feedback.passage_scores: moved``, or feedback did not move)."""
+    when no hit carries one (feedback did not move, or no field asked for the question's)."""
     if not any(QUERY_SCORE in h["metadata"] for hits in passages.values() for h in hits):
         return None
     unmoved = {
