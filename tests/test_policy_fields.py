@@ -399,10 +399,10 @@ ROWS = [
     Row("feedback.dense_docs", 1),
     Row("feedback.dense_weight", 0.1),
     Row("feedback.dense_source", "tier"),
-    Row("feedback.dense_strength", "agreement"),
+    Row("feedback.dense_strength", "agreement", see=HITS),  # it moves the query: the hits show it
     Row("feedback.dense_vectors", "paragraph", turns=(HEATING,), see=HITS),
     Row("feedback.passage_scores", "query", turns=(SYNTHESIS,)),
-    Row("feedback.passage_positions", "query", turns=(SYNTHESIS,)),
+    Row("feedback.passage_positions", "moved", turns=(SYNTHESIS,)),
     Row(
         "feedback.dense_rescore",
         "full",
