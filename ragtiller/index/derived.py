@@ -25,6 +25,7 @@ from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
+from ragtiller.index.manifest import VectorDtype
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, parent_rows
 from ragtiller.index.records import RecordTable
 
@@ -82,14 +83,16 @@ def save_derived(derived: Derived, version: Path, name: str) -> None:
         raise ValueError(f"not a derived file: {name}")
 
 
-def load_graph(version: Path, rows: int, dimension: int) -> AnnIndex | None:
+def load_graph(
+    version: Path, rows: int, dimension: int, dtype: VectorDtype = "float32"
+) -> AnnIndex | None:
     """The HNSW graph ``version`` holds for ``rows`` vectors, or None (see :meth:`AnnIndex.load`).
 
     Opened before the vectors: its own copy of them is the one the store searches.
     """
     if not rows or not (version / ANN_FILE).is_file():
         return None
-    return AnnIndex.load(version / ANN_FILE, rows=rows, dimension=dimension)
+    return AnnIndex.load(version / ANN_FILE, rows=rows, dimension=dimension, dtype=dtype)
 
 
 def load_derived(

@@ -271,10 +271,14 @@ class EmbeddedIndex:
         for name_ in (CHUNKS_FILE, VECTORS_FILE, PARENTS_FILE, CORPUS_MAP_FILE):
             if not (path / name_).is_file():
                 raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
-        graph = load_graph(path, manifest.counts.chunks, built.dimension)
+        graph = load_graph(path, manifest.counts.chunks, built.dimension, manifest.vector_dtype)
         vectors = graph.vectors() if graph is not None else None
         store = NumpyVectorStore.load(
-            path, embedder, vectors=vectors, namespaces=manifest.namespaces
+            path,
+            embedder,
+            vectors=vectors,
+            namespaces=manifest.namespaces,
+            dtype=manifest.vector_dtype,
         )
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
