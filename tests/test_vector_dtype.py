@@ -12,6 +12,7 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller.cli.app import main
+from ragtiller.cli.exit_codes import EXIT_USAGE
 from ragtiller.errors import IndexStoreError, IngestError
 from ragtiller.index import NumpyVectorStore
 from ragtiller.index import ann as ann_module
@@ -93,7 +94,9 @@ def test_vectors_of_another_dtype_than_the_manifest_fail_the_open(tmp_path: Path
     ingest(corpus(10), tmp_path / "idx", embedder=EMBEDDER, progress=False)
     path = current_version(tmp_path / "idx") / "vectors.npy"
     np.save(path, np.load(path).astype(np.float16))
-    with pytest.raises(IndexStoreError, match=r"holds a float16 array of shape \(\d+, 64\), expected float32"):
+    with pytest.raises(
+        IndexStoreError, match=r"holds a float16 array of shape \(\d+, 64\), expected float32"
+    ):
         open_index(tmp_path / "idx")
 
 
@@ -266,3 +269,14 @@ def test_the_cli_flag_writes_a_float16_index(files: Path, tmp_path: Path) -> Non
     )
     assert code == 0
     assert open_index(tmp_path / "idx").manifest.vector_dtype == "float16"
+
+
+def test_the_cli_refuses_the_flag_for_another_store(
+    files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["ingest", str(files), "--store", "x:y", "--records", str(tmp_path / "r.db"),
+         "--vector-dtype", "float16", "--quiet"]
+    )  # fmt: skip
+    assert code == EXIT_USAGE
+    assert "--vector-dtype sets the embedded index's storage" in capsys.readouterr().err

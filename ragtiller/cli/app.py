@@ -89,8 +89,9 @@ def _ingest(args: argparse.Namespace) -> int:
     if args.vector_dtype != "float32" and (args.pinecone or args.store is not None):
         from ragtiller.errors import ConfigurationError
 
-        raise ConfigurationError("--vector-dtype sets the embedded index's storage: not with "
-                                 "--pinecone or --store")
+        raise ConfigurationError(
+            "--vector-dtype sets the embedded index's storage: not with --pinecone or --store"
+        )
     embedder = _embedder(args)
     if args.pinecone:
         return _ingest_to_pinecone(args, embedder, chunking)

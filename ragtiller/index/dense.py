@@ -1,4 +1,5 @@
-"""The dense tier: exact cosine search over a float32 numpy matrix, also a LangChain VectorStore."""
+"""The dense tier: exact cosine search over a numpy matrix (float32, or float16 scored in
+float32), also a LangChain VectorStore."""
 
 from __future__ import annotations
 
@@ -27,7 +28,10 @@ CHUNKS_FILE = "chunks.jsonl"
 
 
 class NumpyVectorStore(VectorStore):
-    """An exact, in-process vector store: normalised float32 rows, cosine scores, numpy top-k.
+    """An exact, in-process vector store: normalised rows, cosine scores, numpy top-k.
+
+    Rows are float32, or float16 (``from_vectors(..., dtype="float16")``: half the memory,
+    scores still computed in float32); writes keep the store's dtype.
 
     It is a full LangChain ``VectorStore`` (``add_texts``, ``similarity_search*``, ``delete``,
     ``get_by_ids``, ``as_retriever`` ...), so it can stand in wherever one is expected, and any

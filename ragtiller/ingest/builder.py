@@ -179,7 +179,12 @@ class IndexBuilder:
         )
         bar.stage("index", len(rows.ids), unit="chunk")
         store = NumpyVectorStore.from_vectors(
-            rows.texts, vectors, self.embedder, rows.metadatas, ids=rows.ids, dtype=self.vector_dtype
+            rows.texts,
+            vectors,
+            self.embedder,
+            rows.metadatas,
+            ids=rows.ids,
+            dtype=self.vector_dtype,
         )
         all_sections = kept_sections + sections
         parents = RecordTable(
