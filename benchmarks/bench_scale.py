@@ -5,12 +5,15 @@ Run on demand (not in CI; offline):
 
     python benchmarks/bench_scale.py [--sizes 10000 100000 1000000] [--turns 100]
                                      [--large-turns 30] [--queries 200]
+                                     [--vector-dtype float32|float16]
 
 Each index is synthetic but saved exactly as an ingest saves one (``EmbeddedIndex.save``: a
 versioned directory with the vectors, the chunk and section tables, the chunk BM25 and what
 :func:`ragtiller.index.derived.build_derived` derives at ingest: section BM25, parent rows and,
 from ``ANN_MIN_ROWS`` chunks, the HNSW graph). Built once and cached under
-``$TMPDIR/ragtiller-bench-scale/``. Chunks: 384-d unit vectors clustered around ``rows / 100``
+``$TMPDIR/ragtiller-bench-scale/`` (float16 indexes, ``--vector-dtype float16``, under
+``$TMPDIR/ragtiller-bench-scale-float16/``). A cached index saved before a derived file existed
+gets that file written into its version (``corpus_outline.npz``), not rebuilt. Chunks: 384-d unit vectors clustered around ``rows / 100``
 random topics (so nearest neighbours mean something, as with real embeddings), 40 Zipf-drawn
 words each, four per section, ten sections per document, two tenants. The embedder is the
 hashing embedder (offline); its query vectors are unrelated to the synthetic vectors, which
@@ -80,7 +83,26 @@ def around(topics: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-def build(rows: int) -> tuple[Path, dict[str, float]]:
+def cache(dtype: str) -> Path:
+    return CACHE if dtype == "float32" else CACHE.with_name(f"{CACHE.name}-{dtype}")
+
+
+def add_outline(path: Path) -> float:
+    """Write the corpus outline rows into a cached version saved before they were derived at
+    ingest (the rest of the version is left as it is); seconds taken, 0 if it had them."""
+    from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
+    from ragtiller.index.records import RecordTable
+    from ragtiller.index.versions import current_version
+
+    version = current_version(path)
+    if (version / OUTLINE_FILE).is_file():
+        return 0.0
+    started = time.perf_counter()
+    OutlineRows.of(RecordTable.load(version / "parents.jsonl")).save(version / OUTLINE_FILE)
+    return time.perf_counter() - started
+
+
+def build(rows: int, dtype: str = "float32") -> tuple[Path, dict[str, float]]:
     """Build (once) and save the synthetic index of ``rows`` chunks; its build times."""
     from ragtiller.index import EmbeddedIndex, LexicalTier, NumpyVectorStore
     from ragtiller.index.derived import build_derived
@@ -91,10 +113,14 @@ def build(rows: int) -> tuple[Path, dict[str, float]]:
     from ragtiller.models import HashingEmbedder
     from ragtiller.models.embedders import embedder_identity
 
-    path = CACHE / f"index-{rows}"
+    path = cache(dtype) / f"index-{rows}"
     done = path / "built.json"
     if done.exists():
-        return path, json.loads(done.read_text())
+        times = json.loads(done.read_text())
+        if added := add_outline(path):
+            times["outline_added_s"] = added
+            done.write_text(json.dumps(times))
+        return path, times
     rng = np.random.default_rng(rows + 1)
     vectors = around(centres(rows), rows, rng)
     vocab = np.array(WORDS + [f"w{i}x" for i in range(30_000)])
@@ -127,7 +153,12 @@ def build(rows: int) -> tuple[Path, dict[str, float]]:
     ]
     embedder = HashingEmbedder(DIM)
     store = NumpyVectorStore.from_vectors(
-        texts, vectors, embedder, metadatas, ids=[f"c{r:09d}" for r in range(rows)]
+        texts,
+        vectors,
+        embedder,
+        metadatas,
+        ids=[f"c{r:09d}" for r in range(rows)],
+        dtype=dtype,  # type: ignore[arg-type]
     )
     del vectors
     n_parents = rows // CHILDREN_PER_PARENT
@@ -158,6 +189,7 @@ def build(rows: int) -> tuple[Path, dict[str, float]]:
         lexical=DEFAULT_LEXICAL,
         counts=IndexCounts(documents=rows // per_doc + 1, sections=n_parents, chunks=rows),
         namespaces=store.records.namespaces,
+        vector_dtype=dtype,  # type: ignore[arg-type]
     )
     index = EmbeddedIndex(
         store=store,
@@ -225,7 +257,7 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
     out["rss_per_chunk"] = sum(after.values()) - sum(before.values())
     out["rss_per_chunk"] /= rows
     store = index.store
-    vectors = store.vectors
+    vectors = np.asarray(store.vectors, dtype=np.float32)  # the floor is a float32 scan
     rng = np.random.default_rng(7)
     qs = around(centres(rows), queries, rng)
     floor = []
@@ -322,17 +354,19 @@ def dense_memory(directory: str, rows: int) -> dict[str, float]:
     from ragtiller.index import NumpyVectorStore
     from ragtiller.index.ann import AnnIndex
     from ragtiller.index.derived import load_graph
+    from ragtiller.index.embedded import read_manifest
     from ragtiller.index.versions import current_version
     from ragtiller.models import HashingEmbedder
 
     version = current_version(Path(directory))
+    dtype = read_manifest(version / "manifest.json").vector_dtype
     warm = NumpyVectorStore.from_vectors(["a", "b"], np.eye(2, DIM), HashingEmbedder(DIM))
     warm.attach_ann(AnnIndex.build(warm.vectors))
     warm.search_rows([1.0] * DIM, 1, approximate=True)  # faiss' code pages are not the index
     before = rss()
-    graph = load_graph(version, rows, DIM)  # as EmbeddedIndex.load opens them
+    graph = load_graph(version, rows, DIM, dtype)  # as EmbeddedIndex.load opens them
     vectors = None if graph is None else graph.vectors()
-    store = NumpyVectorStore.load(version, HashingEmbedder(DIM), vectors=vectors)
+    store = NumpyVectorStore.load(version, HashingEmbedder(DIM), vectors=vectors, dtype=dtype)
     if graph is not None:
         store.attach_ann(graph)
     qs = around(centres(rows), 50, np.random.default_rng(8))
@@ -348,6 +382,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--large-turns", type=int, default=30, help="turns at 1M chunks and up")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--vector-dtype", choices=["float32", "float16"], default="float32")
     parser.add_argument("--probe", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--dense-probe", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -358,11 +393,11 @@ def main() -> None:
     if args.dense_probe:
         print(json.dumps(dense_memory(args.dense_probe[0], int(args.dense_probe[1]))))
         return
-    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    print(f"load average at start: {os.getloadavg()[0]:.1f}; vectors {args.vector_dtype}")
     results = []
     for rows in args.sizes:
         started = time.perf_counter()
-        path, times = build(rows)
+        path, times = build(rows, args.vector_dtype)
         print(f"{rows:,} chunks: index ready in {time.perf_counter() - started:.1f} s {times}")
         turns = args.large_turns if rows >= 1_000_000 else args.turns
         queries = min(args.queries, 50) if rows >= 1_000_000 else args.queries

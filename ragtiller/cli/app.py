@@ -86,6 +86,12 @@ def _ingest(args: argparse.Namespace) -> int:
     chunking = ChunkingConfig(
         chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens, **options
     )
+    if args.vector_dtype != "float32" and (args.pinecone or args.store is not None):
+        from ragtiller.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "--vector-dtype sets the embedded index's storage: not with --pinecone or --store"
+        )
     embedder = _embedder(args)
     if args.pinecone:
         return _ingest_to_pinecone(args, embedder, chunking)
@@ -101,6 +107,7 @@ def _ingest(args: argparse.Namespace) -> int:
         cleanup=args.cleanup,
         max_file_bytes=int(args.max_file_mb * 1024 * 1024),
         progress=not args.quiet,
+        vector_dtype=args.vector_dtype,
     )
     assert index.report is not None
     for skipped in index.report.skipped:
@@ -394,6 +401,13 @@ def parser() -> argparse.ArgumentParser:
         help="What else bounds a chunk: words (the word bound alone; the default) or embedder "
         "(its indexed text also fits the embedder's input window, by the embedder's own "
         "tokenizer, where it has one).",
+    )
+    ing.add_argument(
+        "--vector-dtype",
+        choices=["float32", "float16"],
+        default="float32",
+        help="How the index stores its vectors: float32 (default) or float16 (half the "
+        "memory; scores are still computed in float32). Recorded in the manifest.",
     )
     ing.add_argument(
         "--cleanup",

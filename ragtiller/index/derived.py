@@ -7,7 +7,9 @@ a minute when it was built on first use. So ingest builds, and each version hold
   ``fusion.lexical_unit: section``;
 * ``parent_rows.npy``: the parent row of each child row, for the parent-child tier;
 * ``ann.faiss``: the HNSW graph of the approximate dense tier, for indexes of
-  :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more.
+  :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more;
+* ``corpus_outline.npz``: per namespace, its section rows and their documents, so that a broad
+  turn's corpus map parses only the sections it lists (:class:`~ragtiller.index.corpus_map.OutlineRows`).
 
 A version saved before these existed opens all the same; what it lacks is built on first use.
 """
@@ -23,15 +25,17 @@ import numpy.typing as npt
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex
+from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
+from ragtiller.index.manifest import VectorDtype
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, parent_rows
 from ragtiller.index.records import RecordTable
 
 SECTION_LEXICAL_DIR = "section_lexical"
 SECTION_UNIT = "section"
 """``metadata["unit"]`` of section hits (``ragtiller.ranking.documents.SECTION_UNIT``)."""
-DERIVED_FILES = (SECTION_LEXICAL_DIR, PARENT_ROWS_FILE)
+DERIVED_FILES = (SECTION_LEXICAL_DIR, PARENT_ROWS_FILE, OUTLINE_FILE)
 """Written into every version; ``ann.faiss`` only where the index has a graph."""
 
 
@@ -42,6 +46,7 @@ class Derived:
     section_lexical: LexicalTier | None = None
     parent_rows: npt.NDArray[np.intp] | None = None
     ann: AnnIndex | None = None
+    outline: OutlineRows | None = None
 
 
 def section_lexical(parents: RecordTable, config: LexicalConfig) -> LexicalTier:
@@ -64,7 +69,12 @@ def build_derived(
     (default :data:`~ragtiller.index.ann.ANN_MIN_ROWS`)."""
     least = ann.ANN_MIN_ROWS if ann_min_rows is None else ann_min_rows
     graph = AnnIndex.build(store.vectors) if len(store) >= least else None
-    return Derived(section_lexical(parents, config), parent_rows(store.records, parents), graph)
+    return Derived(
+        section_lexical(parents, config),
+        parent_rows(store.records, parents),
+        graph,
+        OutlineRows.of(parents),
+    )
 
 
 def save_derived(derived: Derived, version: Path, name: str) -> None:
@@ -78,18 +88,23 @@ def save_derived(derived: Derived, version: Path, name: str) -> None:
     elif name == ANN_FILE:
         assert derived.ann is not None
         derived.ann.save(version / ANN_FILE)
+    elif name == OUTLINE_FILE:
+        assert derived.outline is not None
+        derived.outline.save(version / OUTLINE_FILE)
     else:  # pragma: no cover - a programming error
         raise ValueError(f"not a derived file: {name}")
 
 
-def load_graph(version: Path, rows: int, dimension: int) -> AnnIndex | None:
+def load_graph(
+    version: Path, rows: int, dimension: int, dtype: VectorDtype = "float32"
+) -> AnnIndex | None:
     """The HNSW graph ``version`` holds for ``rows`` vectors, or None (see :meth:`AnnIndex.load`).
 
     Opened before the vectors: its own copy of them is the one the store searches.
     """
     if not rows or not (version / ANN_FILE).is_file():
         return None
-    return AnnIndex.load(version / ANN_FILE, rows=rows, dimension=dimension)
+    return AnnIndex.load(version / ANN_FILE, rows=rows, dimension=dimension, dtype=dtype)
 
 
 def load_derived(
@@ -113,7 +128,10 @@ def load_derived(
     rows: npt.NDArray[np.intp] | None = None
     if (version / PARENT_ROWS_FILE).is_file():
         rows = _parent_rows(version / PARENT_ROWS_FILE, len(store), len(parents))
-    return Derived(lexical, rows, graph)
+    outline: OutlineRows | None = None
+    if (version / OUTLINE_FILE).is_file():
+        outline = OutlineRows.load(version / OUTLINE_FILE, len(parents))
+    return Derived(lexical, rows, graph, outline)
 
 
 def _parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:

@@ -107,13 +107,13 @@ class EmbeddedIndex:
         self.corpus_map = corpus_map
         """The outline of the whole index, every namespace and tenant: for operators. A turn
         gets :meth:`overview` of its own scope instead."""
-        self._overview = ScopedOverview(parents, section_from_record)
         self.stats = stats or EmbeddingStats()
         self.report: IngestReport | None = None
         """What the ingest that built this object did, set by :mod:`ragtiller.ingest` (None for an
         index opened with :meth:`load`)."""
         self._lexical = lexical
         self._derived = derived or Derived()
+        self._overview = ScopedOverview(parents, section_from_record, self._derived.outline)
         if self._derived.ann is not None:
             store.attach_ann(self._derived.ann)
         self._tiers: list[Tier] = [
@@ -209,6 +209,8 @@ class EmbeddedIndex:
             rows = parent_rows(self.store.records, self.parents)
             self._derived = replace(self._derived, parent_rows=rows)
         self.section_lexical  # noqa: B018 - the same: build it, so that it is saved
+        if self._derived.outline is None:
+            self._derived = replace(self._derived, outline=self._overview.rows)
 
         def write(version: Path, step: Step) -> None:
             for name in names:
@@ -271,10 +273,14 @@ class EmbeddedIndex:
         for name_ in (CHUNKS_FILE, VECTORS_FILE, PARENTS_FILE, CORPUS_MAP_FILE):
             if not (path / name_).is_file():
                 raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
-        graph = load_graph(path, manifest.counts.chunks, built.dimension)
+        graph = load_graph(path, manifest.counts.chunks, built.dimension, manifest.vector_dtype)
         vectors = graph.vectors() if graph is not None else None
         store = NumpyVectorStore.load(
-            path, embedder, vectors=vectors, namespaces=manifest.namespaces
+            path,
+            embedder,
+            vectors=vectors,
+            namespaces=manifest.namespaces,
+            dtype=manifest.vector_dtype,
         )
         parents = RecordTable.load(path / PARENTS_FILE)
         _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")

@@ -13,6 +13,11 @@ from ragtiller.index.units import ChunkingConfig
 FORMAT_VERSION: Literal[1] = 1
 MANIFEST_FILE = "manifest.json"
 
+VectorDtype = Literal["float32", "float16"]
+"""How ``vectors.npy`` (and an HNSW graph's copy) stores the dense vectors: float16 halves
+their memory; scores are computed in float32 either way."""
+VECTOR_DTYPES: tuple[VectorDtype, ...] = ("float32", "float16")
+
 
 class EmbedderInfo(BaseModel):
     """The embedder an index was built with; loading with another one is refused."""
@@ -62,4 +67,9 @@ class IndexManifest(BaseModel):
         default=None,
         description="How the embedder computed the vectors (``onnx-int8``, ``torch-fp32``, a "
         "fallback note); None when the embedder does not say.",
+    )
+    vector_dtype: VectorDtype = Field(
+        default="float32",
+        description="How the vectors are stored (float16: half the memory, scores still "
+        "computed in float32); a manifest written before this field means float32.",
     )

@@ -44,6 +44,7 @@ LEGACY_ENTRIES = (
     "section_lexical",
     "parent_rows.npy",
     "ann.faiss",
+    "corpus_outline.npz",
 )
 """An index saved before versioning held these and ``manifest.json`` directly in the directory;
 the first versioned save removes them once ``CURRENT`` is in place."""

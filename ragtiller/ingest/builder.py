@@ -15,7 +15,7 @@ from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.derived import Derived, build_derived
 from ragtiller.index.lexical import HEADER_KEY, LexicalConfig, LexicalTier, indexed_text
-from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
+from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest, VectorDtype
 from ragtiller.index.records import RecordTable, namespace_of
 from ragtiller.index.units import ChunkHeader, ChunkingConfig, Section, section_from_record
 from ragtiller.ingest.chunking import Chunk, ModelWindow, chunk_documents, chunk_header
@@ -81,6 +81,7 @@ class IndexBuilder:
         bar: The ingest's progress bar.
         batch_size: Texts per embedding call.
         retry: Attempts and backoff per embedding call.
+        vector_dtype: How the index stores its vectors.
     """
 
     def __init__(
@@ -91,8 +92,10 @@ class IndexBuilder:
         bar: IngestProgress,
         batch_size: int,
         retry: RetryPolicy,
+        vector_dtype: VectorDtype = "float32",
     ) -> None:
         self.embedder = embedder
+        self.vector_dtype = vector_dtype
         self.chunking = chunking
         self.lexical = lexical
         self.bar = bar
@@ -155,7 +158,12 @@ class IndexBuilder:
         ]
         plan = plan_sync(current, index_sync_records(previous) if previous else [], cleanup)
         stats = EmbeddingStats()
-        if previous is not None and not plan.changed and previous.manifest.lexical == self.lexical:
+        if (
+            previous is not None
+            and not plan.changed
+            and previous.manifest.lexical == self.lexical
+            and previous.manifest.vector_dtype == self.vector_dtype
+        ):
             report = self._report(plan, 0, cleanup, rebuild_reason, skipped)
             return BuiltParts(None, None, None, None, "", stats, report, tuple(skipped))
         kept, kept_rows, kept_sections = _kept(previous, plan)
@@ -171,7 +179,12 @@ class IndexBuilder:
         )
         bar.stage("index", len(rows.ids), unit="chunk")
         store = NumpyVectorStore.from_vectors(
-            rows.texts, vectors, self.embedder, rows.metadatas, ids=rows.ids
+            rows.texts,
+            vectors,
+            self.embedder,
+            rows.metadatas,
+            ids=rows.ids,
+            dtype=self.vector_dtype,
         )
         all_sections = kept_sections + sections
         parents = RecordTable(
@@ -195,6 +208,7 @@ class IndexBuilder:
             ),
             namespaces=store.records.namespaces,
             embedder_variant=embedder_variant(self.embedder),
+            vector_dtype=self.vector_dtype,
         )
         report = self._report(plan, stats.chunks_embedded, cleanup, rebuild_reason, skipped)
         return BuiltParts(

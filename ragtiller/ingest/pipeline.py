@@ -14,7 +14,7 @@ from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IndexStoreError, IngestError
 from ragtiller.index.embedded import EmbeddedIndex, read_manifest
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig
-from ragtiller.index.manifest import MANIFEST_FILE
+from ragtiller.index.manifest import MANIFEST_FILE, VECTOR_DTYPES, VectorDtype
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.index.variant_check import variant_rebuild_reason
 from ragtiller.index.versions import (
@@ -60,7 +60,7 @@ def ingest(
         progress: One progress bar over read, chunk, embed, index and save.
         fault: Passed to :meth:`EmbeddedIndex.save` (crash tests).
         **options: Passed to :meth:`build_index` (``chunking``, ``lexical``,
-            ``namespace``, ``batch_size``, ``retry``, ``max_file_bytes``).
+            ``namespace``, ``batch_size``, ``retry``, ``max_file_bytes``, ``vector_dtype``).
 
     Returns:
         The index, with :attr:`~EmbeddedIndex.report`.
@@ -79,7 +79,8 @@ def ingest(
     directory = Path(index_dir)
     check_writable(directory)
     chunking: ChunkingConfig = options.get("chunking", DEFAULT_CHUNKING)
-    previous, reason = _previous(directory, embedder, chunking)
+    vector_dtype: VectorDtype = options.get("vector_dtype", "float32")
+    previous, reason = _previous(directory, embedder, chunking, vector_dtype)
     if reason is not None and cleanup == "incremental":
         raise IngestError(
             f"cannot ingest incrementally into {directory}: {reason}; ingest every source "
@@ -105,7 +106,7 @@ def ingest(
 
 
 def _previous(
-    directory: Path, embedder: Embeddings, chunking: ChunkingConfig
+    directory: Path, embedder: Embeddings, chunking: ChunkingConfig, vector_dtype: VectorDtype
 ) -> tuple[EmbeddedIndex | None, str | None]:
     """The index already at ``directory`` if this ingest can build on it, else why not."""
     if not directory.is_dir() or not is_index_directory(directory):
@@ -128,6 +129,9 @@ def _previous(
             f"{old.overlap_tokens} to chunk_tokens={new.chunk_tokens}, overlap_tokens="
             f"{new.overlap_tokens}"
         )
+    if (manifest.vector_dtype, vector_dtype) == ("float16", "float32"):
+        # its vectors were rounded to float16: reusing them would not give a float32 index
+        return None, "vector dtype changed from float16 to float32 (the stored vectors are rounded)"
     try:
         index = EmbeddedIndex.load(directory, embedder=embedder)
     except IndexStoreError as e:
@@ -150,6 +154,7 @@ def build_index(
     previous: EmbeddedIndex | None = None,
     cleanup: Cleanup = "full",
     rebuild_reason: str | None = None,
+    vector_dtype: VectorDtype = "float32",
 ) -> EmbeddedIndex:
     """Read, chunk, embed and index ``sources``, reusing what ``previous`` already holds.
 
@@ -172,19 +177,25 @@ def build_index(
         cleanup: ``full``: the result holds exactly ``sources``; ``incremental``: documents
             of ``previous`` not among ``sources`` are kept.
         rebuild_reason: Why ``previous`` is None although an index existed (for the report).
+        vector_dtype: How the index stores its vectors: ``float32`` (default) or ``float16``
+            (half the memory; scores are still computed in float32). Recorded in the
+            manifest; a float16 index re-ingested as float32 is embedded again in full.
 
     Returns:
         The index, not yet saved.
 
     Raises:
         IngestError: Nothing readable to ingest (the message lists what was skipped), a
-            path does not exist, or ``previous`` was built with another embedder or
-            chunking.
+            path does not exist, ``previous`` was built with another embedder or
+            chunking, or ``vector_dtype`` is not one of :data:`VECTOR_DTYPES`.
         EmbeddingError: The embedder kept failing on a batch.
     """
+    if vector_dtype not in VECTOR_DTYPES:
+        raise IngestError(f"vector_dtype must be one of {VECTOR_DTYPES}, but got {vector_dtype!r}")
     bar = progress if isinstance(progress, IngestProgress) else IngestProgress(enabled=progress)
     try:
-        parts = IndexBuilder(embedder, chunking, lexical, bar, batch_size, retry).build(
+        builder = IndexBuilder(embedder, chunking, lexical, bar, batch_size, retry, vector_dtype)
+        parts = builder.build(
             sources,
             namespace=namespace,
             max_file_bytes=max_file_bytes,
