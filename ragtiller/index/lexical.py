@@ -11,12 +11,13 @@ from typing import Any, Literal
 
 import bm25s
 import numpy as np
+import numpy.typing as npt
 import Stemmer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
-from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.compute import CpuTier, top_k_positive
 from ragtiller.index.records import RecordTable
 from ragtiller.index.scans import SharedScans
 
@@ -176,14 +177,25 @@ class LexicalTier(CpuTier):
         Raises:
             ValueError: ``k`` < 1.
         """
+        rows, scores = self.search_rows(request)
+        return [
+            self.records.hit(r, s, **self._marks)
+            for r, s in zip(rows.tolist(), scores.tolist(), strict=True)
+        ]
+
+    def search_rows(
+        self, request: SearchRequest
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+        """The rows and BM25 scores :meth:`search` returns as hits, best first.
+
+        Raises:
+            ValueError: ``k`` < 1.
+        """
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
         scores = self.row_scores(request)
-        rows = np.flatnonzero(scores > 0)
-        if not len(rows):
-            return []
-        best = rows[top_k(scores[rows], request.k)]
-        return [self.records.hit(r, scores[r], **self._marks) for r in best.tolist()]
+        best = top_k_positive(scores, request.k)
+        return best, scores[best]
 
     def row_scores(self, request: SearchRequest) -> np.ndarray:
         """BM25 of every row for ``request.query``, 0 outside its namespaces and filter (the

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
-from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.compute import CpuTier, top_k_positive
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier, indexed_text
 from ragtiller.index.scans import SharedScans, scan_key
@@ -143,10 +143,7 @@ class RM3Tier(CpuTier):
         mask = tier.records.mask(namespaces, filter)
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
-        rows = np.flatnonzero(scores > 0)
-        if not len(rows):
-            return []
-        best = rows[top_k(scores[rows], k)]
+        best = top_k_positive(scores, k)
         marks = {"unit": tier.unit} if tier.unit else {}
         return [tier.records.hit(r, scores[r], feedback="rm3", **marks) for r in best.tolist()]
 
@@ -332,13 +329,19 @@ def _fused(
     depth = FUSED_FIRST_PASS_DEPTH
     dense: dict[DocKey, float] = {}
     best_row: dict[DocKey, int] = {}
+    records = store.records
     for row, score in top:  # best first: a document's first row is its best chunk
-        key = doc_key(store.records.hit(row, score))
+        key = records.document_key(row)
         if key not in dense:
             dense[key], best_row[key] = score, row
     lexical_docs: dict[DocKey, float] = {}
-    for hit in lexical.search(replace(request, k=depth)):
-        lexical_docs.setdefault(doc_key(hit), float(hit["score"]))
+    if isinstance(lexical, LexicalTier):  # its rows, without building a hit per row
+        found, scores = lexical.search_rows(replace(request, k=depth))
+        for row, score in zip(found.tolist(), scores.tolist(), strict=True):
+            lexical_docs.setdefault(lexical.records.document_key(row), score)
+    else:
+        for hit in lexical.search(replace(request, k=depth)):
+            lexical_docs.setdefault(doc_key(hit), float(hit["score"]))
     fused = fuse_scores(
         {"dense": dense, lexical.name: lexical_docs},
         method=fusion.method,
