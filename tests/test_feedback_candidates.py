@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 
 from ragtiller.core.tiers import SearchRequest
 from ragtiller.index import DenseTier, EmbeddedIndex, ParentChildTier
+from ragtiller.index import lexical as lexical_module
 from ragtiller.index.ann import AnnIndex
 from ragtiller.index.lexical import LexicalTier
 from ragtiller.ingest import build_index
@@ -118,13 +119,13 @@ def test_the_turns_bm25_and_rocchios_first_pass_score_once(
     lexical = index.tiers[2]
     assert isinstance(lexical, LexicalTier)
     calls: list[object] = []
-    real = lexical._retriever.get_scores
+    real = lexical_module.bm25_scores
 
-    def counted(tokens: list[str]) -> object:
+    def counted(retriever: object, tokens: list[str]) -> object:
         calls.append(tokens)
-        return real(tokens)
+        return real(retriever, tokens)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(lexical._retriever, "get_scores", counted)
+    monkeypatch.setattr(lexical_module, "bm25_scores", counted)
     settings = FeedbackConfig(dense="rocchio", dense_docs=2, dense_source="fused")
     tier = RocchioTier(index.tiers[0], index.store, settings, lexical=lexical)
     asked = request("shock wave nozzle")

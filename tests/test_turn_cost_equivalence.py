@@ -15,7 +15,7 @@ import pytest
 
 from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.index import NumpyVectorStore, compute
-from ragtiller.index.lexical import LexicalTier
+from ragtiller.index.lexical import LexicalConfig, LexicalTier, bm25_scores
 from ragtiller.index.records import RecordTable
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies.schema import FusionConfig
@@ -141,3 +141,16 @@ def test_fused_feedback_reads_rows_as_it_read_hits(
             got = _fused(store, lexical, request, fusion, 2, top)
             want = _fused(store, HitsOnly(lexical), replace(request), fusion, 2, top)
             assert got == want, (query, scope)
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_bm25_scores_are_bm25s_own(store: NumpyVectorStore, method: str) -> None:
+    config = LexicalConfig(method=method)
+    tier = LexicalTier.build(store.records, list(store.records.texts)[:ROWS], config)
+    retriever = tier._retriever
+    for query in [*QUERIES, "wing wing jet", "unknownterm wing"]:
+        tokens = tier.analyse([query])[0]
+        got = bm25_scores(retriever, tokens)
+        want = retriever.get_scores(tokens)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want), (method, query)

@@ -6,6 +6,8 @@ never more than ``window_words`` words, never the whole section unless it fits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -150,21 +152,23 @@ class ParentChildTier(CpuTier):
         touched = np.flatnonzero(best > -np.inf)
         chosen = touched[top_k(best[touched], request.k)]
         window = top_k(scores, MATCHED_WINDOW * request.k)
+        matched_rows: dict[int, list[int]] = {}  # each parent's children in the window, best first
+        for child, parent in zip(rows[window].tolist(), parent_of[window].tolist(), strict=True):
+            matched_rows.setdefault(parent, []).append(child)
         hits: list[Hit] = []
         for parent in chosen.tolist():
-            mine = window[parent_of[window] == parent]
-            if not len(mine):
+            mine = matched_rows.get(parent)
+            if mine is None:
                 of_parent = np.flatnonzero(parent_of == parent)
-                mine = of_parent[[int(np.argmax(scores[of_parent]))]]
-            matched = [children.ids[r] for r in rows[mine].tolist()]
-            hits.append(self._window_hit(parent, int(rows[mine[0]]), float(best[parent]), matched))
+                mine = [int(rows[of_parent[int(np.argmax(scores[of_parent]))]])]
+            matched = [children.ids[r] for r in mine]
+            hits.append(self._window_hit(parent, mine[0], float(best[parent]), matched))
         return hits
 
     def _window_hit(self, parent: int, child: int, score: float, matched: list[str]) -> Hit:
         """Section ``parent`` seen through a window around its child row ``child``."""
         children = self.store.records
-        siblings = self._siblings(parent)
-        span = [children.metadatas[r] for r in siblings]
+        siblings, span = self._siblings(parent)
         if any("start" not in md or "end" not in md for md in span):
             siblings, span = [child], [{"start": 0, "end": len(children.texts[child])}]
             text = children.texts[child]  # no offsets into the section: the child alone
@@ -225,8 +229,10 @@ class ParentChildTier(CpuTier):
         )
         self._seen = children
 
-    def _siblings(self, parent: int) -> list[int]:
-        """The children of ``parent``, in text order."""
+    def _siblings(self, parent: int) -> tuple[list[int], list[dict[str, Any]]]:
+        """The children of ``parent`` in text order, and their metadata (each row read once)."""
         rows = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
         metadatas = self.store.records.metadatas
-        return sorted(rows, key=lambda r: int(metadatas[r].get("start", 0)))
+        read = {r: metadatas[r] for r in rows}
+        ordered = sorted(rows, key=lambda r: int(read[r].get("start", 0)))
+        return ordered, [read[r] for r in ordered]
