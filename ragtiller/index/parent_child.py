@@ -161,17 +161,19 @@ class ParentChildTier(CpuTier):
             if mine is None:
                 of_parent = np.flatnonzero(parent_of == parent)
                 mine = [int(rows[of_parent[int(np.argmax(scores[of_parent]))]])]
-            matched = [children.ids[r] for r in mine]
-            hits.append(self._window_hit(parent, mine[0], float(best[parent]), matched))
+            hits.append(self._window_hit(parent, mine, float(best[parent])))
         return hits
 
-    def _window_hit(self, parent: int, child: int, score: float, matched: list[str]) -> Hit:
-        """Section ``parent`` seen through a window around its child row ``child``."""
-        children = self.store.records
-        siblings, span = self._siblings(parent)
+    def _window_hit(self, parent: int, matched: list[int], score: float) -> Hit:
+        """Section ``parent`` seen through a window around its best child row ``matched[0]``
+        (``matched``: its children among the best, best first)."""
+        child = matched[0]
+        read = self._siblings(parent)  # row -> (id, text, metadata), each child read once
+        siblings = sorted(read, key=lambda r: int(read[r][2].get("start", 0)))
+        span = [read[r][2] for r in siblings]
         if any("start" not in md or "end" not in md for md in span):
-            siblings, span = [child], [{"start": 0, "end": len(children.texts[child])}]
-            text = children.texts[child]  # no offsets into the section: the child alone
+            text = read[child][1]  # no offsets into the section: the child alone
+            siblings, span = [child], [{"start": 0, "end": len(text)}]
         else:
             text = self.parents.texts[parent]
         lo = hi = siblings.index(child)
@@ -190,14 +192,14 @@ class ParentChildTier(CpuTier):
         section = self.parents.hit(
             parent,
             score,
-            matched_child_ids=matched,
-            child_ids=[children.ids[r] for r in siblings[lo : hi + 1]],
+            matched_child_ids=[read[r][0] for r in matched],
+            child_ids=[read[r][0] for r in siblings[lo : hi + 1]],
             start=start,
             end=end,
         )
         return {
             **section,
-            "id": children.ids[child] + WINDOW_SUFFIX,
+            "id": read[child][0] + WINDOW_SUFFIX,
             "text": text[start:end],
             "parent_id": self.parents.ids[parent],
         }
@@ -229,10 +231,8 @@ class ParentChildTier(CpuTier):
         )
         self._seen = children
 
-    def _siblings(self, parent: int) -> tuple[list[int], list[dict[str, Any]]]:
-        """The children of ``parent`` in text order, and their metadata (each row read once)."""
+    def _siblings(self, parent: int) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        """The id, text and metadata of each child row of ``parent``, in row order."""
         rows = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
-        metadatas = self.store.records.metadatas
-        read = {r: metadatas[r] for r in rows}
-        ordered = sorted(rows, key=lambda r: int(read[r].get("start", 0)))
-        return ordered, [read[r] for r in ordered]
+        fields = self.store.records.fields
+        return {r: fields(r) for r in rows}
