@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
 
 from ragtiller.core.tiers import SearchRequest
 from ragtiller.index import DenseTier, EmbeddedIndex, ParentChildTier
+from ragtiller.index import lexical as lexical_module
 from ragtiller.index.ann import AnnIndex
 from ragtiller.index.lexical import LexicalTier
+from ragtiller.index.scans import SharedScans
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies.schema import FeedbackConfig
+from ragtiller.ranking import feedback as feedback_module
 from ragtiller.ranking.feedback import RocchioTier, rocchio_vector
 
 EMBEDDER = HashingEmbedder(dim=64)
@@ -118,13 +122,13 @@ def test_the_turns_bm25_and_rocchios_first_pass_score_once(
     lexical = index.tiers[2]
     assert isinstance(lexical, LexicalTier)
     calls: list[object] = []
-    real = lexical._retriever.get_scores
+    real = lexical_module.bm25_scores
 
-    def counted(tokens: list[str]) -> object:
+    def counted(retriever: object, tokens: list[str]) -> object:
         calls.append(tokens)
-        return real(tokens)
+        return real(retriever, tokens)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(lexical._retriever, "get_scores", counted)
+    monkeypatch.setattr(lexical_module, "bm25_scores", counted)
     settings = FeedbackConfig(dense="rocchio", dense_docs=2, dense_source="fused")
     tier = RocchioTier(index.tiers[0], index.store, settings, lexical=lexical)
     asked = request("shock wave nozzle")
@@ -132,3 +136,34 @@ def test_the_turns_bm25_and_rocchios_first_pass_score_once(
     tier.search(asked)  # its first pass asks BM25 for 100 hits of the same query
     assert len(calls) == 1
     assert lexical.search(replace(asked, k=100))[:3] == short  # the same ranking, any k
+
+
+def test_the_dense_and_parent_child_wrappers_rescore_the_candidates_once(
+    index: EmbeddedIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = FeedbackConfig(dense="rocchio", dense_docs=2, dense_source="fused")
+    lexical = index.tiers[2]
+    dense, parent_child = index.tiers[0], index.tiers[1]
+
+    def wrap(tier: object, shared: SharedScans) -> RocchioTier:
+        return RocchioTier(tier, index.store, settings, lexical=lexical, first_passes=shared)  # type: ignore[arg-type]
+
+    alone = [wrap(t, SharedScans()) for t in (dense, parent_child)]
+    shared = SharedScans()
+    together = [wrap(t, shared) for t in (dense, parent_child)]
+    rescored: list[int] = []
+    real = feedback_module.candidate_cosines
+
+    def counted(vectors: Any, rows: Any, query: Any) -> Any:
+        rescored.append(len(rows))
+        return real(vectors, rows, query)
+
+    for text in ("wing flutter", "shock wave heat"):
+        for scope in ({}, {"filter": {"tenant": "acme"}}):
+            asked = request(text, **scope)
+            want = [t.search(asked) for t in alone]
+            monkeypatch.setattr(feedback_module, "candidate_cosines", counted)
+            got = [t.search(asked) for t in together]
+            monkeypatch.undo()
+            assert got == want
+    assert len(rescored) == 4  # once per query and scope, read by both wrappers

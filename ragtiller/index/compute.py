@@ -47,9 +47,73 @@ def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
     if k < 1:
         raise ValueError(f"k must be > 0, but got {k}")
     n = scores.shape[0]
+    if n >= THRESHOLD_MIN_ROWS and n >= 32 * k:
+        above = _above_threshold(scores, k)
+        if above is not None:
+            return above
+    return _partitioned(scores, k)
+
+
+def top_k_positive(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
+    """Positions of the ``k`` largest positive scores, best first (ties: lower position first).
+
+    The same positions as :func:`top_k` over the positive scores alone, without gathering them
+    first when the top ``k`` of all scores is one set (:func:`_above_threshold`): then it holds
+    every positive score of the top ``k`` positives, and only those.
+
+    Raises:
+        ValueError: ``k`` is not positive.
+    """
+    if k < 1:
+        raise ValueError(f"k must be > 0, but got {k}")
+    n = scores.shape[0]
+    if n >= THRESHOLD_MIN_ROWS and n >= 32 * k:
+        above = _above_threshold(scores, k)
+        if above is not None:
+            return above[scores[above] > 0]
+    rows = np.flatnonzero(scores > 0)
+    if not len(rows):
+        return rows
+    return rows[top_k(scores[rows], k)]
+
+
+THRESHOLD_MIN_ROWS = 4096
+"""From this many scores :func:`top_k` first keeps only those at or above a cheap lower bound
+of the k-th best (a few hundred of 100,000), then partitions those."""
+
+
+def _partitioned(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
+    """:func:`top_k` by one partition of every score (the reference the fast path must equal)."""
+    n = scores.shape[0]
     candidates = np.arange(n) if k >= n else np.argpartition(-scores, k - 1)[:k]
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order]
+
+
+def _above_threshold(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp] | None:
+    """:func:`top_k` among the scores at or above the least of ``k`` block maxima, or None
+    when that cannot be proven to equal :func:`_partitioned`.
+
+    Each of ``k`` blocks holds a score at least that bound, so at least ``k`` scores reach it
+    and every score below it is outside the top ``k``. When the ``k``-th best survivor beats
+    the next one, the top ``k`` is one set whatever a partition picks, and ordering it as
+    :func:`_partitioned` does gives the same positions; a tie there (or a NaN) falls back.
+    """
+    n = scores.shape[0]
+    bound = scores[: n // k * k].reshape(k, -1).max(axis=1).min()
+    if not np.isfinite(bound):
+        return None
+    kept = np.flatnonzero(scores >= bound)
+    if len(kept) > n // 4:  # no gain: most scores are tied near the top
+        return None
+    values = scores[kept]
+    if len(kept) > k:
+        part = np.argpartition(-values, k)
+        if values[part[:k]].min() <= values[part[k]]:
+            return None  # a tie at the k-th place: the partition's pick decides
+        kept, values = kept[part[:k]], values[part[:k]]
+    order = np.lexsort((kept, -values))
+    return kept[order]
 
 
 async def run_cpu(fn: Callable[[], T], *, rows: int) -> T:

@@ -6,6 +6,8 @@ never more than ``window_words`` words, never the whole section unless it fits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -150,24 +152,28 @@ class ParentChildTier(CpuTier):
         touched = np.flatnonzero(best > -np.inf)
         chosen = touched[top_k(best[touched], request.k)]
         window = top_k(scores, MATCHED_WINDOW * request.k)
+        matched_rows: dict[int, list[int]] = {}  # each parent's children in the window, best first
+        for child, parent in zip(rows[window].tolist(), parent_of[window].tolist(), strict=True):
+            matched_rows.setdefault(parent, []).append(child)
         hits: list[Hit] = []
         for parent in chosen.tolist():
-            mine = window[parent_of[window] == parent]
-            if not len(mine):
+            mine = matched_rows.get(parent)
+            if mine is None:
                 of_parent = np.flatnonzero(parent_of == parent)
-                mine = of_parent[[int(np.argmax(scores[of_parent]))]]
-            matched = [children.ids[r] for r in rows[mine].tolist()]
-            hits.append(self._window_hit(parent, int(rows[mine[0]]), float(best[parent]), matched))
+                mine = [int(rows[of_parent[int(np.argmax(scores[of_parent]))]])]
+            hits.append(self._window_hit(parent, mine, float(best[parent])))
         return hits
 
-    def _window_hit(self, parent: int, child: int, score: float, matched: list[str]) -> Hit:
-        """Section ``parent`` seen through a window around its child row ``child``."""
-        children = self.store.records
-        siblings = self._siblings(parent)
-        span = [children.metadatas[r] for r in siblings]
+    def _window_hit(self, parent: int, matched: list[int], score: float) -> Hit:
+        """Section ``parent`` seen through a window around its best child row ``matched[0]``
+        (``matched``: its children among the best, best first)."""
+        child = matched[0]
+        read = self._siblings(parent)  # row -> (id, text, metadata), each child read once
+        siblings = sorted(read, key=lambda r: int(read[r][2].get("start", 0)))
+        span = [read[r][2] for r in siblings]
         if any("start" not in md or "end" not in md for md in span):
-            siblings, span = [child], [{"start": 0, "end": len(children.texts[child])}]
-            text = children.texts[child]  # no offsets into the section: the child alone
+            text = read[child][1]  # no offsets into the section: the child alone
+            siblings, span = [child], [{"start": 0, "end": len(text)}]
         else:
             text = self.parents.texts[parent]
         lo = hi = siblings.index(child)
@@ -186,14 +192,14 @@ class ParentChildTier(CpuTier):
         section = self.parents.hit(
             parent,
             score,
-            matched_child_ids=matched,
-            child_ids=[children.ids[r] for r in siblings[lo : hi + 1]],
+            matched_child_ids=[read[r][0] for r in matched],
+            child_ids=[read[r][0] for r in siblings[lo : hi + 1]],
             start=start,
             end=end,
         )
         return {
             **section,
-            "id": children.ids[child] + WINDOW_SUFFIX,
+            "id": read[child][0] + WINDOW_SUFFIX,
             "text": text[start:end],
             "parent_id": self.parents.ids[parent],
         }
@@ -225,8 +231,8 @@ class ParentChildTier(CpuTier):
         )
         self._seen = children
 
-    def _siblings(self, parent: int) -> list[int]:
-        """The children of ``parent``, in text order."""
+    def _siblings(self, parent: int) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        """The id, text and metadata of each child row of ``parent``, in row order."""
         rows = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
-        metadatas = self.store.records.metadatas
-        return sorted(rows, key=lambda r: int(metadatas[r].get("start", 0)))
+        fields = self.store.records.fields
+        return {r: fields(r) for r in rows}

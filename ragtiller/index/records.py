@@ -205,6 +205,12 @@ class RecordTable:
             metadata=metadata,
         )
 
+    def document_key(self, row: int) -> tuple[str, str]:
+        """The row's document as its hit names it: namespace (``""`` if unset) and ``doc_id``
+        (the row id if unset), without building the hit (see ``ranking.documents.doc_key``)."""
+        id_, _, stored = self.fields(row)
+        return str(stored.get("namespace", "")), str(stored.get("doc_id") or id_)
+
     def items(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Every row's id, text and metadata, in row order (one pass over a file)."""
         if isinstance(self.texts, Field):

@@ -1,0 +1,156 @@
+"""The cheaper turn returns what the turn returned before: the same rows, scores and documents.
+
+Each cut of issue 28's turn cost is compared here with the code it replaced (kept as the
+reference: a partition of every score, a hit built per row), over a table large enough for the
+fast paths and with ties, namespaces and filters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.index import NumpyVectorStore, compute
+from ragtiller.index.lexical import LexicalConfig, LexicalTier, bm25_scores
+from ragtiller.index.records import RecordTable
+from ragtiller.models import HashingEmbedder
+from ragtiller.policies.schema import FusionConfig
+from ragtiller.ranking.documents import doc_key
+from ragtiller.ranking.feedback import FUSED_FIRST_PASS_DEPTH, _fused
+
+ROWS = 6000
+DIM = 32
+WORDS = ["wing", "flutter", "panel", "shock", "wave", "heat", "nozzle", "jet"]
+QUERIES = ["wing flutter", "shock wave heat nozzle", "jet", "panel w17x wing", "w3x w4x w5x"]
+SCOPES: list[dict[str, object]] = [
+    {},
+    {"namespaces": ["default"]},
+    {"namespaces": ["other"]},
+    {"filter": {"tenant": "acme"}},
+    {"namespaces": ["default"], "filter": {"tenant": ["globex"]}},
+]
+
+
+def _metadata(row: int) -> dict[str, object]:
+    md: dict[str, object] = {"tenant": "acme" if row % 3 else "globex", "title": f"T{row // 7}"}
+    if row % 11:  # some rows name no document: the row id is their document
+        md["doc_id"] = f"d{row // 5}"
+    if row % 4 == 0:  # and some no namespace
+        md["namespace"] = "other" if row % 8 == 0 else "default"
+    return md
+
+
+@pytest.fixture(scope="module")
+def store() -> NumpyVectorStore:
+    rng = np.random.default_rng(28)
+    ranks = np.minimum(rng.zipf(1.4, size=(ROWS, 12)), 60) - 1
+    vocab = WORDS + [f"w{i}x" for i in range(60)]
+    texts = [" ".join(vocab[r] for r in row) for row in ranks]
+    texts[100:140] = [texts[99]] * 40  # equal texts: equal BM25 scores, ties at any k
+    vectors = rng.standard_normal((ROWS, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return NumpyVectorStore.from_vectors(
+        texts,
+        vectors,
+        HashingEmbedder(DIM),
+        [_metadata(r) for r in range(ROWS)],
+        ids=[f"c{r}" for r in range(ROWS)],
+    )
+
+
+@pytest.fixture(scope="module")
+def lexical(store: NumpyVectorStore) -> LexicalTier:
+    return LexicalTier.build(store.records, list(store.records.texts))
+
+
+def _old_search(tier: LexicalTier, request: SearchRequest) -> list[Hit]:
+    """``LexicalTier.search`` as it was: the positive rows gathered, then one partition."""
+    scores = tier.row_scores(request)
+    rows = np.flatnonzero(scores > 0)
+    if not len(rows):
+        return []
+    best = rows[compute._partitioned(scores[rows], request.k)]
+    return [tier.records.hit(r, scores[r]) for r in best.tolist()]
+
+
+class HitsOnly:
+    """A lexical tier that only answers hits (as a remote one would): ``_fused``'s old path."""
+
+    needs_vector = False
+
+    def __init__(self, inner: LexicalTier) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        return self.inner.search(request)
+
+
+@pytest.mark.parametrize("k", [1, 5, 36, 100])
+def test_lexical_search_returns_the_old_selection(lexical: LexicalTier, k: int) -> None:
+    for query in QUERIES:
+        for scope in SCOPES:
+            request = SearchRequest(query=query, vector=None, k=k, **scope)  # type: ignore[arg-type]
+            got, want = lexical.search(request), _old_search(lexical, request)
+            assert got == want, (query, scope)
+
+
+def test_top_k_positive_is_the_top_k_of_the_positive_scores() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        n = int(rng.integers(compute.THRESHOLD_MIN_ROWS, 30_000))
+        scores = np.zeros(n, dtype=np.float32)
+        touched = rng.choice(n, int(rng.integers(0, n)), replace=False)
+        values = rng.random(len(touched)) if trial % 2 else rng.integers(1, 9, len(touched))
+        scores[touched] = values
+        if trial % 5 == 0:
+            scores[rng.choice(n, 10)] = -1.0  # BM25 variants can score below zero
+        k = int(rng.integers(1, 200))
+        rows = np.flatnonzero(scores > 0)
+        want = rows[compute._partitioned(scores[rows], k)] if len(rows) else rows
+        assert compute.top_k_positive(scores, k).tolist() == want.tolist()
+
+
+def test_document_key_is_the_hits_document(store: NumpyVectorStore, tmp_path: Path) -> None:
+    path = tmp_path / "chunks.jsonl"
+    store.records.dump(path)
+    for table in (store.records, RecordTable.load(path)):
+        for row in range(0, ROWS, 7):
+            assert table.document_key(row) == doc_key(table.hit(row, 0.0))
+
+
+def test_fused_feedback_reads_rows_as_it_read_hits(
+    store: NumpyVectorStore, lexical: LexicalTier
+) -> None:
+    fusion = FusionConfig()
+    embedder = HashingEmbedder(DIM)
+    for query in QUERIES:
+        for scope in SCOPES:
+            vector = embedder.embed_query(query)
+            request = SearchRequest(query=query, vector=vector, k=36, **scope)  # type: ignore[arg-type]
+            top = store.search_rows(
+                vector,
+                FUSED_FIRST_PASS_DEPTH,
+                namespaces=request.namespaces,
+                filter=request.filter,
+            )
+            got = _fused(store, lexical, request, fusion, 2, top)
+            want = _fused(store, HitsOnly(lexical), replace(request), fusion, 2, top)
+            assert got == want, (query, scope)
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_bm25_scores_are_bm25s_own(store: NumpyVectorStore, method: str) -> None:
+    config = LexicalConfig(method=method)
+    tier = LexicalTier.build(store.records, list(store.records.texts)[:ROWS], config)
+    retriever = tier._retriever
+    for query in [*QUERIES, "wing wing jet", "unknownterm wing"]:
+        tokens = tier.analyse([query])[0]
+        got = bm25_scores(retriever, tokens)
+        want = retriever.get_scores(tokens)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want), (method, query)
