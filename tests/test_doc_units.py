@@ -16,7 +16,7 @@ from fixtures.fakes import hit
 from langchain_core.documents import Document
 
 from ragtiller import build_graph
-from ragtiller.core.tiers import SearchRequest
+from ragtiller.core.tiers import QUERY_SCORE, SearchRequest
 from ragtiller.eval.variants import with_overrides
 from ragtiller.graph.builder import build_components
 from ragtiller.index import ChunkingConfig, EmbeddedIndex
@@ -25,7 +25,7 @@ from ragtiller.models import HashingEmbedder
 from ragtiller.models.batch_embedding import normalize_rows
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import FeedbackConfig, FusionConfig
-from ragtiller.ranking.feedback import QUERY_SCORE, RocchioTier, rocchio_vector
+from ragtiller.ranking.feedback import RocchioTier, rocchio_vector
 from ragtiller.ranking.passages import rank_passages
 from ragtiller.ranking.units import (
     UNIT_ID,

@@ -113,6 +113,12 @@ class SearchRequest:
     filter: Mapping[str, Any] | None = None
 
 
+QUERY_SCORE = "query_score"
+"""``metadata[QUERY_SCORE]`` of a dense chunk hit found with Rocchio's moved query: its cosine to
+the question's own vector (``feedback.passage_scores`` or ``passage_positions: query``), for the
+passage fusion that orders passages within their document or decides the positions each holds."""
+
+
 INDEX_TIER_NAMES = frozenset({"dense", "lexical", "parent_child"})
 """Names of the tiers an embedded index serves. A policy may weigh any of them (the shipped
 default weighs ``parent_child``) even in a graph built with fewer, or with tiers of its own."""

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.core.tiers import QUERY_SCORE, Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.compute import CpuTier, top_k
@@ -458,15 +458,18 @@ class DenseTier(CpuTier):
             return self
         return DenseTier(self.store, approximate=approximate)
 
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` chunks, best first, scored by cosine similarity.
+    def search(
+        self, request: SearchRequest, *, question: Sequence[float] | None = None
+    ) -> list[Hit]:
+        """At most ``k`` chunks, best first, scored by cosine similarity; with ``question``
+        (Rocchio's search with a moved vector) each also holds its cosine to that vector in
+        ``metadata[QUERY_SCORE]``.
 
         Raises:
             ValueError: ``vector`` is None, has the wrong dimension, or ``k`` < 1.
         """
         if request.vector is None:
             raise ValueError("the dense tier needs a query vector, but got None")
-        records = self.store.records
         pairs = self.store.search_rows(
             request.vector,
             request.k,
@@ -474,17 +477,39 @@ class DenseTier(CpuTier):
             filter=request.filter,
             approximate=self.approximate,
         )
-        return [records.hit(row, score) for row, score in pairs]
+        return self._hits(pairs, question)
 
     def rank_scored(
-        self, request: SearchRequest, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32]
+        self,
+        request: SearchRequest,
+        rows: npt.NDArray[np.intp],
+        scores: npt.NDArray[np.float32],
+        *,
+        question: Sequence[float] | None = None,
     ) -> list[Hit]:
-        """The best ``k`` of rows already scored (Rocchio's re-scored candidates), as hits."""
+        """The best ``k`` of rows already scored (Rocchio's re-scored candidates), as hits
+        (``question``: as for :meth:`search`)."""
         if not len(rows):
             return []
         best = top_k(scores, request.k)
-        pairs = zip(rows[best].tolist(), scores[best].tolist(), strict=True)
-        return [self.store.records.hit(r, s) for r, s in pairs]
+        return self._hits(
+            list(zip(rows[best].tolist(), scores[best].tolist(), strict=True)), question
+        )
+
+    def _hits(
+        self, pairs: Sequence[tuple[int, float]], question: Sequence[float] | None
+    ) -> list[Hit]:
+        records = self.store.records
+        if question is None or not pairs:
+            return [records.hit(row, score) for row, score in pairs]
+        query = np.asarray(question, dtype=np.float32)
+        query = query / (np.linalg.norm(query) or np.float32(1.0))
+        rows = [row for row, _ in pairs]
+        cosines = (np.asarray(self.store.vectors[rows], dtype=np.float32) @ query).tolist()
+        return [
+            records.hit(row, score, **{QUERY_SCORE: cosine})
+            for (row, score), cosine in zip(pairs, cosines, strict=True)
+        ]
 
     @property
     def rows(self) -> int:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.index.compute import CpuTier, top_k_positive
-from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier, indexed_text
 from ragtiller.index.scans import SharedScans, scan_key
 from ragtiller.models.batch_embedding import normalize_rows
@@ -36,10 +36,6 @@ from ragtiller.ranking.fusion import fuse_scores
 FUSED_FIRST_PASS_DEPTH = 100
 """Hits each first pass gives the fused feedback, whatever ``k`` the turn asks for: the feedback
 documents, and so the ranking, do not change with the number of results asked for."""
-QUERY_SCORE = "query_score"
-"""``metadata[QUERY_SCORE]`` of a moved dense hit (``feedback.passage_scores`` or
-``passage_positions: query``): its cosine to the question's own vector, for the passage fusion
-that orders passages within their document or decides the positions each document holds."""
 
 
 def rm3_weights(
@@ -191,6 +187,8 @@ class RocchioTier(CpuTier):
         rank = getattr(inner, "rank_scored", None)
         rescore = config.dense_rescore == "candidates" and not self.approximate
         self._rank_scored = rank if rescore and callable(rank) else None
+        self._marks = isinstance(inner, DenseTier)
+        """The inner tier can mark its hits with their question scores (``QUERY_SCORE``)."""
         # the dense and parent-child wrappers of one graph share it: one first pass per turn
         self.first_passes = first_passes or SharedScans()
 
@@ -217,15 +215,16 @@ class RocchioTier(CpuTier):
                 moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
                 candidates = None
         second = replace(request, vector=moved)
+        wanted = "query" in (self.config.passage_scores, self.config.passage_positions)
+        # a dense tier marks each chunk with its cosine to the question (rows at hand, no lookup)
+        question = request.vector if wanted and moved is not request.vector else None
+        marks = {"question": question} if question is not None and self._marks else {}
         if moved is None or moved is request.vector or candidates is None or not self._rank_scored:
-            hits = self.inner.search(second)
+            hits = self.inner.search(second, **marks) if marks else self.inner.search(second)
         else:
             query = normalize_rows(moved)[0]  # as a scan normalises it: the same cosines
-            hits = self._rank_scored(second, candidates, self._rescored(candidates, query))
-        question = "query" in (self.config.passage_scores, self.config.passage_positions)
-        if question and moved is not request.vector:
-            assert request.vector is not None
-            return self._with_query_scores(hits, request.vector, status)
+            scores = self._rescored(candidates, query)
+            hits = self._rank_scored(second, candidates, scores, **marks)
         return [_mark(h, status) for h in hits]
 
     def _rescored(
@@ -239,24 +238,6 @@ class RocchioTier(CpuTier):
         return self.first_passes.get(
             key, lambda: candidate_cosines(self.store.vectors, candidates, query)
         )
-
-    def _with_query_scores(
-        self, hits: list[Hit], vector: Sequence[float], status: str
-    ) -> list[Hit]:
-        """``hits`` marked, each chunk with its cosine to the un-moved ``vector``."""
-        records = self.store.records
-        rows = [records.row(h["id"]) for h in hits]
-        known = [r for r in rows if r is not None]
-        query = np.asarray(vector, dtype=np.float32)
-        query = query / (np.linalg.norm(query) or np.float32(1.0))
-        cosine = dict(zip(known, (self.store.vectors[known] @ query).tolist(), strict=True))
-        out: list[Hit] = []
-        for hit, row in zip(hits, rows, strict=True):
-            marked = _mark(hit, status)
-            if row is not None:
-                marked["metadata"][QUERY_SCORE] = float(cosine[row])
-            out.append(marked)
-        return out
 
     def _feedback_rows(
         self, request: SearchRequest, vector: Sequence[float]

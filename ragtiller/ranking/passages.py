@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ragtiller.core.tiers import Candidate, Hit
+from ragtiller.core.tiers import QUERY_SCORE, Candidate, Hit
 from ragtiller.index.lexical import LexicalTier, lucene_idf
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import (
@@ -28,7 +28,6 @@ from ragtiller.ranking.documents import (
     interleave,
     is_section_hit,
 )
-from ragtiller.ranking.feedback import QUERY_SCORE
 from ragtiller.ranking.fusion import fuse_hits, zscores
 from ragtiller.ranking.units import has_unit_votes, unit_document_order
 
