@@ -44,14 +44,8 @@ def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
     Raises:
         ValueError: ``k`` is not positive.
     """
-    if k < 1:
-        raise ValueError(f"k must be > 0, but got {k}")
-    n = scores.shape[0]
-    if n >= THRESHOLD_MIN_ROWS and n >= 32 * k:
-        above = _above_threshold(scores, k)
-        if above is not None:
-            return above
-    return _partitioned(scores, k)
+    above = _fast_top_k(scores, k)
+    return above if above is not None else _partitioned(scores, k)
 
 
 def top_k_positive(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
@@ -64,13 +58,9 @@ def top_k_positive(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.i
     Raises:
         ValueError: ``k`` is not positive.
     """
-    if k < 1:
-        raise ValueError(f"k must be > 0, but got {k}")
-    n = scores.shape[0]
-    if n >= THRESHOLD_MIN_ROWS and n >= 32 * k:
-        above = _above_threshold(scores, k)
-        if above is not None:
-            return above[scores[above] > 0]
+    above = _fast_top_k(scores, k)
+    if above is not None:
+        return above[scores[above] > 0]
     rows = np.flatnonzero(scores > 0)
     if not len(rows):
         return rows
@@ -80,6 +70,20 @@ def top_k_positive(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.i
 THRESHOLD_MIN_ROWS = 4096
 """From this many scores :func:`top_k` first keeps only those at or above a cheap lower bound
 of the k-th best (a few hundred of 100,000), then partitions those."""
+
+
+def _fast_top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp] | None:
+    """:func:`_above_threshold` where it pays (enough scores for the bound to prune), else None.
+
+    Raises:
+        ValueError: ``k`` is not positive.
+    """
+    if k < 1:
+        raise ValueError(f"k must be > 0, but got {k}")
+    n = scores.shape[0]
+    if n >= THRESHOLD_MIN_ROWS and n >= 32 * k:
+        return _above_threshold(scores, k)
+    return None
 
 
 def _partitioned(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
