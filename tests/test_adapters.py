@@ -304,6 +304,20 @@ def test_plan_tiers_reads_roles_not_names() -> None:
     assert skipped == {"chroma": "no-vector", "sections": "no-vector"}
 
 
+def test_plan_tiers_skips_a_tier_fusion_weighs_0_but_never_the_last_nor_a_lexical_one() -> None:
+    roles = {"chroma": "dense", "bm25": "lexical", "sections": "parent_child"}
+    flags = {"has_vector": True, "hybrid": True, "parent_child": True}
+    muted = {"sections": 0.0, "bm25": 0.0, "chroma": 1.0}
+    run, skipped = plan_tiers(roles, ["chroma", "sections"], **flags, weights=muted)
+    assert run == ["chroma", "bm25"]  # the rerank edge reads the lexical hits: it still runs
+    assert skipped == {"sections": "weight-0"}
+    silent = {"sections": 0.0, "chroma": 0.0}  # nothing else to search: the muted tiers run
+    run, skipped = plan_tiers(
+        {"chroma": "dense", "sections": "parent_child"}, [], **flags, weights=silent
+    )
+    assert (run, skipped) == (["chroma", "sections"], {})
+
+
 # --- the async path ---------------------------------------------------------------------------
 
 

@@ -87,12 +87,12 @@ def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:
     m: RunManifest = out["manifest"]
     assert m.query_type == "exact_lexical_lookup"
     assert m.hybrid is not None and m.hybrid.enabled
-    ran = {e["detail"]["tier"] for e in final(events, "tier_search") if e["status"] == "done"}
-    assert ran == {
-        "dense",
-        "parent_child",
-        "lexical",
-    }  # the route leaves fusion at its default (on)
+    tiers = final(events, "tier_search")
+    ran = {e["detail"]["tier"] for e in tiers if e["status"] == "done"}
+    assert ran == {"dense", "lexical"}
+    # the route turns parent-child on, but the default weighs it 0 in fusion: not searched
+    muted = {e["detail"]["tier"]: e["detail"]["reason"] for e in tiers if e["status"] == "skipped"}
+    assert muted == {"parent_child": "weight-0"}
     rerank = final(events, "rerank")[0]
     assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")
     assert out["documents"][0].metadata["id"] == "c3"

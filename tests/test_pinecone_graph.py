@@ -84,8 +84,10 @@ def test_a_503_is_a_tier_error_and_the_turn_still_answers(
     dense = events["dense"]
     assert dense["status"] == "error"
     assert dense["error"].startswith("PineconeTimeoutError: Pinecone did not answer within 0.5 s")
-    assert events["parent_child"]["status"] == "done"
-    assert out["documents"], "the other tiers still answer"
+    assert events["lexical"]["status"] == "done"
+    # parent-child is weighed 0 by the default: never searched, so it cannot answer instead
+    assert events["parent_child"]["detail"]["reason"] == "weight-0"
+    assert out["documents"], "the lexical tier still answers"
     assert 503 in {r.status for r in emulator.requests if r.path == "/query"}
 
 

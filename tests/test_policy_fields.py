@@ -218,6 +218,8 @@ WINDOWS = {
     "fusion.doc_aggregation": "off",
 }
 """Passages of the parent-child tier alone: its windows are what a turn returns."""
+WEIGHED_WINDOWS = {"fusion.tier_weights": {"dense": 1.0, "lexical": 1.0, "parent_child": 1.0}}
+"""The parent-child tier weighed: at weight 0 (the default) it is not searched at all."""
 SMALL_CAP = {
     "budgets.max_chunks": 2,
     "budgets.candidate_multiplier": 1,
@@ -236,7 +238,7 @@ ROWS = [
     Row("routes.factual_lookup.namespace", ["default", "extra"], turns=(EXTRA_ONLY,)),
     Row("routes.factual_lookup.top_k", 1),
     Row("routes.factual_lookup.hybrid", False),
-    Row("routes.factual_lookup.parent_child", False, see=HITS),  # its fusion weight is 0
+    Row("routes.factual_lookup.parent_child", False, base=WEIGHED_WINDOWS, see=HITS),
     Row("routes.factual_lookup.rerank", True, base=RRF),  # the z-score floor rescores it
     Row("router.llm_router", "on", parts=router_model),
     Row(

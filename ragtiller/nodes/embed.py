@@ -19,6 +19,7 @@ from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import plan_tiers
+from ragtiller.ranking.fusion import weights_by_name
 
 LEXICAL_ONLY = "embed failed: lexical tier only"
 BUSY_LEXICAL_ONLY = "embed overloaded (no worker in time, not a failure): lexical tier only"
@@ -102,6 +103,8 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
     """Build the embed node bound to ``deps``."""
     policy = deps.policy
     depth = policy.fusion.tier_depth or policy.budgets.candidate_cap
+    roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
+    weights = weights_by_name(policy.fusion.tier_weights, roles)
 
     async def embed(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
@@ -117,11 +120,12 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
             records.append(record)
 
         run, skipped_tiers = plan_tiers(
-            {name: tier_role(tier) for name, tier in deps.tiers.items()},
+            roles,
             list(deps.vector_tiers),
             has_vector=vector is not None,
             hybrid=bool(route["hybrid"] and route["hybrid"]["enabled"]),
             parent_child=bool(route["parent_child"] and route["parent_child"]["enabled"]),
+            weights=weights,
         )
         records.extend(
             skipped("tier_search", reason, tier=name) for name, reason in skipped_tiers.items()

@@ -148,6 +148,7 @@ def plan_tiers(
     has_vector: bool,
     hybrid: bool,
     parent_child: bool,
+    weights: Mapping[str, float] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """Which tiers run this turn, and why each other tier does not.
 
@@ -156,11 +157,15 @@ def plan_tiers(
             ``hybrid`` switches every ``lexical`` tier, ``parent_child`` every
             ``parent_child`` tier, whatever their names.
         vector_tiers: Names of the tiers that read the query vector.
+        weights: Fusion weights by tier name (``weights_by_name``); a tier weighed 0 adds
+            nothing to the order (its passages only fill the tail, below every passage another
+            tier found), so it is not searched while another tier is. A lexical tier still is:
+            the rerank edge reads its hits for an exact match.
 
     Returns:
         Tiers to run, and a reason per skipped tier (``hybrid-off``, ``parent-child-off``,
-        ``no-vector``). When the query could not be embedded the lexical tiers run regardless,
-        so the turn still answers.
+        ``no-vector``, ``weight-0``). When the query could not be embedded the lexical tiers
+        run regardless, so the turn still answers.
     """
     run: list[str] = []
     skipped: dict[str, str] = {}
@@ -173,4 +178,8 @@ def plan_tiers(
             skipped[name] = "parent-child-off"
         else:
             run.append(name)
+    muted = [n for n in run if (weights or {}).get(n, 1.0) == 0 and roles[n] != LEXICAL]
+    if len(muted) < len(run):
+        skipped |= {name: "weight-0" for name in muted}
+        run = [name for name in run if name not in muted]
     return run, skipped

@@ -389,8 +389,9 @@ class FusionConfig(_Model):
     tier_weights: Annotated[
         dict[str, Weight],
         turn_field(
-            "A weight per tier name (finite, >= 0; default 1; 0 mutes a tier) in fusion and "
-            "in the z-score floor."
+            "A weight per tier name (finite, >= 0; default 1) in fusion and in the z-score "
+            "floor. 0 mutes a tier: it is not searched (skipped: weight-0), unless it is "
+            "lexical (the rerank edge reads its exact matches) or the turn has no other tier."
         ),
     ] = Field(default_factory=dict)
     tier_depth: Annotated[
