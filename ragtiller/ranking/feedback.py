@@ -220,7 +220,7 @@ class RocchioTier(CpuTier):
         question = request.vector if wanted and moved is not request.vector else None
         marks = {"question": question} if question is not None and self._marks else {}
         if moved is None or moved is request.vector or candidates is None or not self._rank_scored:
-            hits = self.inner.search(second, **marks) if marks else self.inner.search(second)
+            hits = self.inner.search(second, **marks)
         else:
             query = normalize_rows(moved)[0]  # as a scan normalises it: the same cosines
             scores = self._rescored(candidates, query)
