@@ -353,7 +353,12 @@ def _fused(
         weights=fusion.tier_weights,
         margin=fusion.margin,
     )
-    ranked = sorted(fused, key=lambda key: -fused[key])  # stable: ties keep dense order
+    # ties: the dense order, then the lexical one (fuse_scores' dict order follows a set's, which
+    # hash randomisation reorders from one process to the next)
+    first: dict[DocKey, int] = {}
+    for key in [*dense, *lexical_docs]:
+        first.setdefault(key, len(first))
+    ranked = sorted(fused, key=lambda key: (-fused[key], first[key]))
     rows = [best_row[key] for key in ranked if key in best_row][:docs]
     return rows, top_agreement(list(dense), list(lexical_docs))
 
