@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.fakes import StaticTier, hit
 
 from ragtiller.core.turn import TierTask
-from ragtiller.graph.builder import build_components, compile_graph
+from ragtiller.graph.builder import build_components, compile_graph, node_makers
 from ragtiller.graph.edges import (
     AFTER_FUSE_PATHS,
     AFTER_GATE_PATHS,
@@ -38,14 +38,7 @@ from ragtiller.graph.edges import (
     after_gate,
     edge,
 )
-from ragtiller.nodes.assemble import make_assemble
-from ragtiller.nodes.embed import make_embed
-from ragtiller.nodes.fuse import make_fuse
-from ragtiller.nodes.gate import make_gate
-from ragtiller.nodes.rerank import make_rerank
 from ragtiller.nodes.state import InputState, OutputState, RetrievalState, stage_log, tier_results
-from ragtiller.nodes.step_back import make_step_back
-from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies import load_policy
 
 QUERY = "how do I get started with asyncio?"  # broad: step-back skipped (no LLM), three tiers
@@ -80,15 +73,8 @@ def merge(state: dict[str, Any], update: dict[str, Any]) -> None:
             state[key] = value
 
 
-NODE_MAKERS = {
-    "gate": make_gate,
-    "step_back": make_step_back,
-    "embed": make_embed,
-    "tier_search": make_tier_search,
-    "fuse": make_fuse,
-    "rerank": make_rerank,
-    "assemble": make_assemble,
-}
+NODE_MAKERS = node_makers()
+"""The graph's own node makers (no namespaces declared, as ``components()`` builds it)."""
 
 
 async def direct_turn(nodes: dict[str, Any], query: str = QUERY) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ragtiller.graph import edges
 from ragtiller.graph._dual import OneHopGraph, dual
 from ragtiller.graph.checked import CheckedGraph
 from ragtiller.graph.langgraph_internals import rebrand
-from ragtiller.graph.per_run import PerRunNodes
+from ragtiller.graph.per_run import NodeMaker, PerRunNodes
 from ragtiller.graph.untracked import untrack_hits
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components, Overview, fixed_overview
@@ -278,6 +278,19 @@ def build_graph(
     )
 
 
+def node_makers(known_namespaces: Sequence[str] | None = None) -> dict[str, NodeMaker]:
+    """Each node's maker, by node name, as the graph builds them (benchmarks call them too)."""
+    return {
+        "gate": lambda d: make_gate(d, known_namespaces=known_namespaces),
+        "step_back": make_step_back,
+        "embed": make_embed,
+        "tier_search": make_tier_search,
+        "fuse": make_fuse,
+        "rerank": make_rerank,
+        "assemble": make_assemble,
+    }
+
+
 def compile_graph(
     deps: Components,
     *,
@@ -293,19 +306,7 @@ def compile_graph(
         ConfigurationError: A policy route names a namespace not in ``namespaces``.
     """
     known = list(namespaces) if namespaces is not None else None
-    per_run = PerRunNodes(
-        deps,
-        {
-            "gate": lambda d: make_gate(d, known_namespaces=known),
-            "step_back": make_step_back,
-            "embed": make_embed,
-            "tier_search": make_tier_search,
-            "fuse": make_fuse,
-            "rerank": make_rerank,
-            "assemble": make_assemble,
-        },
-        known_namespaces=known,
-    )
+    per_run = PerRunNodes(deps, node_makers(known), known_namespaces=known)
     builder = StateGraph(
         RetrievalState,
         context_schema=RunContext,
