@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
-from ragtiller.core.tiers import Tier
+from ragtiller.core.tiers import Tier, TierRole, tier_role
 from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.rerankers.base import Reranker
 from ragtiller.rerankers.ceiling import CeilingReranker
 
@@ -71,6 +72,17 @@ class Components:
     def has_ceiling(self) -> bool:
         """Whether the reranker has an enabled paid ceiling (its edge then reads the quota)."""
         return isinstance(self.reranker, CeilingReranker) and self.reranker.enabled
+
+    @property
+    def roles(self) -> dict[str, TierRole]:
+        """Each tier's role by tier name, in tier order."""
+        return {name: tier_role(tier) for name, tier in self.tiers.items()}
+
+    @property
+    def tier_weights(self) -> dict[str, float]:
+        """``fusion.tier_weights`` resolved for these tiers (a tier's name, else its role):
+        the weights the fuse node fuses with and the embed node mutes tiers by."""
+        return weights_by_name(self.policy.fusion.tier_weights, self.roles)
 
     @property
     def vector_tiers(self) -> Sequence[str]:

@@ -9,7 +9,7 @@ from langchain_core.embeddings import Embeddings
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.core.retry import RetryPolicy, aretry_call
-from ragtiller.core.tiers import StageRecord, tier_role
+from ragtiller.core.tiers import StageRecord
 from ragtiller.core.turn import TierTask
 from ragtiller.models.batch_embedding import normalize_rows
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
@@ -19,7 +19,6 @@ from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import plan_tiers
-from ragtiller.ranking.fusion import weights_by_name
 
 LEXICAL_ONLY = "embed failed: lexical tier only"
 BUSY_LEXICAL_ONLY = "embed overloaded (no worker in time, not a failure): lexical tier only"
@@ -103,8 +102,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
     """Build the embed node bound to ``deps``."""
     policy = deps.policy
     depth = policy.fusion.tier_depth or policy.budgets.candidate_cap
-    roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
-    weights = weights_by_name(policy.fusion.tier_weights, roles)
+    roles, weights = deps.roles, deps.tier_weights
 
     async def embed(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.core.tiers import LEXICAL, StageRecord, tier_role
+from ragtiller.core.tiers import LEXICAL, StageRecord
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import decide_rerank
-from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.ranking.passages import SentenceCoverage, rank_passages
 
 
@@ -25,9 +24,10 @@ def make_fuse(deps: Components) -> NodeFn:
         else None
     )
     rescored = mode if rescore is not None else "off"
-    roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
-    lexical = [name for name, role in roles.items() if role == LEXICAL]  # may settle an exact match
-    weights = weights_by_name(policy.fusion.tier_weights, roles)
+    lexical = [
+        name for name, role in deps.roles.items() if role == LEXICAL
+    ]  # may settle an exact match
+    weights = deps.tier_weights
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
