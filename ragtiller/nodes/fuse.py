@@ -24,9 +24,8 @@ def make_fuse(deps: Components) -> NodeFn:
         else None
     )
     rescored = mode if rescore is not None else "off"
-    lexical = [
-        name for name, role in deps.roles.items() if role == LEXICAL
-    ]  # may settle an exact match
+    # the lexical tiers' hits may settle an exact match
+    lexical = [name for name, role in deps.roles.items() if role == LEXICAL]
     weights = deps.tier_weights
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
