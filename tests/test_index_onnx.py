@@ -92,6 +92,21 @@ def test_int8_vectors_depend_on_the_batch_only_slightly() -> None:
     assert cosines.min() >= 0.97 and cosines.mean() >= 0.98, cosines
 
 
+def test_batches_run_at_once_give_the_vectors_they_give_one_after_another() -> None:
+    # Ingest runs a call's batches on every core; each batch must come out as it does alone.
+    int8 = prepare_model("int8")
+    texts = [f"{t} {i}" for i in range(6) for t in TEXTS]
+    serial = OnnxMiniLMEmbedder(int8, batch_size=3, workers=1).embed_matrix(texts)
+    together = OnnxMiniLMEmbedder(int8, batch_size=3, workers=4).embed_matrix(texts)
+    assert len(texts) > 3 * 4  # more batches than workers, so workers take several each
+    assert np.array_equal(serial, together)
+
+
+def test_workers_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="workers must be > 0"):
+        OnnxMiniLMEmbedder(prepare_model("int8"), workers=0)
+
+
 def test_runtime_path_imports_neither_torch_nor_transformers(
     prepared: PreparedModel, tmp_path: Path
 ) -> None:

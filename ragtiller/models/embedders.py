@@ -170,6 +170,7 @@ def local_embedder(
     variant: Variant = DEFAULT_VARIANT,
     batch_size: int | None = None,
     threads: int | None = None,
+    workers: int | None = None,
     device: str = "cpu",
 ) -> OnnxMiniLMEmbedder | MiniLMEmbedder:
     """The default embedded-mode embedder: bundled all-MiniLM-L6-v2 on onnxruntime.
@@ -186,6 +187,8 @@ def local_embedder(
         batch_size: Texts per model run; ``None`` for the runtime's measured default.
         threads: onnxruntime intra-op threads; ``None`` for 1 (measured fastest for queries
             and as fast for ingest on the 2-vCPU machine, see benchmarks/README.md).
+        workers: ONNX session runs in flight for one call's batches; ``None`` for one per CPU
+            core this process may use (ingest embeds on every core; a query is one batch).
         device: Torch device (torch path only).
 
     Raises:
@@ -209,7 +212,9 @@ def local_embedder(
             batch_size=batch_size or 64,
             variant=f"{TORCH_VARIANT} (fallback: ONNX unavailable)",
         )
-    return OnnxMiniLMEmbedder(model, batch_size=batch_size or 32, threads=threads or 1)
+    return OnnxMiniLMEmbedder(
+        model, batch_size=batch_size or 32, threads=threads or 1, workers=workers
+    )
 
 
 def _runtime(value: str | None) -> Runtime:

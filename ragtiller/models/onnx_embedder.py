@@ -5,11 +5,16 @@ fraction of that. The exported graph already pools and normalises (see ``onnx_ex
 this module only tokenizes the way sentence-transformers does (lower-casing WordPiece,
 truncated at 256 wordpieces, padded per batch) and runs the session. Texts are grouped by
 length before batching, so a batch pads to similar lengths, and returned in input order.
+The batches of one call run concurrently, one single-threaded session run per CPU core: at
+ingest's batch sizes that uses the cores better than intra-op threads do (benchmarks/README.md,
+"Local ingest on every core"), and each batch's vectors are the same as when run alone.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -34,6 +39,8 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
         model: The prepared export (see :func:`ragtiller.models.onnx_model.prepare_model`).
         batch_size: Texts per session run.
         threads: onnxruntime intra-op threads; ``None`` lets onnxruntime decide.
+        workers: Batches of one call run at once (session runs in flight); ``None``: the CPU
+            cores this process may use.
 
     Example:
         >>> from ragtiller.models.onnx_model import prepare_model
@@ -48,13 +55,21 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
     """Content wordpieces the model reads of one text ([CLS] and [SEP] take the other two)."""
 
     def __init__(
-        self, model: PreparedModel, *, batch_size: int = 32, threads: int | None = None
+        self,
+        model: PreparedModel,
+        *,
+        batch_size: int = 32,
+        threads: int | None = None,
+        workers: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be > 0, but got {batch_size}")
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be > 0, but got {workers}")
         self.model = model
         self.batch_size = batch_size
         self.threads = threads
+        self.workers = workers or _cores()
         self.variant = f"onnx-{model.variant}"
         self._session: Any = None
         self._tokenizer: Any = None
@@ -78,8 +93,9 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
         encodings = tokenizer.encode_batch([str(t) for t in texts])
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
-        for first in range(0, len(order), self.batch_size):
-            rows = order[first : first + self.batch_size]
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+        def run(rows: npt.NDArray[np.intp]) -> None:
             width = int(lengths[rows].max())
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -88,7 +104,15 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
                 ids[i, :n] = encodings[row].ids
                 mask[i, :n] = 1
             (vectors,) = session.run(None, {"input_ids": ids, "attention_mask": mask})
-            out[rows] = vectors
+            out[rows] = vectors  # batches hold disjoint rows
+
+        workers = min(self.workers, len(batches))
+        if workers == 1:
+            for rows in batches:
+                run(rows)
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="ragtiller-onnx") as pool:
+                list(pool.map(run, batches))  # list(): a batch's error is raised here
         return out
 
     def count_tokens(self, texts: list[str]) -> list[int]:
@@ -127,3 +151,9 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
                 )
                 self._tokenizer = tokenizer
             return self._session, self._tokenizer
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
