@@ -88,6 +88,18 @@ def test_the_pieces_of_one_paragraph_are_one_unit_and_paragraphs_are_not(
     assert len({int(section.of_row[r]) for r in long_rows}) == 1
 
 
+def test_units_follow_ingests_paragraphs_in_a_text_with_one_paragraph_per_line() -> None:
+    doc = Document(page_content=f"{LONG}\n{SHORT_A}", metadata={"source": "lines.md"})
+    index = build_index([doc], embedder=EMBEDDER, chunking=CHUNKING, progress=False)
+    records = index.store.records
+    assert SHORT_A in records.texts  # ingest ended the long paragraph at its line end
+    units = index_units(index, "paragraph")
+    other = records.texts.index(SHORT_A)
+    pieces = [r for r in range(len(records)) if r != other]
+    assert len(pieces) >= 2 and len({int(units.of_row[r]) for r in pieces}) == 1
+    assert units.of_row[other] != units.of_row[pieces[0]]
+
+
 def test_a_unit_vector_is_the_mean_of_its_passages(index: EmbeddedIndex) -> None:
     units = index_units(index, "paragraph")
     records = index.store.records

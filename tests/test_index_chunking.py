@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+import textwrap
 
 import pytest
 from pydantic import ValidationError
@@ -227,6 +228,33 @@ def test_each_paragraph_is_a_chunk_and_a_heading_line_joins_the_first() -> None:
         p2,
         p3,
     ]
+
+
+def test_without_blank_lines_a_line_that_ends_a_sentence_ends_a_paragraph() -> None:
+    # One paragraph per line, as many exports write: each line is a passage of its own.
+    p1, p2, p3 = sentences(3, 10, "a"), sentences(4, 10, "b"), sentences(5, 10, "c")
+    config = ChunkingConfig(chunk_tokens=100, overlap_tokens=20)
+    assert chunk_texts(f"{p1}\n{p2}\n{p3}", config) == [p1, p2, p3]
+    # Once the text has a blank line, blank lines alone separate paragraphs.
+    assert chunk_texts(f"{p1}\n{p2}\n\n{p3}", config) == [f"{p1}\n{p2}", p3]
+
+
+def test_without_blank_lines_a_line_that_is_not_full_ends_a_paragraph() -> None:
+    # "[citation needed]" ends no sentence, but the next word would have fitted on its line.
+    p1 = sentences(3, 10, "a") + " [citation needed]"
+    p2, p3 = sentences(5, 10, "b"), sentences(4, 10, "c")
+    config = ChunkingConfig(chunk_tokens=100, overlap_tokens=20)
+    assert chunk_texts(f"{p1}\n{p2}\n{p3}", config) == [p1, p2, p3]
+    wrapped = textwrap.fill(p1, 30) + "\n" + textwrap.fill(p3, 30)  # hard-wrapped, no blank line
+    assert [" ".join(c.split()) for c in chunk_texts(wrapped, config)] == [p1, p3]
+
+
+def test_hard_wrapped_lines_inside_a_sentence_do_not_end_a_paragraph() -> None:
+    text = sentences(6, 10, "w")
+    wrapped = re.sub(r"(\S+ \S+ \S+ \S+ \S+ \S+ \S+) ", "\\1\n", text)  # 7 words a line
+    assert "\n" in wrapped and not wrapped.split("\n")[0].endswith(".")
+    config = ChunkingConfig(chunk_tokens=100, overlap_tokens=20)
+    assert chunk_texts(wrapped, config) == [wrapped]
 
 
 def test_an_overlong_paragraph_is_cut_at_sentence_ends_and_pieces_share_a_sentence() -> None:

@@ -6,6 +6,8 @@ in its manifest, so they live here, below both.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -96,6 +98,54 @@ class ChunkingConfig(BaseModel):
 
 
 DEFAULT_CHUNKING = ChunkingConfig()
+
+SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
+"""A word that ends a sentence: ``.``, ``!`` or ``?``, then any closing quotes or brackets."""
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_WORD = re.compile(r"\S+")
+
+
+def wrap_width(text: str) -> int | None:
+    """How ``text`` marks its paragraphs, for :func:`paragraph_break`: None, by blank lines; 0,
+    one paragraph per line; else hard-wrapped at this width (its longest line)."""
+    if _BLANK_LINE.search(text):
+        return None
+    lines = [line.rstrip() for line in text.split("\n")]
+    width = max(len(line) for line in lines)
+    longest = next(i for i, line in enumerate(lines) if len(line) == width)
+    votes = [  # the longest line is full by definition: it does not vote
+        len(line) + 1 + len(following.split(maxsplit=1)[0] if following.strip() else "") > width
+        for i, (line, following) in enumerate(itertools.pairwise(lines))
+        if i != longest
+    ]
+    return width if 2 * sum(votes) > len(votes) else 0
+
+
+def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bool:
+    """Whether a paragraph of ``text`` ends at ``end`` (a word's end) and the next begins at
+    ``start`` (the next word's start); ``width`` is ``wrap_width(text)``.
+
+    Paragraphs are separated by blank lines. A text without any breaks its lines either to
+    end paragraphs (one per line, as many exports write it) or to wrap them; it is wrapped
+    when most of its lines besides the longest are full, the next line's first word too long
+    to fit within the longest line's length (a greedy wrapper leaves every line so). In one paragraph per line every line
+    end is a break; in wrapped text, the end of a line that was not full (a paragraph's short
+    last line). Chunking and the paragraph units read paragraphs through this one rule.
+
+    Example:
+        >>> text = "A first paragraph on its line.\\nThen a second, longer, on its own line."
+        >>> paragraph_break(text, 30, 31, width=wrap_width(text))
+        True
+    """
+    if width is None:
+        return _BLANK_LINE.search(text, end, start) is not None
+    if text.find("\n", end, start) < 0:
+        return False
+    if width == 0:
+        return True
+    line = end - (text.rfind("\n", 0, end) + 1)
+    word = _WORD.match(text, start)
+    return line + 1 + (len(word.group()) if word else 0) <= width
 
 
 @dataclass(frozen=True)

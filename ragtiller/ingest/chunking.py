@@ -16,15 +16,16 @@ from dataclasses import dataclass
 
 from ragtiller.index.units import (
     MAX_TOKEN_CHARS,
+    SENTENCE_END,
     ChunkHeader,
     ChunkingConfig,
     Section,
     SourceDocument,
     TextFormat,
+    paragraph_break,
+    wrap_width,
 )
 
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")
-_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
 _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
 _MD_SETEXT = re.compile(r"={3,}|-{3,}")
@@ -229,7 +230,8 @@ def passage_windows(
 ) -> list[tuple[int, int]]:
     """Character spans of the child chunks of ``text``: paragraphs, fragments joined, long ones cut.
 
-    Paragraphs are separated by blank lines. One of at most ``chunk_tokens`` words is one chunk;
+    Paragraphs are separated by blank lines (in a text without any, by line ends, as
+    :func:`~ragtiller.index.units.paragraph_break` reads them). One of at most ``chunk_tokens`` words is one chunk;
     a longer one is cut into pieces of at most ``chunk_tokens`` words that end at sentence ends
     (a word ending in ``.``, ``!`` or ``?``) where it has them and overlap by the whole sentences
     (at most ``overlap_tokens`` words) before the cut. A paragraph shorter than a quarter of
@@ -256,11 +258,12 @@ def passage_windows(
 
 
 def _paragraphs(text: str, spans: list[tuple[int, int]]) -> list[WordRange]:
-    """Word ranges of the blank-line-separated paragraphs."""
+    """Word ranges of the paragraphs (see :func:`~ragtiller.index.units.paragraph_break`)."""
     out: list[WordRange] = []
     first = 0
+    width = wrap_width(text)
     for i in range(1, len(spans)):
-        if _BLANK_LINE.search(text, spans[i - 1][1], spans[i][0]):
+        if paragraph_break(text, spans[i - 1][1], spans[i][0], width=width):
             out.append((first, i))
             first = i
     out.append((first, len(spans)))
@@ -280,7 +283,7 @@ def _cut(
     sentences: list[WordRange] = []
     start = first
     for i in range(first, last):
-        if _SENTENCE_END.search(text, spans[i][0], spans[i][1]):
+        if SENTENCE_END.search(text, spans[i][0], spans[i][1]):
             sentences.append((start, i + 1))
             start = i + 1
     if start < last:

@@ -8,8 +8,9 @@ passages cut from one paragraph taken together (BM25 over the unit's text, the c
 mean of its passage vectors for the dense tier); the units' scores are fused as passages are,
 and a document ranks by its best unit. Passages are still what a turn returns and how they are
 ordered within a document. A unit is recovered from the stored offsets, so no re-ingest is
-needed: consecutive passages of a section are one unit when they overlap or when no blank line
-separates them. ``section`` takes each section whole instead.
+needed: consecutive passages of a section are one unit when they overlap or when no paragraph
+break (:func:`ragtiller.index.units.paragraph_break`, ingest's own rule) separates them.
+``section`` takes each section whole instead.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ragtiller.index.compute import CpuTier
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier, indexed_text
 from ragtiller.index.records import RecordTable
+from ragtiller.index.units import paragraph_break, wrap_width
 from ragtiller.models.batch_embedding import normalize_rows
 from ragtiller.ranking.documents import DocKey, doc_key
 from ragtiller.ranking.fusion import DEFAULT_MARGIN, FusionMethod, fuse_scores
@@ -37,7 +39,6 @@ UNIT_ID = "unit_id"
 """``metadata[UNIT_ID]`` of a passage hit: the id of the unit it belongs to."""
 UNIT_SCORE = "unit_score"
 """``metadata[UNIT_SCORE]`` of a passage hit: its tier's score of the passage's whole unit."""
-_BLANK_LINE = ("\n\n", "\n \n", "\n\t\n")
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,11 @@ def _groups(
     if mode == "section" or text is None:
         return [rows] if mode == "section" else [[r] for r in rows]
     groups: list[list[int]] = [[rows[0]]]
+    width = wrap_width(text)
     for previous, row in itertools.pairwise(rows):
         end = int(records.metadatas[previous].get("end", 0))
         start = int(records.metadatas[row].get("start", 0))
-        gap = text[end:start] if start > end else ""
-        if start < end or not any(b in gap for b in _BLANK_LINE):
+        if start <= end or not paragraph_break(text, end, start, width=width):
             groups[-1].append(row)
         else:
             groups.append([row])
