@@ -154,3 +154,31 @@ def test_bm25_scores_are_bm25s_own(store: NumpyVectorStore, method: str) -> None
         want = retriever.get_scores(tokens)
         assert got.dtype == want.dtype
         assert np.array_equal(got, want), (method, query)
+
+
+def test_a_shared_deeper_selection_serves_every_k_as_selected_alone(
+    store: NumpyVectorStore,
+) -> None:
+    """The turn's search (k 36) reads the first rows of Rocchio's (k 100) selection, or of its
+    own made deeper: the same rows as selecting k alone, ties at the k-th place included."""
+    tier = LexicalTier.build(store.records, list(store.records.texts))
+    ties = 0
+    for query in [*QUERIES, "wing", "w0x"]:
+        for scope in SCOPES:
+            for k in (100, 36, 1, 2, 5, 37, 99, 140):
+                request = SearchRequest(query=query, vector=None, k=k, **scope)  # type: ignore[arg-type]
+                want = _old_search(tier, request)
+                assert tier.search(request) == want, (query, scope, k)
+                rows, scores = tier.search_rows(request)
+                assert scores.tolist() == [h["score"] for h in want]
+                deep = compute.top_k_positive(tier.row_scores(request), 100)
+                values = tier.row_scores(request)[deep]
+                ties += int(k < len(deep) and values[k - 1] == values[k])
+                assert rows.tolist() == [tier.records.row(h["id"]) for h in want]
+                assert not rows.flags.writeable  # kept and shared: read-only
+    assert ties  # the tie fallback was taken
+
+
+def test_query_terms_are_the_analysis_of_the_query(lexical: LexicalTier) -> None:
+    for query in [*QUERIES, "", "The tasks, the tasks!"]:
+        assert list(lexical.query_terms(query)) == lexical.analyse([query])[0]
