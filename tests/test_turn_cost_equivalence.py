@@ -15,8 +15,9 @@ import pytest
 
 from ragtiller.core.tiers import Candidate, Hit, SearchRequest
 from ragtiller.index import NumpyVectorStore, compute
-from ragtiller.index.lexical import LexicalConfig, LexicalTier, bm25_scores
+from ragtiller.index.lexical import DENSE_COLUMNS, LexicalConfig, LexicalTier, bm25_scores
 from ragtiller.index.records import RecordTable
+from ragtiller.index.scans import SharedScans
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking import fusion
@@ -150,12 +151,18 @@ def test_bm25_scores_are_bm25s_own(store: NumpyVectorStore, method: str) -> None
     config = LexicalConfig(method=method)
     tier = LexicalTier.build(store.records, list(store.records.texts)[:ROWS], config)
     retriever = tier._retriever
-    for query in [*QUERIES, "wing wing jet", "unknownterm wing"]:
+    columns = SharedScans(DENSE_COLUMNS)
+    for query in [*QUERIES, "wing wing jet", "unknownterm wing"] * 2:  # columns made, then kept
         tokens = tier.analyse([query])[0]
-        got = bm25_scores(retriever, tokens)
         want = retriever.get_scores(tokens)
-        assert got.dtype == want.dtype
-        assert np.array_equal(got, want), (method, query)
+        for got in (
+            bm25_scores(retriever, tokens),
+            bm25_scores(retriever, tokens, columns=columns),
+        ):
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want), (method, query)
+    assert columns.holds(retriever.vocab_dict["wing"])  # a common term took the column path
+    assert not columns.holds(retriever.vocab_dict["nozzl"])  # a rarer one its postings
 
 
 def test_a_shared_deeper_selection_serves_every_k_as_selected_alone(
