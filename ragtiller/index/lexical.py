@@ -81,9 +81,10 @@ column at 1M chunks)."""
 DENSE_ADD_COST = 8
 """A kept column adds one float per row, about an eighth of the cost of a posting."""
 INLINE_WORK = 1_000_000
-"""``asearch`` runs on the event loop when the query's postings plus the rows the selection
-reads (twice with a filter) are at most this many: about 1 ms of CPU (0.8 ms measured at
-100k chunks for 430,000 postings, scoring, selection and hits). Above, a worker thread."""
+"""``asearch`` runs on the event loop when :meth:`LexicalTier.work` is at most this: about a
+millisecond of CPU. Measured on the scaling benchmark's default turn: at 100k chunks 517,000
+(columns not yet kept) took 1.3 ms, 163,000 (kept) 0.5 ms, scoring, selection and hits; at 1M
+chunks 1.6 million even with the columns kept (2.2 ms), so there the search takes a thread."""
 
 
 class LexicalTier(CpuTier):
