@@ -13,7 +13,8 @@ versioned directory with the vectors, the chunk and section tables, the chunk BM
 from ``ANN_MIN_ROWS`` chunks, the HNSW graph). Built once and cached under
 ``$TMPDIR/ragtiller-bench-scale/`` (float16 indexes, ``--vector-dtype float16``, under
 ``$TMPDIR/ragtiller-bench-scale-float16/``). A cached index saved before a derived file existed
-gets that file written into its version (``corpus_outline.npz``), not rebuilt. Chunks: 384-d unit vectors clustered around ``rows / 100``
+gets that file written into its version (``corpus_outline.npz``, ``document_keys.npz``), not
+rebuilt. Chunks: 384-d unit vectors clustered around ``rows / 100``
 random topics (so nearest neighbours mean something, as with real embeddings), 40 Zipf-drawn
 words each, four per section, ten sections per document, two tenants. The embedder is the
 hashing embedder (offline); its query vectors are unrelated to the synthetic vectors, which
@@ -88,17 +89,23 @@ def cache(dtype: str) -> Path:
 
 
 def add_outline(path: Path) -> float:
-    """Write the corpus outline rows into a cached version saved before they were derived at
-    ingest (the rest of the version is left as it is); seconds taken, 0 if it had them."""
+    """Write the corpus outline rows and the chunks' document keys into a cached version saved
+    before they were derived at ingest (the rest of the version is left as it is); seconds
+    taken, 0 if it had them."""
     from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
+    from ragtiller.index.document_keys import DOCUMENT_KEYS_FILE
     from ragtiller.index.records import RecordTable
     from ragtiller.index.versions import current_version
 
     version = current_version(path)
-    if (version / OUTLINE_FILE).is_file():
-        return 0.0
     started = time.perf_counter()
-    OutlineRows.of(RecordTable.load(version / "parents.jsonl")).save(version / OUTLINE_FILE)
+    if (version / OUTLINE_FILE).is_file() and (version / DOCUMENT_KEYS_FILE).is_file():
+        return 0.0
+    if not (version / OUTLINE_FILE).is_file():
+        OutlineRows.of(RecordTable.load(version / "parents.jsonl")).save(version / OUTLINE_FILE)
+    if not (version / DOCUMENT_KEYS_FILE).is_file():
+        chunks = RecordTable.load(version / "chunks.jsonl")
+        chunks.document_keys().save(version / DOCUMENT_KEYS_FILE)
     return time.perf_counter() - started
 
 
@@ -118,7 +125,7 @@ def build(rows: int, dtype: str = "float32") -> tuple[Path, dict[str, float]]:
     if done.exists():
         times = json.loads(done.read_text())
         if added := add_outline(path):
-            times["outline_added_s"] = added
+            times["derived_added_s"] = added
             done.write_text(json.dumps(times))
         return path, times
     rng = np.random.default_rng(rows + 1)

@@ -347,11 +347,9 @@ def worker(rows: int, turns: int) -> None:
     check = result["manifest"]  # the assemble node's update holds the manifest as a dict
     query_type = check["query_type"] if isinstance(check, dict) else check.query_type
     assert query_type == "synthesis", query_type
-    assert {t: len(h) for t, h in result["tier_hits"].items()}.keys() == {
-        "dense",
-        "parent_child",
-        "lexical",
-    }, result["tier_hits"].keys()
+    # the default weighs parent_child 0 in fusion: it is not searched (since 2026-12-01.3)
+    searched = {t for t, h in result["tier_hits"].items() if h}
+    assert {"dense", "lexical"} <= searched <= {"dense", "parent_child", "lexical"}, searched
     namespaces = list(result["route"]["namespaces"])
     samples: dict[str, list[float]] = {name: [] for name in paths}
     samples.update({f"cpu {name}": [] for name in paths})

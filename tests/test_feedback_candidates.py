@@ -124,9 +124,9 @@ def test_the_turns_bm25_and_rocchios_first_pass_score_once(
     calls: list[object] = []
     real = lexical_module.bm25_scores
 
-    def counted(retriever: object, tokens: list[str]) -> object:
+    def counted(retriever: object, tokens: list[str], **options: Any) -> object:
         calls.append(tokens)
-        return real(retriever, tokens)  # type: ignore[arg-type]
+        return real(retriever, tokens, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(lexical_module, "bm25_scores", counted)
     settings = FeedbackConfig(dense="rocchio", dense_docs=2, dense_source="fused")

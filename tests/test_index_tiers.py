@@ -20,6 +20,7 @@ from ragtiller.index import (
     ParentChildTier,
 )
 from ragtiller.index import compute as _compute
+from ragtiller.index import lexical as _lexical
 from ragtiller.index.parent_child import WINDOW_SUFFIX
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
@@ -226,6 +227,7 @@ def test_asearch_moves_large_searches_off_the_loop(
     index: EmbeddedIndex, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_compute, "INLINE_ROWS", 0)
+    monkeypatch.setattr(_lexical, "INLINE_WORK", -1)
     t = tier(index, name)
     seen: list[str] = []
 
@@ -239,6 +241,44 @@ def test_asearch_moves_large_searches_off_the_loop(
     finally:
         del t.search  # type: ignore[method-assign]
     assert seen and seen[0] != "MainThread"
+
+
+def _search_thread(t: Tier, query: str) -> str:
+    seen: list[str] = []
+    original = t.search
+
+    def spy(request: SearchRequest) -> Any:
+        seen.append(threading.current_thread().name)
+        return original(request)
+
+    t.search = spy  # type: ignore[method-assign]
+    try:
+        asyncio.run(t.asearch(SearchRequest(query=query, vector=None, k=3)))
+    finally:
+        del t.search  # type: ignore[method-assign]
+    return seen[0]
+
+
+def test_a_large_lexical_tier_searches_a_cheap_query_inline(
+    index: EmbeddedIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above INLINE_ROWS the lexical tier's hop follows the query's postings, known before
+    scoring: a query of rare terms stays on the loop, one of common terms leaves it."""
+    monkeypatch.setattr(_compute, "INLINE_ROWS", 0)
+    t = tier(index, "lexical")
+    assert isinstance(t, _lexical.LexicalTier)
+    cheap, costly = "a task wraps a coroutine", "the event loop runs callbacks"  # unseen here
+    work = t.work(SearchRequest(query=cheap, vector=None, k=3))
+    assert work > len(t.records)  # the query's terms have postings
+    monkeypatch.setattr(_lexical, "INLINE_WORK", work)
+    assert _search_thread(t, cheap) == "MainThread"
+    monkeypatch.setattr(_lexical, "INLINE_WORK", work - 1)
+    # its scores are kept now: only the selection's pass over the rows is left
+    assert t.work(SearchRequest(query=cheap, vector=None, k=3)) == len(t.records)
+    assert _search_thread(t, cheap) == "MainThread"
+    costly_work = t.work(SearchRequest(query=costly, vector=None, k=3))
+    monkeypatch.setattr(_lexical, "INLINE_WORK", costly_work - 1)
+    assert _search_thread(t, costly) != "MainThread"
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.core.tiers import Candidate, Hit, SearchRequest
 from ragtiller.index import NumpyVectorStore, compute
-from ragtiller.index.lexical import LexicalConfig, LexicalTier, bm25_scores
+from ragtiller.index.lexical import DENSE_COLUMNS, LexicalConfig, LexicalTier, bm25_scores
 from ragtiller.index.records import RecordTable
+from ragtiller.index.scans import SharedScans
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies.schema import FusionConfig
+from ragtiller.ranking import fusion
 from ragtiller.ranking.documents import doc_key
 from ragtiller.ranking.feedback import FUSED_FIRST_PASS_DEPTH, _fused
+from ragtiller.ranking.fusion import FusionMethod
 
 ROWS = 6000
 DIM = 32
@@ -148,9 +151,114 @@ def test_bm25_scores_are_bm25s_own(store: NumpyVectorStore, method: str) -> None
     config = LexicalConfig(method=method)
     tier = LexicalTier.build(store.records, list(store.records.texts)[:ROWS], config)
     retriever = tier._retriever
-    for query in [*QUERIES, "wing wing jet", "unknownterm wing"]:
+    columns = SharedScans(DENSE_COLUMNS)
+    for query in [*QUERIES, "wing wing jet", "unknownterm wing"] * 2:  # columns made, then kept
         tokens = tier.analyse([query])[0]
-        got = bm25_scores(retriever, tokens)
         want = retriever.get_scores(tokens)
-        assert got.dtype == want.dtype
-        assert np.array_equal(got, want), (method, query)
+        for got in (
+            bm25_scores(retriever, tokens),
+            bm25_scores(retriever, tokens, columns=columns),
+        ):
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want), (method, query)
+    assert columns.holds(retriever.vocab_dict["wing"])  # a common term took the column path
+    assert not columns.holds(retriever.vocab_dict["nozzl"])  # a rarer one its postings
+
+
+def test_a_shared_deeper_selection_serves_every_k_as_selected_alone(
+    store: NumpyVectorStore,
+) -> None:
+    """The turn's search (k 36) reads the first rows of Rocchio's (k 100) selection, or of its
+    own made deeper: the same rows as selecting k alone, ties at the k-th place included."""
+    tier = LexicalTier.build(store.records, list(store.records.texts))
+    ties = 0
+    for query in [*QUERIES, "wing", "w0x"]:
+        for scope in SCOPES:
+            for k in (100, 36, 1, 2, 5, 37, 99, 140):
+                request = SearchRequest(query=query, vector=None, k=k, **scope)  # type: ignore[arg-type]
+                want = _old_search(tier, request)
+                assert tier.search(request) == want, (query, scope, k)
+                rows, scores = tier.search_rows(request)
+                assert scores.tolist() == [h["score"] for h in want]
+                deep = compute.top_k_positive(tier.row_scores(request), 100)
+                values = tier.row_scores(request)[deep]
+                ties += int(k < len(deep) and values[k - 1] == values[k])
+                assert rows.tolist() == [tier.records.row(h["id"]) for h in want]
+                assert not rows.flags.writeable  # kept and shared: read-only
+    assert ties  # the tie fallback was taken
+
+
+def test_query_terms_are_the_analysis_of_the_query(lexical: LexicalTier) -> None:
+    for query in [*QUERIES, "", "The tasks, the tasks!"]:
+        assert list(lexical.query_terms(query)) == lexical.analyse([query])[0]
+
+
+def _old_fuse_hits(
+    hits_by_tier: dict[str, list[Hit]],
+    *,
+    method: FusionMethod,
+    cap: int,
+    weights: dict[str, float] | None,
+) -> list[Candidate]:
+    """``fuse_hits`` as it was: a rank table per tier and a tie-break per id."""
+    scored = {tier: fusion._best_scores(hits) for tier, hits in hits_by_tier.items()}
+    fused = fusion.fuse_scores(scored, method=method, weights=weights)
+    z_by_tier = {
+        tier: dict(zip(s, fusion.zscores(list(s.values())), strict=True))
+        for tier, s in scored.items()
+    }
+    first_hit: dict[str, Hit] = {}
+    for hits in hits_by_tier.values():
+        for hit in hits:
+            first_hit.setdefault(hit["id"], hit)
+    ranks = {
+        tier: {doc_id: rank for rank, doc_id in enumerate(s, start=1)} for tier, s in scored.items()
+    }
+    tier_order = list(scored)
+
+    def tie_break(doc_id: str) -> tuple[float, int, int, str]:
+        best = min((r[doc_id], tier_order.index(t)) for t, r in ranks.items() if doc_id in r)
+        return (-fused[doc_id], best[0], best[1], doc_id)
+
+    return [
+        Candidate(
+            id=doc_id,
+            text=first_hit[doc_id]["text"],
+            doc_id=first_hit[doc_id]["doc_id"],
+            parent_id=first_hit[doc_id]["parent_id"],
+            source=first_hit[doc_id]["source"],
+            metadata=dict(first_hit[doc_id]["metadata"]),
+            tier_scores={t: s[doc_id] for t, s in scored.items() if doc_id in s},
+            tier_ranks={t: r[doc_id] for t, r in ranks.items() if doc_id in r},
+            tier_z={t: z[doc_id] for t, z in z_by_tier.items() if doc_id in z},
+            fused_score=fused[doc_id],
+        )
+        for doc_id in sorted(fused, key=tie_break)[:cap]
+    ]
+
+
+@pytest.mark.parametrize("method", ["rrf", "zscore", "minmax", "margin"])
+def test_fuse_hits_fuses_as_it_did(method: FusionMethod) -> None:
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        tiers: dict[str, list[Hit]] = {}
+        for tier in ("dense", "lexical", "parent_child")[: 1 + trial % 3]:
+            n = int(rng.integers(0, 40))
+            ids = rng.choice(60, n).tolist()  # repeats: a tier's later hit of an id is dropped
+            scores = np.sort(rng.integers(0, 6, n) / 2 if trial % 2 else rng.random(n))[::-1]
+            tiers[tier] = [
+                Hit(
+                    id=f"c{i}",
+                    text=f"t{i}",
+                    score=float(s),
+                    doc_id=f"d{i % 7}",
+                    parent_id=None,
+                    source="",
+                    metadata={"at": tier},
+                )
+                for i, s in zip(ids, scores, strict=True)
+            ]
+        weights = None if trial % 4 == 0 else {"dense": 1.0, "lexical": 0.5, "parent_child": 0.0}
+        cap = int(rng.integers(1, 80))
+        got = fusion.fuse_hits(tiers, method=method, cap=cap, weights=weights)
+        assert got == _old_fuse_hits(tiers, method=method, cap=cap, weights=weights)

@@ -6,16 +6,12 @@ import asyncio
 import functools
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ragtiller.core.bulkhead import Bulkhead
 from ragtiller.core.tiers import Hit, SearchRequest
-
-T = TypeVar("T")
 
 INLINE_ROWS = 10_000
 """Tiers with at most this many rows search on the event loop itself.
@@ -120,23 +116,10 @@ def _above_threshold(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np
     return kept[order]
 
 
-async def run_cpu(fn: Callable[[], T], *, rows: int) -> T:
-    """Run a CPU-bound search inline when it is small, in a worker thread when it is not.
-
-    Args:
-        fn: The search to run.
-        rows: How many rows the search scans; compared with :data:`INLINE_ROWS`.
-
-    Returns:
-        Whatever ``fn`` returns.
-    """
-    if rows <= INLINE_ROWS:
-        return fn()
-    return await asyncio.wrap_future(_CPU.submit(fn))
-
-
 class CpuTier(ABC):
-    """A tier whose search is CPU-bound numpy/BM25 work: ``asearch`` follows :func:`run_cpu`."""
+    """A tier whose search is CPU-bound numpy/BM25 work: ``asearch`` runs it on the event loop
+    when :meth:`inline` says it is cheap, in a worker thread of the ``cpu-search`` bulkhead
+    when it is not."""
 
     native_async = True
     """Its ``asearch`` never blocks the loop, so the graph awaits it rather than use a thread."""
@@ -150,6 +133,13 @@ class CpuTier(ABC):
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``request.k`` hits, best first."""
 
+    def inline(self, request: SearchRequest) -> bool:
+        """Whether ``request`` is cheap enough to search on the event loop (by default: the
+        tier has at most :data:`INLINE_ROWS` rows)."""
+        return self.rows <= INLINE_ROWS
+
     async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """Async twin of :meth:`search`; never blocks the loop on a large tier."""
-        return await run_cpu(functools.partial(self.search, request), rows=self.rows)
+        """Async twin of :meth:`search`; never blocks the loop on a costly search."""
+        if self.inline(request):
+            return self.search(request)
+        return await asyncio.wrap_future(_CPU.submit(functools.partial(self.search, request)))

@@ -9,7 +9,9 @@ a minute when it was built on first use. So ingest builds, and each version hold
 * ``ann.faiss``: the HNSW graph of the approximate dense tier, for indexes of
   :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more;
 * ``corpus_outline.npz``: per namespace, its section rows and their documents, so that a broad
-  turn's corpus map parses only the sections it lists (:class:`~ragtiller.index.corpus_map.OutlineRows`).
+  turn's corpus map parses only the sections it lists (:class:`~ragtiller.index.corpus_map.OutlineRows`);
+* ``document_keys.npz``: each chunk's document, coded, so that Rocchio's fused first pass reads
+  its rows' documents without parsing them (:class:`~ragtiller.index.document_keys.DocumentKeys`).
 
 A version saved before these existed opens all the same; what it lacks is built on first use.
 """
@@ -27,6 +29,7 @@ from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.document_keys import DOCUMENT_KEYS_FILE, DocumentKeys
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
 from ragtiller.index.manifest import VectorDtype
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, parent_rows
@@ -35,7 +38,7 @@ from ragtiller.index.records import RecordTable
 SECTION_LEXICAL_DIR = "section_lexical"
 SECTION_UNIT = "section"
 """``metadata["unit"]`` of section hits (``ragtiller.ranking.documents.SECTION_UNIT``)."""
-DERIVED_FILES = (SECTION_LEXICAL_DIR, PARENT_ROWS_FILE, OUTLINE_FILE)
+DERIVED_FILES = (SECTION_LEXICAL_DIR, PARENT_ROWS_FILE, OUTLINE_FILE, DOCUMENT_KEYS_FILE)
 """Written into every version; ``ann.faiss`` only where the index has a graph."""
 
 
@@ -47,6 +50,7 @@ class Derived:
     parent_rows: npt.NDArray[np.intp] | None = None
     ann: AnnIndex | None = None
     outline: OutlineRows | None = None
+    document_keys: DocumentKeys | None = None
 
 
 def section_lexical(parents: RecordTable, config: LexicalConfig) -> LexicalTier:
@@ -74,6 +78,7 @@ def build_derived(
         parent_rows(store.records, parents),
         graph,
         OutlineRows.of(parents),
+        store.records.document_keys(),
     )
 
 
@@ -91,6 +96,9 @@ def save_derived(derived: Derived, version: Path, name: str) -> None:
     elif name == OUTLINE_FILE:
         assert derived.outline is not None
         derived.outline.save(version / OUTLINE_FILE)
+    elif name == DOCUMENT_KEYS_FILE:
+        assert derived.document_keys is not None
+        derived.document_keys.save(version / DOCUMENT_KEYS_FILE)
     else:  # pragma: no cover - a programming error
         raise ValueError(f"not a derived file: {name}")
 
@@ -131,7 +139,10 @@ def load_derived(
     outline: OutlineRows | None = None
     if (version / OUTLINE_FILE).is_file():
         outline = OutlineRows.load(version / OUTLINE_FILE, len(parents))
-    return Derived(lexical, rows, graph, outline)
+    documents: DocumentKeys | None = None
+    if (version / DOCUMENT_KEYS_FILE).is_file():
+        documents = DocumentKeys.load(version / DOCUMENT_KEYS_FILE, len(store))
+    return Derived(lexical, rows, graph, outline, documents)
 
 
 def _parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:

@@ -116,6 +116,8 @@ class EmbeddedIndex:
         self._overview = ScopedOverview(parents, section_from_record, self._derived.outline)
         if self._derived.ann is not None:
             store.attach_ann(self._derived.ann)
+        if self._derived.document_keys is not None:
+            store.records.attach_documents(self._derived.document_keys)
         self._tiers: list[Tier] = [
             DenseTier(store),
             ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
@@ -211,6 +213,11 @@ class EmbeddedIndex:
         self.section_lexical  # noqa: B018 - the same: build it, so that it is saved
         if self._derived.outline is None:
             self._derived = replace(self._derived, outline=self._overview.rows)
+        documents = self._derived.document_keys
+        if documents is None or self.store.records.documents is not documents:
+            # saved before they were derived, or the store's rows changed since
+            documents = self.store.records.document_keys()
+            self._derived = replace(self._derived, document_keys=documents)
 
         def write(version: Path, step: Step) -> None:
             for name in names:

@@ -54,6 +54,12 @@ class SharedScans:
         self._lock = threading.Lock()
         self._scans: OrderedDict[Hashable, Future[Any]] = OrderedDict()
 
+    def holds(self, key: Hashable) -> bool:
+        """Whether the result for ``key`` is kept and ready (a search reading it scans nothing)."""
+        with self._lock:
+            future = self._scans.get(key)
+        return future is not None and future.done() and future.exception() is None
+
     def get(self, key: Hashable, scan: Callable[[], T]) -> T:
         """The result of ``scan()`` for ``key``: kept, being computed by another caller, or now."""
         with self._lock:

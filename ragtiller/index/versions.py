@@ -45,6 +45,7 @@ LEGACY_ENTRIES = (
     "parent_rows.npy",
     "ann.faiss",
     "corpus_outline.npz",
+    "document_keys.npz",
 )
 """An index saved before versioning held these and ``manifest.json`` directly in the directory;
 the first versioned save removes them once ``CURRENT`` is in place."""

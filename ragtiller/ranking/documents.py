@@ -136,7 +136,8 @@ def interleave(
     if within is not None:
         by_doc = {key: within(group) for key, group in by_doc.items()}
     ranked = [key for key in dict.fromkeys(documents) if key in by_doc]
-    ranked += [key for key in by_doc if key not in set(ranked)]
+    listed = set(ranked)
+    ranked += [key for key in by_doc if key not in listed]
     pattern = [doc_key(c) for c in passages]
     rename = dict(zip(dict.fromkeys(pattern), ranked, strict=True))
     taken: dict[DocKey, int] = {}

@@ -194,30 +194,30 @@ def fuse_hits(
     """
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
     fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
-
-    z_by_tier = {
-        tier: dict(zip(s, zscores(list(s.values())), strict=True)) for tier, s in scored.items()
-    }
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():
         for hit in hits:
             first_hit.setdefault(hit["id"], hit)
-
-    ranks = {
-        tier: {doc_id: rank for rank, doc_id in enumerate(s, start=1)} for tier, s in scored.items()
-    }
-    tier_order = list(scored)
-
-    def tie_break(doc_id: str) -> tuple[float, int, int, str]:
-        # Equal fused scores are common under RRF (rank 1 in one tier = rank 1 in another).
-        # Prefer the candidate some tier ranked higher, then the earlier tier, then the id.
-        best = min((r[doc_id], tier_order.index(t)) for t, r in ranks.items() if doc_id in r)
-        return (-fused[doc_id], best[0], best[1], doc_id)
-
-    order = sorted(fused, key=tie_break)[:cap]
+    # each id's score, 1-based rank and z in every tier that has it (in tier order), and the
+    # best (rank, tier position) any tier gave it: equal fused scores are common under RRF
+    # (rank 1 in one tier = rank 1 in another), so prefer the candidate some tier ranked
+    # higher, then the earlier tier, then the id
+    seen: dict[str, list[tuple[str, float, int, float]]] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for position, (tier, s) in enumerate(scored.items()):
+        values = list(s.values())
+        for rank, (doc_id, score, z) in enumerate(
+            zip(s, values, zscores(values), strict=True), start=1
+        ):
+            seen.setdefault(doc_id, []).append((tier, score, rank, z))
+            held = best.get(doc_id)
+            if held is None or (rank, position) < held:
+                best[doc_id] = (rank, position)
+    order = sorted(fused, key=lambda doc_id: (-fused[doc_id], *best[doc_id], doc_id))[:cap]
     candidates: list[Candidate] = []
     for doc_id in order:
         hit = first_hit[doc_id]
+        tiers = seen[doc_id]
         candidates.append(
             Candidate(
                 id=doc_id,
@@ -226,9 +226,9 @@ def fuse_hits(
                 parent_id=hit["parent_id"],
                 source=hit["source"],
                 metadata=dict(hit["metadata"]),
-                tier_scores={t: s[doc_id] for t, s in scored.items() if doc_id in s},
-                tier_ranks={t: r[doc_id] for t, r in ranks.items() if doc_id in r},
-                tier_z={t: z[doc_id] for t, z in z_by_tier.items() if doc_id in z},
+                tier_scores={t: score for t, score, _, _ in tiers},
+                tier_ranks={t: rank for t, _, rank, _ in tiers},
+                tier_z={t: z for t, _, _, z in tiers},
                 fused_score=fused[doc_id],
             )
         )

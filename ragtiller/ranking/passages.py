@@ -76,7 +76,7 @@ class SentenceCoverage:
             >>> cover.scores("wing flutter panel", texts)
             [0.6666666666666666, 1.0]
         """
-        terms = set(self.lexical.analyse([query])[0])
+        terms = set(self.lexical.query_terms(query))
         if not terms:
             return [0.0] * len(texts)
         weights = self.lexical.idf(terms)
