@@ -45,6 +45,7 @@ def ingest(tree: Path, corpus: Path, index: Path) -> tuple[float, float]:
             "--quiet",
         ],
         env=env,
+        cwd=tree,  # `python -m` puts the working directory first on sys.path
         check=True,
         stdout=subprocess.DEVNULL,
     )
