@@ -87,6 +87,22 @@ def test_opening_parses_only_the_first_and_last_lines(tmp_path: Path) -> None:
     assert rows.record.cache_info().currsize == 3
 
 
+def test_a_scope_of_every_namespace_reads_no_row(tmp_path: Path) -> None:
+    # Every namespace allowed needs no namespace codes: building them parses every row, which
+    # put a whole chunk file in memory on a store's first unscoped search.
+    table().dump(tmp_path / "chunks.jsonl")
+    loaded = RecordTable.load(tmp_path / "chunks.jsonl")  # namespaces unknown
+    rows = loaded.texts._rows  # type: ignore[attr-defined]
+    passes: list[int] = []
+    every_row = rows.records
+    rows.records = lambda: passes.append(1) or every_row()
+    assert loaded.mask(None, None) is None
+    assert passes == [] and rows.record.cache_info().currsize == 2  # the lines read at open
+    only_api = loaded.mask(["api"], None)
+    assert only_api is not None and only_api.sum() == 100
+    assert passes == [1]  # a namespace scope reads every row's namespace, once
+
+
 def test_a_corrupt_line_fails_the_read_that_reaches_it(tmp_path: Path) -> None:
     path = tmp_path / "chunks.jsonl"
     table().dump(path)

@@ -178,10 +178,11 @@ class RecordTable:
         self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> npt.NDArray[np.bool_] | None:
         mask: npt.NDArray[np.bool_] | None = None
-        codes, known = self._codes()
-        if namespaces is not None and not known.keys() <= set(namespaces):
-            wanted = [known[n] for n in namespaces if n in known]
-            mask = np.isin(codes, np.asarray(wanted, dtype=np.int32))
+        if namespaces is not None:  # all namespaces need no codes (building them reads every row)
+            codes, known = self._codes()
+            if not known.keys() <= set(namespaces):
+                wanted = [known[n] for n in namespaces if n in known]
+                mask = np.isin(codes, np.asarray(wanted, dtype=np.int32))
         for name, expected in (filter or {}).items():  # as ragtiller.core.filters.predicate tests
             values = allowed(expected)
             matches = np.fromiter(
