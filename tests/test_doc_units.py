@@ -234,15 +234,17 @@ def test_the_question_fields_mark_each_moved_hit_with_its_question_cosine(
         assert h["metadata"][QUERY_SCORE] != pytest.approx(h["score"], abs=1e-6)
 
 
-def test_the_question_orders_a_documents_passages_and_the_documents_stay() -> None:
-    def moved(id_: str, score: float, question: float, doc: str) -> Any:
-        return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})
+def moved_hit(id_: str, score: float, question: float, doc: str) -> Any:
+    """A dense hit scored by the moved (feedback) query, marked with the question's own score."""
+    return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})
 
+
+def test_the_question_orders_a_documents_passages_and_the_documents_stay() -> None:
     hits = {
         "dense": [
-            moved("a1", 0.9, 0.2, "A"),  # feedback pulled a1 up; the question prefers a2
-            moved("b1", 0.8, 0.7, "B"),
-            moved("a2", 0.7, 0.9, "A"),
+            moved_hit("a1", 0.9, 0.2, "A"),  # feedback pulled a1 up; the question prefers a2
+            moved_hit("b1", 0.8, 0.7, "B"),
+            moved_hit("a2", 0.7, 0.9, "A"),
         ]
     }
     config = FusionConfig(method="zscore", doc_aggregation="max")
@@ -262,14 +264,11 @@ def test_the_question_orders_a_documents_passages_and_the_documents_stay() -> No
 
 def test_the_question_places_the_passages_and_feedback_ranks_the_documents() -> None:
     # Feedback pulled A's second passage above B's; the question puts B's passage second.
-    def moved(id_: str, score: float, question: float, doc: str) -> Any:
-        return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})
-
     hits = {
         "dense": [
-            moved("a1", 0.9, 0.6, "A"),
-            moved("a2", 0.85, 0.2, "A"),
-            moved("b1", 0.8, 0.9, "B"),
+            moved_hit("a1", 0.9, 0.6, "A"),
+            moved_hit("a2", 0.85, 0.2, "A"),
+            moved_hit("b1", 0.8, 0.9, "B"),
         ]
     }
     config = FusionConfig(method="zscore", doc_aggregation="max")
@@ -289,14 +288,11 @@ def test_the_question_places_the_passages_and_feedback_ranks_the_documents() -> 
 
 def test_the_question_places_and_feedback_orders_when_only_positions_read_the_question() -> None:
     # Under feedback A's passages lead (a1, a2, b1); the question prefers b1, then a2, then a1.
-    def moved(id_: str, score: float, question: float, doc: str) -> Any:
-        return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})
-
     hits = {
         "dense": [
-            moved("a1", 0.9, 0.5, "A"),
-            moved("a2", 0.85, 0.6, "A"),
-            moved("b1", 0.8, 0.9, "B"),
+            moved_hit("a1", 0.9, 0.5, "A"),
+            moved_hit("a2", 0.85, 0.6, "A"),
+            moved_hit("b1", 0.8, 0.9, "B"),
         ]
     }
     config = FusionConfig(method="zscore", doc_aggregation="max")

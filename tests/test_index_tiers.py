@@ -205,20 +205,11 @@ def test_vector_tiers_need_a_vector_of_the_right_dimension(index: EmbeddedIndex,
 @pytest.mark.parametrize("name", ["dense", "parent_child", "lexical"])
 def test_asearch_matches_search_inline_for_small_indexes(index: EmbeddedIndex, name: str) -> None:
     t = tier(index, name)
-    vector = EMBEDDER.embed_query("cancel a task")
-    threads: list[str] = []
-    original = t.search
-
-    def spy(request: SearchRequest) -> Any:
-        threads.append(threading.current_thread().name)
-        return original(request)
-
-    t.search = spy  # type: ignore[method-assign]
-    try:
-        hits = asyncio.run(t.asearch(SearchRequest(query="cancel a task", vector=vector, k=3)))
-    finally:
-        del t.search  # type: ignore[method-assign]
-    assert hits == t.search(SearchRequest(query="cancel a task", vector=vector, k=3))
+    request = SearchRequest(
+        query="cancel a task", vector=EMBEDDER.embed_query("cancel a task"), k=3
+    )
+    hits, threads = _asearch_threads(t, request)
+    assert hits == t.search(request)
     assert threads == ["MainThread"]
 
 
@@ -243,7 +234,8 @@ def test_asearch_moves_large_searches_off_the_loop(
     assert seen and seen[0] != "MainThread"
 
 
-def _search_thread(t: Tier, query: str) -> str:
+def _asearch_threads(t: Tier, request: SearchRequest) -> tuple[list[Any], list[str]]:
+    """``t.asearch(request)``'s hits, and the thread each ``search`` call it made ran on."""
     seen: list[str] = []
     original = t.search
 
@@ -253,10 +245,14 @@ def _search_thread(t: Tier, query: str) -> str:
 
     t.search = spy  # type: ignore[method-assign]
     try:
-        asyncio.run(t.asearch(SearchRequest(query=query, vector=None, k=3)))
+        hits = asyncio.run(t.asearch(request))
     finally:
         del t.search  # type: ignore[method-assign]
-    return seen[0]
+    return hits, seen
+
+
+def _search_thread(t: Tier, query: str) -> str:
+    return _asearch_threads(t, SearchRequest(query=query, vector=None, k=3))[1][0]
 
 
 def test_a_large_lexical_tier_searches_a_cheap_query_inline(
