@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +20,7 @@ from ragtiller.errors import IndexStoreError
 from ragtiller.index import compute
 from ragtiller.index.compute import CpuTier, top_k_positive
 from ragtiller.index.records import RecordTable
-from ragtiller.index.scans import SharedScans
+from ragtiller.index.scans import SharedScans, scan_key
 
 LEXICAL_DIR = "lexical"
 BM25_FILES = (
@@ -221,7 +221,7 @@ class LexicalTier(CpuTier):
         """
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
-        key = _selection_key(self.query_terms(request.query), request)
+        key = scan_key(self.query_terms(request.query), request.namespaces, request.filter)
         if key is None or request.k > SELECTION_DEPTH:
             return self._select(request, request.k)
         best, values = self._selections.get(key, lambda: self._select(request, SELECTION_DEPTH))
@@ -333,20 +333,6 @@ class LexicalTier(CpuTier):
                     self._retriever.get_scores_from_ids([vocab[term]]), dtype=np.float32
                 )
         return scores
-
-
-def _selection_key(tokens: tuple[str, ...], request: SearchRequest) -> Hashable | None:
-    """What identifies one selection: the terms and the scope (None when not hashable)."""
-    key = (
-        tokens,
-        None if request.namespaces is None else tuple(request.namespaces),
-        None if not request.filter else tuple(sorted(request.filter.items())),
-    )
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 def bm25_scores(

@@ -25,13 +25,14 @@ an entry is 0.4 MB of scores (row numbers are shared when nothing is filtered ou
 
 
 def scan_key(
-    query: npt.NDArray[np.float32],
+    query: npt.NDArray[np.float32] | tuple[str, ...],
     namespaces: Sequence[str] | None,
     filter: Mapping[str, Any] | None,
 ) -> Hashable | None:
-    """What identifies a scan's result, or None when the filter is not hashable (no sharing)."""
+    """What identifies a scan's result (a query vector's, or an analysed query's terms'), or
+    None when the filter is not hashable (no sharing)."""
     key = (
-        query.tobytes(),
+        query if isinstance(query, tuple) else query.tobytes(),
         None if namespaces is None else tuple(namespaces),
         None if not filter else tuple(sorted(filter.items())),
     )
