@@ -114,11 +114,18 @@ def wrap_width(text: str) -> int | None:
     width = max(len(line) for line in lines)
     longest = next(i for i, line in enumerate(lines) if len(line) == width)
     votes = [  # the longest line is full by definition: it does not vote
-        len(line) + 1 + len(following.split(maxsplit=1)[0] if following.strip() else "") > width
+        _full(len(line), following, 0, width)
         for i, (line, following) in enumerate(itertools.pairwise(lines))
         if i != longest
     ]
     return width if 2 * sum(votes) > len(votes) else 0
+
+
+def _full(line: int, text: str, start: int, width: int) -> bool:
+    """Whether a line of ``line`` characters was full: the first word of ``text[start:]`` (the
+    next line's) would not have fitted after it within ``width``."""
+    word = _WORD.search(text, start)
+    return line + 1 + (len(word.group()) if word else 0) > width
 
 
 def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bool:
@@ -128,9 +135,10 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
     Paragraphs are separated by blank lines. A text without any breaks its lines either to
     end paragraphs (one per line, as many exports write it) or to wrap them; it is wrapped
     when most of its lines besides the longest are full, the next line's first word too long
-    to fit within the longest line's length (a greedy wrapper leaves every line so). In one paragraph per line every line
-    end is a break; in wrapped text, the end of a line that was not full (a paragraph's short
-    last line). Chunking and the paragraph units read paragraphs through this one rule.
+    to fit within the longest line's length (a greedy wrapper leaves every line so). In one
+    paragraph per line every line end is a break; in wrapped text, the end of a line that was
+    not full (a paragraph's short last line). Chunking and the paragraph units read paragraphs
+    through this one rule.
 
     Example:
         >>> text = "A first paragraph on its line.\\nThen a second, longer, on its own line."
@@ -143,9 +151,7 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
         return False
     if width == 0:
         return True
-    line = end - (text.rfind("\n", 0, end) + 1)
-    word = _WORD.match(text, start)
-    return line + 1 + (len(word.group()) if word else 0) <= width
+    return not _full(end - (text.rfind("\n", 0, end) + 1), text, start, width)
 
 
 @dataclass(frozen=True)

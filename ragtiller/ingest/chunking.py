@@ -231,10 +231,11 @@ def passage_windows(
     """Character spans of the child chunks of ``text``: paragraphs, fragments joined, long ones cut.
 
     Paragraphs are separated by blank lines (in a text without any, by line ends, as
-    :func:`~ragtiller.index.units.paragraph_break` reads them). One of at most ``chunk_tokens`` words is one chunk;
-    a longer one is cut into pieces of at most ``chunk_tokens`` words that end at sentence ends
-    (a word ending in ``.``, ``!`` or ``?``) where it has them and overlap by the whole sentences
-    (at most ``overlap_tokens`` words) before the cut. A paragraph shorter than a quarter of
+    :func:`~ragtiller.index.units.paragraph_break` reads them). One of at most
+    ``chunk_tokens`` words is one chunk; a longer one is cut into pieces of at most
+    ``chunk_tokens`` words that end at sentence ends (a word ending in ``.``, ``!`` or ``?``)
+    where it has them and overlap by the whole sentences (at most ``overlap_tokens`` words)
+    before the cut. A paragraph shorter than a quarter of
     ``chunk_tokens`` (a heading line, a one-line paragraph) joins the next one before any cut;
     the last one joins the one before when both fit in one chunk. Every word is in some chunk.
 
