@@ -234,6 +234,31 @@ def test_the_question_fields_mark_each_moved_hit_with_its_question_cosine(
         assert h["metadata"][QUERY_SCORE] != pytest.approx(h["score"], abs=1e-6)
 
 
+@pytest.mark.parametrize("field", ["passage_scores", "passage_positions"])
+def test_paragraph_units_keep_the_question_marks_and_the_candidate_rescore(
+    index: EmbeddedIndex, field: str
+) -> None:
+    """Regression: with ``document_unit: paragraph`` Rocchio wraps the units tier, which took no
+    ``question``; the question fields were silently ignored and the second pass scanned again."""
+    policy = with_overrides(
+        load_policy(),
+        {"fusion.document_unit": "paragraph", f"feedback.{field}": "query"},
+    )
+    dense = build_components(policy, index=index).tiers["dense"]
+    assert isinstance(dense, RocchioTier) and isinstance(dense.inner, DenseUnitsTier)
+    assert dense._rank_scored is not None  # the moved query re-scores the first pass's rows
+    vector = EMBEDDER.embed_query("alpha note")
+    hits = dense.search(SearchRequest(query="alpha note", vector=vector, k=5))
+    query = normalize_rows(vector)[0]
+    assert hits
+    for h in hits:
+        row = index.store.records.row(h["id"])
+        assert row is not None
+        expected = float(np.asarray(index.store.vectors[row]) @ query)
+        assert h["metadata"][QUERY_SCORE] == pytest.approx(expected, abs=1e-5)
+        assert UNIT_SCORE in h["metadata"]
+
+
 def moved_hit(id_: str, score: float, question: float, doc: str) -> Any:
     """A dense hit scored by the moved (feedback) query, marked with the question's own score."""
     return hit("dense", id_, score, "", doc_id=doc, **{QUERY_SCORE: question})

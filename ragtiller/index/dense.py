@@ -444,6 +444,8 @@ class DenseTier(CpuTier):
 
     name = "dense"
     needs_vector = True
+    marks_question = True
+    """Hits can carry their cosine to a second vector (``question=``): Rocchio reads it."""
 
     def __init__(self, store: NumpyVectorStore, *, approximate: bool = False) -> None:
         if approximate and store.ann is None:

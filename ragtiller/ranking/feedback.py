@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.index.compute import CpuTier, top_k_positive
-from ragtiller.index.dense import DenseTier, NumpyVectorStore
+from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier, indexed_text
 from ragtiller.index.scans import SharedScans, scan_key
 from ragtiller.models.batch_embedding import normalize_rows
@@ -187,7 +187,7 @@ class RocchioTier(CpuTier):
         rank = getattr(inner, "rank_scored", None)
         rescore = config.dense_rescore == "candidates" and not self.approximate
         self._rank_scored = rank if rescore and callable(rank) else None
-        self._marks = isinstance(inner, DenseTier)
+        self._marks = bool(getattr(inner, "marks_question", False))
         """The inner tier can mark its hits with their question scores (``QUERY_SCORE``)."""
         # the dense and parent-child wrappers of one graph share it: one first pass per turn
         self.first_passes = first_passes or SharedScans()

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.index.compute import CpuTier
-from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier, indexed_text
 from ragtiller.index.records import RecordTable
 from ragtiller.index.units import paragraph_break, wrap_width
@@ -177,12 +177,15 @@ class LexicalUnitsTier(CpuTier):
 class DenseUnitsTier(CpuTier):
     """A dense tier's passages, each carrying its unit's id and centroid cosine.
 
-    Rocchio wraps this tier, so the moved query vector scores the passages and the units.
+    Rocchio wraps this tier, so the moved query vector scores the passages and the units; it
+    passes ``question`` through and re-scores its candidates here as on a bare dense tier.
     """
 
     needs_vector = True
+    marks_question = True
+    """Hits can carry their cosine to the question (``question=``), as a bare dense tier's."""
 
-    def __init__(self, inner: Tier, units: Units, store: NumpyVectorStore) -> None:
+    def __init__(self, inner: DenseTier, units: Units, store: NumpyVectorStore) -> None:
         self.inner = inner
         self.name = inner.name
         self.units = units
@@ -194,9 +197,25 @@ class DenseUnitsTier(CpuTier):
         """Rows one search scans."""
         return len(self.store)
 
-    def search(self, request: SearchRequest) -> list[Hit]:
+    def search(
+        self, request: SearchRequest, *, question: Sequence[float] | None = None
+    ) -> list[Hit]:
         """``inner``'s hits, in its order, with their units' centroid cosines."""
-        hits = self.inner.search(request)
+        return self._with_units(request, self.inner.search(request, question=question))
+
+    def rank_scored(
+        self,
+        request: SearchRequest,
+        rows: npt.NDArray[np.intp],
+        scores: npt.NDArray[np.float32],
+        *,
+        question: Sequence[float] | None = None,
+    ) -> list[Hit]:
+        """``inner``'s best ``k`` of rows already scored, with their units' centroid cosines."""
+        hits = self.inner.rank_scored(request, rows, scores, question=question)
+        return self._with_units(request, hits)
+
+    def _with_units(self, request: SearchRequest, hits: list[Hit]) -> list[Hit]:
         if not hits or request.vector is None:
             return hits
         query = normalize_rows(request.vector)[0]
@@ -220,7 +239,7 @@ def with_units(tiers: Sequence[Tier], index: Any, mode: DocumentUnit) -> list[Ti
     units = index_units(index, mode)
     out: list[Tier] = []
     for tier in tiers:
-        if tier.name == "dense" and getattr(tier, "store", None) is store:
+        if isinstance(tier, DenseTier) and tier.store is store:
             out.append(DenseUnitsTier(tier, units, vectors))
         elif not tier.needs_vector and getattr(_unwrap(tier), "records", None) is records:
             out.append(LexicalUnitsTier(tier, units, records))  # BM25, or RM3 over it
