@@ -15,6 +15,7 @@ from ragtiller.stores._cache import Accept, Cache, Filled, decode, logger
 from ragtiller.stores._redis import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_SOCKET_TIMEOUT_S,
+    RedisBacked,
     RedisConnection,
     RedisScript,
 )
@@ -73,7 +74,7 @@ def _bounded(key: str, raw: bytes | str | None) -> str | None:
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
-class RedisCache(Cache):
+class RedisCache(RedisBacked, Cache):
     """A cache shared by every process that uses the same Redis and prefix.
 
     An entry lives at ``{prefix}cache:{key}`` with a millisecond TTL. Identical misses share one
@@ -180,24 +181,6 @@ class RedisCache(Cache):
                 client.delete(*batch)
 
         self._redis.call(run)
-
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
-        return self._redis.available
-
-    @property
-    def breaker(self) -> CircuitBreaker:
-        """The circuit breaker in front of this cache's Redis (share it with the ledger)."""
-        return self._redis.breaker
-
-    def close(self) -> None:
-        """Close the clients the cache built from ``url`` (inside an event loop: :meth:`aclose`)."""
-        self._redis.close()
-
-    async def aclose(self) -> None:
-        """Close the clients the cache built from ``url``; await it before the event loop ends."""
-        await self._redis.aclose()
 
     def _get_text(self, key: str) -> str | None:
         name = self.key(key)

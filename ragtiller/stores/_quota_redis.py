@@ -13,6 +13,7 @@ from ragtiller.stores._quota import Day, QuotaLedger, QuotaWindow
 from ragtiller.stores._redis import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_SOCKET_TIMEOUT_S,
+    RedisBacked,
     RedisConnection,
     RedisScript,
 )
@@ -103,7 +104,7 @@ return reply
 resource's candidate days in turn."""
 
 
-class RedisQuotaLedger(QuotaLedger):
+class RedisQuotaLedger(RedisBacked, QuotaLedger):
     """A quota ledger shared by every process and replica that uses the same Redis and prefix.
 
     Each resource and window has one counter, ``{prefix}quota:{resource}:{window id}``, changed only
@@ -284,21 +285,3 @@ class RedisQuotaLedger(QuotaLedger):
                 self._picked(-1, pick, resource, days)
             used.append(int(text))
         return used
-
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
-        return self._redis.available
-
-    @property
-    def breaker(self) -> CircuitBreaker:
-        """The circuit breaker in front of this ledger's Redis (share it with the cache)."""
-        return self._redis.breaker
-
-    def close(self) -> None:
-        """Close the clients the ledger built from ``url`` (inside an event loop: :meth:`aclose`)."""
-        self._redis.close()
-
-    async def aclose(self) -> None:
-        """Close the clients the ledger built from ``url``; await it before the event loop ends."""
-        await self._redis.aclose()

@@ -344,3 +344,28 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+class RedisBacked:
+    """What a store that talks through one :class:`RedisConnection` (``_redis``) tells and
+    closes the same way: the cache and the quota ledger."""
+
+    _redis: RedisConnection
+
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
+        return self._redis.available
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        """The circuit breaker in front of this store's Redis (share it with the other store)."""
+        return self._redis.breaker
+
+    def close(self) -> None:
+        """Close the clients built from ``url`` (inside an event loop: :meth:`aclose`)."""
+        self._redis.close()
+
+    async def aclose(self) -> None:
+        """Close the clients built from ``url``; await it before the event loop ends."""
+        await self._redis.aclose()
