@@ -202,6 +202,7 @@ class Row:
 
 
 RERANK = {"routes.factual_lookup.rerank": True}
+UNITS = {"fusion.document_unit": "paragraph"}
 RRF = {"fusion.method": "rrf"}
 CEILING = {**RERANK, "reranker.ceiling": "cohere", "reranker.require_eval_lift": False}
 ROUTER = {"router.llm_router": "on"}
@@ -405,6 +406,9 @@ ROWS = [
     Row("feedback.dense_vectors", "paragraph", turns=(HEATING,), see=HITS),
     Row("feedback.passage_scores", "query", turns=(SYNTHESIS,)),
     Row("feedback.passage_positions", "moved", turns=(SYNTHESIS,)),
+    # under paragraph units too: Rocchio once dropped the question's scores there
+    Row("feedback.passage_scores", "query", turns=(SYNTHESIS,), base=UNITS),
+    Row("feedback.passage_positions", "moved", turns=(SYNTHESIS,), base=UNITS),
     Row(
         "feedback.dense_rescore",
         "full",
@@ -425,6 +429,9 @@ ROWS = [
         parts_only=lambda deps: [getattr(t, "approximate", None) for t in deps.tiers.values()],
     ),
 ]
+
+ROW_IDS = [r.path + "".join(f"@{k}={v}" for k, v in r.base.items()) for r in ROWS]
+"""Each row's id: its field, and the base it changes when that is not the default."""
 
 VOLATILE = frozenset({"ms", "latency_ms", "run_id", "created_at", "latency_p95_ms", "ceiling_ms"})
 """Timings and ids: they differ between any two runs, so they never count as a change."""
@@ -548,7 +555,7 @@ def policies(row: Row) -> tuple[RetrievalPolicy, RetrievalPolicy]:
     return base, changed
 
 
-@pytest.mark.parametrize("observer", ROWS, ids=[r.path for r in ROWS], indirect=True)
+@pytest.mark.parametrize("observer", ROWS, ids=ROW_IDS, indirect=True)
 def test_changing_the_field_changes_what_the_graph_shows(observer: Observer) -> None:
     row = observer.row
     base, changed = policies(row)
@@ -592,7 +599,7 @@ def applies(path: str) -> str:
     return str(extra.get("applies"))
 
 
-@pytest.mark.parametrize("observer", ROWS, ids=[r.path for r in ROWS], indirect=True)
+@pytest.mark.parametrize("observer", ROWS, ids=ROW_IDS, indirect=True)
 def test_a_run_policy_changes_a_turn_field_and_is_refused_a_build_field(
     observer: Observer, tmp_path: Path, clean_env: pytest.MonkeyPatch
 ) -> None:
