@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from ragtiller.core.tiers import Candidate, Hit
-from ragtiller.ranking.fusion import DEFAULT_MARGIN, FusionMethod, fuse_scores
+from ragtiller.ranking.fusion import DEFAULT_MARGIN, FusionMethod, fused_order
 
 DocAggregation = Literal["off", "max", "sum"]
 """How one tier's hits of one document combine: ``max`` keeps the best chunk's score, ``sum``
@@ -100,12 +100,7 @@ def document_order(
         tier: {doc_key(h): float(h["score"]) for h in hits}
         for tier, hits in collapse_to_documents(hits_by_tier, mode).items()
     }
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
-    first: dict[DocKey, int] = {}
-    for s in scored.values():
-        for rank, key in enumerate(s):
-            first[key] = min(first.get(key, rank), rank)
-    return sorted(fused, key=lambda key: (-fused[key], first[key], key))
+    return fused_order(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
 
 
 def interleave(

@@ -21,6 +21,8 @@ from ragtiller.core.tiers import Candidate, Hit
 FusionMethod = Literal["rrf", "zscore", "minmax", "margin"]
 K = TypeVar("K", bound=Hashable)
 """What is fused: chunk ids in a turn, document keys in a feedback first pass."""
+Key = TypeVar("Key", str, tuple[str, str])
+"""A key :func:`fused_order` sorts: a chunk or unit id, or a document key."""
 MISSING_Z_FLAT = -1.0
 """z given to a miss in a tier whose scores are all equal (no spread to measure against)."""
 DEFAULT_MARGIN = 1.0
@@ -175,6 +177,30 @@ def fuse_scores(
     if method == "minmax":
         return minmax_fusion(scored_lists, weights=weights)
     raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax, margin")
+
+
+def fused_order(
+    scored_lists: Mapping[str, Mapping[Key, float]],
+    *,
+    method: FusionMethod,
+    rrf_k: int,
+    weights: Mapping[str, float] | None,
+    margin: float = DEFAULT_MARGIN,
+) -> list[Key]:
+    """The keys of :func:`fuse_scores`, best first; ties by the best rank any tier gave the
+    key, then the key, so the order never depends on the order the fusion returns them in.
+
+    Example:
+        >>> fused_order({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 3.0, "x": 1.0}},
+        ...             method="rrf", rrf_k=60, weights=None)
+        ['x', 'y']
+    """
+    fused = fuse_scores(scored_lists, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
+    first: dict[Key, int] = {}
+    for scored in scored_lists.values():
+        for rank, key in enumerate(scored):
+            first[key] = min(first.get(key, rank), rank)
+    return sorted(fused, key=lambda key: (-fused[key], first[key], key))
 
 
 def fuse_hits(

@@ -32,7 +32,7 @@ from ragtiller.index.records import RecordTable
 from ragtiller.index.units import paragraph_break, wrap_width
 from ragtiller.models.batch_embedding import normalize_rows
 from ragtiller.ranking.documents import DocKey, doc_key
-from ragtiller.ranking.fusion import DEFAULT_MARGIN, FusionMethod, fuse_scores
+from ragtiller.ranking.fusion import DEFAULT_MARGIN, FusionMethod, fused_order
 
 DocumentUnit = Literal["passage", "paragraph", "section"]
 UNIT_ID = "unit_id"
@@ -282,12 +282,5 @@ def unit_document_order(
             units[unit] = max(units.get(unit, score), score)
             doc_of.setdefault(unit, doc_key(hit))
         scored[tier] = dict(sorted(units.items(), key=lambda item: -item[1]))
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
-    first: dict[str, int] = {}  # ties: the best rank any tier gave the unit, then its id
-    for units in scored.values():
-        for rank, unit in enumerate(units):
-            first[unit] = min(first.get(unit, rank), rank)
-    best: dict[DocKey, float] = {}
-    for unit in sorted(fused, key=lambda u: (-fused[u], first[u], u)):
-        best.setdefault(doc_of[unit], fused[unit])
-    return list(best)
+    order = fused_order(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
+    return list(dict.fromkeys(doc_of[unit] for unit in order))
