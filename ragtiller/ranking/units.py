@@ -201,7 +201,7 @@ class DenseUnitsTier(CpuTier):
         self, request: SearchRequest, *, question: Sequence[float] | None = None
     ) -> list[Hit]:
         """``inner``'s hits, in its order, with their units' centroid cosines."""
-        return self._with_units(request, self.inner.search(request, question=question))
+        return self._unit_scored(request, self.inner.search(request, question=question))
 
     def rank_scored(
         self,
@@ -213,9 +213,9 @@ class DenseUnitsTier(CpuTier):
     ) -> list[Hit]:
         """``inner``'s best ``k`` of rows already scored, with their units' centroid cosines."""
         hits = self.inner.rank_scored(request, rows, scores, question=question)
-        return self._with_units(request, hits)
+        return self._unit_scored(request, hits)
 
-    def _with_units(self, request: SearchRequest, hits: list[Hit]) -> list[Hit]:
+    def _unit_scored(self, request: SearchRequest, hits: list[Hit]) -> list[Hit]:
         if not hits or request.vector is None:
             return hits
         query = normalize_rows(request.vector)[0]
