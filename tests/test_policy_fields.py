@@ -346,6 +346,8 @@ ROWS = [
     Row("fusion.margin", 100.0, base={"fusion.method": "margin"}),
     Row("fusion.tier_weights", {"dense": 1.0, "lexical": 0.0, "parent_child": 0.0}),
     Row("fusion.tier_depth", 1, see=HITS),
+    Row("fusion.misses", "exact", base=SMALL_CAP),
+    Row("fusion.scale_depth", 2, base=SMALL_CAP),
     Row("fusion.doc_aggregation", "off", turns=(SYNTHESIS,)),
     Row("fusion.lexical_unit", "section"),
     Row("fusion.passage_rescore", "off", turns=(SYNTHESIS,)),

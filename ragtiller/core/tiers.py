@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, NotRequired, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict
 
@@ -113,6 +113,19 @@ class SearchRequest:
     filter: Mapping[str, Any] | None = None
 
 
+class Scored(NamedTuple):
+    """A tier's score of a chunk it was asked about (``score_ids``), not one it returned.
+
+    Attributes:
+        score: The score its search would have given the chunk.
+        question: With Rocchio feedback, the chunk's cosine to the question's own vector
+            (as ``metadata[QUERY_SCORE]`` of a hit); None otherwise.
+    """
+
+    score: float
+    question: float | None = None
+
+
 QUERY_SCORE = "query_score"
 """``metadata[QUERY_SCORE]`` of a dense chunk hit found with Rocchio's moved query: its cosine to
 the question's own vector (``feedback.passage_scores`` or ``passage_positions: query``), for the
@@ -134,6 +147,12 @@ class Tier(Protocol):
     ``role`` (:data:`TierRole`; see :func:`tier_role`), and ``native_async``: True when
     ``asearch`` never blocks the event loop, so the graph awaits it instead of running
     ``search`` on the tier's own worker threads.
+
+    A third optional method, ``score_ids(request, ids) -> dict[str, Scored]``, scores chunks
+    the tier did not return, in the request's scope (ids out of scope or unknown are left out).
+    In-process CPU tiers have it (the embedded dense and BM25 tiers, Rocchio over them);
+    ``fusion.misses: exact`` reads it so that a passage one tier missed is fused at that tier's
+    own score for it, not at the tier's lowest.
     """
 
     name: TierName

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.core.tiers import QUERY_SCORE, Hit, SearchRequest
+from ragtiller.core.tiers import QUERY_SCORE, Hit, Scored, SearchRequest
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.compute import CpuTier, top_k
@@ -497,6 +497,27 @@ class DenseTier(CpuTier):
         return self._hits(
             list(zip(rows[best].tolist(), scores[best].tolist(), strict=True)), question
         )
+
+    def score_ids(
+        self,
+        request: SearchRequest,
+        ids: Sequence[str],
+        *,
+        question: Sequence[float] | None = None,
+    ) -> dict[str, Scored]:
+        """The cosine of each of ``ids`` in the request's scope, as :meth:`search` scores it
+        (``question``: each also with its cosine to that vector, as :meth:`search` marks it)."""
+        if request.vector is None or not ids:
+            return {}
+        found, rows = self.store.records.rows_in_scope(ids, request.namespaces, request.filter)
+        if not rows:
+            return {}
+        block = np.asarray(self.store.vectors[rows], dtype=np.float32)
+        scores = (block @ normalize_rows(request.vector)[0]).tolist()
+        if question is None:
+            return {i: Scored(s) for i, s in zip(found, scores, strict=True)}
+        asked = (block @ normalize_rows(question)[0]).tolist()
+        return {i: Scored(s, q) for i, s, q in zip(found, scores, asked, strict=True)}
 
     def _hits(
         self, pairs: Sequence[tuple[int, float]], question: Sequence[float] | None

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import Stemmer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.core.tiers import Hit, Scored, SearchRequest
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import compute
 from ragtiller.index.compute import CpuTier, top_k_positive
@@ -259,6 +259,15 @@ class LexicalTier(CpuTier):
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
         return scores
+
+    def score_ids(self, request: SearchRequest, ids: Sequence[str]) -> dict[str, Scored]:
+        """The BM25 of each of ``ids`` in the request's scope, as :meth:`search` scores it (the
+        turn's scores of every row are kept per query, so this costs a lookup per id)."""
+        found, rows = self.records.rows_in_scope(ids, request.namespaces, request.filter)
+        if not rows:
+            return {}
+        scores = self.row_scores(request)[rows].tolist()
+        return {i: Scored(s) for i, s in zip(found, scores, strict=True)}
 
     def _score(self, tokens: list[str]) -> np.ndarray:
         """BM25 of every row for the analysed query, read-only (kept and shared)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,25 @@ class RecordTable:
         if mask is not None:
             mask.flags.writeable = False  # kept and shared by the turns of this scope
         return mask
+
+    def rows_in_scope(
+        self,
+        ids: Iterable[str],
+        namespaces: Sequence[str] | None,
+        filter: Mapping[str, Any] | None,
+    ) -> tuple[list[str], list[int]]:
+        """Those of ``ids`` this table holds in ``namespaces`` and ``filter`` (the scope a search
+        sees), with their rows: a tier asked to score chunks never scores one its search could
+        not have returned."""
+        mask = self.mask(namespaces, filter)
+        found: list[str] = []
+        rows: list[int] = []
+        for id_ in ids:
+            row = self.row(id_)
+            if row is not None and (mask is None or bool(mask[row])):
+                found.append(id_)
+                rows.append(row)
+        return found, rows
 
     def hit(self, row: int, score: float, **extra: Any) -> Hit:
         """The row as a :class:`~ragtiller.core.tiers.Hit` with ``extra`` added to its metadata."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.core.tiers import LEXICAL, StageRecord
+from ragtiller.core.tiers import LEXICAL, SearchRequest, StageRecord
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
+from ragtiller.nodes.tier_search import request_for
 from ragtiller.policies.decisions import decide_rerank
-from ragtiller.ranking.passages import SentenceCoverage, rank_passages
+from ragtiller.ranking.passages import SentenceCoverage, rank_passages, score_misses
 
 
 def make_fuse(deps: Components) -> NodeFn:
@@ -27,6 +28,8 @@ def make_fuse(deps: Components) -> NodeFn:
     # the lexical tiers' hits may settle an exact match
     lexical = [name for name, role in deps.roles.items() if role == LEXICAL]
     weights = deps.tier_weights
+    # a miss scored by its tier is read by z-score fusion only (margin's z-score turns too)
+    exact = policy.fusion.misses == "exact" and policy.fusion.method in ("zscore", "margin")
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
@@ -39,6 +42,8 @@ def make_fuse(deps: Components) -> NodeFn:
             records.append(skipped("fuse", "no-candidates", labels=labels))
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
+            missed, report = score_misses(deps.tiers, _requests(state), hits) if exact else ({}, {})
+            extra: dict[str, Any] = {"misses": report} if exact else {}
             candidates = rank_passages(
                 hits,
                 policy.fusion,
@@ -48,11 +53,16 @@ def make_fuse(deps: Components) -> NodeFn:
                 weights=weights,
                 positions=policy.feedback.passage_positions,
                 order=policy.feedback.passage_scores,
+                missed=missed,
             )
             documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
             records.append(
                 stage.done(
-                    candidates=len(candidates), documents=documents, cap=cap, rescore=rescored
+                    candidates=len(candidates),
+                    documents=documents,
+                    cap=cap,
+                    rescore=rescored,
+                    **extra,
                 )
             )
         assert route["rerank"] is not None  # set by the gate on every retrieval route
@@ -71,3 +81,8 @@ def make_fuse(deps: Components) -> NodeFn:
         return {"candidates": candidates, "rerank": plan, "stages": records}
 
     return fuse
+
+
+def _requests(state: RetrievalState) -> dict[str, SearchRequest]:
+    """Each searched tier's request, as its tier-search branch made it (the same scope)."""
+    return {task["tier"]: request_for(task) for task in state.get("tier_tasks") or []}

@@ -22,15 +22,20 @@ from ragtiller.nodes.deadline import HUNG, OVERLOADED, Deadline
 from ragtiller.nodes.stage import Stage
 
 
-async def search(tier: Tier, task: TierTask) -> Any:
-    """One tier's raw answer to ``task``, within the task's deadline."""
-    request = SearchRequest(
+def request_for(task: TierTask) -> SearchRequest:
+    """The search ``task`` asks of its tier."""
+    return SearchRequest(
         query=task["query"],
         vector=task["vector"],
         k=task["k"],
         namespaces=task["namespaces"],
         filter=task["filter"],
     )
+
+
+async def search(tier: Tier, task: TierTask) -> Any:
+    """One tier's raw answer to ``task``, within the task's deadline."""
+    request = request_for(task)
     if getattr(tier, "native_async", False) is True:
         return await within(tier.asearch(request), task["deadline_s"])
     pool = bulkhead_for(tier, f"tier-{tier.name}")

@@ -399,6 +399,24 @@ class FusionConfig(_Model):
         Field(gt=0),
         turn_field("In hits: how many each tier is asked for; None: the candidate cap."),
     ] = None
+    misses: Annotated[
+        Literal["floor", "exact"],
+        turn_field(
+            "How zscore fusion scores a passage one tier did not return: at that tier's lowest "
+            "z (floor), or at the tier's own score for it (exact: the embedded dense and BM25 "
+            "tiers, and Rocchio over them, score the turn's other passages; any other tier "
+            "keeps the floor)."
+        ),
+    ] = "floor"
+    scale_depth: Annotated[
+        int | None,
+        Field(gt=0),
+        turn_field(
+            "In hits: zscore fusion takes each tier's mean and spread from its best scale_depth "
+            "scores; None: from every hit it returned (which then moves with the candidate cap, "
+            "and so with max_chunks)."
+        ),
+    ] = None
     doc_aggregation: Annotated[
         Literal["off", "max", "sum"],
         turn_field(

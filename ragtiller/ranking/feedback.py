@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.core.tiers import Hit, Scored, SearchRequest, Tier
 from ragtiller.index.compute import CpuTier, top_k_positive
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.lexical import LexicalTier, indexed_text
@@ -199,6 +199,34 @@ class RocchioTier(CpuTier):
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` hits of the moved query vector, best first."""
+        moved, status, candidates = self._moved(request)
+        second = replace(request, vector=moved)
+        marks = self._question_marks(request, moved)
+        if moved is None or moved is request.vector or candidates is None or not self._rank_scored:
+            hits = self.inner.search(second, **marks)
+        else:
+            query = normalize_rows(moved)[0]  # as a scan normalises it: the same cosines
+            scores = self._rescored(candidates, query)
+            hits = self._rank_scored(second, candidates, scores, **marks)
+        return [_mark(h, status) for h in hits]
+
+    def score_ids(self, request: SearchRequest, ids: Sequence[str]) -> dict[str, Scored]:
+        """The moved query's cosine of each of ``ids`` in scope, as :meth:`search` scores it
+        (with the question's own cosine where :meth:`search` marks it); empty when the inner
+        tier cannot score given chunks. The feedback first pass is the turn's, kept."""
+        score_ids = getattr(self.inner, "score_ids", None)
+        if not callable(score_ids):
+            return {}
+        moved, _, _ = self._moved(request)
+        scored: dict[str, Scored] = score_ids(
+            replace(request, vector=moved), ids, **self._question_marks(request, moved)
+        )
+        return scored
+
+    def _moved(
+        self, request: SearchRequest
+    ) -> tuple[Sequence[float] | None, str, npt.NDArray[np.intp] | None]:
+        """The moved query vector, the feedback status, and the second pass's candidates."""
         moved: Sequence[float] | None = request.vector
         status = self.label
         candidates: npt.NDArray[np.intp] | None = None
@@ -214,18 +242,16 @@ class RocchioTier(CpuTier):
             except Exception as e:  # fall back to the plain query vector, labelled
                 moved, status = request.vector, f"failed: {type(e).__name__}: {e}"
                 candidates = None
-        second = replace(request, vector=moved)
+        return moved, status, candidates
+
+    def _question_marks(
+        self, request: SearchRequest, moved: Sequence[float] | None
+    ) -> dict[str, Sequence[float]]:
+        """``question=`` for the inner tier when a passage field reads the question's scores:
+        a dense tier marks each chunk with its cosine to it (rows at hand, no lookup)."""
         wanted = "query" in (self.config.passage_scores, self.config.passage_positions)
-        # a dense tier marks each chunk with its cosine to the question (rows at hand, no lookup)
         question = request.vector if wanted and moved is not request.vector else None
-        marks = {"question": question} if question is not None and self._marks else {}
-        if moved is None or moved is request.vector or candidates is None or not self._rank_scored:
-            hits = self.inner.search(second, **marks)
-        else:
-            query = normalize_rows(moved)[0]  # as a scan normalises it: the same cosines
-            scores = self._rescored(candidates, query)
-            hits = self._rank_scored(second, candidates, scores, **marks)
-        return [_mark(h, status) for h in hits]
+        return {"question": question} if question is not None and self._marks else {}
 
     def _rescored(
         self, candidates: npt.NDArray[np.intp], query: npt.NDArray[np.float32]

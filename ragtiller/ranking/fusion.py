@@ -46,6 +46,34 @@ def zscores(scores: Sequence[float]) -> list[float]:
     return [(s - mean) / sigma for s in scores]
 
 
+def scaled_zscores(
+    scores: Mapping[K, float], scale: int | None = None, extra: Mapping[K, float] | None = None
+) -> tuple[dict[K, float], dict[K, float]]:
+    """z of a tier's ``scores`` (best first) and of its ``extra`` scores (keys it did not
+    return, scored by the tier on request), both against the mean and spread of its first
+    ``scale`` scores (None: all of them). Returns ``(z of scores, z of extra)``.
+
+    With no ``scale`` and no ``extra`` this is :func:`zscores`. A spread of 0 gives every
+    score z = 0 and drops ``extra`` (a flat list measures nothing).
+
+    Example:
+        >>> scaled_zscores({"a": 3.0, "b": 1.0, "c": -1.0}, scale=2, extra={"d": 0.0})
+        ({'a': 1.0, 'b': -1.0, 'c': -3.0}, {'d': -2.0})
+    """
+    values = list(scores.values())
+    head = values if scale is None else values[:scale]
+    n = len(head)
+    if n == 0:
+        return {}, {}
+    mean = math.fsum(head) / n
+    sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in head) / n)
+    if sigma == 0.0 or not math.isfinite(sigma):
+        return dict.fromkeys(scores, 0.0), {}
+    z = dict(zip(scores, ((s - mean) / sigma for s in values), strict=True))
+    more = {k: (v - mean) / sigma for k, v in (extra or {}).items() if k not in scores}
+    return z, more
+
+
 def _missing_z(z_values: Sequence[float]) -> float:
     if not z_values or all(z == 0.0 for z in z_values):
         return MISSING_Z_FLAT
@@ -78,15 +106,21 @@ def zscore_fusion(
     scored_lists: Mapping[str, Mapping[K, float]],
     *,
     weights: Mapping[str, float] | None = None,
+    scale: int | None = None,
+    extra: Mapping[str, Mapping[K, float]] | None = None,
 ) -> dict[K, float]:
-    """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes)."""
-    per_tier = {
-        tier: dict(zip(s, zscores(list(s.values())), strict=True))
-        for tier, s in scored_lists.items()
-    }
+    """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes).
+
+    ``scale``: each list's mean and spread come from its first ``scale`` scores (None: all).
+    ``extra``: per list, scores of keys it did not return, scored by its tier on request
+    (``fusion.misses: exact``); such a key gets its own z instead of the floor, and the floor
+    is the lowest z of the list and its extra scores together.
+    """
     all_ids = {i for s in scored_lists.values() for i in s}
     fused: dict[K, float] = {}
-    for tier, zs in per_tier.items():
+    for tier, s in scored_lists.items():
+        zs, more = scaled_zscores(s, scale, (extra or {}).get(tier))
+        zs.update(more)
         weight = 1.0 if weights is None else weights.get(tier, 1.0)
         floor = _missing_z(list(zs.values()))
         for doc_id in all_ids:
@@ -160,8 +194,12 @@ def fuse_scores(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
     margin: float = DEFAULT_MARGIN,
+    scale: int | None = None,
+    extra: Mapping[str, Mapping[K, float]] | None = None,
 ) -> dict[K, float]:
     """Fused score per key of tier -> (key -> score) lists, each in its tier's order, best first.
+
+    ``scale`` and ``extra`` are :func:`zscore_fusion`'s; the other methods ignore them.
 
     Example:
         >>> fuse_scores({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 5.0}}, method="minmax")
@@ -173,7 +211,7 @@ def fuse_scores(
         ranked = {tier: list(s) for tier, s in scored_lists.items()}
         return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
     if method == "zscore":
-        return zscore_fusion(scored_lists, weights=weights)
+        return zscore_fusion(scored_lists, weights=weights, scale=scale, extra=extra)
     if method == "minmax":
         return minmax_fusion(scored_lists, weights=weights)
     raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax, margin")
@@ -211,15 +249,26 @@ def fuse_hits(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
     margin: float = DEFAULT_MARGIN,
+    scale: int | None = None,
+    extra: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Candidate]:
     """Merge tier hit lists into at most ``cap`` candidates, best first.
 
     Each candidate keeps every tier's raw score, 1-based rank and z-score (within that tier's
-    whole hit list). Equal fused scores break by the best rank any tier gave the candidate, then
-    by tier order (the order of ``hits_by_tier``), then by id, so the order is deterministic.
+    whole hit list, or against its first ``scale`` hits). Equal fused scores break by the best
+    rank any tier gave the candidate, then by tier order (the order of ``hits_by_tier``), then
+    by id, so the order is deterministic. ``scale`` and ``extra``: see :func:`zscore_fusion`.
     """
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
+    fused = fuse_scores(
+        scored,
+        method=method,
+        rrf_k=rrf_k,
+        weights=weights,
+        margin=margin,
+        scale=scale,
+        extra=extra,
+    )
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():
         for hit in hits:
@@ -231,10 +280,9 @@ def fuse_hits(
     seen: dict[str, list[tuple[str, float, int, float]]] = {}
     best: dict[str, tuple[int, int]] = {}
     for position, (tier, s) in enumerate(scored.items()):
-        values = list(s.values())
-        for rank, (doc_id, score, z) in enumerate(
-            zip(s, values, zscores(values), strict=True), start=1
-        ):
+        z_of = scaled_zscores(s, scale)[0] if s else {}
+        for rank, (doc_id, score) in enumerate(s.items(), start=1):
+            z = z_of[doc_id]
             seen.setdefault(doc_id, []).append((tier, score, rank, z))
             held = best.get(doc_id)
             if held is None or (rank, position) < held:

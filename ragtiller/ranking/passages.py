@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ragtiller.core.tiers import QUERY_SCORE, Candidate, Hit
+from ragtiller.core.tiers import QUERY_SCORE, Candidate, Hit, Scored, SearchRequest
 from ragtiller.index.lexical import LexicalTier, lucene_idf
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import (
@@ -105,6 +105,7 @@ def rank_passages(
     weights: Mapping[str, float] | None = None,
     positions: PassageScores = "moved",
     order: PassageScores = "moved",
+    missed: Mapping[str, Mapping[str, Scored]] | None = None,
 ) -> list[Candidate]:
     """At most ``cap`` passages, best first: fused, placed under ranked documents, re-scored.
 
@@ -119,6 +120,9 @@ def rank_passages(
     and ``passage_scores``), while the documents still rank by the moved (feedback) fusion.
     ``weights`` are the tiers' fusion weights by name (default ``fusion.tier_weights``; the fuse
     node passes them resolved by role, :func:`~ragtiller.ranking.fusion.weights_by_name`).
+    ``missed``: per tier, its own scores of passages it did not return (``fusion.misses:
+    exact``, :func:`score_misses`), which z-score fusion reads instead of the tier's floor.
+    Z-scores take each tier's mean and spread from its best ``fusion.scale_depth`` hits.
     """
     passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
     sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
@@ -127,6 +131,7 @@ def rank_passages(
         return []
     weights = (fusion.tier_weights if weights is None else weights) or None
     total = sum(len(h) for h in passages.values())
+    extra = {t: {i: m.score for i, m in scored.items()} for t, scored in (missed or {}).items()}
     fused = fuse_hits(
         passages,
         method=fusion.method,
@@ -134,6 +139,8 @@ def rank_passages(
         rrf_k=fusion.rrf_k,
         weights=weights,
         margin=fusion.margin,
+        scale=fusion.scale_depth,
+        extra=extra,
     )
     if fusion.doc_aggregation == "off":
         return fused[:cap]
@@ -156,7 +163,7 @@ def rank_passages(
             margin=fusion.margin,
         )
     question = (
-        _question_fusion(passages, fusion, total, weights)
+        _question_fusion(passages, fusion, total, weights, missed)
         if "query" in (positions, order)
         else None
     )
@@ -173,11 +180,43 @@ def rank_passages(
     return interleave(placed, documents, within)[:cap]
 
 
+def score_misses(
+    tiers: Mapping[str, Any],
+    requests: Mapping[str, SearchRequest],
+    hits_by_tier: Mapping[str, Sequence[Hit]],
+) -> tuple[dict[str, dict[str, Scored]], dict[str, str]]:
+    """Each tier's own scores of the turn's passages it did not return (``fusion.misses:
+    exact``), and what each tier did, for the stage record.
+
+    A tier is asked when it returned passages and can score given chunks (``score_ids``), with
+    the request it searched with (its scope: it scores nothing its search could not have
+    returned). A tier that fails here keeps the floor for its misses; the turn goes on.
+    """
+    passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
+    union = list(dict.fromkeys(h["id"] for hits in passages.values() for h in hits))
+    scored: dict[str, dict[str, Scored]] = {}
+    report: dict[str, str] = {}
+    for name, found in passages.items():
+        score_ids = getattr(tiers.get(name), "score_ids", None)
+        if not found or name not in requests or not callable(score_ids):
+            continue
+        own = {h["id"] for h in found}
+        missing = [i for i in union if i not in own]
+        try:
+            scored[name] = dict(score_ids(requests[name], missing)) if missing else {}
+        except Exception as e:  # exact misses improve a fusion, never cost the turn
+            report[name] = f"failed: {type(e).__name__}: {e}"
+            continue
+        report[name] = f"{len(scored[name])} of {len(missing)} scored"
+    return scored, report
+
+
 def _question_fusion(
     passages: Mapping[str, Sequence[Hit]],
     fusion: FusionConfig,
     total: int,
     weights: Mapping[str, float] | None,
+    missed: Mapping[str, Mapping[str, Scored]] | None = None,
 ) -> list[Candidate] | None:
     """The passages fused with each moved hit at its question score (``QUERY_SCORE``); None
     when no hit carries one (feedback did not move, or no field asked for the question's)."""
@@ -187,6 +226,10 @@ def _question_fusion(
         tier: sorted((_at_question(h) for h in hits), key=lambda h: -h["score"])
         for tier, hits in passages.items()
     }
+    extra = {
+        tier: {i: m.score if m.question is None else m.question for i, m in scored.items()}
+        for tier, scored in (missed or {}).items()
+    }
     return fuse_hits(
         unmoved,
         method=fusion.method,
@@ -194,6 +237,8 @@ def _question_fusion(
         rrf_k=fusion.rrf_k,
         weights=weights,
         margin=fusion.margin,
+        scale=fusion.scale_depth,
+        extra=extra,
     )
 
 
