@@ -214,3 +214,15 @@ def test_exact_misses_on_a_thread_and_through_a_breakpoint_equal_a_plain_invoke(
     resumed = asyncio.run(graph.ainvoke(None, paused))
     assert documents(threaded) == documents(resumed) == documents(plain)
     assert threaded["context"] == resumed["context"] == plain["context"]
+
+
+def test_the_rows_of_a_turns_hits_are_found_without_an_id_map_of_every_row(
+    index: EmbeddedIndex, tmp_path: Any
+) -> None:
+    index.save(tmp_path / "index")
+    loaded = EmbeddedIndex.load(tmp_path / "index", embedder=EMBEDDER)
+    tier = next(t for t in tiers_for_policy(load_policy(), loaded) if t.name == "lexical")
+    found = tier.search(request(loaded))
+    scored = tier.score_ids(request(loaded), [h["id"] for h in found])  # type: ignore[attr-defined]
+    assert len(scored) == len(found)
+    assert loaded.store.records._row is None  # no map of every id was built
