@@ -36,14 +36,19 @@ def zscores(scores: Sequence[float]) -> list[float]:
         >>> zscores([3.0, 1.0])
         [1.0, -1.0]
     """
-    n = len(scores)
-    if n == 0:
+    if not scores:
         return []
-    mean = math.fsum(scores) / n
-    sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
+    mean, sigma = _spread(scores)
     if sigma == 0.0 or not math.isfinite(sigma):
-        return [0.0] * n
+        return [0.0] * len(scores)
     return [(s - mean) / sigma for s in scores]
+
+
+def _spread(scores: Sequence[float]) -> tuple[float, float]:
+    """Mean and population standard deviation of non-empty ``scores``."""
+    n = len(scores)
+    mean = math.fsum(scores) / n
+    return mean, math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
 
 
 def scaled_zscores(
@@ -62,11 +67,9 @@ def scaled_zscores(
     """
     values = list(scores.values())
     head = values if scale is None else values[:scale]
-    n = len(head)
-    if n == 0:
+    if not head:
         return {}, {}
-    mean = math.fsum(head) / n
-    sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in head) / n)
+    mean, sigma = _spread(head)
     if sigma == 0.0 or not math.isfinite(sigma):
         return dict.fromkeys(scores, 0.0), {}
     z = dict(zip(scores, ((s - mean) / sigma for s in values), strict=True))
@@ -157,9 +160,7 @@ def top_margin(scores: Sequence[float]) -> float:
     """
     if len(scores) < 2:
         return 0.0
-    n = len(scores)
-    mean = math.fsum(scores) / n
-    sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
+    _, sigma = _spread(scores)
     if sigma == 0.0 or not math.isfinite(sigma):
         return 0.0
     first, second = sorted(scores, reverse=True)[:2]
