@@ -11,9 +11,10 @@ import yaml
 from fixtures.eval_cli import main
 from langchain_core.documents import Document
 
-from ragtiller.eval.honesty import EVAL_DEADLINE_S, without_deadlines
+from ragtiller.eval.honesty import EVAL_DEADLINE_S, depth_line, without_deadlines
 from ragtiller.eval.metrics import score_query
 from ragtiller.eval.runner import ranking_from_documents
+from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import open_index
 from ragtiller.ingest import ingest
@@ -156,3 +157,29 @@ def test_several_passages_of_one_document_neither_help_nor_hurt() -> None:
     repeated = ranking_from_documents(passages("d1", "d1", "d4", "d1", "d4", "d2", "d2"))
     assert once == repeated == ("d1", "d4", "d2")
     assert score_query(repeated, grades) == score_query(once, grades)
+
+
+def test_the_report_says_when_top_k_asks_the_tiers_for_more_than_a_turn_does() -> None:
+    policy = load_policy()
+    assert depth_line(policy, with_depth(policy, 5)) is None  # max_chunks stays 12: 36 hits
+    deeper = depth_line(policy, with_depth(policy, 100))
+    assert deeper == (
+        "each tier asked for 300 hits, a turn of this policy for 36: the top of this ranking "
+        "can differ from a turn's (docs/eval.md)"
+    )
+    fixed = with_overrides(policy, {"fusion.misses": "exact", "fusion.scale_depth": 36})
+    assert depth_line(fixed, with_depth(fixed, 100)) == (
+        "each tier asked for 300 hits, a turn of this policy for 36"
+    )
+
+
+def test_eval_prints_the_depth_it_measured_at(
+    tiny_beir_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["eval", "--index", str(tiny_beir_index), "--dataset", str(TINY), "--no-progress"]
+    assert main([*argv, "--top-k", "100"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].startswith("each tier asked for 300 hits")
+    assert main([*argv, "--top-k", "100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["depth"].startswith("each tier asked for 300")
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["depth"] is None

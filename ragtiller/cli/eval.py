@@ -23,6 +23,7 @@ from ragtiller.eval.honesty import (
     check_degraded,
     deadlines_line,
     degradation,
+    depth_line,
     without_deadlines,
 )
 from ragtiller.eval.layouts import load_dataset
@@ -215,12 +216,21 @@ def _evaluate(
     """One run of ``dataset``: deadlines lifted, ``--top-k`` applied, the index fingerprinted."""
     from ragtiller.graph.builder import build_graph
 
-    if args.top_k is not None:  # documents: one passage each; QA: the policy's passages
-        per_document = None if dataset.kind == "passages" else 1
-        policy = with_depth(policy, args.top_k, per_document=per_document)
+    policy = _measured(policy, dataset, args)
     graph = build_graph(without_deadlines(policy), index=index, embedder=embedder)
     run = run_eval(graph, dataset, concurrency=args.concurrency, progress=not args.no_progress)
     return replace(run, index=index_fingerprint(index))
+
+
+def _measured(
+    policy: RetrievalPolicy, dataset: EvalDataset, args: argparse.Namespace
+) -> RetrievalPolicy:
+    """The policy an eval runs: ``--top-k`` applied (documents: one passage each; QA: the
+    policy's passages)."""
+    if args.top_k is None:
+        return policy
+    per_document = None if dataset.kind == "passages" else 1
+    return with_depth(policy, args.top_k, per_document=per_document)
 
 
 def _checked(
@@ -246,6 +256,7 @@ def _eval(args: argparse.Namespace) -> int:
         return _fail("eval", e)
     metrics = summarize(run, dataset)
     degraded = degradation(run)
+    depth = depth_line(policy, _measured(policy, dataset, args))
     if args.json:
         payload = {
             "policy": {"policy_id": policy.policy_id, "version": policy.version},
@@ -258,12 +269,15 @@ def _eval(args: argparse.Namespace) -> int:
                 "policy": policy.deadlines.model_dump(),
             },
             "degraded": degraded.to_json(),
+            "depth": depth,
             "metrics": {name: m.to_json() for name, m in metrics.items()},
         }
         print(json.dumps(payload, indent=2, sort_keys=True, allow_nan=False))
     else:
         print(f"policy {policy.policy_id} @ {policy.version} · {dataset_line(dataset)}")
         print(f"{coverage.line(dataset)} · {deadlines_line(policy)}")
+        if depth is not None:
+            print(depth)
         print_table(metrics, dataset.kind, sys.stdout)
         print(degraded.summary())
     try:

@@ -96,3 +96,20 @@ def deadlines_line(policy: RetrievalPolicy) -> str:
     """What the report says about deadlines: lifted, and the policy's own values."""
     own = ", ".join(f"{name} {value:g}" for name, value in policy.deadlines.model_dump().items())
     return f"deadlines lifted to {EVAL_DEADLINE_S:g} s for the eval (the policy's: {own})"
+
+
+def depth_line(policy: RetrievalPolicy, measured: RetrievalPolicy) -> str | None:
+    """What the report says when the eval asks each tier for more hits than a turn of
+    ``policy`` does (``--top-k`` raises ``max_chunks``), None when it asks as many. Unless
+    z-score fusion scores misses exactly at a fixed scale (``fusion.misses: exact``,
+    ``fusion.scale_depth``), deeper tier lists can reorder the top of the ranking, so the
+    figures are then a deeper turn's than the policy's own (docs/eval.md)."""
+    own, asked = policy.tier_hits, measured.tier_hits
+    if own == asked:
+        return None
+    fusion = measured.fusion
+    scale = fusion.scale_depth
+    fixed = fusion.method == "zscore" and fusion.misses == "exact" and scale is not None
+    same = fixed and scale is not None and scale <= own
+    note = "" if same else ": the top of this ranking can differ from a turn's (docs/eval.md)"
+    return f"each tier asked for {asked} hits, a turn of this policy for {own}{note}"

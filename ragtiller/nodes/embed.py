@@ -101,7 +101,7 @@ def _mean_vector(embedder: Embeddings, windows: list[str]) -> list[float]:
 def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
     """Build the embed node bound to ``deps``."""
     policy = deps.policy
-    depth = policy.fusion.tier_depth or policy.budgets.candidate_cap
+    depth = policy.tier_hits
     roles, weights = deps.roles, deps.tier_weights
 
     async def embed(state: RetrievalState) -> dict[str, Any]:

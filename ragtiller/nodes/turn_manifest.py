@@ -76,7 +76,7 @@ def build_manifest(
         selected_namespaces=route["namespaces"],
         tenant=route["tenant"],
         top_k={
-            "tier": policy.fusion.tier_depth or policy.budgets.candidate_cap,
+            "tier": policy.tier_hits,
             "candidates": policy.budgets.candidate_cap,
             "final": route["top_k"],
         }

@@ -658,6 +658,11 @@ class RetrievalPolicy(_Model):
         8
     """
 
+    @property
+    def tier_hits(self) -> int:
+        """Hits each tier is asked for on a turn: ``fusion.tier_depth``, else the candidate cap."""
+        return self.fusion.tier_depth or self.budgets.candidate_cap
+
     schema_version: Annotated[
         Literal[2],
         build_field("The schema the file is written in; 1 is upgraded on load, with a warning."),
