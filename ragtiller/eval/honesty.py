@@ -109,7 +109,7 @@ def depth_line(policy: RetrievalPolicy, measured: RetrievalPolicy) -> str | None
         return None
     fusion = measured.fusion
     scale = fusion.scale_depth
-    fixed = fusion.method == "zscore" and fusion.misses == "exact" and scale is not None
-    same = fixed and scale is not None and scale <= own
+    exact = fusion.method == "zscore" and fusion.misses == "exact"
+    same = exact and scale is not None and scale <= own
     note = "" if same else ": the top of this ranking can differ from a turn's (docs/eval.md)"
     return f"each tier asked for {asked} hits, a turn of this policy for {own}{note}"

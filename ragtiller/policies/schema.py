@@ -412,9 +412,9 @@ class FusionConfig(_Model):
         int | None,
         Field(gt=0),
         turn_field(
-            "In hits: zscore fusion takes each tier's mean and spread from its best scale_depth "
-            "scores; None: from every hit it returned (which then moves with the candidate cap, "
-            "and so with max_chunks)."
+            "In hits: zscore passage fusion (the passages' documents and positions) takes each "
+            "tier's mean and spread from its best scale_depth scores; None: from every hit it "
+            "returned (which then moves with the candidate cap, and so with max_chunks)."
         ),
     ] = None
     doc_aggregation: Annotated[

@@ -281,7 +281,7 @@ def fuse_hits(
     seen: dict[str, list[tuple[str, float, int, float]]] = {}
     best: dict[str, tuple[int, int]] = {}
     for position, (tier, s) in enumerate(scored.items()):
-        z_of = scaled_zscores(s, scale)[0] if s else {}
+        z_of = scaled_zscores(s, scale)[0]
         for rank, (doc_id, score) in enumerate(s.items(), start=1):
             z = z_of[doc_id]
             seen.setdefault(doc_id, []).append((tier, score, rank, z))

@@ -124,7 +124,7 @@ def rank_passages(
     exact``, :func:`score_misses`), which z-score fusion reads instead of the tier's floor.
     Z-scores take each tier's mean and spread from its best ``fusion.scale_depth`` hits.
     """
-    passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
+    passages = passage_hits(hits_by_tier)
     sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
     passages = {t: hits for t, hits in passages.items() if hits}
     if not passages:
@@ -180,6 +180,11 @@ def rank_passages(
     return interleave(placed, documents, within)[:cap]
 
 
+def passage_hits(hits_by_tier: Mapping[str, Sequence[Hit]]) -> dict[str, list[Hit]]:
+    """Each tier's passage hits: section-level hits vote for documents and are never passages."""
+    return {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
+
+
 def score_misses(
     tiers: Mapping[str, Any],
     requests: Mapping[str, SearchRequest],
@@ -192,7 +197,7 @@ def score_misses(
     the request it searched with (its scope: it scores nothing its search could not have
     returned). A tier that fails here keeps the floor for its misses; the turn goes on.
     """
-    passages = {t: [h for h in hits if not is_section_hit(h)] for t, hits in hits_by_tier.items()}
+    passages = passage_hits(hits_by_tier)
     union = list(dict.fromkeys(h["id"] for hits in passages.values() for h in hits))
     scored: dict[str, dict[str, Scored]] = {}
     report: dict[str, str] = {}
