@@ -132,16 +132,7 @@ def rank_passages(
     weights = (fusion.tier_weights if weights is None else weights) or None
     total = sum(len(h) for h in passages.values())
     extra = {t: {i: m.score for i, m in scored.items()} for t, scored in (missed or {}).items()}
-    fused = fuse_hits(
-        passages,
-        method=fusion.method,
-        cap=total,
-        rrf_k=fusion.rrf_k,
-        weights=weights,
-        margin=fusion.margin,
-        scale=fusion.scale_depth,
-        extra=extra,
-    )
+    fused = _fuse(passages, fusion, total, weights, extra)
     if fusion.doc_aggregation == "off":
         return fused[:cap]
     documents: list[DocKey] = []  # max over passages alone: a document ranks by its best passage
@@ -235,8 +226,19 @@ def _question_fusion(
         tier: {i: m.score if m.question is None else m.question for i, m in scored.items()}
         for tier, scored in (missed or {}).items()
     }
+    return _fuse(unmoved, fusion, total, weights, extra)
+
+
+def _fuse(
+    passages: Mapping[str, Sequence[Hit]],
+    fusion: FusionConfig,
+    total: int,
+    weights: Mapping[str, float] | None,
+    extra: Mapping[str, Mapping[str, float]],
+) -> list[Candidate]:
+    """Every passage, fused as ``fusion`` says (the moved fusion and the question's alike)."""
     return fuse_hits(
-        unmoved,
+        passages,
         method=fusion.method,
         cap=total,
         rrf_k=fusion.rrf_k,
