@@ -15,7 +15,8 @@ then ``ragtiller eval --split questions-1000 --top-k 5 --json`` (the CLI's own `
 process). Beside it, the squad-dev README's reference baselines, computed again over that
 copy's own paragraphs: BM25 (bm25s, Lucene k1 1.5 b 0.75, English stopwords, Snowball), MiniLM
 (ONNX fp32, which gives sentence-transformers' vectors), and their z-score and RRF fusion over
-each list's top 100 (a miss at that list's lowest z). Prints one JSON object per copy.
+each list's top 100 (a miss at that list's lowest z), by ragtiller's own ``zscore_fusion`` and
+``reciprocal_rank_fusion``. Prints one JSON object per copy.
 
     python benchmarks/bench_passage_layouts.py --squad ../shared/data/squad-dev --work /tmp/layouts
 """
@@ -28,7 +29,7 @@ import io
 import json
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from bench_passages import answer_matchers, normalise  # noqa: E402
 
 from ragtiller.cli.app import main as ragtiller  # noqa: E402
 from ragtiller.models.embedders import local_embedder  # noqa: E402
+from ragtiller.ranking.fusion import reciprocal_rank_fusion, zscore_fusion  # noqa: E402
 
 QUESTIONS = "questions-1000"
 DEPTH = 100
@@ -106,13 +108,6 @@ def user_path(dataset: Path, index: Path) -> dict[str, Any]:
     }
 
 
-def _z(ranked: Sequence[tuple[int, float]]) -> dict[int, float]:
-    scores = np.array([s for _, s in ranked], dtype=np.float64)
-    spread = float(scores.std())
-    mean = float(scores.mean())
-    return {i: (s - mean) / spread if spread else 0.0 for i, s in ranked}
-
-
 def references(paragraphs: list[str], questions: list[dict[str, Any]]) -> dict[str, Any]:
     """hit@1 / hit@5 of BM25, MiniLM and their z-score and RRF fusion over ``paragraphs``."""
     stemmer = Stemmer.Stemmer("english")
@@ -133,17 +128,12 @@ def references(paragraphs: list[str], questions: list[dict[str, Any]]) -> dict[s
         query = np.asarray(embedder.embed_query(question["question"]), dtype=np.float32)
         cosines = vectors @ (query / np.linalg.norm(query))
         dense = [(int(i), float(cosines[i])) for i in np.argsort(-cosines)[:DEPTH]]
-        zl, zd = (_z(lexical) if lexical else {}), _z(dense)
-        floor_l, floor_d = min(zl.values(), default=0.0), min(zd.values())
-        keys = set(zl) | set(zd)
-        rrf: dict[int, float] = {}
-        for ranked in (lexical, dense):
-            for rank, (i, _) in enumerate(ranked, 1):
-                rrf[i] = rrf.get(i, 0.0) + 1.0 / (RRF_K + rank)
+        lists = {"bm25": dict(lexical), "dense": dict(dense)}
+        zscore = zscore_fusion(lists)
+        rrf = reciprocal_rank_fusion({name: list(s) for name, s in lists.items()}, k=RRF_K)
         orders = {
-            "bm25": [i for i, _ in lexical],
-            "dense": [i for i, _ in dense],
-            "zscore": sorted(keys, key=lambda i: -(zl.get(i, floor_l) + zd.get(i, floor_d))),
+            **{name: list(s) for name, s in lists.items()},
+            "zscore": sorted(zscore, key=lambda i: -zscore[i]),
             "rrf": sorted(rrf, key=lambda i: -rrf[i]),
         }
         tests = answer_matchers(question)
