@@ -203,6 +203,7 @@ class Row:
 
 RERANK = {"routes.factual_lookup.rerank": True}
 UNITS = {"fusion.document_unit": "paragraph"}
+NEIGHBOURS = {"fusion.neighbour_weight": 1.0}
 RRF = {"fusion.method": "rrf"}
 CEILING = {**RERANK, "reranker.ceiling": "cohere", "reranker.require_eval_lift": False}
 ROUTER = {"router.llm_router": "on"}
@@ -348,6 +349,9 @@ ROWS = [
     Row("fusion.tier_depth", 1, see=HITS),
     Row("fusion.misses", "exact", base=SMALL_CAP),
     Row("fusion.scale_depth", 2, base=SMALL_CAP),
+    Row("fusion.neighbour_weight", 1.0, turns=(SYNTHESIS,)),
+    Row("fusion.neighbour_k", 1, turns=(SYNTHESIS,), base=NEIGHBOURS),
+    Row("fusion.neighbour_depth", 2, base=NEIGHBOURS),
     Row("fusion.doc_aggregation", "off", turns=(SYNTHESIS,)),
     Row("fusion.lexical_unit", "section"),
     Row("fusion.passage_rescore", "off", turns=(SYNTHESIS,)),

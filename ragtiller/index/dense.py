@@ -519,6 +519,14 @@ class DenseTier(CpuTier):
         asked = (block @ normalize_rows(question)[0]).tolist()
         return {i: Scored(s, q) for i, s, q in zip(found, scores, asked, strict=True)}
 
+    def vectors_of(
+        self, request: SearchRequest, ids: Sequence[str]
+    ) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """Those of ``ids`` in the request's scope, with their unit vectors as rows (neighbour
+        regularization reads how alike a turn's passages are)."""
+        found, rows = self.store.records.rows_in_scope(ids, request.namespaces, request.filter)
+        return found, np.asarray(self.store.vectors[rows], dtype=np.float32)
+
     def _hits(
         self, pairs: Sequence[tuple[int, float]], question: Sequence[float] | None
     ) -> list[Hit]:

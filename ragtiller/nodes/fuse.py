@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragtiller.core.tiers import LEXICAL, SearchRequest, StageRecord
+from ragtiller.core.tiers import DENSE, LEXICAL, SearchRequest, StageRecord
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.tier_search import request_for
 from ragtiller.policies.decisions import decide_rerank
+from ragtiller.ranking.neighbours import VectorLookup, vector_lookup
 from ragtiller.ranking.passages import SentenceCoverage, rank_passages, score_misses
 
 
@@ -27,6 +28,8 @@ def make_fuse(deps: Components) -> NodeFn:
     rescored = mode if rescore is not None else "off"
     # the lexical tiers' hits may settle an exact match
     lexical = [name for name, role in deps.roles.items() if role == LEXICAL]
+    dense = [name for name, role in deps.roles.items() if role == DENSE]
+    neighbours = policy.fusion.neighbour_weight > 0
     weights = deps.tier_weights
     # a miss scored by its tier is read by z-score fusion only (margin's z-score turns too)
     exact = policy.fusion.misses == "exact" and policy.fusion.method in ("zscore", "margin")
@@ -42,8 +45,10 @@ def make_fuse(deps: Components) -> NodeFn:
             records.append(skipped("fuse", "no-candidates", labels=labels))
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
-            missed, report = score_misses(deps.tiers, _requests(state), hits) if exact else ({}, {})
+            requests = _requests(state)
+            missed, report = score_misses(deps.tiers, requests, hits) if exact else ({}, {})
             extra: dict[str, Any] = {"misses": report} if exact else {}
+            vectors = _vectors(deps, dense, requests, hits) if neighbours else None
             candidates = rank_passages(
                 hits,
                 policy.fusion,
@@ -54,6 +59,8 @@ def make_fuse(deps: Components) -> NodeFn:
                 positions=policy.feedback.passage_positions,
                 order=policy.feedback.passage_scores,
                 missed=missed,
+                vectors=vectors,
+                report=extra,
             )
             documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
             records.append(
@@ -86,3 +93,16 @@ def make_fuse(deps: Components) -> NodeFn:
 def _requests(state: RetrievalState) -> dict[str, SearchRequest]:
     """Each searched tier's request, as its tier-search branch made it (the same scope)."""
     return {task["tier"]: request_for(task) for task in state.get("tier_tasks") or []}
+
+
+def _vectors(
+    deps: Components,
+    dense: list[str],
+    requests: dict[str, SearchRequest],
+    hits: dict[str, Any],
+) -> VectorLookup | None:
+    """The vectors of the first dense tier that answered, read in its own request's scope."""
+    for name in dense:
+        if name in hits and name in requests and name in deps.tiers:
+            return vector_lookup(deps.tiers[name], requests[name])
+    return None

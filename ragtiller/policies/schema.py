@@ -417,6 +417,27 @@ class FusionConfig(_Model):
             "returned (which then moves with the candidate cap, and so with max_chunks)."
         ),
     ] = None
+    neighbour_weight: Annotated[
+        float,
+        Field(ge=0, le=1, allow_inf_nan=False),
+        turn_field(
+            "With doc_aggregation max and document_unit passage: documents rank by their best "
+            "passage's fused score mixed, at this weight, with the mean fused score of its "
+            "neighbour_k nearest neighbours (dense cosine) among the best neighbour_depth "
+            "passages. 0: off. Needs a dense tier that keeps its vectors (embedded); the "
+            "passages shown and their order do not change."
+        ),
+    ] = 0.0
+    neighbour_k: Annotated[
+        int,
+        Field(gt=0),
+        turn_field("How many nearest passages each passage borrows from (neighbour_weight)."),
+    ] = 5
+    neighbour_depth: Annotated[
+        int,
+        Field(gt=1),
+        turn_field("In passages: how many of the best fused passages are regularized."),
+    ] = 50
     doc_aggregation: Annotated[
         Literal["off", "max", "sum"],
         turn_field(

@@ -29,6 +29,7 @@ from ragtiller.ranking.documents import (
     is_section_hit,
 )
 from ragtiller.ranking.fusion import fuse_hits, zscores
+from ragtiller.ranking.neighbours import VectorLookup, neighbour_document_order
 from ragtiller.ranking.units import has_unit_votes, unit_document_order
 
 PassageScores = Literal["moved", "query"]
@@ -106,6 +107,8 @@ def rank_passages(
     positions: PassageScores = "moved",
     order: PassageScores = "moved",
     missed: Mapping[str, Mapping[str, Scored]] | None = None,
+    vectors: VectorLookup | None = None,
+    report: dict[str, Any] | None = None,
 ) -> list[Candidate]:
     """At most ``cap`` passages, best first: fused, placed under ranked documents, re-scored.
 
@@ -123,6 +126,9 @@ def rank_passages(
     ``missed``: per tier, its own scores of passages it did not return (``fusion.misses:
     exact``, :func:`score_misses`), which z-score fusion reads instead of the tier's floor.
     Z-scores take each tier's mean and spread from its best ``fusion.scale_depth`` hits.
+    ``vectors``: the dense tier's vectors of the turn's passages, for ``fusion.neighbour_weight``
+    (:func:`~ragtiller.ranking.neighbours.neighbour_document_order`); ``report`` receives
+    ``neighbours``, what that step did.
     """
     passages = passage_hits(hits_by_tier)
     sections = any(len(passages[t]) < len(hits) for t, hits in hits_by_tier.items())
@@ -158,6 +164,8 @@ def rank_passages(
         if "query" in (positions, order)
         else None
     )
+    if fusion.doc_aggregation == "max" and not documents and fusion.neighbour_weight > 0:
+        documents = _neighbour_order(fused, fusion, vectors, report)
     if question is not None and not documents:  # feedback still ranks them: best moved passage
         documents = list(dict.fromkeys(doc_key(c) for c in fused))
     placed = question if question is not None and positions == "query" else fused
@@ -247,6 +255,29 @@ def _fuse(
         scale=fusion.scale_depth,
         extra=extra,
     )
+
+
+def _neighbour_order(
+    fused: Sequence[Candidate],
+    fusion: FusionConfig,
+    vectors: VectorLookup | None,
+    report: dict[str, Any] | None,
+) -> list[DocKey]:
+    """Documents by their best neighbour-regularized passage; [] (fused order) without vectors."""
+    if vectors is None:
+        if report is not None:
+            report["neighbours"] = "skipped: no dense vectors for this turn's passages"
+        return []
+    documents, regularized = neighbour_document_order(
+        fused,
+        vectors,
+        weight=fusion.neighbour_weight,
+        k=fusion.neighbour_k,
+        depth=fusion.neighbour_depth,
+    )
+    if report is not None:
+        report["neighbours"] = f"{regularized} passages regularized"
+    return documents
 
 
 def _at_question(hit: Hit) -> Hit:
