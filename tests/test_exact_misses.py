@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fixtures.fakes import StaticTier, hit
-from langchain_core.documents import Document
+from fixtures.topics import topic_corpus
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ragtiller import build_graph, load_policy
@@ -29,25 +29,13 @@ from ragtiller.ranking.passages import score_misses
 from ragtiller.ranking.query_tiers import apply_query_options
 
 EMBEDDER = HashingEmbedder(dim=128)
-TOPICS = ("flutter", "buckling", "heating", "drag", "lift", "stall", "shock", "boundary")
 QUERY = "flutter of a heated panel near a shock"
 EXACT = {"fusion.misses": "exact", "fusion.scale_depth": 6}
 
 
-def corpus(namespace: str = "default") -> list[Document]:
-    """Eight short documents, each on two topics, so the two tiers disagree at the top."""
-    return [
-        Document(
-            f"Notes on {a} and {b}: how {a} changes with {b} in wind tunnel tests.",
-            metadata={"source": f"{namespace}-{a}-{b}.md", "namespace": namespace},
-        )
-        for a, b in zip(TOPICS, TOPICS[1:] + TOPICS[:1], strict=True)
-    ]
-
-
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return build_index([*corpus(), *corpus("other")], embedder=EMBEDDER, progress=False)
+    return build_index([*topic_corpus(), *topic_corpus("other")], embedder=EMBEDDER, progress=False)
 
 
 def request(index: EmbeddedIndex, k: int = 100, namespaces: list[str] | None = None) -> Any:

@@ -14,7 +14,7 @@ from typing import Any, cast
 import numpy as np
 import pytest
 from fixtures.fakes import hit
-from langchain_core.documents import Document
+from fixtures.topics import topic_corpus
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ragtiller import build_graph, load_policy
@@ -120,23 +120,9 @@ def test_without_vectors_the_documents_keep_the_fused_order_and_the_report_says_
     assert report == {"neighbours": "skipped: no dense vectors for this turn's passages"}
 
 
-TOPICS = ("flutter", "buckling", "heating", "drag", "lift", "stall", "shock", "boundary")
-
-
-def corpus(namespace: str = "default") -> list[Document]:
-    return [
-        Document(
-            f"Notes on {a} and {b}: how {a} changes with {b} in wind tunnel tests. "
-            f"A second paragraph on {b} alone.",
-            metadata={"source": f"{namespace}-{a}-{b}.md", "namespace": namespace},
-        )
-        for a, b in zip(TOPICS, TOPICS[1:] + TOPICS[:1], strict=True)
-    ]
-
-
 @pytest.fixture(scope="module")
 def index() -> EmbeddedIndex:
-    return build_index([*corpus(), *corpus("other")], embedder=EMBEDDER, progress=False)
+    return build_index([*topic_corpus(), *topic_corpus("other")], embedder=EMBEDDER, progress=False)
 
 
 def test_the_dense_tier_reads_no_vector_outside_the_requests_scope(index: EmbeddedIndex) -> None:
