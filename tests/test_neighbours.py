@@ -125,6 +125,22 @@ def index() -> EmbeddedIndex:
     return build_index([*topic_corpus(), *topic_corpus("other")], embedder=EMBEDDER, progress=False)
 
 
+def test_a_lookup_that_fails_leaves_the_fused_order_and_says_why() -> None:
+    hits = {
+        "dense": [hit("dense", "a", 0.9, doc_id="A"), hit("dense", "b", 0.5, doc_id="B")],
+        "lexical": [hit("lexical", "b", 8.0, doc_id="B"), hit("lexical", "a", 7.0, doc_id="A")],
+    }
+
+    def broken(ids: Any) -> Any:
+        raise OSError("vector file gone")
+
+    report: dict[str, Any] = {}
+    out = rank_passages(hits, policy().fusion, cap=5, query=QUERY, vectors=broken, report=report)
+    fused = fuse_hits(hits, method="zscore", cap=5)
+    assert [c["doc_id"] for c in out] == [c["doc_id"] for c in fused]
+    assert report == {"neighbours": "failed: OSError: vector file gone"}
+
+
 def test_the_dense_tier_reads_no_vector_outside_the_requests_scope(index: EmbeddedIndex) -> None:
     tier = next(t for t in tiers_for_policy(load_policy(), index) if t.name == "dense")
     mine = SearchRequest(
@@ -155,6 +171,10 @@ def test_a_turn_says_how_many_passages_it_regularized(index: EmbeddedIndex) -> N
         {"query": QUERY}
     )
     assert "neighbours" not in fuse_detail(off)
+    units = build_graph(policy(**{"fusion.document_unit": "paragraph"}), index=index)
+    assert fuse_detail(units.invoke({"query": QUERY}))["neighbours"] == (
+        "skipped: documents rank by their units"
+    )
     assert {d.metadata["namespace"] for d in out["documents"]} == {"default"}
 
 

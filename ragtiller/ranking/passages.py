@@ -142,7 +142,9 @@ def rank_passages(
     if fusion.doc_aggregation == "off":
         return fused[:cap]
     documents: list[DocKey] = []  # max over passages alone: a document ranks by its best passage
+    basis = "passages"
     if fusion.doc_aggregation == "max" and not sections and has_unit_votes(passages):
+        basis = "units"
         documents = unit_document_order(
             passages,
             method=fusion.method,
@@ -151,6 +153,7 @@ def rank_passages(
             margin=fusion.margin,
         )
     elif fusion.doc_aggregation == "sum" or sections:
+        basis = "sections" if sections else "summed scores"
         documents = document_order(
             hits_by_tier,
             fusion.doc_aggregation,
@@ -164,8 +167,10 @@ def rank_passages(
         if "query" in (positions, order)
         else None
     )
-    if fusion.doc_aggregation == "max" and not documents and fusion.neighbour_weight > 0:
+    if fusion.neighbour_weight > 0 and basis == "passages":
         documents = _neighbour_order(fused, fusion, vectors, report)
+    elif fusion.neighbour_weight > 0 and report is not None:
+        report["neighbours"] = f"skipped: documents rank by their {basis}"
     if question is not None and not documents:  # feedback still ranks them: best moved passage
         documents = list(dict.fromkeys(doc_key(c) for c in fused))
     placed = question if question is not None and positions == "query" else fused
@@ -268,13 +273,18 @@ def _neighbour_order(
         if report is not None:
             report["neighbours"] = "skipped: no dense vectors for this turn's passages"
         return []
-    documents, regularized = neighbour_document_order(
-        fused,
-        vectors,
-        weight=fusion.neighbour_weight,
-        k=fusion.neighbour_k,
-        depth=fusion.neighbour_depth,
-    )
+    try:
+        documents, regularized = neighbour_document_order(
+            fused,
+            vectors,
+            weight=fusion.neighbour_weight,
+            k=fusion.neighbour_k,
+            depth=fusion.neighbour_depth,
+        )
+    except Exception as e:  # the neighbours refine a ranking, never cost the turn
+        if report is not None:
+            report["neighbours"] = f"failed: {type(e).__name__}: {e}"
+        return []
     if report is not None:
         report["neighbours"] = f"{regularized} passages regularized"
     return documents
