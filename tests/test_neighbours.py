@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from fixtures.fakes import hit
 from fixtures.topics import topic_corpus
+from langchain_core.vectorstores import InMemoryVectorStore
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ragtiller import build_graph, load_policy
@@ -192,3 +193,12 @@ def test_neighbours_on_a_thread_and_through_a_breakpoint_equal_a_plain_invoke(
     assert documents(threaded) == documents(resumed) == documents(plain)
     assert threaded["context"] == resumed["context"] == plain["context"]
     assert fuse_detail(threaded) == fuse_detail(resumed) == fuse_detail(plain)
+
+
+def test_over_a_langchain_store_the_neighbours_are_skipped_and_the_turn_says_why() -> None:
+    store = InMemoryVectorStore(EMBEDDER)
+    store.add_documents(topic_corpus())
+    plain = build_graph(tiers=[store], embedder=EMBEDDER).invoke({"query": QUERY})
+    out = build_graph(policy(), tiers=[store], embedder=EMBEDDER).invoke({"query": QUERY})
+    assert fuse_detail(out)["neighbours"] == "skipped: no dense vectors for this turn's passages"
+    assert documents(out) == documents(plain)
