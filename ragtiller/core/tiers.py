@@ -6,7 +6,7 @@ They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph serve
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, NotRequired, Protocol, runtime_checkable
 
@@ -172,3 +172,18 @@ def tier_role(tier: Tier) -> TierRole:
     ``parent_child`` keep their roles, and any other name is a role of its own)."""
     role = getattr(tier, "role", None)
     return role if isinstance(role, str) and role else tier.name
+
+
+def wrapper_chain(tier: Any) -> Iterator[Any]:
+    """``tier``, then the tier it wraps (``inner``: deadlines, feedback, units), and so on down.
+
+    Example:
+        >>> class Wrap:
+        ...     def __init__(self, inner): self.inner = inner
+        >>> [type(t).__name__ for t in wrapper_chain(Wrap(Wrap(1)))]
+        ['Wrap', 'Wrap', 'int']
+    """
+    yield tier
+    while hasattr(tier, "inner"):
+        tier = tier.inner
+        yield tier

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragtiller.core.tiers import Candidate, SearchRequest
+from ragtiller.core.tiers import Candidate, SearchRequest, wrapper_chain
 from ragtiller.ranking.documents import DocKey, doc_key
 
 VectorLookup = Callable[[Sequence[str]], tuple[list[str], npt.NDArray[np.float32]]]
@@ -77,21 +77,23 @@ def neighbour_document_order(
     found, block = vectors_of([c["id"] for c in head]) if len(head) > 1 else ([], None)
     own = np.array([c["fused_score"] for c in head], dtype=np.float64)
     smoothed = own.copy()
+    regularized = 0
     if block is not None and len(found) > 1:
         at = {cid: i for i, cid in enumerate(c["id"] for c in head)}
         rows = [at[cid] for cid in found]
         smoothed[rows] = regularize(own[rows], block, weight=weight, k=k)
+        regularized = len(rows)
     order = sorted(range(len(head)), key=lambda i: -smoothed[i])  # stable: ties keep fused order
     ranked = [doc_key(head[i]) for i in order] + [doc_key(c) for c in fused[depth:]]
-    return list(dict.fromkeys(ranked)), len(found) if len(found) > 1 else 0
+    return list(dict.fromkeys(ranked)), regularized
 
 
 def vector_lookup(tier: Any, request: SearchRequest) -> VectorLookup | None:
     """The vectors ``tier`` keeps (through its wrappers: deadlines, Rocchio), read in the scope
     of the request it searched with; None when it keeps none (a remote store such as Pinecone)."""
-    while not callable(getattr(tier, "vectors_of", None)) and hasattr(tier, "inner"):
-        tier = tier.inner
-    vectors_of = getattr(tier, "vectors_of", None)
-    if not callable(vectors_of):
+    keeper = next(
+        (t for t in wrapper_chain(tier) if callable(getattr(t, "vectors_of", None))), None
+    )
+    if keeper is None:
         return None
-    return lambda ids: vectors_of(request, ids)
+    return lambda ids: keeper.vectors_of(request, ids)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ragtiller.core.tiers import QUERY_SCORE, Candidate, Hit, Scored, SearchRequest
+from ragtiller.core.tiers import QUERY_SCORE, Candidate, Hit, Scored, SearchRequest, wrapper_chain
 from ragtiller.index.lexical import LexicalTier, lucene_idf
 from ragtiller.policies.schema import FusionConfig
 from ragtiller.ranking.documents import (
@@ -60,10 +60,9 @@ class SentenceCoverage:
     def from_tiers(cls, tiers: Iterable[Any], *, local: bool = False) -> SentenceCoverage | None:
         """Over the first embedded BM25 tier among ``tiers`` (wrappers are unwrapped), or None."""
         for tier in tiers:
-            while not isinstance(tier, LexicalTier) and hasattr(tier, "inner"):
-                tier = tier.inner
-            if isinstance(tier, LexicalTier):
-                return cls(tier, local=local)
+            lexical = next((t for t in wrapper_chain(tier) if isinstance(t, LexicalTier)), None)
+            if lexical is not None:
+                return cls(lexical, local=local)
         return None
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:

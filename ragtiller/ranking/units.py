@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.core.tiers import Hit, SearchRequest, Tier, wrapper_chain
 from ragtiller.index.compute import CpuTier
 from ragtiller.index.dense import DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalTier, indexed_text
@@ -241,17 +241,16 @@ def with_units(tiers: Sequence[Tier], index: Any, mode: DocumentUnit) -> list[Ti
     for tier in tiers:
         if isinstance(tier, DenseTier) and tier.store is store:
             out.append(DenseUnitsTier(tier, units, vectors))
-        elif not tier.needs_vector and getattr(_unwrap(tier), "records", None) is records:
+        elif not tier.needs_vector and getattr(_innermost(tier), "records", None) is records:
             out.append(LexicalUnitsTier(tier, units, records))  # BM25, or RM3 over it
         else:
             out.append(tier)
     return out
 
 
-def _unwrap(tier: Any) -> Any:
-    while hasattr(tier, "inner"):
-        tier = tier.inner
-    return tier
+def _innermost(tier: Any) -> Any:
+    *_, innermost = wrapper_chain(tier)
+    return innermost
 
 
 def has_unit_votes(hits_by_tier: Mapping[str, Sequence[Hit]]) -> bool:
