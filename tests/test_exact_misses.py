@@ -8,12 +8,11 @@ with it the top of the ranking, moved with how many hits each tier was asked for
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from fixtures.fakes import StaticTier, hit
-from fixtures.topics import topic_corpus
+from fixtures.topics import threaded_and_resumed, topic_corpus
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ragtiller import build_graph, load_policy
@@ -192,14 +191,8 @@ def test_exact_misses_on_a_thread_and_through_a_breakpoint_equal_a_plain_invoke(
     index: EmbeddedIndex,
 ) -> None:
     plain = build_graph(policy(), index=index).invoke({"query": QUERY})
-    saver = InMemorySaver()
-    graph = build_graph(policy(), index=index, checkpointer=saver)
-    config: Any = {"configurable": {"thread_id": "t"}}
-    graph.invoke({"query": "wing stall in gusts"}, config)
-    threaded = graph.invoke({"query": QUERY}, config)
-    paused: Any = {"configurable": {"thread_id": "b"}}
-    asyncio.run(graph.ainvoke({"query": QUERY}, paused, interrupt_before=["fuse"]))
-    resumed = asyncio.run(graph.ainvoke(None, paused))
+    graph = build_graph(policy(), index=index, checkpointer=InMemorySaver())
+    threaded, resumed = threaded_and_resumed(graph, QUERY)
     assert documents(threaded) == documents(resumed) == documents(plain)
     assert threaded["context"] == resumed["context"] == plain["context"]
 

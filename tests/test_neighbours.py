@@ -8,13 +8,12 @@ neighbours that scored well, and an off-topic outlier does not (benchmarks/READM
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, cast
 
 import numpy as np
 import pytest
 from fixtures.fakes import hit
-from fixtures.topics import topic_corpus
+from fixtures.topics import threaded_and_resumed, topic_corpus
 from langchain_core.vectorstores import InMemoryVectorStore
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -184,12 +183,7 @@ def test_neighbours_on_a_thread_and_through_a_breakpoint_equal_a_plain_invoke(
 ) -> None:
     plain = build_graph(policy(), index=index).invoke({"query": QUERY})
     graph = build_graph(policy(), index=index, checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "t"}}
-    graph.invoke({"query": "wing stall in gusts"}, config)
-    threaded = graph.invoke({"query": QUERY}, config)
-    paused: Any = {"configurable": {"thread_id": "b"}}
-    asyncio.run(graph.ainvoke({"query": QUERY}, paused, interrupt_before=["fuse"]))
-    resumed = asyncio.run(graph.ainvoke(None, paused))
+    threaded, resumed = threaded_and_resumed(graph, QUERY)
     assert documents(threaded) == documents(resumed) == documents(plain)
     assert threaded["context"] == resumed["context"] == plain["context"]
     assert fuse_detail(threaded) == fuse_detail(resumed) == fuse_detail(plain)
