@@ -423,7 +423,8 @@ class FusionConfig(_Model):
         turn_field(
             "With doc_aggregation max and document_unit passage: documents rank by their best "
             "passage's fused score mixed, at this weight, with the mean fused score of its "
-            "neighbour_k nearest neighbours (dense cosine) among the best neighbour_depth "
+            "neighbour_k nearest neighbours (by dense cosine, weighed by it) among the best "
+            "neighbour_depth "
             "passages. 0: off. Needs a dense tier that keeps its vectors (embedded); the "
             "passages shown and their order do not change."
         ),
