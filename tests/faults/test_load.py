@@ -121,9 +121,12 @@ def test_concurrent_turns_with_healthy_providers_are_never_degraded(
 
 
 def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
-    embedder = Embedder(latency_s=0.15)
+    # 0.3 s calls under a 0.8 s deadline: two finish, the third waits 0.6 s and runs 0.2 s when
+    # the deadline cuts it (it waited longer than it ran: overloaded). At 0.15 / 0.4 a 0.1 s
+    # scheduling stall of the second call on a loaded machine made it a timeout (seen in CI).
+    embedder = Embedder(latency_s=0.3)
     pool = bulkhead_for(embedder, "embedder", workers=1)  # truly saturated: one at a time
-    graph = build_graph(quick(stage_s=0.4), embedder=embedder, tiers=tiers())
+    graph = build_graph(quick(stage_s=0.8), embedder=embedder, tiers=tiers())
     outs = run_turns(graph, [f"which port does it use {i}" for i in range(10)])
     embeds = [stage(out, "embed") for out in outs]
     assert set(embeds) == {("done", None), ("skipped", "overloaded")}, embeds
