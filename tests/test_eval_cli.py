@@ -164,3 +164,26 @@ def test_an_index_built_with_an_unknown_embedder_is_refused(
     assert "embedder 'acme/secret-model', which the command line cannot construct" in (
         capsys.readouterr().err
     )
+
+
+def test_eval_says_which_turns_the_router_did_not_search(
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a keyword under the router's 12 characters gets no search (issue 2's rule) and scores 0;
+    # the eval must say so rather than leave a low figure unexplained
+    dataset = tmp_path / "short"
+    shutil.copytree(TINY, dataset)
+    with (dataset / "queries.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": "short", "text": "flutter"}) + "\n")
+    qrels = dataset / "qrels" / "test.tsv"
+    judged = qrels.read_text("utf-8").splitlines()[1].split("\t")[1]
+    qrels.write_text(qrels.read_text("utf-8") + f"short\t{judged}\t1\n", encoding="utf-8")
+    argv = ["eval", "--index", str(tiny_beir_index), "--dataset", str(dataset), "--no-progress"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == "1 of 6 turns not searched (the router's rule; they score 0): too-short (1)"
+    assert lines[-1] == "0 of 6 turns degraded"
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["not_searched"] == {"turns": 1, "total": 6, "reasons": {"too-short": 1}}
+    assert data["metrics"]["no_retrieval"]["ndcg_at_10"] == 0.0

@@ -24,6 +24,7 @@ from ragtiller.eval.honesty import (
     deadlines_line,
     degradation,
     depth_line,
+    not_searched,
     without_deadlines,
 )
 from ragtiller.eval.layouts import load_dataset
@@ -256,6 +257,7 @@ def _eval(args: argparse.Namespace) -> int:
         return _fail("eval", e)
     metrics = summarize(run, dataset)
     degraded = degradation(run)
+    skipped = not_searched(run)
     depth = depth_line(policy, _measured(policy, dataset, args))
     if args.json:
         payload = {
@@ -269,6 +271,7 @@ def _eval(args: argparse.Namespace) -> int:
                 "policy": policy.deadlines.model_dump(),
             },
             "degraded": degraded.to_json(),
+            "not_searched": skipped.to_json(),
             "depth": depth,
             "metrics": {name: m.to_json() for name, m in metrics.items()},
         }
@@ -279,6 +282,8 @@ def _eval(args: argparse.Namespace) -> int:
         if depth is not None:
             print(depth)
         print_table(metrics, dataset.kind, sys.stdout)
+        if skipped.turns:
+            print(skipped.summary())
         print(degraded.summary())
     try:
         check_degraded(run, allow=args.allow_degraded, what=f"{policy.policy_id} on {dataset.name}")

@@ -65,6 +65,51 @@ def degradation(run: EvalRun) -> Degradation:
     return Degradation(turns, len(run.results), ordered)
 
 
+@dataclass(frozen=True)
+class NotSearched:
+    """How many turns of a run the router answered without a search, and why.
+
+    Such a turn (``query_type: no_retrieval``: a greeting, an empty query, an input under the
+    router's 12 characters with no lexical trigger) returns nothing and scores 0. That is the
+    policy's own rule, not a fault, so it does not fail the eval; it is counted so that a
+    collection of short queries does not score low without saying why.
+
+    Attributes:
+        turns: Turns not searched.
+        total: Turns in the run.
+        reasons: The router's reason -> turns, most frequent first.
+    """
+
+    turns: int
+    total: int
+    reasons: Mapping[str, int]
+
+    def summary(self) -> str:
+        """One line: ``2 of 50 turns not searched (the router's rule; they score 0): too-short (2)``."""
+        if not self.turns:
+            return f"0 of {self.total} turns not searched"
+        listed = "; ".join(f"{reason} ({n})" for reason, n in self.reasons.items())
+        return (
+            f"{self.turns} of {self.total} turns not searched "
+            f"(the router's rule; they score 0): {listed}"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {"turns": self.turns, "total": self.total, "reasons": dict(self.reasons)}
+
+
+def not_searched(run: EvalRun) -> NotSearched:
+    """Count the turns of ``run`` that the router sent to no retrieval, by its reason."""
+    counts: Counter[str] = Counter(
+        r.manifest.no_retrieval_reason or "unknown"
+        for r in run.results.values()
+        if r.manifest.query_type == "no_retrieval"
+    )
+    ordered = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return NotSearched(sum(counts.values()), len(run.results), ordered)
+
+
 def check_degraded(run: EvalRun, *, allow: bool, what: str) -> Degradation:
     """The run's :func:`degradation`; raises when a turn was degraded and ``allow`` is False.
 
