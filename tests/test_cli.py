@@ -199,3 +199,13 @@ def ragtiller_version() -> str:
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     version: str = tomllib.loads(pyproject.read_text("utf-8"))["project"]["version"]
     return version
+
+
+def test_ask_repeats_a_long_query_cut_not_whole(index_dir: Path) -> None:
+    query = "quota budget " * 2000  # a pasted document: 26,000 characters
+    done = ragtiller("ask", query, "--index", str(index_dir))
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if line.startswith("=== "))
+    assert header.endswith("... (26,000 characters)")
+    assert len(header) < 300
+    assert "query truncated to 4000 characters for embedding" in done.stdout

@@ -44,13 +44,29 @@ def run_turn(
 def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> None:
     """The human view of a turn: summary, documents, the stage table, optionally the context."""
     manifest = out["manifest"]
-    print(f"\n=== {query!r}")
+    print(f"\n=== {shown_query(query)}")
     print(summary(manifest))
     if out["documents"]:
         print("\n" + citations(out["documents"]))
     print("\n" + stage_table(manifest))
     if context and out["context"]:
         print("\n--- context ---\n" + out["context"])
+
+
+SHOWN_QUERY_CHARS = 200
+"""How much of a query the turn's header repeats: a pasted document need not be echoed whole."""
+
+
+def shown_query(query: str) -> str:
+    """The query as the header shows it: quoted, and cut after :data:`SHOWN_QUERY_CHARS`.
+
+    Example:
+        >>> shown_query("wing " * 100)[-30:]
+        "ing wing '... (500 characters)"
+    """
+    if len(query) <= SHOWN_QUERY_CHARS:
+        return repr(query)
+    return f"{query[:SHOWN_QUERY_CHARS]!r}... ({len(query):,} characters)"
 
 
 def warm_up(embedder: Any) -> float:
