@@ -242,6 +242,7 @@ ROWS = [
     Row("routes.factual_lookup.hybrid", False),
     Row("routes.factual_lookup.parent_child", False, base=WEIGHED_WINDOWS, see=HITS),
     Row("routes.factual_lookup.rerank", True, base=RRF),  # the z-score floor rescores it
+    Row("router.min_query_chars", 4, turns=("flutter",)),  # 7 characters: searched at 4
     Row("router.llm_router", "on", parts=router_model),
     Row(
         "router.llm_eval_artifact",

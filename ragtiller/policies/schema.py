@@ -106,6 +106,15 @@ class RouteConfig(_Model):
 class RouterConfig(_Model):
     """Which router classifies queries."""
 
+    min_query_chars: Annotated[
+        int,
+        Field(ge=1),
+        build_field(
+            "An input shorter than this (in characters, trimmed) and with no lexical trigger is "
+            "not searched (no_retrieval, too-short): chatter such as 'why not?'. Lower it where "
+            "users search with single keywords."
+        ),
+    ] = 12
     llm_router: Annotated[
         Literal["off", "evaluated_optional", "on"],
         build_field(

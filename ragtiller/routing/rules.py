@@ -11,9 +11,6 @@ from dataclasses import dataclass, field
 
 from ragtiller.policies.schema import RetrievalPolicy, RouteName, TriggerKind
 
-MIN_QUERY_CHARS = 12
-"""Inputs shorter than this (after trimming) are not retrieval questions, unless a trigger fires."""
-
 _TRIGGER_PATTERNS: dict[TriggerKind, re.Pattern[str]] = {
     TriggerKind.TICKET_ID: re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"),
     TriggerKind.POLICY_ID: re.compile(r"\b(?:ADR|PEP|RFC|POL|POLICY|SEC|ISO|CVE)[- ]?\d[\d-]*\b"),
@@ -167,9 +164,10 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
         return Classification(
             None, "greeting", triggers=triggers, reason="a greeting, not a question"
         )
-    if len(text) < MIN_QUERY_CHARS and not triggers:
+    shortest = policy.router.min_query_chars
+    if len(text) < shortest and not triggers:
         return Classification(
-            None, "too-short", reason=f"under {MIN_QUERY_CHARS} characters with no lexical trigger"
+            None, "too-short", reason=f"under {shortest} characters with no lexical trigger"
         )
     words = len(text.split())
     strong = [t for t in triggers if t[0] in _STRONG]
