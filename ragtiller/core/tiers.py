@@ -152,7 +152,10 @@ class Tier(Protocol):
     the tier did not return, in the request's scope (ids out of scope or unknown are left out).
     In-process CPU tiers have it (the embedded dense and BM25 tiers, Rocchio over them);
     ``fusion.misses: exact`` reads it so that a passage one tier missed is fused at that tier's
-    own score for it, not at the tier's lowest.
+    own score for it, not at the tier's lowest. A dense tier that keeps its vectors on a server
+    offers ``async afetch_vectors(request, ids)`` instead (Pinecone): the fuse node fetches the
+    turn's passages once, and exact misses and the neighbours read the
+    :class:`~ragtiller.ranking.vector_table.VectorTable` it returns.
     """
 
     name: TierName

@@ -11,8 +11,19 @@ from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.tier_search import request_for
 from ragtiller.policies.decisions import decide_rerank
-from ragtiller.ranking.neighbours import VectorLookup, vector_lookup
-from ragtiller.ranking.passages import SentenceCoverage, rank_passages, score_misses
+from ragtiller.ranking.neighbours import (
+    VectorLookup,
+    failed_lookup,
+    remote_vectors,
+    vector_lookup,
+)
+from ragtiller.ranking.passages import (
+    SentenceCoverage,
+    passage_hits,
+    rank_passages,
+    score_misses,
+)
+from ragtiller.ranking.vector_table import VectorTable
 
 
 def make_fuse(deps: Components) -> NodeFn:
@@ -46,9 +57,10 @@ def make_fuse(deps: Components) -> NodeFn:
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             requests = _requests(state)
-            missed, report = score_misses(deps.tiers, requests, hits) if exact else ({}, {})
+            remote = await _fetch_remote(deps, dense, requests, hits) if exact or neighbours else {}
+            missed, report = score_misses(deps.tiers, requests, hits, remote) if exact else ({}, {})
             extra: dict[str, Any] = {"misses": report} if exact else {}
-            vectors = _vectors(deps, dense, requests, hits) if neighbours else None
+            vectors = _vectors(deps, dense, requests, hits, remote) if neighbours else None
             candidates = rank_passages(
                 hits,
                 policy.fusion,
@@ -95,14 +107,44 @@ def _requests(state: RetrievalState) -> dict[str, SearchRequest]:
     return {task["tier"]: request_for(task) for task in state.get("tier_tasks") or []}
 
 
+def _answered(
+    deps: Components, dense: list[str], requests: dict[str, SearchRequest], hits: dict[str, Any]
+) -> str | None:
+    """The first dense tier that answered this turn: the one whose vectors the turn reads."""
+    return next((n for n in dense if n in hits and n in requests and n in deps.tiers), None)
+
+
+async def _fetch_remote(
+    deps: Components, dense: list[str], requests: dict[str, SearchRequest], hits: dict[str, Any]
+) -> dict[str, VectorTable | Exception]:
+    """The turn's passage vectors from that tier when it keeps them remotely (Pinecone's
+    ``afetch_vectors``): fetched once, in its request's scope and under its deadline, for the
+    exact misses and the neighbours alike; the error instead when the fetch failed."""
+    name = _answered(deps, dense, requests, hits)
+    keeper = None if name is None else remote_vectors(deps.tiers[name])
+    if name is None or keeper is None:
+        return {}
+    ids = [h["id"] for tier_hits in passage_hits(hits).values() for h in tier_hits]
+    try:
+        return {name: await keeper.afetch_vectors(requests[name], ids)}
+    except Exception as e:  # the vectors refine a ranking, never cost the turn
+        return {name: e}
+
+
 def _vectors(
     deps: Components,
     dense: list[str],
     requests: dict[str, SearchRequest],
     hits: dict[str, Any],
+    remote: dict[str, VectorTable | Exception],
 ) -> VectorLookup | None:
     """The vectors of the first dense tier that answered, read in its own request's scope."""
-    for name in dense:
-        if name in hits and name in requests and name in deps.tiers:
-            return vector_lookup(deps.tiers[name], requests[name])
-    return None
+    name = _answered(deps, dense, requests, hits)
+    if name is None:
+        return None
+    fetched = remote.get(name)
+    if isinstance(fetched, VectorTable):
+        return fetched.vectors_of
+    if isinstance(fetched, Exception):
+        return failed_lookup(fetched)
+    return vector_lookup(deps.tiers[name], requests[name])

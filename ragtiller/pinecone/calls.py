@@ -181,16 +181,32 @@ async def asearch_namespaces(
     limit: InFlightLimit,
 ) -> list[Hit]:
     """Async twin of :func:`search_namespaces`: the same threads, awaited off the event loop."""
+    results = await acall_namespaces(query_one, list_namespaces, namespaces, timeout_s, limit)
+    return merge_hits(results, k)
+
+
+async def acall_namespaces(
+    call_one: Callable[[str], T],
+    list_namespaces: Callable[[], list[str]],
+    namespaces: Sequence[str] | None,
+    timeout_s: float,
+    limit: InFlightLimit,
+) -> list[tuple[str, T]]:
+    """``call_one`` for each namespace (None: every one ``list_namespaces`` names), each in
+    its own thread under one deadline, awaited off the event loop; in the namespaces' order.
+
+    Raises:
+        PineconeTierError: A call failed or ``limit`` calls are in flight; :class:`PineconeTimeoutError`
+            past the deadline.
+    """
     deadline = time.monotonic() + timeout_s
     if namespaces is None:
         listing = await limit.astart(list_namespaces, "*", deadline)
         namespaces = await _await(listing, deadline, timeout_s, "*", limit)
     calls = []
     for ns in dict.fromkeys(namespaces):
-        calls.append((ns, await limit.astart(functools.partial(query_one, ns), ns, deadline)))
-    return merge_hits(
-        [(ns, await _await(call, deadline, timeout_s, ns, limit)) for ns, call in calls], k
-    )
+        calls.append((ns, await limit.astart(functools.partial(call_one, ns), ns, deadline)))
+    return [(ns, await _await(call, deadline, timeout_s, ns, limit)) for ns, call in calls]
 
 
 def searchable(namespaces: dict[str, int]) -> list[str]:

@@ -413,8 +413,8 @@ class FusionConfig(_Model):
         turn_field(
             "How zscore fusion scores a passage one tier did not return: at that tier's lowest "
             "z (floor), or at the tier's own score for it (exact: the embedded dense and BM25 "
-            "tiers, and Rocchio over them, score the turn's other passages; any other tier "
-            "keeps the floor)."
+            "tiers, Rocchio over them and a Pinecone dense tier score the turn's other "
+            "passages; any other tier keeps the floor)."
         ),
     ] = "floor"
     scale_depth: Annotated[
@@ -433,9 +433,9 @@ class FusionConfig(_Model):
             "With doc_aggregation max and document_unit passage: documents rank by their best "
             "passage's fused score mixed, at this weight, with the mean fused score of its "
             "neighbour_k nearest neighbours (by dense cosine, weighed by it) among the best "
-            "neighbour_depth "
-            "passages. 0: off. Needs a dense tier that keeps its vectors (embedded); the "
-            "passages shown and their order do not change."
+            "neighbour_depth passages. 0: off. Needs the dense tier's vectors (embedded, or "
+            "fetched from Pinecone for the turn); the passages shown and their order do not "
+            "change."
         ),
     ] = 0.0
     neighbour_k: Annotated[

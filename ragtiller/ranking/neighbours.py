@@ -89,11 +89,29 @@ def neighbour_document_order(
 
 
 def vector_lookup(tier: Any, request: SearchRequest) -> VectorLookup | None:
-    """The vectors ``tier`` keeps (through its wrappers: deadlines, Rocchio), read in the scope
-    of the request it searched with; None when it keeps none (a remote store such as Pinecone)."""
+    """The vectors ``tier`` keeps in memory (through its wrappers: deadlines, Rocchio), read in
+    the scope of the request it searched with; None when it keeps none here (a LangChain
+    store; Pinecone's are fetched for the turn, :func:`remote_vectors`)."""
     keeper = next(
         (t for t in wrapper_chain(tier) if callable(getattr(t, "vectors_of", None))), None
     )
     if keeper is None:
         return None
     return lambda ids: keeper.vectors_of(request, ids)
+
+
+def remote_vectors(tier: Any) -> Any | None:
+    """The tier under ``tier``'s wrappers that fetches a turn's vectors from a server
+    (``afetch_vectors(request, ids) -> VectorTable``, as Pinecone's does); None if none."""
+    return next(
+        (t for t in wrapper_chain(tier) if callable(getattr(t, "afetch_vectors", None))), None
+    )
+
+
+def failed_lookup(error: Exception) -> VectorLookup:
+    """A lookup that raises ``error``: the neighbours report a fetch that failed as failed."""
+
+    def lookup(ids: Sequence[str]) -> tuple[list[str], npt.NDArray[np.float32]]:
+        raise error
+
+    return lookup

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ragtiller.core.tiers import QUERY_SCORE, Candidate, Hit, Scored, SearchRequest, wrapper_chain
@@ -31,6 +31,7 @@ from ragtiller.ranking.documents import (
 from ragtiller.ranking.fusion import fuse_hits, zscores
 from ragtiller.ranking.neighbours import VectorLookup, neighbour_document_order
 from ragtiller.ranking.units import has_unit_votes, unit_document_order
+from ragtiller.ranking.vector_table import VectorTable
 
 PassageScores = Literal["moved", "query"]
 """Which dense scores a passage step reads: Rocchio's moved query's, or the question's own."""
@@ -192,31 +193,56 @@ def score_misses(
     tiers: Mapping[str, Any],
     requests: Mapping[str, SearchRequest],
     hits_by_tier: Mapping[str, Sequence[Hit]],
+    remote: Mapping[str, VectorTable | Exception] | None = None,
 ) -> tuple[dict[str, dict[str, Scored]], dict[str, str]]:
     """Each tier's own scores of the turn's passages it did not return (``fusion.misses:
     exact``), and what each tier did, for the stage record.
 
     A tier is asked when it returned passages and can score given chunks (``score_ids``), with
     the request it searched with (its scope: it scores nothing its search could not have
-    returned). A tier that fails here keeps the floor for its misses; the turn goes on.
+    returned). A remote dense tier (Pinecone) scores them from ``remote``: the vectors the fuse
+    node fetched for the turn, or the error that fetch raised. A tier that fails here keeps
+    the floor for its misses; the turn goes on.
     """
     passages = passage_hits(hits_by_tier)
     union = list(dict.fromkeys(h["id"] for hits in passages.values() for h in hits))
     scored: dict[str, dict[str, Scored]] = {}
     report: dict[str, str] = {}
     for name, found in passages.items():
-        score_ids = getattr(tiers.get(name), "score_ids", None)
-        if not found or name not in requests or not callable(score_ids):
+        score_ids = _scorer(tiers.get(name), requests.get(name), (remote or {}).get(name))
+        if not found or score_ids is None:
             continue
         own = {h["id"] for h in found}
         missing = [i for i in union if i not in own]
         try:
-            scored[name] = dict(score_ids(requests[name], missing)) if missing else {}
+            scored[name] = dict(score_ids(missing)) if missing else {}
         except Exception as e:  # exact misses improve a fusion, never cost the turn
             report[name] = f"failed: {type(e).__name__}: {e}"
             continue
         report[name] = f"{len(scored[name])} of {len(missing)} scored"
     return scored, report
+
+
+def _scorer(
+    tier: Any, request: SearchRequest | None, fetched: VectorTable | Exception | None
+) -> Callable[[Sequence[str]], Mapping[str, Scored]] | None:
+    """How a tier scores given ids in its request's scope: from the vectors fetched for the
+    turn (a fetch that failed fails here, and is reported), else its own ``score_ids``; None
+    when it cannot."""
+    if request is None:
+        return None
+    if fetched is None:
+        score_ids = getattr(tier, "score_ids", None)
+        return (lambda ids: score_ids(request, ids)) if callable(score_ids) else None
+    if isinstance(fetched, Exception):
+        raise_it = fetched
+
+        def failed(ids: Sequence[str]) -> Mapping[str, Scored]:
+            raise raise_it
+
+        return failed
+    vector = request.vector
+    return None if vector is None else (lambda ids: fetched.scores(vector, ids))
 
 
 def _question_fusion(
