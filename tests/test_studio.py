@@ -511,9 +511,11 @@ async def test_langgraph_dev_threads_breakpoints_and_context_behave_as_invoke(
         chat = await client.threads.create()
         await run_values(client, chat["thread_id"], {"query": "pathlib glob"})
         second = await run_values(
-            client, chat["thread_id"], {"messages": [{"type": "human", "content": "json dumps"}]}
+            client,
+            chat["thread_id"],
+            {"messages": [{"type": "human", "content": "json dumps indent"}]},
         )
-        assert second["manifest"]["rerank_query"] == "json dumps"
+        assert second["manifest"]["rerank_query"] == "json dumps indent"
         assert second["messages"][-1]["type"] == "ai"
         assert second["messages"][-1]["content"] == second["context"]
 

@@ -150,3 +150,18 @@ async def test_a_breakpoint_set_per_run_resumes_to_the_uninterrupted_result(
         resumed = paused
     assert result(resumed) == result(plain)
     assert resumed["documents"], "the uninterrupted turn finds documents"
+
+
+async def test_a_turn_that_retrieves_nothing_answers_why_on_a_thread_as_plainly(
+    index: EmbeddedIndex, mode: str
+) -> None:
+    # an agent reading the transcript must see why, not an empty AI message
+    plain = build_graph(index=index).invoke({"messages": [("user", "json")]})
+    thread = Thread(build_graph(index=index, checkpointer=InMemorySaver()), mode)
+    await thread.turn({"messages": [("user", "pathlib glob")]})
+    threaded = await thread.turn({"messages": [("user", "json")]})
+    for out in (plain, threaded):
+        *_, answer = out["messages"]
+        assert isinstance(answer, AIMessage) and answer.name == "ragtiller"
+        assert (out["context"], answer.content) == ("", "No documents retrieved (too-short).")
+        assert out["documents"] == []

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragtiller.core.run_manifest import RunManifest
 from ragtiller.errors import ConfigurationError, InputError
+from ragtiller.nodes.run_input import answer_text
 from ragtiller.policies.run_context import CONFIG_KEY, RunContext
 
 MANIFEST_EVENT = "ragtiller_manifest"
@@ -281,8 +282,7 @@ def as_tool(
 
     def result(out: Any) -> tuple[str, dict[str, Any]]:
         documents, context, manifest = _output(out)
-        reason = manifest.get("no_retrieval_reason") or "nothing matched"
-        content = context or f"No documents retrieved ({reason})."
+        content = answer_text(context, manifest.get("no_retrieval_reason"))
         return content, {"documents": documents, "manifest": manifest}
 
     # the settings travel under ``configurable["ragtiller"]``, which any Runnable accepts

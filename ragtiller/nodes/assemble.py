@@ -11,7 +11,13 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from ragtiller.core.tiers import Candidate
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.context_budget import choose_passages
-from ragtiller.nodes.run_input import ANSWER_NAME, answer_id, tenant_filter, turn_filter
+from ragtiller.nodes.run_input import (
+    ANSWER_NAME,
+    answer_id,
+    answer_text,
+    tenant_filter,
+    turn_filter,
+)
 from ragtiller.nodes.stage import Stage
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.turn_manifest import build_manifest
@@ -64,9 +70,10 @@ def render_context(
 
 def answer_messages(state: RetrievalState, context: str, max_chars: int) -> list[AnyMessage]:
     """What the turn appends to the transcript: the question when it came as ``query`` (cut
-    to ``max_chars``, as for embedding), then the context as ragtiller's answer."""
+    to ``max_chars``, as for embedding), then ragtiller's answer (:func:`answer_text`)."""
     turn = state["turn"]
-    answer = AIMessage(context, name=ANSWER_NAME, id=answer_id(turn["run_id"]))
+    text = answer_text(context, state["route"]["no_retrieval_reason"])
+    answer = AIMessage(text, name=ANSWER_NAME, id=answer_id(turn["run_id"]))
     if turn.get("asked_by") != "query":
         return [answer]
     asked = state["rerank_query"][:max_chars]

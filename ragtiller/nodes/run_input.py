@@ -58,6 +58,17 @@ ANSWER_NAME = "ragtiller"
 """The ``name`` of the AI message that carries a turn's answer (its context)."""
 
 
+def answer_text(context: str, no_retrieval_reason: str | None) -> str:
+    """What a turn answers in a chat (its AI message, the LangChain tool's output): the
+    context, or, when there is none, why not, so an agent never reads an empty answer.
+
+    Example:
+        >>> answer_text("", "too-short")
+        'No documents retrieved (too-short).'
+    """
+    return context or f"No documents retrieved ({no_retrieval_reason or 'nothing matched'})."
+
+
 def answer_id(run_id: str) -> str:
     """The message id of turn ``run_id``'s answer."""
     return f"ragtiller-answer-{run_id}"
