@@ -1,4 +1,4 @@
-"""The README's picture of the graph is the graph: its Mermaid block is what the code draws."""
+"""The docs' pictures of the graph are the graph: each Mermaid block of it is what the code draws."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import pytest
 
 from ragtiller.graph.draw import mermaid, png
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```mermaid\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
-def test_readme_shows_the_graph_as_drawn() -> None:
+@pytest.mark.parametrize("doc", ["README.md", "docs/usage.md"])
+def test_the_docs_show_the_graph_as_drawn(doc: str) -> None:
     """Regenerate the block with `ragtiller draw` when the topology changes."""
-    blocks = BLOCK.findall(README.read_text("utf-8"))
-    assert mermaid() in blocks, (
-        "README.md has no ```mermaid block equal to `ragtiller draw`; "
-        f"found {len(blocks)} mermaid block(s)"
-    )
+    blocks = [b for b in BLOCK.findall((ROOT / doc).read_text("utf-8")) if "assemble" in b]
+    assert blocks, f"{doc} has no ```mermaid block of the graph"
+    assert all(b == mermaid() for b in blocks), f"{doc}: paste `ragtiller draw` into its block"
 
 
 def test_png_renders_offline_where_graphviz_is_installed(tmp_path: Path) -> None:

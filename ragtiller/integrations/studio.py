@@ -66,7 +66,7 @@ def studio_index(env: Mapping[str, str] = os.environ) -> EmbeddedIndex:
 
     With ``RAGTILLER_INDEX`` set, the saved index there, opened with the embedder its manifest
     names. Otherwise the language reference topics plus the ``asyncio``, ``json`` and
-    ``pathlib`` docstrings (about 170 documents, 880 chunks), embedded with
+    ``pathlib`` docstrings (about 170 documents, 1,300 chunks), embedded with
     ``RAGTILLER_EMBEDDER``: ``hashing`` by default, built in about two seconds with no model to
     load (it matches words, not meaning); ``minilm`` embeds with the bundled all-MiniLM-L6-v2
     (needs ``ragtiller[local]``; minutes on a small, busy CPU: save a MiniLM index once with
