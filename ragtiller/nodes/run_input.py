@@ -126,14 +126,15 @@ def current_context() -> RunContext:
 
 
 def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) -> list[str]:
-    """A label per asked namespace the index does not hold (none when ``known`` is unknown)."""
+    """A label per asked namespace the index does not hold (none when ``known`` is unknown).
+
+    The label reaches the caller (context, manifest, tool output), so it names only what the
+    caller asked for: the index's other namespaces may be other tenants' (default deny). The
+    operator sees them in ``build_graph``'s error for a policy route, and in the index manifest.
+    """
     if known is None:
         return []
-    return [
-        f"namespace {name!r} not in the index (known: {', '.join(known)})"
-        for name in asked
-        if name not in known
-    ]
+    return [f"namespace {name!r} not in the index" for name in asked if name not in known]
 
 
 def tenant_filter(tenant: str | None) -> dict[str, str] | None:
