@@ -33,11 +33,18 @@ MAX_VARIANTS = 32
 """Distinct run-context policy keys kept per graph; older variants are rebuilt when asked."""
 
 
-def check_route_namespaces(policy: RetrievalPolicy, known: Sequence[str] | None) -> None:
+def check_route_namespaces(
+    policy: RetrievalPolicy, known: Sequence[str] | None, *, show_known: bool = True
+) -> None:
     """Fail when a route names a namespace the index does not hold.
 
+    ``show_known``: list the namespaces the index holds in the error. ``build_graph`` does (the
+    operator reads it); a run that names a policy does not, since the error reaches the run's
+    caller and the index's namespaces may be other tenants' (default deny).
+
     Raises:
-        ConfigurationError: Naming the route, the namespace and the known list.
+        ConfigurationError: Naming the route, the namespace and, with ``show_known``, the
+            known list.
     """
     if known is None:
         return
@@ -48,9 +55,10 @@ def check_route_namespaces(policy: RetrievalPolicy, known: Sequence[str] | None)
         if namespace not in known
     ]
     if bad:
+        holds = f"; the index holds: {', '.join(known)}" if show_known else ""
         raise ConfigurationError(
             f"policy {policy.policy_id!r} routes name namespaces the index does not hold "
-            f"({'; '.join(bad)}); the index holds: {', '.join(known)}"
+            f"({'; '.join(bad)}){holds}"
         )
 
 
@@ -145,7 +153,7 @@ class PerRunNodes:
                 f"({', '.join(fixed)}); build a graph with that policy instead "
                 "(build_graph(policy=...)), or leave those fields as the graph's"
             )
-        check_route_namespaces(policy, self.known_namespaces)
+        check_route_namespaces(policy, self.known_namespaces, show_known=False)
         tiers, reranker = self.deps.tiers, self.deps.reranker
         rebuilt = _query_options(policy) != _query_options(base)
         if rebuilt and self.deps.variant is not None:
