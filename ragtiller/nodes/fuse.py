@@ -57,10 +57,16 @@ def make_fuse(deps: Components) -> NodeFn:
         else:
             stage = Stage("fuse", method=policy.fusion.method, tiers=sorted(hits))
             requests = _requests(state)
-            remote = await _fetch_remote(deps, dense, requests, hits) if exact or neighbours else {}
+            # the first dense tier that answered: the one whose vectors the turn reads
+            reader = next(
+                (n for n in dense if n in hits and n in requests and n in deps.tiers), None
+            )
+            remote = (
+                await _fetch_remote(deps, reader, requests, hits) if exact or neighbours else {}
+            )
             missed, report = score_misses(deps.tiers, requests, hits, remote) if exact else ({}, {})
             extra: dict[str, Any] = {"misses": report} if exact else {}
-            vectors = _vectors(deps, dense, requests, hits, remote) if neighbours else None
+            vectors = _vectors(deps, reader, requests, remote) if neighbours else None
             candidates = rank_passages(
                 hits,
                 policy.fusion,
@@ -107,20 +113,15 @@ def _requests(state: RetrievalState) -> dict[str, SearchRequest]:
     return {task["tier"]: request_for(task) for task in state.get("tier_tasks") or []}
 
 
-def _answered(
-    deps: Components, dense: list[str], requests: dict[str, SearchRequest], hits: dict[str, Any]
-) -> str | None:
-    """The first dense tier that answered this turn: the one whose vectors the turn reads."""
-    return next((n for n in dense if n in hits and n in requests and n in deps.tiers), None)
-
-
 async def _fetch_remote(
-    deps: Components, dense: list[str], requests: dict[str, SearchRequest], hits: dict[str, Any]
+    deps: Components,
+    name: str | None,
+    requests: dict[str, SearchRequest],
+    hits: dict[str, Any],
 ) -> dict[str, VectorTable | Exception]:
-    """The turn's passage vectors from that tier when it keeps them remotely (Pinecone's
-    ``afetch_vectors``): fetched once, in its request's scope and under its deadline, for the
-    exact misses and the neighbours alike; the error instead when the fetch failed."""
-    name = _answered(deps, dense, requests, hits)
+    """The turn's passage vectors from the dense tier ``name`` when it keeps them remotely
+    (Pinecone's ``afetch_vectors``): fetched once, in its request's scope and under its
+    deadline, for the exact misses and the neighbours alike; the error when the fetch failed."""
     keeper = None if name is None else remote_vectors(deps.tiers[name])
     if name is None or keeper is None:
         return {}
@@ -133,13 +134,11 @@ async def _fetch_remote(
 
 def _vectors(
     deps: Components,
-    dense: list[str],
+    name: str | None,
     requests: dict[str, SearchRequest],
-    hits: dict[str, Any],
     remote: dict[str, VectorTable | Exception],
 ) -> VectorLookup | None:
-    """The vectors of the first dense tier that answered, read in its own request's scope."""
-    name = _answered(deps, dense, requests, hits)
+    """The vectors of the dense tier ``name``, read in its own request's scope."""
     if name is None:
         return None
     fetched = remote.get(name)

@@ -209,40 +209,41 @@ def score_misses(
     scored: dict[str, dict[str, Scored]] = {}
     report: dict[str, str] = {}
     for name, found in passages.items():
-        score_ids = _scorer(tiers.get(name), requests.get(name), (remote or {}).get(name))
-        if not found or score_ids is None:
+        request, fetched = requests.get(name), (remote or {}).get(name)
+        if not found or request is None:
+            continue
+        if isinstance(fetched, Exception):
+            report[name] = _failed(fetched)
+            continue
+        score_ids = _scorer(tiers.get(name), request, fetched)
+        if score_ids is None:
             continue
         own = {h["id"] for h in found}
         missing = [i for i in union if i not in own]
         try:
             scored[name] = dict(score_ids(missing)) if missing else {}
         except Exception as e:  # exact misses improve a fusion, never cost the turn
-            report[name] = f"failed: {type(e).__name__}: {e}"
+            report[name] = _failed(e)
             continue
         report[name] = f"{len(scored[name])} of {len(missing)} scored"
     return scored, report
 
 
 def _scorer(
-    tier: Any, request: SearchRequest | None, fetched: VectorTable | Exception | None
+    tier: Any, request: SearchRequest, fetched: VectorTable | None
 ) -> Callable[[Sequence[str]], Mapping[str, Scored]] | None:
     """How a tier scores given ids in its request's scope: from the vectors fetched for the
-    turn (a fetch that failed fails here, and is reported), else its own ``score_ids``; None
-    when it cannot."""
-    if request is None:
-        return None
+    turn, else its own ``score_ids``; None when it cannot."""
     if fetched is None:
         score_ids = getattr(tier, "score_ids", None)
         return (lambda ids: score_ids(request, ids)) if callable(score_ids) else None
-    if isinstance(fetched, Exception):
-        raise_it = fetched
-
-        def failed(ids: Sequence[str]) -> Mapping[str, Scored]:
-            raise raise_it
-
-        return failed
     vector = request.vector
     return None if vector is None else (lambda ids: fetched.scores(vector, ids))
+
+
+def _failed(error: Exception) -> str:
+    """How the stage record reports a step that failed (and left the turn as it was)."""
+    return f"failed: {type(error).__name__}: {error}"
 
 
 def _question_fusion(
@@ -308,7 +309,7 @@ def _neighbour_order(
         )
     except Exception as e:  # the neighbours refine a ranking, never cost the turn
         if report is not None:
-            report["neighbours"] = f"failed: {type(e).__name__}: {e}"
+            report["neighbours"] = _failed(e)
         return []
     if report is not None:
         report["neighbours"] = f"{regularized} passages regularized"
