@@ -45,8 +45,7 @@ class Degradation:
         """One line: ``2 of 50 turns degraded: tier_search (dense) failed: timeout (2)``."""
         if not self.turns:
             return f"0 of {self.total} turns degraded"
-        listed = "; ".join(f"{label} ({n})" for label, n in self.labels.items())
-        return f"{self.turns} of {self.total} turns degraded: {listed}"
+        return f"{self.turns} of {self.total} turns degraded: {_listed(self.labels)}"
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -61,8 +60,7 @@ def degradation(run: EvalRun) -> Degradation:
         labels = set(result.manifest.degraded)
         turns += bool(labels)
         counts.update(labels)
-    ordered = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return Degradation(turns, len(run.results), ordered)
+    return Degradation(turns, len(run.results), _most_first(counts))
 
 
 @dataclass(frozen=True)
@@ -88,10 +86,9 @@ class NotSearched:
         """One line: ``2 of 50 turns not searched (the router's rule; they score 0): too-short (2)``."""
         if not self.turns:
             return f"0 of {self.total} turns not searched"
-        listed = "; ".join(f"{reason} ({n})" for reason, n in self.reasons.items())
         return (
             f"{self.turns} of {self.total} turns not searched "
-            f"(the router's rule; they score 0): {listed}"
+            f"(the router's rule; they score 0): {_listed(self.reasons)}"
         )
 
     def to_json(self) -> dict[str, object]:
@@ -106,8 +103,17 @@ def not_searched(run: EvalRun) -> NotSearched:
         for r in run.results.values()
         if r.manifest.query_type == "no_retrieval"
     )
-    ordered = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return NotSearched(sum(counts.values()), len(run.results), ordered)
+    return NotSearched(sum(counts.values()), len(run.results), _most_first(counts))
+
+
+def _most_first(counts: Counter[str]) -> dict[str, int]:
+    """``counts`` most frequent first, ties by name."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _listed(counts: Mapping[str, int]) -> str:
+    """``a (2); b (1)``: what a summary line lists."""
+    return "; ".join(f"{name} ({n})" for name, n in counts.items())
 
 
 def check_degraded(run: EvalRun, *, allow: bool, what: str) -> Degradation:
