@@ -6,17 +6,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fixtures.pinecone_emulator import API_KEY, PineconeEmulator
+from fixtures.pinecone_copy import pinecone_copy
+from fixtures.pinecone_emulator import PineconeEmulator
 from langchain_core.documents import Document
-from langchain_pinecone import PineconeVectorStore
-from pinecone import Pinecone
 
 from ragtiller import build_graph
 from ragtiller.core.tiers import Tier
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
-from ragtiller.pinecone import PineconeTier, pinecone_tier_from_env, upsert_chunks
+from ragtiller.pinecone import PineconeTier, pinecone_tier_from_env
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)
@@ -47,10 +46,8 @@ def emulator() -> Iterator[PineconeEmulator]:
 
 @pytest.fixture
 def pinecone_dense(emulator: PineconeEmulator, embedded: EmbeddedIndex) -> Iterator[PineconeTier]:
-    with Pinecone(api_key=API_KEY).Index(host=emulator.host) as index:
-        store = PineconeVectorStore(index=index, embedding=EMBEDDER)
-        upsert_chunks(store, embedded)
-        yield PineconeTier(store, timeout_s=0.5)
+    with pinecone_copy(emulator, embedded, EMBEDDER, timeout_s=0.5) as tier:
+        yield tier
 
 
 def run(dense: Tier, embedded: EmbeddedIndex) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -14,12 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fixtures.pinecone_emulator import API_KEY, PineconeEmulator
+from fixtures.pinecone_copy import pinecone_copy
+from fixtures.pinecone_emulator import PineconeEmulator
 from fixtures.topics import threaded_and_resumed, topic_corpus
 from langchain_core.documents import Document
-from langchain_pinecone import PineconeVectorStore
 from langgraph.checkpoint.memory import InMemorySaver
-from pinecone import Pinecone
 
 from ragtiller import build_graph, load_policy
 from ragtiller.core.tiers import SearchRequest
@@ -27,7 +26,7 @@ from ragtiller.eval.variants import with_overrides
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
-from ragtiller.pinecone import PineconeTier, upsert_chunks
+from ragtiller.pinecone import PineconeTier
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.vector_table import VectorTable
 
@@ -67,10 +66,8 @@ def emulator() -> Iterator[PineconeEmulator]:
 
 @pytest.fixture
 def pinecone_dense(emulator: PineconeEmulator, embedded: EmbeddedIndex) -> Iterator[PineconeTier]:
-    with Pinecone(api_key=API_KEY).Index(host=emulator.host) as index:
-        store = PineconeVectorStore(index=index, embedding=EMBEDDER)
-        upsert_chunks(store, embedded)
-        yield PineconeTier(store, timeout_s=0.5)
+    with pinecone_copy(emulator, embedded, EMBEDDER, timeout_s=0.5) as tier:
+        yield tier
 
 
 def graph(dense: Any, embedded: EmbeddedIndex, pol: RetrievalPolicy, **kw: Any) -> Any:
