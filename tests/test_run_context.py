@@ -304,6 +304,32 @@ def test_a_context_tenant_is_not_inherited_by_the_next_turn_of_a_thread() -> Non
     assert [call["filter"] for call in ts[0].calls] == [{"tenant": "acme"}, None]
 
 
+def test_a_tenant_pinned_in_configurable_holds_beside_a_context_of_other_fields() -> None:
+    ts = tiers()
+    g = graph(tiers=ts)
+    pinned: Any = {"configurable": {"ragtiller": {"tenant": "acme"}}}
+    for context in ({"top_k": 3}, {}, {"rerank": "off"}):
+        out = g.invoke({"query": FACTUAL}, pinned, context=context)
+        assert out["manifest"].tenant == "acme"
+    assert all(call["filter"] == {"tenant": "acme"} for call in ts[0].calls)
+    assert len(out["documents"]) == 5  # the last context set no top_k
+    three = g.invoke({"query": FACTUAL}, pinned, context={"top_k": 3})
+    assert len(three["documents"]) == 3 and three["manifest"].overrides == {
+        "tenant": "acme",
+        "top_k": 3,
+    }
+
+
+@pytest.mark.parametrize("field,value", [("tenant", "globex"), ("top_k", 2)])
+def test_a_field_the_context_and_configurable_set_differently_is_refused(
+    field: str, value: Any
+) -> None:
+    pinned: Any = {"configurable": {"ragtiller": {"tenant": "acme", "top_k": 3}}}
+    with pytest.raises(InputError, match=rf"set {field} differently") as refused:
+        graph().invoke({"query": FACTUAL}, pinned, context={field: value})
+    assert "acme" not in str(refused.value)
+
+
 # --- a parent's own settings are never read as ragtiller's --------------------------------
 
 

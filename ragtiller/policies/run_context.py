@@ -198,8 +198,13 @@ CONFIG_KEY = "ragtiller"
 
 
 def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> RunContext:
-    """This run's context: LangGraph's ``context`` when it is ours, else the settings under
-    ``configurable["ragtiller"]``, else none.
+    """This run's context: LangGraph's ``context`` when it is ours, together with the settings
+    under ``configurable["ragtiller"]``.
+
+    Both are read, so a tenant pinned in one (by ``as_retriever``, ``as_tool`` or an auth layer
+    through ``with_config``) holds when the caller also passes the other. A field the two set
+    to different values is refused rather than resolved: either side may be the one pinning the
+    caller's scope (default deny).
 
     LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it).
     Any other context object is a parent graph's, and a parent's generic ``configurable`` keys
@@ -207,11 +212,26 @@ def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> R
 
     Raises:
         InputError: ``configurable["ragtiller"]`` is not a mapping, or holds an unknown key or
-            a bad value.
+            a bad value; or it and the context set one field differently.
     """
-    if isinstance(value, RunContext):
-        return value
-    ours = (configurable or {}).get(CONFIG_KEY)
+    own = value if isinstance(value, RunContext) else EMPTY
+    pinned = _configured((configurable or {}).get(CONFIG_KEY))
+    if pinned == EMPTY:
+        return own
+    if own == EMPTY:
+        return pinned
+    mine, theirs = own.overrides(), pinned.overrides()
+    clash = sorted(key for key in mine.keys() & theirs.keys() if mine[key] != theirs[key])
+    if clash:
+        raise InputError(
+            f"the run's context and configurable[{CONFIG_KEY!r}] set {', '.join(clash)} "
+            "differently; set each field in one of them"
+        )
+    return RunContext(**{**theirs, **mine})
+
+
+def _configured(ours: Any) -> RunContext:
+    """The run context held under ``configurable["ragtiller"]`` (empty when none)."""
     if ours is None:
         return EMPTY
     if isinstance(ours, RunContext):
