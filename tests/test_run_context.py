@@ -291,7 +291,9 @@ def test_run_context_is_the_graph_context_schema() -> None:
     assert set(schema["properties"]) == set(RunContext.model_fields)
 
 
-def test_a_context_tenant_is_not_inherited_by_the_next_turn_of_a_thread() -> None:
+def test_a_context_tenant_is_never_silently_inherited_or_dropped_on_a_thread() -> None:
+    """A turn without the thread's tenant is refused, not run under the thread's tenant (which
+    the caller did not ask for) nor unscoped (which the thread's answers would then mix)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from ragtiller.graph import checkpoint_serde
@@ -300,8 +302,10 @@ def test_a_context_tenant_is_not_inherited_by_the_next_turn_of_a_thread() -> Non
     g = graph(tiers=ts, checkpointer=InMemorySaver(serde=checkpoint_serde()))
     config: Any = {"configurable": {"thread_id": "t1"}}
     g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"})
-    g.invoke({"query": FACTUAL}, config)
-    assert [call["filter"] for call in ts[0].calls] == [{"tenant": "acme"}, None]
+    with pytest.raises(InputError, match="this thread was started with another tenant"):
+        g.invoke({"query": FACTUAL}, config)
+    g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"})
+    assert [call["filter"] for call in ts[0].calls] == [{"tenant": "acme"}, {"tenant": "acme"}]
 
 
 def test_a_tenant_pinned_in_configurable_holds_beside_a_context_of_other_fields() -> None:

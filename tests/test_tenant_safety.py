@@ -201,7 +201,7 @@ def test_ask_with_a_blank_tenant_exits_with_the_usage_code(tmp_path: Path) -> No
     assert "port 8000" not in asked.stdout
 
 
-# --- tenant and namespace are the turn's own, never the thread's ---------------------------
+# --- a thread keeps one scope: another tenant's turn on it is refused ---------------------
 
 
 def thread_graph(index: EmbeddedIndex) -> tuple[Any, dict[str, Any]]:
@@ -214,37 +214,99 @@ def tenants(out: dict[str, Any]) -> set[str]:
     return {d.metadata["tenant"] for d in out["documents"]}
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_a_turn_on_a_thread_does_not_inherit_the_previous_turns_tenant(
-    index: EmbeddedIndex, mode: str
-) -> None:
-    g, config = thread_graph(index)
+THREAD_REFUSED = "this thread was started with another tenant, namespace or filter"
 
-    async def turn(payload: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+
+def refused_without_names(error: pytest.ExceptionInfo[InputError]) -> None:
+    message = str(error.value)
+    assert THREAD_REFUSED in message
+    assert "acme" not in message and "globex" not in message and "vault" not in message
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"input": {"tenant": "globex"}},
+        {"context": {"tenant": "globex"}},
+        {"config": {"ragtiller": {"tenant": "globex"}}},
+        {"input": {}},  # unscoped: every tenant's documents
+        {"input": {"tenant": "acme", "namespace": "vault"}},
+    ],
+    ids=["input", "context", "configurable", "unscoped", "namespace"],
+)
+async def test_a_thread_started_by_acme_refuses_a_turn_of_another_scope(
+    index: EmbeddedIndex, mode: str, second: dict[str, Any]
+) -> None:
+    """The thread's transcript holds acme's answer: a turn of any other scope on it would be
+    handed that text in its ``messages``, so it is refused (naming no tenant)."""
+    g, config = thread_graph(index)
+    payload = {"query": FACTUAL, **second.get("input", {})}
+    run_config = {"configurable": {**config["configurable"], **second.get("config", {})}}
+    kwargs = {"context": second["context"]} if "context" in second else {}
+
+    async def turn(payload: dict[str, Any], config: Any, **kwargs: Any) -> dict[str, Any]:
         if mode == "sync":
             return g.invoke(payload, config, **kwargs)  # type: ignore[no-any-return]
         return await g.ainvoke(payload, config, **kwargs)  # type: ignore[no-any-return]
 
-    first = await turn({"query": FACTUAL, "tenant": "acme"})
-    assert tenants(first) == {"acme"} and first["manifest"].tenant == "acme"
-    open_turn = await turn({"query": FACTUAL})
-    assert open_turn["manifest"].tenant is None
-    assert tenants(open_turn) == {"acme", "globex"}
-    globex = await turn({"query": FACTUAL}, context={"tenant": "globex"})
-    assert tenants(globex) == {"globex"}
-    assert globex["manifest"].tenant == "globex"
-    assert leaked(everything(globex)) == []
+    first = await turn({"query": FACTUAL, "tenant": "acme"}, config)
+    assert tenants(first) == {"acme"}
+    with pytest.raises(InputError) as refused:
+        await turn(payload, run_config, **kwargs)
+    refused_without_names(refused)
+    again = await turn({"query": BROAD}, config, context={"tenant": "acme"})  # the same scope
+    assert tenants(again) == {"acme"}
+    plain = build_graph(index=index).invoke({"query": BROAD, "tenant": "acme"})
+    assert [d.page_content for d in again["documents"]] == [
+        d.page_content for d in plain["documents"]
+    ]
 
 
-def test_a_turn_on_a_thread_does_not_inherit_the_previous_turns_namespace(
-    index: EmbeddedIndex,
-) -> None:
+def test_a_chat_thread_of_acme_refuses_a_globex_turn(index: EmbeddedIndex) -> None:
     g, config = thread_graph(index)
-    vault = g.invoke({"query": FACTUAL, "namespace": "vault"}, config)
-    assert {d.metadata["namespace"] for d in vault["documents"]} == {"vault"}
-    after = g.invoke({"query": FACTUAL, "tenant": "globex"}, config)
-    assert after["manifest"].selected_namespaces == ["default"]
-    assert leaked(everything(after)) == []
+    g.invoke({"messages": [("user", FACTUAL)]}, config, context={"tenant": "acme"})
+    with pytest.raises(InputError) as refused:
+        g.invoke({"messages": [("user", "and the vault?")]}, config, context={"tenant": "globex"})
+    refused_without_names(refused)
+    transcript = g.get_state(config).values["messages"]
+    assert len(transcript) == 2  # the refused turn wrote no answer
+
+
+RESUME_REFUSED = "this run's tenant, namespace or filter differs from the paused turn's"
+
+
+@pytest.mark.parametrize("node", ["embed", "tier_search", "fuse", "assemble"])
+def test_a_paused_acme_turn_resumed_as_globex_is_refused(index: EmbeddedIndex, node: str) -> None:
+    g = build_graph(index=index, checkpointer=InMemorySaver(), checkpoint_hits=True)
+    config: Any = {"configurable": {"thread_id": f"paused-{node}"}}
+    g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"}, interrupt_before=[node])
+    assert g.get_state(config).next
+    with pytest.raises(InputError, match=RESUME_REFUSED) as refused:
+        g.invoke(None, config, context={"tenant": "globex"})
+    assert "acme" not in str(refused.value)
+    resumed = g.invoke(None, config, context={"tenant": "acme"})
+    assert tenants(resumed) == {"acme"}
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [{"tenant": "acme"}, {"tenant": None, "namespaces": ["default", "vault"]}],
+    ids=["other-tenant", "unscoped-every-namespace"],
+)
+def test_a_route_rewritten_while_paused_is_refused_for_a_run_pinned_to_globex(
+    index: EmbeddedIndex, edit: dict[str, Any]
+) -> None:
+    """A client that may write a thread's state (``update_state``, Studio's state editor)
+    cannot widen a run whose tenant the deployment pins in its context."""
+    g = build_graph(index=index, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "edited"}}
+    pinned = {"tenant": "globex"}
+    g.invoke({"query": FACTUAL}, config, context=pinned, interrupt_before=["embed"])
+    route = g.get_state(config).values["route"]
+    g.update_state(config, {"route": {**route, **edit}})
+    with pytest.raises(InputError, match=RESUME_REFUSED):
+        g.invoke(None, config, context=pinned)
 
 
 def test_the_context_wins_over_the_input_and_the_manifest_says_what_was_used(

@@ -88,12 +88,16 @@ async def test_a_turn_that_sends_no_question_is_refused_not_given_the_last_one(
     index: EmbeddedIndex, mode: str
 ) -> None:
     thread = Thread(build_graph(index=index, checkpointer=InMemorySaver()), mode)
-    await thread.turn({"query": "pathlib glob"})
+    await thread.turn({"query": "pathlib glob", "tenant": "acme"})
     with pytest.raises(InputError, match="no new question"):
         await thread.turn({"tenant": "acme"})
-    await thread.turn({"messages": [("user", "json dumps indent")]})
+    await thread.turn({"messages": [("user", "json dumps indent")], "tenant": "acme"})
     with pytest.raises(InputError, match="no new question"):
-        await thread.turn({"namespace": "default"})
+        await thread.turn({"tenant": "acme"})
+    other = Thread(build_graph(index=index, checkpointer=InMemorySaver()), mode)
+    await other.turn({"query": "pathlib glob", "namespace": "default"})
+    with pytest.raises(InputError, match="no new question"):
+        await other.turn({"namespace": "default"})
 
 
 async def test_the_output_carries_the_answer_as_a_message_and_the_thread_keeps_the_chat(

@@ -23,6 +23,7 @@ from langgraph.config import get_config
 from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
+from ragtiller.nodes.scope import check_resumed_scope
 from ragtiller.nodes.stage import EVENT_TYPE, final_event
 from ragtiller.policies.run_context import EMPTY, RunContext, run_policy
 from ragtiller.policies.schema import RetrievalPolicy
@@ -179,7 +180,10 @@ class PerRunNodes:
         """The node ``name``: finds this run's variant, runs it, announces its records."""
 
         async def run(state: Any) -> dict[str, Any]:
-            update = await self.nodes(current_context())[name](state)
+            context = current_context()
+            if name != "gate":  # a run resumed from a breakpoint starts past the gate
+                check_resumed_scope(state, context)
+            update = await self.nodes(context)[name](state)
             await announce(update)
             return update
 

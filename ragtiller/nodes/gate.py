@@ -20,6 +20,7 @@ from ragtiller.nodes.run_input import (
     query_of,
     unknown_namespace_labels,
 )
+from ragtiller.nodes.scope import asked_scope, check_thread_scope
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.step_back import step_back_key
@@ -38,7 +39,7 @@ CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
 
 
-def _check_scope(state: RetrievalState) -> None:
+def _refuse_blank_names(state: RetrievalState) -> None:
     """Refuse an input ``tenant`` or ``namespace`` that names nothing (see ``scope_problem``)."""
     for field in ("tenant", "namespace"):
         value = state.get(field)
@@ -54,21 +55,6 @@ def encodable(text: str) -> str:
     """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
     U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
     return _SURROGATE.sub("\ufffd", text)
-
-
-def _namespaces(
-    state: RetrievalState, context: RunContext, route_namespaces: list[str]
-) -> list[str]:
-    """The context's namespaces, else the input's, else the route's."""
-    override = context.namespace if context.namespace is not None else state.get("namespace")
-    if override is None:
-        return route_namespaces
-    return [override] if isinstance(override, str) else list(override)
-
-
-def _tenant(state: RetrievalState, context: RunContext) -> str | None:
-    """The context's tenant, else the input's (both checked non-blank)."""
-    return context.tenant if context.tenant is not None else state.get("tenant")
 
 
 async def read_quota(deps: Components) -> QuotaView:
@@ -121,7 +107,9 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         raw = query_of(state)
         query = encodable(raw)
         context = current_context()
-        _check_scope(state)
+        _refuse_blank_names(state)
+        scope = asked_scope(state, context)
+        check_thread_scope(state.get("scope"), scope)
         overrides = context.overrides()
         stage = Stage("gate")
         max_chars = policy.budgets.max_query_chars
@@ -158,7 +146,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 is_broad=False,
                 triggers=[],
                 namespaces=[],
-                tenant=_tenant(state, context),
+                tenant=scope["tenant"],
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
@@ -180,7 +168,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             step_back["reason"] = reason
         else:
             config = policy.route(cls.query_type)
-            namespaces = _namespaces(state, context, config.namespaces)
+            namespaces = scope["namespaces"] or config.namespaces
             labels.extend(unknown_namespace_labels(namespaces, known_namespaces))
             top_k, capped = _top_k(config.top_k, context, policy.budgets.max_chunks)
             labels.extend(capped)
@@ -190,7 +178,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 is_broad=cls.is_broad,
                 triggers=cls.trigger_labels,
                 namespaces=namespaces,
-                tenant=_tenant(state, context),
+                tenant=scope["tenant"],
                 filter=context.filter,
                 top_k=top_k,
                 truncated=truncated,
@@ -238,6 +226,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "asked_by": asked_by(state),
             },
             "route": route,
+            "scope": scope,
             "embed_query": embed_text,
             "rerank_query": query,
             "step_back": step_back,
