@@ -126,12 +126,17 @@ def test_agent_tool_and_retriever_as_globex_carry_nothing_of_acme(graph: Any) ->
     assert collector.manifests and leaked(json.dumps(collector.manifests)) == []
 
 
-def test_a_fixed_overview_text_is_shown_only_on_turns_without_a_tenant(
+def test_a_fixed_overview_text_is_shown_only_on_turns_that_may_search_everything(
     index: EmbeddedIndex,
 ) -> None:
     g = build_graph(index=index, corpus_map="Acme handbook: zebrafoil")
-    open_turn = g.invoke({"query": BROAD})
-    assert "<project-overview>\nAcme handbook: zebrafoil" in open_turn["context"]
+    everywhere = g.invoke({"query": BROAD, "namespace": ["default", "vault"]})
+    assert "<project-overview>\nAcme handbook: zebrafoil" in everywhere["context"]
+    one_namespace = g.invoke({"query": BROAD})  # the route's: default only
+    assert "zebrafoil" not in one_namespace["context"]
+    assert "corpus overview left out: it cannot be limited to namespaces default" in (
+        one_namespace["manifest"].degraded
+    )
     scoped = g.invoke({"query": BROAD, "tenant": "globex"})
     assert leaked(everything(scoped)) == []
     assert "corpus overview left out: it cannot be limited to tenant 'globex'" in (

@@ -63,13 +63,24 @@ class IndexLike(Protocol):
     def tiers(self) -> Sequence[TierLike]: ...
 
 
-def _overview(given: str | Overview | None, index: IndexLike | None) -> Overview | None:
+def _overview(
+    given: str | Overview | None, index: IndexLike | None, namespaces: Sequence[str] | None
+) -> Overview | None:
     """The outline a graph shows: the one given, else the index's, scoped when it can be."""
     if given is None and index is not None:
         given = getattr(index, "overview", None) or getattr(index, "corpus_map", None)
     if isinstance(given, str):
-        return fixed_overview(given) if given else None
+        return fixed_overview(given, namespaces) if given else None
     return given
+
+
+def _known_namespaces(
+    namespaces: Sequence[str] | None, index: IndexLike | None
+) -> Sequence[str] | None:
+    """The namespaces the graph's tiers hold: those given, else the index manifest's."""
+    if namespaces is None and index is not None:
+        namespaces = getattr(getattr(index, "manifest", None), "namespaces", None)
+    return namespaces
 
 
 def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
@@ -127,11 +138,15 @@ def _index_tiers(policy: RetrievalPolicy, index: IndexLike | None) -> Sequence[T
 
 
 def build_components(
-    policy: RetrievalPolicy | str | Path | None = None, **parts: Unpack[GraphParts]
+    policy: RetrievalPolicy | str | Path | None = None,
+    *,
+    namespaces: Sequence[str] | None = None,
+    **parts: Unpack[GraphParts],
 ) -> Components:
     """Resolve the policy and defaults into the :class:`Components` the nodes use.
 
-    Arguments: the policy as for :func:`build_graph`, and the :class:`GraphParts`.
+    Arguments: the policy and ``namespaces`` as for :func:`build_graph`, and the
+    :class:`GraphParts`.
 
     Raises:
         ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
@@ -212,7 +227,7 @@ def build_components(
         cache=cache,
         chat_model=chat_model,
         reranker=reranker,
-        overview=_overview(corpus_map, index),
+        overview=_overview(corpus_map, index, _known_namespaces(namespaces, index)),
         llm_router=llm_router,
         variant=variant,
     )
@@ -263,17 +278,13 @@ def build_graph(
         >>> graph = build_graph(index=index)  # doctest: +SKIP
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
-    deps = build_components(policy, **parts)
-    index = parts.get("index")
-    if namespaces is None and index is not None:
-        manifest = getattr(index, "manifest", None)
-        namespaces = getattr(manifest, "namespaces", None)
+    deps = build_components(policy, namespaces=namespaces, **parts)
     return compile_graph(
         deps,
         checkpointer=checkpointer,
         interrupt_before=interrupt_before,
         name=name,
-        namespaces=namespaces,
+        namespaces=_known_namespaces(namespaces, parts.get("index")),
         checkpoint_hits=checkpoint_hits,
     )
 

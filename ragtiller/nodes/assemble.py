@@ -90,7 +90,12 @@ def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, 
     tenant, scope = route["tenant"], turn_filter(route)
     text = deps.overview(route["namespaces"], scope)
     if text is None:
-        what = f"tenant {tenant!r}" if scope == tenant_filter(tenant) else f"filter {scope!r}"
+        if scope is None:
+            what = f"namespaces {', '.join(route['namespaces'])}"
+        elif scope == tenant_filter(tenant):
+            what = f"tenant {tenant!r}"
+        else:
+            what = f"filter {scope!r}"
         return None, [f"corpus overview left out: it cannot be limited to {what}"]
     return text or None, []
 

@@ -25,12 +25,14 @@ Overview = Callable[[Sequence[str], Mapping[str, Any] | None], str | None]
 outline can be given for that scope (it is left out, with a label)."""
 
 
-def fixed_overview(text: str) -> Overview:
-    """An outline given as one text: it cannot be cut to a tenant, so it is shown only on
-    turns without a tenant filter (default deny)."""
+def fixed_overview(text: str, namespaces: Sequence[str] | None = None) -> Overview:
+    """An outline given as one text: it cannot be cut to a turn's scope, so it is shown only
+    on turns that may search all of what it may describe (default deny): no tenant or filter,
+    and, when the graph's ``namespaces`` are known, every one of them."""
+    whole = frozenset(namespaces or ())
 
-    def outline(namespaces: Sequence[str], filter: Mapping[str, Any] | None) -> str | None:
-        return None if filter else text
+    def outline(asked: Sequence[str], filter: Mapping[str, Any] | None) -> str | None:
+        return None if filter or not whole <= set(asked) else text
 
     return outline
 
