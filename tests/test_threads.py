@@ -169,3 +169,20 @@ async def test_a_turn_that_retrieves_nothing_answers_why_on_a_thread_as_plainly(
         assert isinstance(answer, AIMessage) and answer.name == "ragtiller"
         assert (out["context"], answer.content) == ("", "No documents retrieved (too-short).")
         assert out["documents"] == []
+
+
+@pytest.mark.parametrize("node", ["embed", "fuse", "assemble"])
+async def test_a_second_turn_paused_shows_none_of_the_first_turns_answer(
+    index: EmbeddedIndex, mode: str, node: str
+) -> None:
+    """While turn 2 is paused, its state (and every ``values`` chunk) holds turn 2 only, as a
+    fresh thread's paused turn does: no documents, context or manifest of turn 1."""
+    thread = Thread(build_graph(index=index, checkpointer=InMemorySaver()), mode)
+    await thread.turn({"query": "which port does the server listen on"})
+    paused = await thread.turn({"query": RERANKED}, interrupt_before=[node])
+    state = thread.graph.get_state(thread.config).values
+    for values in (paused, state):
+        assert not values.get("documents") and not values.get("context")
+        assert "manifest" not in values
+    resumed = await thread.turn(None)
+    assert result(resumed) == result(build_graph(index=index).invoke({"query": RERANKED}))

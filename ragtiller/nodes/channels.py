@@ -34,7 +34,7 @@ class ManifestValue(LastValue[Any]):
 
     It takes a model or its JSON dict (assemble writes the dict, so the task writes LangGraph
     saves are plain too; a checkpoint saved before this channel existed holds the model) and
-    validates a dict back into the model once, on the first read.
+    validates a dict back into the model once, on the first read. None empties it.
     """
 
     __slots__ = ("model",)
@@ -61,10 +61,13 @@ class ManifestValue(LastValue[Any]):
             empty.value = plain_manifest(checkpoint)
         return empty
 
-    def update(self, values: Sequence[RunManifest | dict[str, Any]]) -> bool:
+    def update(self, values: Sequence[RunManifest | dict[str, Any] | None]) -> bool:
         if not super().update(values):
             return False
         written = values[-1]
+        if written is None:  # the gate starts a turn: no manifest until assemble writes one
+            self.value, self.model = type(self)().value, None
+            return True
         self.model = written if isinstance(written, RunManifest) else None
         self.value = plain_manifest(written)
         return True

@@ -237,6 +237,10 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             "ranked": [],
             "rerank_outcome": None,
             "stages": records,
+            # a thread's previous answer is not this turn's, even while this one is paused
+            "documents": [],
+            "context": "",
+            "manifest": None,
         }
 
     return gate
