@@ -349,3 +349,29 @@ def test_a_query_with_no_words_retrieves_nothing_and_says_why(graph: Any, query:
     out = graph.invoke({"query": query})
     assert out["documents"] == []
     assert out["manifest"].no_retrieval_reason == "no-words"
+
+
+# --- a tier that ignores the turn's scope cannot widen it ------------------------------------
+
+
+def test_hits_of_another_tenant_or_namespace_from_a_careless_tier_are_dropped() -> None:
+    """A custom tier is asked for globex in ``default`` and answers with everything it has:
+    only globex's hit in ``default`` reaches the turn, and the label names no foreign value."""
+    from fixtures.fakes import StaticTier, hit
+
+    careless = StaticTier(
+        "dense",
+        [
+            hit("dense", "a", 0.9, "Zebrafoil is the acme server.", tenant="acme"),
+            hit("dense", "v", 0.8, "Otterquill keeps the vault.", tenant="globex", namespace="vault"),
+            hit("dense", "g", 0.7, "The globex server listens on port 8000.", tenant="globex"),
+        ],
+    )
+    g = build_graph(tiers=[careless], embedder=HashingEmbedder(dim=16))
+    out = g.invoke({"query": FACTUAL, "tenant": "globex"})
+    assert careless.calls[0]["filter"] == {"tenant": "globex"}
+    assert [d.page_content for d in out["documents"]] == ["The globex server listens on port 8000."]
+    assert leaked(everything(out)) == []
+    assert "tier_search (dense) dropped 2 hits outside the turn's namespaces and filter" in (
+        out["manifest"].degraded
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
+from ragtiller.core.filters import scope_predicate
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import TierUnavailable
@@ -55,6 +56,26 @@ def fallback_labels(name: str, hits: list[Hit]) -> list[str]:
     ]
 
 
+def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
+    """The hits inside the task's namespaces and filter, and how many were not.
+
+    Every tier is asked for the turn's scope, and ragtiller's own keep to it; this check is for
+    a tier that does not (a custom tier, a store whose filter differs), so no hit of another
+    tenant or namespace ever enters the turn (default deny).
+    """
+    admits = scope_predicate(task["namespaces"], task["filter"])
+    kept = [hit for hit in hits if admits(hit["metadata"])]
+    return kept, len(hits) - len(kept)
+
+
+def out_of_scope_labels(name: str, dropped: int) -> list[str]:
+    """A label when a tier answered with hits outside the turn's scope (named by count only:
+    their namespaces and tenants may be another tenant's)."""
+    if not dropped:
+        return []
+    return [f"tier_search ({name}) dropped {dropped} hits outside the turn's namespaces and filter"]
+
+
 def make_tier_search(deps: Components) -> NodeFn:
     """Build the tier-search node; it receives a :class:`TierTask` through ``Send``."""
 
@@ -80,14 +101,12 @@ def make_tier_search(deps: Components) -> NodeFn:
                 "tier_hits": {name: []},
                 "stages": [stage.error(e, "tier-failed", tier=name, hits=0)],
             }
+        hits, foreign = in_scope(hits, task)
         top = hits[0]["score"] if hits else None
+        labels = fallback_labels(name, hits) + out_of_scope_labels(name, foreign)
         return {
             "tier_hits": {name: hits},
-            "stages": [
-                stage.done(
-                    labels=fallback_labels(name, hits), tier=name, hits=len(hits), top_score=top
-                )
-            ],
+            "stages": [stage.done(labels=labels, tier=name, hits=len(hits), top_score=top)],
         }
 
     return tier_search
