@@ -130,6 +130,7 @@ async def test_concurrent_runs_keep_their_own_context() -> None:
 # --- the input -----------------------------------------------------------------------------
 
 SHAPES = r'pass \{"query": "your question"\}'
+NOT_MESSAGES = r"input 'messages' is not a list of chat messages"
 
 
 @pytest.mark.parametrize(
@@ -142,6 +143,9 @@ SHAPES = r'pass \{"query": "your question"\}'
         ({"query": 42}, r"input 'query' must be a str, got int: 42"),
         ({"messages": "hello"}, r"input 'messages' must be a list, got str"),
         ({"messages": [AIMessage("hi")]}, r"input 'messages' holds no human message"),
+        ({"messages": [1, 2]}, NOT_MESSAGES),
+        ({"messages": [{"role": "alien", "content": "x"}]}, NOT_MESSAGES),
+        ({"messages": [("user", 5)]}, NOT_MESSAGES),
         ({"query": FACTUAL, "tenant": 7}, r"input 'tenant' must be a str, got int"),
     ],
 )

@@ -38,11 +38,13 @@ def check_keys(value: Any) -> None:
         )
     if "query" in value:
         _check_query(value["query"])
-    if "messages" in value and not isinstance(value["messages"], list):
-        raise InputError(
-            f"input 'messages' must be a list, got {type(value['messages']).__name__}; "
-            f"pass {ACCEPTED_SHAPES}"
-        )
+    if "messages" in value:
+        if not isinstance(value["messages"], list):
+            raise InputError(
+                f"input 'messages' must be a list, got {type(value['messages']).__name__}; "
+                f"pass {ACCEPTED_SHAPES}"
+            )
+        _chat_messages(value["messages"])  # before LangGraph's reducer fails on them its own way
 
 
 def _check_query(query: Any) -> str:
@@ -74,12 +76,15 @@ def answer_id(run_id: str) -> str:
     return f"ragtiller-answer-{run_id}"
 
 
-def _last_human(messages: Any) -> str:
+def _chat_messages(messages: Any) -> Sequence[BaseMessage]:
     try:
-        parsed: Sequence[BaseMessage] = convert_to_messages(messages)
-    except (ValueError, TypeError, NotImplementedError) as e:
+        return convert_to_messages(messages)
+    except (ValueError, TypeError, NotImplementedError) as e:  # pydantic's errors are ValueErrors
         raise InputError(f"input 'messages' is not a list of chat messages: {e}") from e
-    for message in reversed(parsed):
+
+
+def _last_human(messages: Any) -> str:
+    for message in reversed(_chat_messages(messages)):
         if isinstance(message, HumanMessage):
             return message.text
         if (message.id or "").startswith(answer_id("")):
