@@ -363,7 +363,9 @@ def test_hits_of_another_tenant_or_namespace_from_a_careless_tier_are_dropped() 
         "dense",
         [
             hit("dense", "a", 0.9, "Zebrafoil is the acme server.", tenant="acme"),
-            hit("dense", "v", 0.8, "Otterquill keeps the vault.", tenant="globex", namespace="vault"),
+            hit(
+                "dense", "v", 0.8, "Otterquill keeps the vault.", tenant="globex", namespace="vault"
+            ),
             hit("dense", "g", 0.7, "The globex server listens on port 8000.", tenant="globex"),
         ],
     )
