@@ -186,3 +186,23 @@ async def test_a_second_turn_paused_shows_none_of_the_first_turns_answer(
         assert "manifest" not in values
     resumed = await thread.turn(None)
     assert result(resumed) == result(build_graph(index=index).invoke({"query": RERANKED}))
+
+
+@pytest.mark.parametrize("node", ["embed", "tier_search", "fuse"])
+async def test_update_state_at_a_per_run_breakpoint_keeps_the_turn_on_its_path(
+    index: EmbeddedIndex, mode: str, node: str
+) -> None:
+    """Studio's state editor and ``update_state`` read and write the thread through the same
+    checkpointed hit lists the paused run saved: an update that changes nothing leaves the
+    turn's result a plain invoke's (it used to skip the tier searches: 0 documents)."""
+    thread = Thread(build_graph(index=index, checkpointer=InMemorySaver()), mode)
+    await thread.turn({"query": RERANKED}, interrupt_before=[node])
+    paused = thread.graph.get_state(thread.config)
+    assert paused.next
+    same = {"rerank_query": paused.values["rerank_query"]}
+    if mode == "sync":
+        thread.graph.update_state(thread.config, same)
+    else:
+        await thread.graph.aupdate_state(thread.config, same)
+    resumed = await thread.turn(None)
+    assert result(resumed) == result(build_graph(index=index).invoke({"query": RERANKED}))

@@ -14,6 +14,7 @@ earlier values. The check costs one read of the thread's state per such turn.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from ragtiller.graph.untracked import graph_for_run
+from ragtiller.graph.untracked import graph_for_run, tracked_twin
 from ragtiller.nodes.run_input import check_keys
 from ragtiller.nodes.scope import Scope, asked_scope, check_thread_scope
 from ragtiller.policies.run_context import RunContext, context_from
@@ -87,3 +88,31 @@ class CheckedGraph(CompiledStateGraph):  # type: ignore[type-arg]
         check_thread_scope(previous, scope)
         async for part in super().astream(input, config, **kwargs):
             yield part
+
+
+STATE_METHODS = (
+    "get_state",
+    "aget_state",
+    "get_state_history",
+    "aget_state_history",
+    "update_state",
+    "aupdate_state",
+    "bulk_update_state",
+    "abulk_update_state",
+)
+"""What reads or writes a thread's saved state: each goes through the graph's twin whose hit
+lists are checkpointed (:func:`~ragtiller.graph.untracked.tracked_twin`)."""
+
+
+def _through_twin(name: str) -> Any:
+    base = getattr(CompiledStateGraph, name)
+
+    @functools.wraps(base)
+    def method(self: CompiledStateGraph, *args: Any, **kwargs: Any) -> Any:  # type: ignore[type-arg]
+        return base(tracked_twin(self), *args, **kwargs)
+
+    return method
+
+
+for _name in STATE_METHODS:
+    setattr(CheckedGraph, _name, _through_twin(_name))

@@ -99,12 +99,22 @@ def may_pause(input: Any, kwargs: Mapping[str, Any]) -> bool:
 def graph_for_run(graph: G, input: Any, kwargs: Mapping[str, Any]) -> G:
     """``graph``, or for a run that may pause (see :func:`may_pause`), its copy whose hit
     channels are checkpointed, so the resumed nodes find what the paused ones wrote."""
+    return tracked_twin(graph) if may_pause(input, kwargs) else graph
+
+
+def tracked_twin(graph: G) -> G:
+    """``graph``'s copy whose hit channels are checkpointed (``graph`` when all are).
+
+    What reads or writes a thread's saved state (``get_state``, ``update_state``) goes through
+    it: a thread paused by a run of its own holds the hit lists, and the base graph would read
+    them as empty (an ``update_state`` would then plan no tier search).
+    """
     untracked = {
         name: channel
         for name, channel in graph.channels.items()
         if isinstance(channel, UntrackedValue)
     }
-    if not untracked or not may_pause(input, kwargs):
+    if not untracked:
         return graph
     twin = _tracked.get(graph)
     if twin is None:
