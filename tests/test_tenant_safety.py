@@ -287,7 +287,7 @@ def test_a_paused_acme_turn_resumed_as_globex_is_refused(index: EmbeddedIndex, n
     config: Any = {"configurable": {"thread_id": f"paused-{node}"}}
     g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"}, interrupt_before=[node])
     assert g.get_state(config).next
-    with pytest.raises(InputError, match=RESUME_REFUSED) as refused:
+    with pytest.raises(InputError, match="differs from the paused turn's") as refused:
         g.invoke(None, config, context={"tenant": "globex"})
     assert "acme" not in str(refused.value)
     resumed = g.invoke(None, config, context={"tenant": "acme"})

@@ -206,3 +206,30 @@ async def test_update_state_at_a_per_run_breakpoint_keeps_the_turn_on_its_path(
         await thread.graph.aupdate_state(thread.config, same)
     resumed = await thread.turn(None)
     assert result(resumed) == result(build_graph(index=index).invoke({"query": RERANKED}))
+
+
+@pytest.mark.parametrize("context", [{"top_k": 2}, {"policy": "no-llm"}, {"max_chunks": 3}])
+@pytest.mark.parametrize("node", ["embed", "tier_search", "fuse", "assemble"])
+async def test_a_resume_without_the_context_applies_the_paused_turns(
+    index: EmbeddedIndex, mode: str, node: str, context: dict[str, Any]
+) -> None:
+    """LangGraph does not save a run's context: the nodes after the gate apply the one the
+    gate saw, so a resume that does not repeat it (Studio's "continue") is the plain turn."""
+    plain = build_graph(index=index).invoke({"query": RERANKED}, context=context)
+    thread = Thread(build_graph(index=index, checkpointer=InMemorySaver()), mode)
+    await thread.turn({"query": RERANKED}, context=context, interrupt_before=[node])
+    resumed = await thread.turn(None)
+    assert result(resumed) == result(plain)
+    assert resumed["manifest"].policy_id == plain["manifest"].policy_id
+    assert resumed["manifest"].overrides == context
+
+
+def test_a_resume_with_another_context_is_refused(index: EmbeddedIndex) -> None:
+    thread = Thread(build_graph(index=index, checkpointer=InMemorySaver()), "sync")
+    thread.graph.invoke(
+        {"query": RERANKED}, thread.config, context={"top_k": 2}, interrupt_before=["fuse"]
+    )
+    with pytest.raises(InputError, match=r"differs from the paused turn's \(top_k\)"):
+        thread.graph.invoke(None, thread.config, context={"top_k": 4})
+    resumed = thread.graph.invoke(None, thread.config, context={"top_k": 2})
+    assert len(resumed["documents"]) == 2

@@ -93,6 +93,9 @@ class TierTask(TypedDict):
     """How long the branch may wait for its tier (its deadline, cut to the turn's)."""
     turn_bound: bool
     """Whether the turn's remaining time set ``deadline_s``."""
+    overrides: NotRequired[dict[str, Any]]
+    """The turn's run-context fields (as ``turn["overrides"]``): the branch applies them even
+    when it runs in a resumed run."""
 
 
 class RerankOutcome(TypedDict):

@@ -23,7 +23,7 @@ from langgraph.config import get_config
 from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
-from ragtiller.nodes.scope import check_resumed_scope
+from ragtiller.nodes.scope import check_resumed_scope, turn_context
 from ragtiller.nodes.stage import EVENT_TYPE, final_event
 from ragtiller.policies.run_context import EMPTY, RunContext, run_policy
 from ragtiller.policies.schema import RetrievalPolicy
@@ -182,6 +182,7 @@ class PerRunNodes:
         async def run(state: Any) -> dict[str, Any]:
             context = current_context()
             if name != "gate":  # a run resumed from a breakpoint starts past the gate
+                context = turn_context(state, context)
                 check_resumed_scope(state, context)
             update = await self.nodes(context)[name](state)
             await announce(update)

@@ -142,6 +142,7 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 filter=turn_filter(route),
                 deadline_s=limit.seconds,
                 turn_bound=limit.turn_bound,
+                overrides=state["turn"].get("overrides", {}),
             )
             for name in run
         ]

@@ -86,10 +86,41 @@ def check_resumed_scope(state: Mapping[str, Any], context: RunContext) -> None:
         )
 
 
+def turn_context(state: Mapping[str, Any], current: RunContext) -> RunContext:
+    """The run context a node after the gate applies: the one the gate saw.
+
+    A run resumed from a breakpoint carries only the context its caller passed again, often
+    none; the nodes still apply the paused turn's (saved in ``turn["overrides"]``, and in each
+    tier branch's task), so a resumed turn equals the run that paused. A resume that passes
+    another context is refused rather than half applied.
+
+    Raises:
+        InputError: ``current`` sets fields, and not the paused turn's.
+    """
+    turn = state.get("turn")
+    saved = turn.get("overrides") if isinstance(turn, Mapping) else state.get("overrides")
+    if saved is None or current.overrides() == saved:
+        return current
+    if not current.overrides():
+        return RunContext(**saved)
+    mine = current.overrides()
+    fields = sorted(key for key in {*saved, *mine} if saved.get(key) != mine.get(key))
+    raise InputError(
+        f"this run's context differs from the paused turn's ({', '.join(fields)}); resume with "
+        "no context or the same one, or start a new turn"
+    )
+
+
 def _listed(namespace: str | list[str] | None) -> list[str] | None:
     if namespace is None:
         return None
     return [namespace] if isinstance(namespace, str) else list(namespace)
 
 
-__all__ = ("Scope", "asked_scope", "check_resumed_scope", "check_thread_scope")
+__all__ = (
+    "Scope",
+    "asked_scope",
+    "check_resumed_scope",
+    "check_thread_scope",
+    "turn_context",
+)
