@@ -64,8 +64,14 @@ def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
     tenant or namespace ever enters the turn (default deny).
     """
     admits = scope_predicate(task["namespaces"], task["filter"])
-    kept = [hit for hit in hits if admits(hit["metadata"])]
+    kept = [hit for hit in hits if admits(_filterable(hit))]
     return kept, len(hits) - len(kept)
+
+
+def _filterable(hit: Hit) -> dict[str, Any]:
+    """The metadata a filter reads: a hit's own, and the fields adapters lift out of it."""
+    lifted = {"doc_id": hit["doc_id"], "source": hit["source"], "parent_id": hit["parent_id"]}
+    return {**lifted, **hit["metadata"]}
 
 
 def out_of_scope_labels(name: str, dropped: int) -> list[str]:
