@@ -18,6 +18,7 @@ from ragtiller import InputError, build_graph
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
+from ragtiller.nodes.assemble import LOST_HITS
 
 DOCS = {
     "glob.md": "# Glob\n\nPath.glob yields the files matching a pattern in pathlib.",
@@ -233,3 +234,23 @@ def test_a_resume_with_another_context_is_refused(index: EmbeddedIndex) -> None:
         thread.graph.invoke(None, thread.config, context={"top_k": 4})
     resumed = thread.graph.invoke(None, thread.config, context={"top_k": 2})
     assert len(resumed["documents"]) == 2
+
+
+def test_a_replay_from_a_checkpoint_without_the_hits_says_why_it_is_empty(
+    index: EmbeddedIndex,
+) -> None:
+    """Hit lists stay out of checkpoints by default, so replaying a finished turn from its
+    checkpoint before fuse or assemble finds none: the empty answer names the cause and the
+    fix; with ``checkpoint_hits=True`` the replay is the turn."""
+    plain = build_graph(index=index).invoke({"query": RERANKED})
+    for keep, expected in ((False, []), (True, result(plain)[0])):
+        g = build_graph(index=index, checkpointer=InMemorySaver(), checkpoint_hits=keep)
+        config: Any = {"configurable": {"thread_id": f"replay-{keep}"}}
+        g.invoke({"query": RERANKED}, config)
+        late = [s for s in g.get_state_history(config) if s.next in (("fuse",), ("assemble",))]
+        assert len(late) == 2
+        for snapshot in late:
+            out = g.invoke(None, snapshot.config)
+            assert [d.id for d in out["documents"]] == expected
+            assert (LOST_HITS in out["manifest"].degraded) is not keep
+            assert keep or "tier hits missing" in out["context"]
