@@ -335,6 +335,20 @@ def test_too_many_namespaces_are_refused(graph: Any) -> None:
         graph.invoke({"query": FACTUAL}, context={"namespace": many})
 
 
+@pytest.mark.parametrize("field", ["tenant", "namespace"])
+def test_a_huge_tenant_or_namespace_name_is_refused_not_echoed(graph: Any, field: str) -> None:
+    huge = "t" * 1_000_000
+    for call in (
+        lambda: graph.invoke({"query": FACTUAL, field: huge}),
+        lambda: graph.invoke({"query": FACTUAL}, context={field: huge}),
+    ):
+        with pytest.raises(
+            InputError, match="is 1000000 characters long; a name has at most 256"
+        ) as e:
+            call()
+        assert len(str(e.value)) < 2_000
+
+
 def test_a_huge_query_is_not_copied_into_the_manifest(graph: Any) -> None:
     query = "which port " * 1_000_000  # 11 MB
     out = graph.invoke({"query": query})

@@ -46,6 +46,8 @@ RESERVED_KEYS = frozenset({"tenant", "namespace"})
 """Metadata keys a run's ``filter`` may not name: they have their own fields."""
 MAX_NAMESPACES = 64
 """Most namespaces one turn may name: each is searched, checked and may be labelled."""
+MAX_NAME_CHARS = 256
+"""Longest tenant or namespace name: a name is repeated in labels, the context and the manifest."""
 
 
 def scope_problem(field: str, value: object) -> str | None:
@@ -69,6 +71,8 @@ def scope_problem(field: str, value: object) -> str | None:
                 f"must not be empty or blank, got {name!r}: it would filter nothing out; "
                 f"name the {field}, or leave the key out"
             )
+        if len(name) > MAX_NAME_CHARS:
+            return f"is {len(name)} characters long; a name has at most {MAX_NAME_CHARS}"
     return None
 
 
