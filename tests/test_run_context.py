@@ -223,7 +223,9 @@ def test_unknown_namespace_and_empty_tenant_are_labelled(tenant_index: EmbeddedI
     assert found["documents"]
     assert all(label.startswith("assemble: ") for label in found["manifest"].degraded)
 
-    elsewhere = g.invoke({"query": "which port does the server listen on", "namespace": "nope"})
+    elsewhere = g.invoke(
+        {"query": "which port does the server listen on", "namespace": "nope", "tenant": "acme"}
+    )
     assert elsewhere["documents"] == []
     assert "namespace 'nope' not in the index" in elsewhere["manifest"].degraded
     assert "namespace 'nope' not in the index" in elsewhere["context"]
@@ -313,7 +315,9 @@ def test_a_context_tenant_is_never_silently_inherited_or_dropped_on_a_thread() -
 
 
 def test_a_tenant_pinned_in_configurable_holds_beside_a_context_of_other_fields() -> None:
-    ts = tiers()
+    ts = [
+        StaticTier("dense", [hit("dense", f"c{i}", 0.9 - i / 100, tenant="acme") for i in range(9)])
+    ]
     g = graph(tiers=ts)
     pinned: Any = {"configurable": {"ragtiller": {"tenant": "acme"}}}
     for context in ({"top_k": 3}, {}, {"rerank": "off"}):

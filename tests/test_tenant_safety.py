@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ def test_agent_tool_and_retriever_as_globex_carry_nothing_of_acme(graph: Any) ->
 def test_a_fixed_overview_text_is_shown_only_on_turns_that_may_search_everything(
     index: EmbeddedIndex,
 ) -> None:
-    g = build_graph(index=index, corpus_map="Acme handbook: zebrafoil")
+    g = build_graph(index=index, corpus_map="Acme handbook: zebrafoil", require_tenant=False)
     everywhere = g.invoke({"query": BROAD, "namespace": ["default", "vault"]})
     assert "<project-overview>\nAcme handbook: zebrafoil" in everywhere["context"]
     one_namespace = g.invoke({"query": BROAD})  # the route's: default only
@@ -351,7 +352,7 @@ def test_a_huge_tenant_or_namespace_name_is_refused_not_echoed(graph: Any, field
 
 def test_a_huge_query_is_not_copied_into_the_manifest(graph: Any) -> None:
     query = "which port " * 1_000_000  # 11 MB
-    out = graph.invoke({"query": query})
+    out = graph.invoke({"query": query, "tenant": "globex"})
     manifest = out["manifest"]
     assert manifest.query_truncated
     assert len(manifest.model_dump_json()) < 100_000
@@ -360,7 +361,7 @@ def test_a_huge_query_is_not_copied_into_the_manifest(graph: Any) -> None:
 
 @pytest.mark.parametrize("query", ["🙂🙂🙂", "?!...", "\u200b\u200b", "— · —"])
 def test_a_query_with_no_words_retrieves_nothing_and_says_why(graph: Any, query: str) -> None:
-    out = graph.invoke({"query": query})
+    out = graph.invoke({"query": query, "tenant": "globex"})
     assert out["documents"] == []
     assert out["manifest"].no_retrieval_reason == "no-words"
 
@@ -391,3 +392,53 @@ def test_hits_of_another_tenant_or_namespace_from_a_careless_tier_are_dropped() 
     assert "tier_search (dense) dropped 2 hits outside the turn's namespaces and filter" in (
         out["manifest"].degraded
     )
+
+
+# --- an index of several tenants refuses a turn that names none (default deny) --------------
+
+
+def test_an_index_whose_documents_carry_tenants_refuses_an_unscoped_turn(
+    index: EmbeddedIndex, tmp_path: Path
+) -> None:
+    assert index.manifest.tenanted
+    index.save(tmp_path / "idx")
+    reopened = EmbeddedIndex.load(tmp_path / "idx", embedder=HashingEmbedder(dim=64))
+    for source in (index, reopened):
+        g = build_graph(index=source)
+        calls: list[Callable[[Any], Any]] = [
+            lambda g: g.invoke({"query": FACTUAL}),
+            lambda g: g.invoke({"query": FACTUAL}, context={"top_k": 3}),
+            lambda g: as_tool(g).invoke({"query": FACTUAL}),
+            lambda g: as_retriever(g).invoke(FACTUAL),
+        ]
+        for call in calls:
+            with pytest.raises(InputError, match="this graph serves several tenants"):
+                call(g)
+        assert tenants(g.invoke({"query": FACTUAL, "tenant": "globex"})) == {"globex"}
+    everyone = build_graph(index=index, require_tenant=False).invoke({"query": FACTUAL})
+    assert tenants(everyone) == {"acme", "globex"}
+
+
+def test_an_index_without_tenants_serves_unscoped_turns() -> None:
+    plain = build_index(
+        [_doc("ports.md", "# Ports\n\nThe server listens on port 8000 by default.")],
+        embedder=HashingEmbedder(dim=64),
+        progress=False,
+    )
+    assert not plain.manifest.tenanted
+    assert build_graph(index=plain).invoke({"query": FACTUAL})["documents"]
+
+
+def test_ask_without_a_tenant_on_a_tenanted_index_says_how(
+    index: EmbeddedIndex, tmp_path: Path
+) -> None:
+    index.save(tmp_path / "idx")
+    asked = subprocess.run(
+        [sys.executable, "-m", "ragtiller", "ask", FACTUAL, "--index", str(tmp_path / "idx")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert asked.returncode == EXIT_USAGE, asked.stderr
+    assert "names none: pass input 'tenant'" in asked.stderr and "--tenant" in asked.stderr
+    assert "port 8000" not in asked.stdout and "port 7000" not in asked.stdout

@@ -218,7 +218,10 @@ def _evaluate(
     from ragtiller.graph.builder import build_graph
 
     policy = _measured(policy, dataset, args)
-    graph = build_graph(without_deadlines(policy), index=index, embedder=embedder)
+    # the operator measures the whole index: a dataset's queries name no tenant
+    graph = build_graph(
+        without_deadlines(policy), index=index, embedder=embedder, require_tenant=False
+    )
     run = run_eval(graph, dataset, concurrency=args.concurrency, progress=not args.no_progress)
     return replace(run, index=index_fingerprint(index))
 

@@ -28,6 +28,10 @@ DEFAULT_NAMESPACE = "default"
 _MISSING = object()
 
 
+TENANT_KEY = "tenant"
+"""The metadata key a turn's tenant filters on."""
+
+
 def namespace_of(metadata: Mapping[str, Any]) -> str:
     """The namespace a metadata dict belongs to (:data:`DEFAULT_NAMESPACE` when unset)."""
     return str(metadata.get("namespace") or DEFAULT_NAMESPACE)

@@ -74,6 +74,13 @@ def _overview(
     return given
 
 
+def _tenant_required(given: bool | None, index: IndexLike | None) -> bool:
+    """``given``, else whether the index manifest says its documents carry tenants."""
+    if given is not None:
+        return given
+    return bool(getattr(getattr(index, "manifest", None), "tenanted", False))
+
+
 def _known_namespaces(
     namespaces: Sequence[str] | None, index: IndexLike | None
 ) -> Sequence[str] | None:
@@ -141,12 +148,13 @@ def build_components(
     policy: RetrievalPolicy | str | Path | None = None,
     *,
     namespaces: Sequence[str] | None = None,
+    require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> Components:
     """Resolve the policy and defaults into the :class:`Components` the nodes use.
 
-    Arguments: the policy and ``namespaces`` as for :func:`build_graph`, and the
-    :class:`GraphParts`.
+    Arguments: the policy, ``namespaces`` and ``require_tenant`` as for :func:`build_graph`,
+    and the :class:`GraphParts`.
 
     Raises:
         ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
@@ -230,6 +238,7 @@ def build_components(
         overview=_overview(corpus_map, index, _known_namespaces(namespaces, index)),
         llm_router=llm_router,
         variant=variant,
+        require_tenant=_tenant_required(require_tenant, index),
     )
 
 
@@ -241,6 +250,7 @@ def build_graph(
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
     checkpoint_hits: bool | None = None,
+    require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build the retrieval graph. Does no I/O beyond what the given components do.
@@ -256,6 +266,10 @@ def build_graph(
         checkpoint_hits: Also checkpoint the intermediate hit lists (tier hits, candidates,
             rerank order, query vectors). Default: only when ``interrupt_before`` is given, so
             a paused thread can resume; the documents and the manifest are always saved.
+        require_tenant: Refuse turns that name no tenant (default deny on an index of several
+            tenants). Default: whether the index manifest says its documents carry a
+            ``tenant`` key (``ragtiller ingest`` records it); False without a manifest, so a
+            graph over another store that holds several tenants' documents should pass True.
         **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
             ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
@@ -278,7 +292,7 @@ def build_graph(
         >>> graph = build_graph(index=index)  # doctest: +SKIP
         >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
     """
-    deps = build_components(policy, namespaces=namespaces, **parts)
+    deps = build_components(policy, namespaces=namespaces, require_tenant=require_tenant, **parts)
     return compile_graph(
         deps,
         checkpointer=checkpointer,

@@ -62,6 +62,11 @@ class IndexManifest(BaseModel):
     lexical: LexicalConfig
     counts: IndexCounts
     namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
+    tenanted: bool = Field(
+        default=False,
+        description="Whether any chunk carries a ``tenant`` key: a graph over the index then "
+        "refuses turns that name no tenant (a manifest written before this field: False).",
+    )
 
     embedder_variant: str | None = Field(
         default=None,

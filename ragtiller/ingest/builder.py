@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from ragtiller.core.filters import TENANT_KEY
 from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IngestError
 from ragtiller.index.corpus_map import build_corpus_map
@@ -207,6 +208,7 @@ class IndexBuilder:
                 chunks=len(rows.ids),
             ),
             namespaces=store.records.namespaces,
+            tenanted=any(TENANT_KEY in metadata for metadata in rows.metadatas),
             embedder_variant=embedder_variant(self.embedder),
             vector_dtype=self.vector_dtype,
         )

@@ -57,6 +57,7 @@ class Components:
         variant: The tiers and reranker for another policy's fusion, feedback and
             parent-child window (a run context's policy); None: they cannot be rebuilt, and
             stay these.
+        require_tenant: Refuse a turn that names no tenant (an index of several tenants).
     """
 
     policy: RetrievalPolicy
@@ -69,6 +70,7 @@ class Components:
     overview: Overview | None = None
     llm_router: Callable[..., Any] | None = None
     variant: Callable[[RetrievalPolicy], tuple[dict[str, Tier], Reranker]] | None = None
+    require_tenant: bool = False
 
     @property
     def has_ceiling(self) -> bool:

@@ -39,6 +39,13 @@ CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
 
 
+NO_TENANT = (
+    "this graph serves several tenants and the turn names none: pass input 'tenant' or the "
+    "run context's tenant (ragtiller ask --tenant); an operator's graph over every tenant: "
+    "build_graph(..., require_tenant=False)"
+)
+
+
 def _refuse_blank_names(state: RetrievalState) -> None:
     """Refuse an input ``tenant`` or ``namespace`` that names nothing (see ``scope_problem``)."""
     for field in ("tenant", "namespace"):
@@ -109,6 +116,8 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         context = current_context()
         _refuse_blank_names(state)
         scope = asked_scope(state, context)
+        if deps.require_tenant and scope["tenant"] is None:
+            raise InputError(NO_TENANT)
         check_thread_scope(state.get("scope"), scope)
         overrides = context.overrides()
         stage = Stage("gate")

@@ -10,6 +10,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messag
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 
+from ragtiller.core.filters import TENANT_KEY
 from ragtiller.errors import InputError
 from ragtiller.policies.run_context import RunContext, context_from
 
@@ -144,7 +145,7 @@ def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) 
 
 def tenant_filter(tenant: str | None) -> dict[str, str] | None:
     """The metadata filter every tier and the corpus overview apply for ``tenant``."""
-    return {"tenant": tenant} if tenant is not None else None
+    return {TENANT_KEY: tenant} if tenant is not None else None
 
 
 def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
