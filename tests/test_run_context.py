@@ -437,3 +437,25 @@ def test_a_per_run_policy_can_lower_the_daily_chat_limit() -> None:
     lowered = g.invoke({"query": other}, context={"policy": "no-llm", "step_back": "on"})
     assert lowered["manifest"].step_back.status == "skipped"
     assert lowered["manifest"].step_back.reason == "quota"
+
+
+async def test_concurrent_turns_never_pass_a_run_policys_lower_daily_chat_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lower limit is checked in the ledger's atomic spend, not only in the gate's view,
+    which ten turns read before any of them spends."""
+    cheap = load_policy().model_dump(mode="json") | {"policy_id": "cheap"}
+    cheap["quota"]["chat_gen_per_day"] = 3
+    (tmp_path / "cheap.yaml").write_text(yaml.safe_dump(cheap), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
+    model = ScriptedChatModel()
+    g = graph(chat_model=model)
+    outs = await asyncio.gather(
+        *(
+            g.ainvoke({"query": f"how do I get started with part {i}?"}, context={"policy": "cheap"})
+            for i in range(10)
+        )
+    )
+    assert model.calls == 3
+    reasons = sorted(str(o["manifest"].step_back.reason) for o in outs)
+    assert reasons.count("quota") == 7

@@ -181,23 +181,26 @@ class QuotaLedger(ABC):
         end = datetime.combine(local + timedelta(days=1), time(), tzinfo=self._tz)
         return Day(local.isoformat(), start.timestamp(), end.timestamp())
 
-    def try_spend(self, resource: str, n: int = 1) -> SpendResult:
+    def try_spend(self, resource: str, n: int = 1, *, cap: int | None = None) -> SpendResult:
         """Spend ``n`` units if all of them fit in the window's budget; never part of them.
+
+        ``cap``: a lower limit for this call (a run policy's), checked in the same atomic step
+        as the ledger's own, so concurrent turns cannot pass it.
 
         Raises:
             UnknownResourceError: ``resource`` has no limit.
             ValueError: ``n`` is below 1.
         """
-        limit = self._check(resource, n)
+        limit = self._check(resource, n, cap)
         try:
             allowed, remaining = self._spend(resource, n, limit, self.window())
         except StoreUnavailableError as e:
             return self._refuse_unavailable(resource, n, e)
         return _result(allowed, remaining)
 
-    async def atry_spend(self, resource: str, n: int = 1) -> SpendResult:
+    async def atry_spend(self, resource: str, n: int = 1, *, cap: int | None = None) -> SpendResult:
         """Async twin of :meth:`try_spend`."""
-        limit = self._check(resource, n)
+        limit = self._check(resource, n, cap)
         try:
             allowed, remaining = await self._aspend(resource, n, limit, self.window())
         except StoreUnavailableError as e:
@@ -289,11 +292,11 @@ class QuotaLedger(ABC):
         """Release connections this ledger opened, the asyncio ones included."""
         self.close()
 
-    def _check(self, resource: str, n: int) -> int:
+    def _check(self, resource: str, n: int, cap: int | None = None) -> int:
         limit = self.limit(resource)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an int >= 1, but got {n!r}")
-        return limit
+        return limit if cap is None else min(limit, cap)
 
     def _many(self, resources: Iterable[str] | None) -> tuple[tuple[str, ...], list[int]]:
         names = tuple(self._limits if resources is None else dict.fromkeys(resources))
