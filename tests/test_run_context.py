@@ -452,7 +452,9 @@ async def test_concurrent_turns_never_pass_a_run_policys_lower_daily_chat_limit(
     g = graph(chat_model=model)
     outs = await asyncio.gather(
         *(
-            g.ainvoke({"query": f"how do I get started with part {i}?"}, context={"policy": "cheap"})
+            g.ainvoke(
+                {"query": f"how do I get started with part {i}?"}, context={"policy": "cheap"}
+            )
             for i in range(10)
         )
     )
