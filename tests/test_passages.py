@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 import pytest
-from fixtures.fakes import hit
+from fixtures.fakes import StaticTier, hit
 from langchain_core.documents import Document
 
 from ragtiller import build_graph, load_policy
@@ -130,6 +130,23 @@ def test_the_context_stays_within_its_budget_and_names_what_it_left_out(
     labels = [label for label in out["manifest"].notes if label.startswith("context budget")]
     assert labels and "left out" in labels[0]
     assert labels[0] in out["context"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["鍵の回転方法を説明します。" * 2_000, "x" * 2_000_000],
+    ids=["cjk-without-spaces", "one-2-MB-token"],
+)
+def test_the_context_budget_bounds_text_without_spaces(text: str) -> None:
+    """A budget in words bounds the context in every script: a CJK character counts as a word,
+    and a run without spaces as one word per 20 characters."""
+    tier = StaticTier("dense", [hit("dense", "long", 0.9, text=text)])
+    policy = with_overrides(load_policy(), {"budgets.context_words": 1500})
+    out = build_graph(policy, tiers=[tier], embedder=EMBEDDER).invoke(
+        {"query": "how do I rotate the keys?"}
+    )
+    assert len(out["context"]) < 1500 * 20 + 2_000
+    assert any("passage 1 cut from" in label for label in out["manifest"].notes)
 
 
 def test_section_bm25_votes_for_documents_but_its_sections_never_come_back(

@@ -3,14 +3,40 @@ together within ``budgets.context_words``; every passage left out is named in a 
 
 from __future__ import annotations
 
+import re
+
 from ragtiller.core.tiers import Candidate
 from ragtiller.nodes.rerank import select_distinct
 from ragtiller.policies.schema import BudgetsConfig
 
+MAX_WORD_CHARS = 20
+"""Longest run of characters counted as one word: a longer one (a URL, a base64 blob, text
+without spaces) counts as one word per ``MAX_WORD_CHARS`` characters."""
+_IDEOGRAPHS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORD = re.compile(f"[{_IDEOGRAPHS}]|[^\\s{_IDEOGRAPHS}]{{1,{MAX_WORD_CHARS}}}")
+"""One word of the budget: a CJK character (those scripts put no spaces between words), or a
+run of other non-space characters, at most ``MAX_WORD_CHARS`` long."""
+
 
 def words(text: str) -> int:
-    """Whitespace-separated words in ``text``."""
-    return len(text.split())
+    """The words of ``text`` as the budget counts them (see :data:`_WORD`), so the budget bounds
+    the context's size in any script: whitespace-separated words in English text.
+
+    Example:
+        >>> words("one two three"), words("鍵の回転"), words("x" * 45)
+        (3, 4, 3)
+    """
+    return sum(1 for _ in _WORD.finditer(text))
+
+
+def first_words(text: str, n: int) -> str:
+    """``text`` up to the end of its ``n``-th word (as :func:`words` counts them)."""
+    end = 0
+    for count, match in enumerate(_WORD.finditer(text), start=1):
+        end = match.end()
+        if count == n:
+            break
+    return text[:end]
 
 
 def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate], str | None]:
@@ -33,7 +59,7 @@ def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate]
     for rank, cand in enumerate(passages, start=1):
         size = words(cand["text"])
         if not kept and size > budget:
-            cut = " ".join(cand["text"].split()[:budget])
+            cut = first_words(cand["text"], budget)
             kept.append({**cand, "text": cut})
             used = budget
             notes.append(f"passage 1 cut from {size} to {budget} words")

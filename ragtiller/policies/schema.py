@@ -309,7 +309,8 @@ class BudgetsConfig(_Model):
         int | None,
         Field(gt=0),
         turn_field(
-            "In words (whitespace-separated): the most text the turn's documents and context "
+            "In words (whitespace-separated; a CJK character is one, and a run without spaces one per "
+            "20 characters): the most text the turn's documents and context "
             "hold; passages past it are left out, and a label says so. None: no bound "
             "(evaluation at depth)."
         ),
