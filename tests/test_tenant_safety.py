@@ -442,3 +442,20 @@ def test_ask_without_a_tenant_on_a_tenanted_index_says_how(
     assert asked.returncode == EXIT_USAGE, asked.stderr
     assert "names none: pass input 'tenant'" in asked.stderr and "--tenant" in asked.stderr
     assert "port 8000" not in asked.stdout and "port 7000" not in asked.stdout
+
+
+def test_a_step_back_cached_for_acme_tells_globex_nothing(index: EmbeddedIndex) -> None:
+    """The generalization is cached per tenant: a globex turn never learns from ``from_cache``
+    that acme asked the same question (and acme's next turn still reads its own entry)."""
+    from fixtures.fakes import ScriptedChatModel
+
+    model = ScriptedChatModel()
+    g = build_graph(index=index, chat_model=model)
+    question = "how do I get started with the server?"
+    first = g.invoke({"query": question, "tenant": "acme"})["manifest"].step_back
+    other = g.invoke({"query": question, "tenant": "globex"})["manifest"].step_back
+    again = g.invoke({"query": question, "tenant": "acme"})["manifest"].step_back
+    assert (first.status, first.from_cache) == ("done", False)
+    assert (other.status, other.from_cache) == ("done", False)
+    assert again.from_cache
+    assert model.calls == 2

@@ -217,7 +217,10 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             skip = decide_step_back(
                 policy, is_broad=cls.is_broad, has_model=deps.chat_model is not None, quota=quota
             )
-            if skip in CACHE_ANSWERS and await deps.cache.aget(step_back_key(query)) is not None:
+            if (
+                skip in CACHE_ANSWERS
+                and await deps.cache.aget(step_back_key(query, route["tenant"])) is not None
+            ):
                 skip = None
             if skip is None:
                 step_back["status"] = "active"

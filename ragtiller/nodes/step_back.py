@@ -99,9 +99,12 @@ def usable(original: str, cached: object) -> TypeGuard[str]:
     return True
 
 
-def step_back_key(original: str) -> str:
-    """The cache key of ``original``'s generalization (hashed: no query text in the store)."""
-    return cache_key("step-back", original)
+def step_back_key(original: str, tenant: str | None = None) -> str:
+    """The cache key of ``original``'s generalization for ``tenant`` (hashed: no query text in
+    the store). Per tenant, so a turn's ``from_cache`` never tells one tenant that another asked
+    the same question; the tenant goes in as hex, which the key's casefolding cannot merge."""
+    scope = "" if tenant is None else tenant.encode("utf-8", "surrogatepass").hex()
+    return cache_key("step-back", scope, original)
 
 
 def make_step_back(deps: Components) -> NodeFn:
@@ -142,7 +145,7 @@ def make_step_back(deps: Components) -> NodeFn:
         stage = Stage("step_back")
         original = state["rerank_query"]
         record = state["step_back"].copy()
-        key = step_back_key(original)
+        key = step_back_key(original, state["route"]["tenant"])
         cached = await deps.cache.aget(key)
         if usable(original, cached):
             record.update(
