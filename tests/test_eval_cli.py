@@ -187,3 +187,14 @@ def test_eval_says_which_turns_the_router_did_not_search(
     data = json.loads(capsys.readouterr().out)
     assert data["not_searched"] == {"turns": 1, "total": 6, "reasons": {"too-short": 1}}
     assert data["metrics"]["no_retrieval"]["ndcg_at_10"] == 0.0
+
+
+def test_a_split_without_judged_queries_is_an_error_not_an_empty_pass(
+    tiny_beir_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    shutil.copytree(TINY, empty)
+    (empty / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
+    args = ["eval", "--index", str(tiny_beir_index), "--dataset", str(empty), "--no-progress"]
+    assert main(args) == 2
+    assert "no judged query to evaluate" in capsys.readouterr().err

@@ -63,10 +63,17 @@ def load_dataset(
         path: The dataset folder.
         split: The qrels split (BEIR) or questions file stem (QA); None: the kind's default.
         slices: Optional query-id -> slice mapping file.
+
+    Raises:
+        EvalError: A file is missing or malformed, or the split holds no judged query.
     """
     if dataset_kind(path) == "documents":
-        return load_beir(path, split=split or DEFAULT_BEIR_SPLIT, slices=slices)
-    return load_qa(path, split=split or DEFAULT_QA_SPLIT, slices=slices)
+        dataset = load_beir(path, split=split or DEFAULT_BEIR_SPLIT, slices=slices)
+    else:
+        dataset = load_qa(path, split=split or DEFAULT_QA_SPLIT, slices=slices)
+    if not dataset.queries:  # every metric would be an empty table, and the run "pass"
+        raise EvalError(f"dataset {path}, split {dataset.split}: no judged query to evaluate")
+    return dataset
 
 
 def load_qa(
