@@ -459,3 +459,19 @@ def test_a_step_back_cached_for_acme_tells_globex_nothing(index: EmbeddedIndex) 
     assert (other.status, other.from_cache) == ("done", False)
     assert again.from_cache
     assert model.calls == 2
+
+
+def test_a_retriever_made_for_globex_refuses_a_call_for_another_scope(graph: Any) -> None:
+    """A shared retriever's tenant is the application's choice; a call's keyword arguments
+    may narrow an unscoped retriever, never move a scoped one to another tenant."""
+    for made in ({"tenant": "globex"}, {"search_kwargs": {"tenant": "globex"}}):
+        retriever = as_retriever(graph, **made)
+        for call in ({"tenant": "acme"}, {"search_kwargs": {"tenant": "acme"}}):
+            kwargs = call.get("search_kwargs", call)
+            with pytest.raises(InputError, match="this retriever was made for one tenant"):
+                retriever.invoke(FACTUAL, **kwargs)
+        docs = retriever.invoke(FACTUAL, tenant="globex", k=1)  # the same scope, another k
+        assert len(docs) == 1 and docs[0].metadata["tenant"] == "globex"
+
+    narrowed = as_retriever(graph).invoke(FACTUAL, tenant="acme")  # a call may name one
+    assert {d.metadata["tenant"] for d in narrowed} == {"acme"}

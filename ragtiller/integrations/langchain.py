@@ -42,6 +42,8 @@ Namespace = str | list[str] | None
 """A namespace, several, or None for the route's own."""
 
 
+SCOPE_FIELDS = ("tenant", "namespace", "filter")
+"""Run-context fields that limit what a call may see: fixed once a retriever sets them."""
 SEARCH_KWARGS = ("k", *RunContext.model_fields)
 """Keys ``search_kwargs`` accepts: ``k`` (LangChain's name for ``top_k``) and the run context's."""
 
@@ -172,14 +174,34 @@ class RagtillerRetriever(BaseRetriever):
         return self
 
     def context(self, **call: Any) -> RunContext:
-        """The run context of a call: the retriever's settings, then the call's ``call``."""
+        """The run context of a call: the retriever's settings, then the call's ``call``.
+
+        Raises:
+            InputError: The call sets a tenant, namespace or filter other than the one the
+                retriever was made with: a shared retriever's scope is not the caller's to
+                widen (default deny).
+        """
         merged = {**self.search_kwargs, **call}
-        return run_context(
+        made = run_context(
+            self.search_kwargs, k=self.k, namespace=self.namespace, tenant=self.tenant
+        )
+        asked = run_context(
             merged,
             k=None if "k" in call else self.k,
             namespace=None if "namespace" in call else self.namespace,
             tenant=None if "tenant" in call else self.tenant,
         )
+        changed = [
+            field
+            for field in SCOPE_FIELDS
+            if getattr(made, field) is not None and getattr(asked, field) != getattr(made, field)
+        ]
+        if changed:
+            raise InputError(
+                f"this retriever was made for one {' and '.join(changed)}; a call may not "
+                "change it (make another retriever)"
+            )
+        return asked
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **call: Any
