@@ -34,18 +34,18 @@ FACTUAL = "which port does the server listen on by default"
 BROAD = "how do I get started with asyncio?"
 
 
-def tiers() -> list[StaticTier]:
+def tiers(**metadata: Any) -> list[StaticTier]:
     return [
         StaticTier(
             "dense",
             [
-                hit("dense", f"c{i}", 0.9 - i / 10, text=f"port setting number {i}")
+                hit("dense", f"c{i}", 0.9 - i / 10, text=f"port setting number {i}", **metadata)
                 for i in range(4)
             ],
         ),
         StaticTier(
             "lexical",
-            [hit("lexical", "c1", 7.0, text="port setting number 1")],
+            [hit("lexical", "c1", 7.0, text="port setting number 1", **metadata)],
             needs_vector=False,
         ),
     ]
@@ -103,7 +103,7 @@ async def test_a_shared_retriever_keeps_each_call_manifest_with_its_documents() 
 
 
 def test_retriever_defaults_reach_every_turn() -> None:
-    ts = tiers()
+    ts = tiers(tenant="acme", namespace="tenant-a")
     retriever = as_retriever(graph(tiers=ts), namespace="tenant-a", tenant="acme", tags=["docs"])
     assert isinstance(retriever, RagtillerRetriever)
     collector = ManifestCollector()
@@ -287,7 +287,7 @@ class ChatState(TypedDict, total=False):
 
 
 def test_graph_called_from_a_parent_node_with_mapped_keys() -> None:
-    ts = tiers()
+    ts = tiers(tenant="acme")
     rag = graph(tiers=ts)
 
     def retrieve(state: ChatState) -> dict[str, Any]:
@@ -298,8 +298,8 @@ def test_graph_called_from_a_parent_node_with_mapped_keys() -> None:
     parent.add_node("retrieve", retrieve)
     parent.add_edge(START, "retrieve")
     out = parent.compile().invoke({"question": FACTUAL, "tenant_id": "acme"})
-    direct = rag.invoke({"query": FACTUAL})
-    assert ids(out["sources"]) == ids(direct["documents"])
+    direct = rag.invoke({"query": FACTUAL, "tenant": "acme"})
+    assert ids(out["sources"]) == ids(direct["documents"]) and out["sources"]
     assert out["retrieval_notes"] == direct["manifest"].degraded
     assert ts[0].calls[0]["filter"] == {"tenant": "acme"}
 
