@@ -20,6 +20,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from ragtiller import build_graph, load_policy
 from ragtiller.core.bulkhead import Bulkhead, bulkhead_for
 from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.eval.variants import with_overrides
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterConfig
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
 
@@ -110,8 +111,10 @@ def test_concurrent_turns_with_healthy_providers_are_never_degraded(
     # were shed as "embed failed" by a 4-worker, 16-queued pool. Every provider here runs on a
     # bulkhead: the embedder, both tiers and the sync-only chat model of step-back.
     model = SyncChatModel(delay_s=latency_s)
+    # the policy's daily limit is the ledger's: the spend is checked against both
+    policy = with_overrides(load_policy(), {"quota.chat_gen_per_day": 100_000})
     graph = build_graph(
-        embedder=Embedder(latency_s), tiers=tiers(), chat_model=model, quota=ledger()
+        policy, embedder=Embedder(latency_s), tiers=tiers(), chat_model=model, quota=ledger()
     )
     outs = run_turns(graph, [broad(i) for i in range(turns)])
     assert [out["manifest"].degraded for out in outs] == [[]] * turns
