@@ -56,6 +56,10 @@ def fallback_labels(name: str, hits: list[Hit]) -> list[str]:
     ]
 
 
+LIFTED = frozenset({"doc_id", "source", "parent_id"})
+"""Hit fields a filter may name that adapters lift out of a document's metadata."""
+
+
 def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
     """The hits inside the task's namespaces and filter, and how many were not.
 
@@ -64,14 +68,14 @@ def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
     tenant or namespace ever enters the turn (default deny).
     """
     admits = scope_predicate(task["namespaces"], task["filter"])
-    kept = [hit for hit in hits if admits(_filterable(hit))]
+    lifted = LIFTED.intersection(task["filter"] or ())
+    kept = [hit for hit in hits if admits(_filterable(hit, lifted) if lifted else hit["metadata"])]
     return kept, len(hits) - len(kept)
 
 
-def _filterable(hit: Hit) -> dict[str, Any]:
-    """The metadata a filter reads: a hit's own, and the fields adapters lift out of it."""
-    lifted = {"doc_id": hit["doc_id"], "source": hit["source"], "parent_id": hit["parent_id"]}
-    return {**lifted, **hit["metadata"]}
+def _filterable(hit: Hit, lifted: frozenset[str]) -> dict[str, Any]:
+    """The metadata a filter reads: a hit's own, and the ``lifted`` fields it names."""
+    return {**{key: hit[key] for key in lifted}, **hit["metadata"]}  # type: ignore[literal-required]
 
 
 def out_of_scope_labels(name: str, dropped: int) -> list[str]:
