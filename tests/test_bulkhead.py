@@ -107,6 +107,39 @@ def test_a_call_that_waited_longer_than_it_ran_is_overloaded_too() -> None:
     assert pool.breaker.snapshot().consecutive_failures == 0
 
 
+def test_a_call_cut_because_it_waited_is_overloaded_even_if_it_ran_longer_than_it_waited() -> None:
+    # The auditor's D1: a healthy 0.6 s call under a 0.7 s deadline waits ~0.2 s for the one
+    # worker, then runs ~0.5 s when the deadline cuts it. It never had its whole 0.7 s.
+    pool = Bulkhead("cut-late", workers=1)
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(pool.call(time.sleep, 0.2, timeout_s=5))
+        await asyncio.sleep(0.01)
+        with pytest.raises(Overloaded):
+            await pool.call(time.sleep, 0.6, timeout_s=0.7)
+        await first
+
+    asyncio.run(scenario())
+    assert pool.breaker.snapshot().state == "closed"
+    assert pool.breaker.snapshot().consecutive_failures == 0
+
+
+def test_a_call_that_got_a_worker_at_once_and_hung_is_still_a_timeout() -> None:
+    pool = Bulkhead("hangs", workers=2, hung_after=2)
+    release = threading.Event()
+
+    async def scenario() -> None:
+        for _ in range(2):
+            with pytest.raises(DeadlineExceeded):
+                await pool.call(release.wait, 5, timeout_s=0.1)
+
+    try:
+        asyncio.run(scenario())
+        assert pool.breaker.snapshot().state == "open"
+    finally:
+        release.set()
+
+
 def test_within_says_overloaded_when_its_work_waited_for_a_worker() -> None:
     pool = Bulkhead("ambient", workers=1)
     release = threading.Event()

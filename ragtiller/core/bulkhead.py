@@ -11,12 +11,13 @@ design contains the damage instead of undoing it, and admits load instead of she
   once; threads idle for ``idle_s`` go. Past ``workers``, a call waits for a worker, at most its
   deadline; still waiting then, it is cancelled before it starts and fails as
   :class:`Overloaded` (the process is saturated; the provider did nothing wrong). So does a
-  call cut by its deadline after waiting for a worker longer than it ran;
+  call cut by its deadline before it ran for (nearly) all its time because it waited for a
+  worker (more than ``_QUEUED_SHARE`` of its time): the wait, not the provider, spent it;
 - **abandonment**: a call still running at its deadline is abandoned. Its thread stops counting
   against ``workers`` (the pool may start another) and counts against ``spare`` instead: a
   provider holds at most ``workers + spare`` threads, however its calls hang;
 - **recovery**: ``hung_after`` calls in a row abandoned at their deadline (having run for
-  most of their time) open the pool's
+  (nearly) all their time) open the pool's
   :class:`~ragtiller.core.breaker.CircuitBreaker`: calls fail at once as :class:`ProviderHung`
   instead of costing a deadline and a thread each. After ``probe_after_s`` one call goes
   through as a probe; an answer in time (a result or the provider's own error) closes it;
@@ -69,6 +70,11 @@ DEFAULT_PROBE_AFTER_S = 5.0
 _EARLY_S = 1e-3
 """How long before an enclosing deadline a call cuts itself, in seconds (see :meth:`Bulkhead.call`)."""
 
+_QUEUED_SHARE = 0.05
+"""A call cut at its deadline after waiting for a worker for more than this share of its time
+did not run for its whole time: it is :class:`Overloaded`, not held against its provider. (The
+share spares a provider whose call waited a moment, or only for its thread to be scheduled.)"""
+
 
 @dataclass
 class _Scope:
@@ -77,8 +83,8 @@ class _Scope:
     until: float
     parent: _Scope | None
     overloaded: bool = False
-    """A call of this scope was cut while it waited for a worker (or after waiting longer
-    than it ran)."""
+    """A call of this scope was cut while it waited for a worker (or before it ran for all
+    its time because it had waited for one)."""
 
 
 _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
@@ -130,7 +136,16 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 class _Job:
     """One call handed to a pool, and where it stands."""
 
-    __slots__ = ("abandoned", "finished", "future", "probe", "run", "started", "submitted")
+    __slots__ = (
+        "abandoned",
+        "finished",
+        "future",
+        "probe",
+        "queued",
+        "run",
+        "started",
+        "submitted",
+    )
 
     def __init__(self, run: Callable[[], Any], probe: bool) -> None:
         self.run = run
@@ -138,6 +153,8 @@ class _Job:
         """Whether this call is the breaker's half-open probe."""
         self.future: Future[Any] = Future()
         self.submitted = time.monotonic()
+        self.queued = False
+        """No worker was free for it when it was submitted: it waited for one."""
         self.started: float | None = None
         """When a worker took it (monotonic seconds)."""
         self.abandoned = False
@@ -238,9 +255,9 @@ class Bulkhead:
 
         Raises:
             DeadlineExceeded: No result in time (the call is abandoned, not stopped).
-            Overloaded: No worker came free in time (the call never ran), or the call waited
-                for one longer than it then ran (it is abandoned too, but its provider is not
-                blamed: the breaker does not count it).
+            Overloaded: No worker came free in time (the call never ran), or the wait for one
+                cut the time it then ran (it is abandoned too, but its provider is not blamed:
+                the breaker does not count it).
             ProviderHung: See :meth:`submit`.
         """
         loop = asyncio.get_running_loop()
@@ -263,14 +280,15 @@ class Bulkhead:
             async with cut:
                 value = await answer
         except asyncio.CancelledError:
-            if self._give_up(job, cut=loop.time() >= until) in ("queued", "waited"):
+            outcome = self._give_up(job, cut=loop.time() >= until, time_s=until - started)
+            if outcome in ("queued", "waited"):
                 _overloaded(scope)
             raise
         except TimeoutError:
             if not cut.expired():  # the provider's own timeout: it answered
                 self._answered()
                 raise
-            outcome = self._give_up(job, cut=True)
+            outcome = self._give_up(job, cut=True, time_s=until - started)
             if outcome in ("queued", "waited"):
                 if bound:
                     _overloaded(scope)
@@ -321,6 +339,8 @@ class Bulkhead:
                     f"provider {self.name!r}: all {live} workers busy and {self.queue} calls "
                     "waiting"
                 )
+            else:
+                job.queued = True
             self._pending.append(job)
         if wake:
             self._wake.put(None)
@@ -339,12 +359,14 @@ class Bulkhead:
             self._pending.popleft()
         return sum(1 for job in self._pending if not job.future.cancelled())
 
-    def _give_up(self, job: _Job, *, cut: bool) -> str:
-        """The caller stopped waiting for ``job``; ``cut``: because its deadline passed.
+    def _give_up(self, job: _Job, *, cut: bool, time_s: float) -> str:
+        """The caller stopped waiting for ``job``; ``cut``: because its deadline passed,
+        ``time_s`` seconds after the call was made.
 
         Returns:
-            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut after waiting
-            for a worker longer than it ran), ``running`` (abandoned) or ``finished``.
+            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut before it ran for
+            all its time because it waited for a worker), ``running`` (abandoned) or
+            ``finished``.
         """
         spawn = False
         now = time.monotonic()
@@ -357,7 +379,7 @@ class Bulkhead:
             job.abandoned = True
             self._abandoned += 1
             started = job.started if job.started is not None else now
-            waited = cut and started - job.submitted > now - started
+            waited = cut and job.queued and started - job.submitted > _QUEUED_SHARE * time_s
             if cut and not waited:
                 self.breaker.failed()
             else:

@@ -210,17 +210,19 @@ it meets. Four mechanisms:
   other runs its sync call on its bulkhead (`ragtiller.core.providers.ainvoke_chat`).
   - *Admission, not shedding.* A pool starts threads as calls come, up to 32 running at once,
     and lets them go after a minute idle. Past that a call waits for a worker, within its
-    deadline; a call cut by its deadline before it got a worker (or after waiting for one
-    longer than it ran) is **skipped with reason `overloaded`** (label `embed skipped:
-    overloaded`, `tier_search (dense) skipped: overloaded`, ...): the process was saturated,
-    the provider did nothing wrong, and its breaker does not count it.
+    deadline; a call cut by its deadline before it got a worker, or before it ran for its
+    whole deadline because it waited for one (more than 5% of it), is **skipped with reason
+    `overloaded`** (label `embed skipped: overloaded`, `tier_search (dense) skipped:
+    overloaded`, ...): the process was saturated, the provider did nothing wrong, and its
+    breaker does not count it. Only a call that ran for (nearly) its whole deadline is a
+    `timeout`.
   - *Abandonment.* A call still running at its deadline is abandoned: its thread stops counting
     against the 32 (the pool may start another) and counts against 32 spare ones instead, so a
     provider holds at most 64 threads, however its calls hang; when a hung call returns, its
     thread serves again. (A provider whose 64 threads are all held by calls that never return
     is refused, `hung`, until one of them does: threads are bounded, never leaked.)
-  - *Recovery.* Three calls in a row abandoned at their deadline (after running for most of
-    it) open the pool's circuit breaker, as for Redis (`ragtiller/core/breaker.py`): the provider's
+  - *Recovery.* Three calls in a row abandoned at their deadline (after running for nearly all
+    of it) open the pool's circuit breaker, as for Redis (`ragtiller/core/breaker.py`): the provider's
     calls fail at once, **error with reason `hung`** (`embed failed: hung`), costing neither a
     deadline nor a thread. After 5 s one call goes through as a probe; an answer in time (a
     result or the provider's own error) closes the breaker, so a provider that hung and

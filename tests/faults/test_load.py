@@ -122,7 +122,7 @@ def test_concurrent_turns_with_healthy_providers_are_never_degraded(
 
 def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
     # 0.3 s calls under a 0.8 s deadline: two finish, the third waits 0.6 s and runs 0.2 s when
-    # the deadline cuts it (it waited longer than it ran: overloaded). At 0.15 / 0.4 a 0.1 s
+    # the deadline cuts it (its wait spent its time: overloaded). At 0.15 / 0.4 a 0.1 s
     # scheduling stall of the second call on a loaded machine made it a timeout (seen in CI).
     embedder = Embedder(latency_s=0.3)
     pool = bulkhead_for(embedder, "embedder", workers=1)  # truly saturated: one at a time
@@ -140,6 +140,36 @@ def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
 
 
 # --- recovery -----------------------------------------------------------------------------
+
+
+def test_a_healthy_provider_cut_after_queueing_is_overloaded_and_its_breaker_stays_closed() -> None:
+    # The auditor's D1 (scratch/load/d1_queue_wait_blamed.py), on 4 workers: a 0.7 s embedder
+    # under a 1.0 s deadline. Four turns fill the workers; 0.3 s later four more wait ~0.4 s
+    # for a worker, and their deadline cuts them ~0.6 s into a 0.7 s call. They were labelled
+    # `embed failed: timeout` and opened the breaker, so idle turns after were refused `hung`.
+    embedder = Embedder(latency_s=0.7)
+    pool = bulkhead_for(embedder, "embedder", workers=4)
+    graph = build_graph(quick(stage_s=1.0, turn_s=10), embedder=embedder, tiers=tiers())
+
+    async def waves() -> list[dict[str, Any]]:
+        first = [
+            asyncio.ensure_future(graph.ainvoke({"query": f"which port {i}"})) for i in range(4)
+        ]
+        while embedder.calls < 4:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.3)
+        second = [graph.ainvoke({"query": f"which port {4 + i}"}) for i in range(4)]
+        return list(await asyncio.gather(*first, *second))
+
+    outs = asyncio.run(waves())
+    embeds = [stage(out, "embed") for out in outs]
+    assert set(embeds) <= {("done", None), ("skipped", "overloaded")}, embeds
+    assert ("skipped", "overloaded") in embeds, embeds
+    labels = {label for out in outs for label in out["manifest"].degraded}
+    assert not {label for label in labels if label.startswith("embed failed")}, labels
+    assert pool.breaker.snapshot().consecutive_failures == 0
+    after = run_turns(graph, ["which port now"])
+    assert stage(after[0], "embed") == ("done", None)
 
 
 def test_an_embedder_that_hung_then_recovered_serves_again_within_a_bounded_time() -> None:
