@@ -240,7 +240,12 @@ it meets. Four mechanisms:
   (Redis `TIME`), not each replica's clock: see [redis.md](redis.md#the-day-is-the-stores). A
   cache entry that is not JSON, not a value its reader can use (a step-back question, a route
   choice), longer than 1 MiB or not a Redis string is a miss, replaced by the next answer; a
-  compute lock with no expiry, or a longer one than its 15 s, is cut to 15 s.
+  compute lock with no expiry, or a longer one than its 15 s, is cut to 15 s. A call that finds
+  no pooled connection free in time (more turns in flight than connections: redis-py's `No
+  connection available`) is overload, not an outage: it fails as `StoreOverloaded` (`Redis
+  overloaded` in the log; the quota still fails closed, the cache still misses), and the
+  Redis breaker does not count it, so a healthy Redis under load is never cut off for every
+  turn.
 
 Every fallback is visible in three places: the stage record (`manifest.stages`), the labels
 (`manifest.degraded`) and the context's `<degraded>` block. A tier served by a fallback tier
