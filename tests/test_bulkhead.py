@@ -17,6 +17,8 @@ from ragtiller.core.bulkhead import (
     Overloaded,
     ProviderHung,
     bulkhead_for,
+    call_time_left,
+    throttled,
     time_left,
     within,
 )
@@ -138,6 +140,45 @@ def test_a_call_that_got_a_worker_at_once_and_hung_is_still_a_timeout() -> None:
         assert pool.breaker.snapshot().state == "open"
     finally:
         release.set()
+
+
+def test_a_call_cut_because_its_own_throttle_made_it_wait_is_overloaded() -> None:
+    # A provider's client-side throttle (a semaphore, a rate limit) waits on the worker; that
+    # wait, like one for a worker, is not the provider running.
+    pool = Bulkhead("throttle", workers=2, hung_after=1)
+
+    def throttled_then_slow() -> None:
+        with throttled():
+            time.sleep(min(0.4, call_time_left()))
+        time.sleep(0.4)
+
+    async def scenario() -> None:
+        with pytest.raises(Overloaded):
+            await pool.call(throttled_then_slow, timeout_s=0.6)
+
+    asyncio.run(scenario())
+    assert pool.breaker.snapshot().state == "closed"
+    assert call_time_left() == math.inf  # not on a worker
+
+
+def test_overloaded_raised_by_a_providers_own_throttle_is_no_verdict() -> None:
+    pool = Bulkhead("gave-up", workers=1, hung_after=1, probe_after_s=0.2)
+    left: list[float] = []
+
+    def refuse() -> None:
+        left.append(call_time_left())
+        raise Overloaded("throttled past the deadline")
+
+    async def scenario() -> None:
+        with pytest.raises(DeadlineExceeded):  # a hang opens the breaker...
+            await pool.call(time.sleep, 0.3, timeout_s=0.05)
+        await asyncio.sleep(pool.breaker.reset_after_s + 0.05)
+        with pytest.raises(Overloaded):  # ...and a probe that was throttled decides nothing
+            await pool.call(refuse, timeout_s=2)
+
+    asyncio.run(scenario())
+    assert 0 < left[0] <= 2
+    assert pool.breaker.snapshot().state == "half-open"
 
 
 def test_within_says_overloaded_when_its_work_waited_for_a_worker() -> None:

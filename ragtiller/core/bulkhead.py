@@ -23,7 +23,9 @@ design contains the damage instead of undoing it, and admits load instead of she
   through as a probe; an answer in time (a result or the provider's own error) closes it;
 - **deadlines**: :func:`within` bounds an awaitable and makes its deadline the ambient one of
   the task: every :meth:`Bulkhead.call` and every wait that asks :func:`time_left` inside it
-  is cut to it;
+  is cut to it. A provider's own throttle (a semaphore, a rate limit) waits on the worker
+  thread at most :func:`call_time_left`, inside :func:`throttled`, so that its wait counts as
+  queueing, not as the provider running;
 - workers are daemon threads, so an abandoned call never keeps the process from exiting
   (``concurrent.futures`` joins its workers at exit and would hang there).
 """
@@ -40,7 +42,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
@@ -91,6 +93,9 @@ _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
     "ragtiller_deadline", default=None
 )
 
+_here = threading.local()
+"""``job``: the call a worker thread is running (see :func:`call_time_left`)."""
+
 
 def time_left() -> float:
     """Seconds left before the innermost :func:`within` deadline of this task (inf: none).
@@ -133,26 +138,59 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
         _scope.reset(token)
 
 
+def call_time_left() -> float:
+    """Seconds left before the deadline of the :meth:`Bulkhead.call` this thread runs (inf:
+    none, or not on a worker). A provider's own throttle asks it so as never to wait past the
+    caller, who would blame the provider for the time."""
+    job: _Job | None = getattr(_here, "job", None)
+    return math.inf if job is None else job.deadline - time.monotonic()
+
+
+@contextlib.contextmanager
+def throttled() -> Iterator[None]:
+    """Count the time inside as this thread's call waiting (like a wait for a worker), not as
+    its provider running: a call cut because it was throttled is :class:`Overloaded`."""
+    job: _Job | None = getattr(_here, "job", None)
+    if job is None:
+        yield
+        return
+    job.throttle_began = time.monotonic()
+    try:
+        yield
+    finally:
+        job.throttled_s += time.monotonic() - job.throttle_began
+        job.throttle_began = None
+
+
 class _Job:
     """One call handed to a pool, and where it stands."""
 
     __slots__ = (
         "abandoned",
+        "deadline",
         "finished",
         "future",
+        "overloaded",
         "probe",
         "queued",
         "run",
         "started",
         "submitted",
+        "throttle_began",
+        "throttled_s",
     )
 
-    def __init__(self, run: Callable[[], Any], probe: bool) -> None:
+    def __init__(self, run: Callable[[], Any], probe: bool, deadline: float) -> None:
         self.run = run
         self.probe = probe
         """Whether this call is the breaker's half-open probe."""
         self.future: Future[Any] = Future()
         self.submitted = time.monotonic()
+        self.deadline = deadline
+        """When its caller stops waiting (monotonic seconds; inf: :meth:`Bulkhead.submit`)."""
+        self.throttled_s = 0.0
+        """Time it spent in :func:`throttled` (its provider's own throttle), in seconds."""
+        self.throttle_began: float | None = None
         self.queued = False
         """No worker was free for it when it was submitted: it waited for one."""
         self.started: float | None = None
@@ -160,6 +198,8 @@ class _Job:
         self.abandoned = False
         """Its caller stopped waiting while it ran; its thread counts against ``spare``."""
         self.finished = False
+        self.overloaded = False
+        """It raised :class:`Overloaded` (its provider's own throttle gave up)."""
 
 
 class Bulkhead:
@@ -271,7 +311,7 @@ class Bulkhead:
             until = scope.until - _EARLY_S
         if until <= started:
             raise DeadlineExceeded("no time left for the call")
-        job = self._submit(lambda: fn(*args))
+        job = self._submit(lambda: fn(*args), deadline=time.monotonic() + until - loop.time())
         answer: asyncio.Future[T] = loop.create_future()
         result: Future[T] = job.future
         job.future.add_done_callback(lambda done: _settle_soon(loop, done, answer))
@@ -300,6 +340,10 @@ class Bulkhead:
                 self._answered()
                 return result.result()  # it answered as the deadline passed
             raise DeadlineExceeded(f"no answer within {until - started:.2f}s") from None
+        except Overloaded:  # its own throttle gave up before the deadline: no verdict
+            with self._lock:
+                self._refused(job)
+            raise
         except BaseException:  # the provider's own error: it answered
             self._answered()
             raise
@@ -310,7 +354,7 @@ class Bulkhead:
         with self._lock:
             self.breaker.succeeded()
 
-    def _submit(self, run: Callable[[], Any]) -> _Job:
+    def _submit(self, run: Callable[[], Any], deadline: float = math.inf) -> _Job:
         spawn = wake = False
         with self._lock:
             if not self.breaker.admit():
@@ -320,7 +364,7 @@ class Bulkhead:
                     f"outlived their deadline; refused until a probe answers (next in "
                     f"{snap.retry_in_s:.1f}s)"
                 )
-            job = _Job(run, probe=self.breaker.snapshot().state != "closed")
+            job = _Job(run, probe=self.breaker.snapshot().state != "closed", deadline=deadline)
             live = self._threads - self._abandoned
             if self._idle > 0:
                 self._idle -= 1  # that worker is now spoken for
@@ -349,7 +393,8 @@ class Bulkhead:
         return job
 
     def _refused(self, job: _Job) -> None:
-        """A call admitted by the breaker did not get in (call with the lock held)."""
+        """A call admitted by the breaker did not get in, or gave up before it reached its
+        provider (call with the lock held)."""
         if job.probe:
             self.breaker.abandoned()
 
@@ -375,11 +420,17 @@ class Bulkhead:
                 self._refused(job)
                 return "queued"
             if job.finished:
+                if job.overloaded:  # its throttle gave up as its deadline passed: no verdict
+                    self._refused(job)
+                    return "waited"
                 return "finished"
             job.abandoned = True
             self._abandoned += 1
             started = job.started if job.started is not None else now
-            waited = cut and job.queued and started - job.submitted > _QUEUED_SHARE * time_s
+            began = job.throttle_began  # read first: its thread sets it to None after the sum
+            throttled = job.throttled_s + (now - began if began is not None else 0.0)
+            queued = started - job.submitted if job.queued else 0.0
+            waited = cut and queued + throttled > _QUEUED_SHARE * time_s
             if cut and not waited:
                 self.breaker.failed()
             else:
@@ -441,11 +492,14 @@ class Bulkhead:
             if not job.future.set_running_or_notify_cancel():
                 job = self._next(None)  # cancelled while it waited
                 continue
+            _here.job = job
             try:
                 value, error = job.run(), None
             except BaseException as e:  # handed to the caller, who decides
                 value, error = None, e
+            _here.job = None
             done = job
+            done.overloaded = isinstance(error, Overloaded)
             # Free before the caller hears back, so its next call finds this worker idle.
             job = self._next(done)
             if error is None:

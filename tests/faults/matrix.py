@@ -215,7 +215,10 @@ it meets. Four mechanisms:
     `overloaded`** (label `embed skipped: overloaded`, `tier_search (dense) skipped:
     overloaded`, ...): the process was saturated, the provider did nothing wrong, and its
     breaker does not count it. Only a call that ran for (nearly) its whole deadline is a
-    `timeout`.
+    `timeout`. A provider's own client-side throttle counts as such a wait, not as the
+    provider running: `ServiceEmbeddings` waits for its `concurrency` bound and its rate limit
+    at most the call's time left (`ragtiller.core.bulkhead.call_time_left`, `throttled`),
+    reserves no rate slot it could not wait for, and ends the call `overloaded`.
   - *Abandonment.* A call still running at its deadline is abandoned: its thread stops counting
     against the 32 (the pool may start another) and counts against 32 spare ones instead, so a
     provider holds at most 64 threads, however its calls hang; when a hung call returns, its

@@ -20,6 +20,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from ragtiller import build_graph, load_policy
 from ragtiller.core.bulkhead import Bulkhead, bulkhead_for
 from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.models import ServiceEmbeddings
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterConfig
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
 
@@ -170,6 +171,27 @@ def test_a_healthy_provider_cut_after_queueing_is_overloaded_and_its_breaker_sta
     assert pool.breaker.snapshot().consecutive_failures == 0
     after = run_turns(graph, ["which port now"])
     assert stage(after[0], "embed") == ("done", None)
+
+
+def test_a_rate_limited_embedder_is_overloaded_not_failed_and_spends_no_rate_later() -> None:
+    # The auditor's D2 (scratch/load/d2_rate_limit_blamed.py): ServiceEmbeddings at 20 calls/s
+    # over a healthy 10 ms service, 60 turns at once, 1 s to embed. The waits for its slots
+    # and its rate limit ran on the bulkhead, unbounded: the service was blamed (timeout, its
+    # breaker open) and abandoned calls kept calling it after every turn had ended.
+    service = Embedder(latency_s=0.01)
+    embedder = ServiceEmbeddings(service, concurrency=4, requests_per_s=20)
+    pool = bulkhead_for(embedder, "embedder")
+    graph = build_graph(quick(stage_s=1.0, turn_s=10), embedder=embedder, tiers=tiers())
+    outs = run_turns(graph, [f"which port does it use {i}" for i in range(60)])
+    calls = service.calls
+    embeds = [stage(out, "embed") for out in outs]
+    assert set(embeds) == {("done", None), ("skipped", "overloaded")}, embeds
+    assert pool.breaker.snapshot().consecutive_failures == 0
+    time.sleep(1.0)
+    # No refused call kept a slot of the rate to spend later: at most the calls already past
+    # the throttle when the turns ended (one per slot) reach the service after them.
+    assert service.calls - calls <= embedder.concurrency
+    assert stage(run_turns(graph, ["which port now"])[0], "embed") == ("done", None)
 
 
 def test_an_embedder_that_hung_then_recovered_serves_again_within_a_bounded_time() -> None:
