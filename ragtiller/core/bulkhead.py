@@ -14,8 +14,9 @@ design contains the damage instead of undoing it, and admits load instead of she
   call cut by its deadline before it ran for (nearly) all its time because it waited for a
   worker (more than ``_QUEUED_SHARE`` of its time): the wait, not the provider, spent it;
 - **abandonment**: a call still running at its deadline is abandoned. Its thread stops counting
-  against ``workers`` (the pool may start another) and counts against ``spare`` instead: a
-  provider holds at most ``workers + spare`` threads, however its calls hang;
+  against ``workers`` (the pool may start another, while its breaker is closed) and counts
+  against ``spare`` instead: a provider holds at most ``workers + spare`` threads, however its
+  calls hang;
 - **recovery**: ``hung_after`` calls in a row abandoned at their deadline (having run for
   (nearly) all their time) open the pool's
   :class:`~ragtiller.core.breaker.CircuitBreaker`: calls fail at once as :class:`ProviderHung`
@@ -436,8 +437,11 @@ class Bulkhead:
             else:
                 self.breaker.abandoned()  # no verdict on the provider
             live = self._threads - self._abandoned
+            # No replacement once the breaker has opened: the calls queued in the same burst
+            # would hang on it too and take the spare threads its probe needs.
             if (
-                self._idle == 0
+                self.breaker.snapshot().state == "closed"
+                and self._idle == 0
                 and self._waiting() > 0
                 and live < self.workers
                 and self._threads < self.workers + self.spare

@@ -220,7 +220,9 @@ it meets. Four mechanisms:
     at most the call's time left (`ragtiller.core.bulkhead.call_time_left`, `throttled`),
     reserves no rate slot it could not wait for, and ends the call `overloaded`.
   - *Abandonment.* A call still running at its deadline is abandoned: its thread stops counting
-    against the 32 (the pool may start another) and counts against 32 spare ones instead, so a
+    against the 32 (the pool may start another while its breaker is closed; once the breaker
+    has opened, calls queued in the same burst get no new thread to hang on, so spare threads
+    are left for the probe) and counts against 32 spare ones instead, so a
     provider holds at most 64 threads, however its calls hang; when a hung call returns, its
     thread serves again. (A provider whose 64 threads are all held by calls that never return
     is refused, `hung`, until one of them does: threads are bounded, never leaked.)

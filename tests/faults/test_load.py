@@ -214,6 +214,26 @@ def test_an_embedder_that_hung_then_recovered_serves_again_within_a_bounded_time
     assert pool.abandoned == 4  # its 4 hung calls still hold their threads, not its capacity
 
 
+def test_a_burst_during_a_hang_leaves_threads_for_a_probe_and_the_provider_recovers() -> None:
+    # The auditor's D7 (scratch/load/d7_burst_disables_for_good.py), on 4 workers: a burst of
+    # 10x the workers while every call hangs. Once the hung calls had opened the breaker,
+    # replacement threads still took the queued calls of the burst, which hung too, until all
+    # workers + spare threads were held: the healed embedder was refused `hung` for good.
+    embedder = Embedder(hang_first=10**9)
+    pool = bulkhead_for(embedder, "embedder", workers=4, probe_after_s=0.3)
+    graph = build_graph(quick(stage_s=0.3), embedder=embedder, tiers=tiers())
+    episode = run_turns(graph, [f"which port does it use {i}" for i in range(40)])
+    outcomes = {stage(out, "embed") for out in episode}
+    assert outcomes <= {("error", "timeout"), ("skipped", "overloaded")}, outcomes
+    assert pool.breaker.snapshot().state == "open"
+    assert pool.threads < pool.workers + pool.spare  # spare threads are left for the probe
+    embedder.hang_first = 0  # healed: every new call answers
+    started = time.perf_counter()
+    while stage(graph.invoke({"query": "which port does it use"}), "embed") != ("done", None):
+        assert time.perf_counter() - started < 5.0, "the embedder never served again"
+        time.sleep(0.05)
+
+
 @dataclass(slots=True)
 class SlottedHungTier:
     """A tier written as ``@dataclass(slots=True)``: it cannot be weakly referenced."""
