@@ -47,6 +47,11 @@ class StoreUnavailableError(RagtillerError, ConnectionError):
     """A shared store (Redis) could not be reached."""
 
 
+class StoreOverloaded(StoreUnavailableError):
+    """No pooled connection to the store came free in time: this process has more calls in
+    flight than connections. The store did nothing wrong, so its breaker does not count it."""
+
+
 class ConfigurationError(RagtillerError, ValueError):
     """Components passed to ``build_graph`` (or read from the environment) do not fit together."""
 

@@ -17,6 +17,8 @@ from ragtiller.core.bulkhead import (
     Overloaded,
     ProviderHung,
     bulkhead_for,
+    call_time_left,
+    throttled,
     time_left,
     within,
 )
@@ -105,6 +107,78 @@ def test_a_call_that_waited_longer_than_it_ran_is_overloaded_too() -> None:
 
     asyncio.run(scenario())
     assert pool.breaker.snapshot().consecutive_failures == 0
+
+
+def test_a_call_cut_because_it_waited_is_overloaded_even_if_it_ran_longer_than_it_waited() -> None:
+    # The auditor's D1: a healthy 0.6 s call under a 0.7 s deadline waits ~0.2 s for the one
+    # worker, then runs ~0.5 s when the deadline cuts it. It never had its whole 0.7 s.
+    pool = Bulkhead("cut-late", workers=1)
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(pool.call(time.sleep, 0.2, timeout_s=5))
+        await asyncio.sleep(0.01)
+        with pytest.raises(Overloaded):
+            await pool.call(time.sleep, 0.6, timeout_s=0.7)
+        await first
+
+    asyncio.run(scenario())
+    assert pool.breaker.snapshot().state == "closed"
+    assert pool.breaker.snapshot().consecutive_failures == 0
+
+
+def test_a_call_that_got_a_worker_at_once_and_hung_is_still_a_timeout() -> None:
+    pool = Bulkhead("hangs", workers=2, hung_after=2)
+    release = threading.Event()
+
+    async def scenario() -> None:
+        for _ in range(2):
+            with pytest.raises(DeadlineExceeded):
+                await pool.call(release.wait, 5, timeout_s=0.1)
+
+    try:
+        asyncio.run(scenario())
+        assert pool.breaker.snapshot().state == "open"
+    finally:
+        release.set()
+
+
+def test_a_call_cut_because_its_own_throttle_made_it_wait_is_overloaded() -> None:
+    # A provider's client-side throttle (a semaphore, a rate limit) waits on the worker; that
+    # wait, like one for a worker, is not the provider running.
+    pool = Bulkhead("throttle", workers=2, hung_after=1)
+
+    def throttled_then_slow() -> None:
+        with throttled():
+            time.sleep(min(0.4, call_time_left()))
+        time.sleep(0.4)
+
+    async def scenario() -> None:
+        with pytest.raises(Overloaded):
+            await pool.call(throttled_then_slow, timeout_s=0.6)
+
+    asyncio.run(scenario())
+    assert pool.breaker.snapshot().state == "closed"
+    assert call_time_left() == math.inf  # not on a worker
+
+
+def test_overloaded_raised_by_a_providers_own_throttle_is_no_verdict() -> None:
+    pool = Bulkhead("gave-up", workers=1, hung_after=1, probe_after_s=0.2)
+    left: list[float] = []
+
+    def refuse() -> None:
+        left.append(call_time_left())
+        raise Overloaded("throttled past the deadline")
+
+    async def scenario() -> None:
+        with pytest.raises(DeadlineExceeded):  # a hang opens the breaker...
+            await pool.call(time.sleep, 0.3, timeout_s=0.05)
+        await asyncio.sleep(pool.breaker.reset_after_s + 0.05)
+        with pytest.raises(Overloaded):  # ...and a probe that was throttled decides nothing
+            await pool.call(refuse, timeout_s=2)
+
+    asyncio.run(scenario())
+    assert 0 < left[0] <= 2
+    assert pool.breaker.snapshot().state == "half-open"
 
 
 def test_within_says_overloaded_when_its_work_waited_for_a_worker() -> None:

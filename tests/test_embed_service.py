@@ -11,7 +11,12 @@ import pytest
 
 from ragtiller.core.rate_limit import RateLimit
 from ragtiller.core.retry import RetryPolicy
-from ragtiller.errors import ConfigurationError, EmbeddingServiceError, EmbeddingTimeoutError
+from ragtiller.errors import (
+    ConfigurationError,
+    EmbeddingServiceError,
+    EmbeddingTimeoutError,
+    Overloaded,
+)
 from ragtiller.models import HashingEmbedder, OpenAICompatibleEmbeddings, ServiceEmbeddings
 from ragtiller.models.service_embedding import classify, retry_after_seconds
 from tests.fixtures.embedding_service import API_KEY, MODEL, EmbeddingServiceEmulator
@@ -198,3 +203,13 @@ def test_settings_are_checked() -> None:
         RateLimit(requests_per_s=0)
     with pytest.raises(ConfigurationError, match="base_url must be an http"):
         OpenAICompatibleEmbeddings("tei:8080", MODEL)
+
+
+def test_a_rate_limit_reserves_no_slot_a_caller_cannot_wait_for() -> None:
+    now = [0.0]
+    limit = RateLimit(requests_per_s=2.0, clock=lambda: now[0], sleep=lambda s: None)
+    assert limit.acquire() == 0.0
+    with pytest.raises(Overloaded, match="past the caller's deadline"):
+        limit.acquire(max_wait_s=0.4)  # its slot is 0.5 s away
+    assert limit.acquire(max_wait_s=0.5) == 0.5  # the refused call took no slot
+    assert limit.acquire() == 1.0

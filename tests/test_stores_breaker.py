@@ -251,3 +251,52 @@ async def test_a_probe_into_a_still_frozen_redis_reopens_and_others_do_not_wait(
     snapshot = stores.breaker.snapshot()
     assert snapshot.state == "open" and snapshot.consecutive_failures == 4
     assert snapshot.retry_in_s > RESET_S - SLACK_S
+
+
+# --- a healthy Redis behind a full connection pool ------------------------------------------
+
+
+@pytest.mark.redis
+async def test_a_full_connection_pool_is_overload_not_an_outage(
+    redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The auditor's D3 (scratch/load/d3_redis_pool_queue.py): with more turns in flight than
+    # pooled connections, calls that waited out the pool ("No connection available") were
+    # counted as Redis failures and opened the breaker in front of a healthy server. Here the
+    # one connection of each pool is held, so every call waits out its pool.
+    import redis
+    import redis.asyncio
+
+    sync = redis.Redis(
+        connection_pool=redis.BlockingConnectionPool.from_url(
+            redis_url, max_connections=1, timeout=0.05
+        )
+    )
+    aclient = redis.asyncio.Redis(
+        connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
+            redis_url, max_connections=1, timeout=0.05
+        )
+    )
+    breaker = CircuitBreaker(failure_threshold=3, reset_after_s=RESET_S)
+    ledger = RedisQuotaLedger(
+        {"chat_gen": 5}, client=sync, aclient=aclient, breaker=breaker, prefix=redis_prefix
+    )
+    cache = RedisCache(client=sync, aclient=aclient, breaker=breaker, prefix=redis_prefix)
+    held = sync.connection_pool.get_connection()
+    aheld = await aclient.connection_pool.get_connection()
+    try:
+        with caplog.at_level("WARNING", logger="ragtiller.stores"):
+            for _ in range(2 * breaker.failure_threshold):
+                assert ledger.try_spend("chat_gen") == UNAVAILABLE  # a quota still fails closed
+                assert (await ledger.asnapshot()).available is False
+                assert await cache.aget("k") is None  # a cache still fails open
+        assert breaker.snapshot() == BreakerSnapshot("closed", 0, 0.0, available=True)
+        assert "Redis overloaded" in caplog.text
+        assert "circuit open" not in caplog.text
+    finally:
+        sync.connection_pool.release(held)
+        await aclient.connection_pool.release(aheld)
+    assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
+    assert (await ledger.asnapshot()).remaining == {"chat_gen": 4}
+    sync.connection_pool.disconnect()
+    await aclient.connection_pool.disconnect()

@@ -11,18 +11,22 @@ design contains the damage instead of undoing it, and admits load instead of she
   once; threads idle for ``idle_s`` go. Past ``workers``, a call waits for a worker, at most its
   deadline; still waiting then, it is cancelled before it starts and fails as
   :class:`Overloaded` (the process is saturated; the provider did nothing wrong). So does a
-  call cut by its deadline after waiting for a worker longer than it ran;
+  call cut by its deadline before it ran for (nearly) all its time because it waited for a
+  worker (more than ``_QUEUED_SHARE`` of its time): the wait, not the provider, spent it;
 - **abandonment**: a call still running at its deadline is abandoned. Its thread stops counting
-  against ``workers`` (the pool may start another) and counts against ``spare`` instead: a
-  provider holds at most ``workers + spare`` threads, however its calls hang;
+  against ``workers`` (the pool may start another, while its breaker is closed) and counts
+  against ``spare`` instead: a provider holds at most ``workers + spare`` threads, however its
+  calls hang;
 - **recovery**: ``hung_after`` calls in a row abandoned at their deadline (having run for
-  most of their time) open the pool's
+  (nearly) all their time) open the pool's
   :class:`~ragtiller.core.breaker.CircuitBreaker`: calls fail at once as :class:`ProviderHung`
   instead of costing a deadline and a thread each. After ``probe_after_s`` one call goes
   through as a probe; an answer in time (a result or the provider's own error) closes it;
 - **deadlines**: :func:`within` bounds an awaitable and makes its deadline the ambient one of
   the task: every :meth:`Bulkhead.call` and every wait that asks :func:`time_left` inside it
-  is cut to it;
+  is cut to it. A provider's own throttle (a semaphore, a rate limit) waits on the worker
+  thread at most :func:`call_time_left`, inside :func:`throttled`, so that its wait counts as
+  queueing, not as the provider running;
 - workers are daemon threads, so an abandoned call never keeps the process from exiting
   (``concurrent.futures`` joins its workers at exit and would hang there).
 """
@@ -39,7 +43,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
@@ -69,6 +73,11 @@ DEFAULT_PROBE_AFTER_S = 5.0
 _EARLY_S = 1e-3
 """How long before an enclosing deadline a call cuts itself, in seconds (see :meth:`Bulkhead.call`)."""
 
+_QUEUED_SHARE = 0.05
+"""A call cut at its deadline after waiting for a worker for more than this share of its time
+did not run for its whole time: it is :class:`Overloaded`, not held against its provider. (The
+share spares a provider whose call waited a moment, or only for its thread to be scheduled.)"""
+
 
 @dataclass
 class _Scope:
@@ -77,13 +86,16 @@ class _Scope:
     until: float
     parent: _Scope | None
     overloaded: bool = False
-    """A call of this scope was cut while it waited for a worker (or after waiting longer
-    than it ran)."""
+    """A call of this scope was cut while it waited for a worker (or before it ran for all
+    its time because it had waited for one)."""
 
 
 _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
     "ragtiller_deadline", default=None
 )
+
+_here = threading.local()
+"""``job``: the call a worker thread is running (see :func:`call_time_left`)."""
 
 
 def time_left() -> float:
@@ -127,22 +139,68 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
         _scope.reset(token)
 
 
+def call_time_left() -> float:
+    """Seconds left before the deadline of the :meth:`Bulkhead.call` this thread runs (inf:
+    none, or not on a worker). A provider's own throttle asks it so as never to wait past the
+    caller, who would blame the provider for the time."""
+    job: _Job | None = getattr(_here, "job", None)
+    return math.inf if job is None else job.deadline - time.monotonic()
+
+
+@contextlib.contextmanager
+def throttled() -> Iterator[None]:
+    """Count the time inside as this thread's call waiting (like a wait for a worker), not as
+    its provider running: a call cut because it was throttled is :class:`Overloaded`."""
+    job: _Job | None = getattr(_here, "job", None)
+    if job is None:
+        yield
+        return
+    job.throttle_began = time.monotonic()
+    try:
+        yield
+    finally:
+        job.throttled_s += time.monotonic() - job.throttle_began
+        job.throttle_began = None
+
+
 class _Job:
     """One call handed to a pool, and where it stands."""
 
-    __slots__ = ("abandoned", "finished", "future", "probe", "run", "started", "submitted")
+    __slots__ = (
+        "abandoned",
+        "deadline",
+        "finished",
+        "future",
+        "overloaded",
+        "probe",
+        "queued",
+        "run",
+        "started",
+        "submitted",
+        "throttle_began",
+        "throttled_s",
+    )
 
-    def __init__(self, run: Callable[[], Any], probe: bool) -> None:
+    def __init__(self, run: Callable[[], Any], probe: bool, deadline: float) -> None:
         self.run = run
         self.probe = probe
         """Whether this call is the breaker's half-open probe."""
         self.future: Future[Any] = Future()
         self.submitted = time.monotonic()
+        self.deadline = deadline
+        """When its caller stops waiting (monotonic seconds; inf: :meth:`Bulkhead.submit`)."""
+        self.throttled_s = 0.0
+        """Time it spent in :func:`throttled` (its provider's own throttle), in seconds."""
+        self.throttle_began: float | None = None
+        self.queued = False
+        """No worker was free for it when it was submitted: it waited for one."""
         self.started: float | None = None
         """When a worker took it (monotonic seconds)."""
         self.abandoned = False
         """Its caller stopped waiting while it ran; its thread counts against ``spare``."""
         self.finished = False
+        self.overloaded = False
+        """It raised :class:`Overloaded` (its provider's own throttle gave up)."""
 
 
 class Bulkhead:
@@ -238,9 +296,9 @@ class Bulkhead:
 
         Raises:
             DeadlineExceeded: No result in time (the call is abandoned, not stopped).
-            Overloaded: No worker came free in time (the call never ran), or the call waited
-                for one longer than it then ran (it is abandoned too, but its provider is not
-                blamed: the breaker does not count it).
+            Overloaded: No worker came free in time (the call never ran), or the wait for one
+                cut the time it then ran (it is abandoned too, but its provider is not blamed:
+                the breaker does not count it).
             ProviderHung: See :meth:`submit`.
         """
         loop = asyncio.get_running_loop()
@@ -254,7 +312,7 @@ class Bulkhead:
             until = scope.until - _EARLY_S
         if until <= started:
             raise DeadlineExceeded("no time left for the call")
-        job = self._submit(lambda: fn(*args))
+        job = self._submit(lambda: fn(*args), deadline=time.monotonic() + until - loop.time())
         answer: asyncio.Future[T] = loop.create_future()
         result: Future[T] = job.future
         job.future.add_done_callback(lambda done: _settle_soon(loop, done, answer))
@@ -263,14 +321,15 @@ class Bulkhead:
             async with cut:
                 value = await answer
         except asyncio.CancelledError:
-            if self._give_up(job, cut=loop.time() >= until) in ("queued", "waited"):
+            outcome = self._give_up(job, cut=loop.time() >= until, time_s=until - started)
+            if outcome in ("queued", "waited"):
                 _overloaded(scope)
             raise
         except TimeoutError:
             if not cut.expired():  # the provider's own timeout: it answered
                 self._answered()
                 raise
-            outcome = self._give_up(job, cut=True)
+            outcome = self._give_up(job, cut=True, time_s=until - started)
             if outcome in ("queued", "waited"):
                 if bound:
                     _overloaded(scope)
@@ -282,6 +341,10 @@ class Bulkhead:
                 self._answered()
                 return result.result()  # it answered as the deadline passed
             raise DeadlineExceeded(f"no answer within {until - started:.2f}s") from None
+        except Overloaded:  # its own throttle gave up before the deadline: no verdict
+            with self._lock:
+                self._refused(job)
+            raise
         except BaseException:  # the provider's own error: it answered
             self._answered()
             raise
@@ -292,7 +355,7 @@ class Bulkhead:
         with self._lock:
             self.breaker.succeeded()
 
-    def _submit(self, run: Callable[[], Any]) -> _Job:
+    def _submit(self, run: Callable[[], Any], deadline: float = math.inf) -> _Job:
         spawn = wake = False
         with self._lock:
             if not self.breaker.admit():
@@ -302,7 +365,7 @@ class Bulkhead:
                     f"outlived their deadline; refused until a probe answers (next in "
                     f"{snap.retry_in_s:.1f}s)"
                 )
-            job = _Job(run, probe=self.breaker.snapshot().state != "closed")
+            job = _Job(run, probe=self.breaker.snapshot().state != "closed", deadline=deadline)
             live = self._threads - self._abandoned
             if self._idle > 0:
                 self._idle -= 1  # that worker is now spoken for
@@ -321,6 +384,8 @@ class Bulkhead:
                     f"provider {self.name!r}: all {live} workers busy and {self.queue} calls "
                     "waiting"
                 )
+            else:
+                job.queued = True
             self._pending.append(job)
         if wake:
             self._wake.put(None)
@@ -329,7 +394,8 @@ class Bulkhead:
         return job
 
     def _refused(self, job: _Job) -> None:
-        """A call admitted by the breaker did not get in (call with the lock held)."""
+        """A call admitted by the breaker did not get in, or gave up before it reached its
+        provider (call with the lock held)."""
         if job.probe:
             self.breaker.abandoned()
 
@@ -339,12 +405,14 @@ class Bulkhead:
             self._pending.popleft()
         return sum(1 for job in self._pending if not job.future.cancelled())
 
-    def _give_up(self, job: _Job, *, cut: bool) -> str:
-        """The caller stopped waiting for ``job``; ``cut``: because its deadline passed.
+    def _give_up(self, job: _Job, *, cut: bool, time_s: float) -> str:
+        """The caller stopped waiting for ``job``; ``cut``: because its deadline passed,
+        ``time_s`` seconds after the call was made.
 
         Returns:
-            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut after waiting
-            for a worker longer than it ran), ``running`` (abandoned) or ``finished``.
+            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut before it ran for
+            all its time because it waited for a worker), ``running`` (abandoned) or
+            ``finished``.
         """
         spawn = False
         now = time.monotonic()
@@ -353,18 +421,27 @@ class Bulkhead:
                 self._refused(job)
                 return "queued"
             if job.finished:
+                if job.overloaded:  # its throttle gave up as its deadline passed: no verdict
+                    self._refused(job)
+                    return "waited"
                 return "finished"
             job.abandoned = True
             self._abandoned += 1
             started = job.started if job.started is not None else now
-            waited = cut and started - job.submitted > now - started
+            began = job.throttle_began  # read first: its thread sets it to None after the sum
+            throttled = job.throttled_s + (now - began if began is not None else 0.0)
+            queued = started - job.submitted if job.queued else 0.0
+            waited = cut and queued + throttled > _QUEUED_SHARE * time_s
             if cut and not waited:
                 self.breaker.failed()
             else:
                 self.breaker.abandoned()  # no verdict on the provider
             live = self._threads - self._abandoned
+            # No replacement once the breaker has opened: the calls queued in the same burst
+            # would hang on it too and take the spare threads its probe needs.
             if (
-                self._idle == 0
+                self.breaker.snapshot().state == "closed"
+                and self._idle == 0
                 and self._waiting() > 0
                 and live < self.workers
                 and self._threads < self.workers + self.spare
@@ -419,11 +496,14 @@ class Bulkhead:
             if not job.future.set_running_or_notify_cancel():
                 job = self._next(None)  # cancelled while it waited
                 continue
+            _here.job = job
             try:
                 value, error = job.run(), None
             except BaseException as e:  # handed to the caller, who decides
                 value, error = None, e
+            _here.job = None
             done = job
+            done.overloaded = isinstance(error, Overloaded)
             # Free before the caller hears back, so its next call finds this worker idle.
             job = self._next(done)
             if error is None:

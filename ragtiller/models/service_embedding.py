@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from ragtiller.core.bulkhead import call_time_left, throttled
 from ragtiller.core.parallel import run_bounded
 from ragtiller.core.providers import model_label
 from ragtiller.core.rate_limit import RateLimit
@@ -30,6 +32,7 @@ from ragtiller.errors import (
     EmbeddingError,
     EmbeddingServiceError,
     EmbeddingTimeoutError,
+    Overloaded,
 )
 
 logger = logging.getLogger("ragtiller.models.service")
@@ -175,6 +178,8 @@ class ServiceEmbeddings(Embeddings):
         for attempt in range(1, attempts + 1):
             try:
                 rows = self._attempt(call, count)
+            except Overloaded:  # throttled past the caller's deadline: not the service's fault
+                raise
             except Exception as e:
                 status, retry_after, retryable = classify(e)
                 span = f"texts {first}-{first + count - 1}"
@@ -208,13 +213,23 @@ class ServiceEmbeddings(Embeddings):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(self, call: Callable[[], list[list[float]]], count: int) -> list[list[float]]:
-        """One call in a daemon thread holding a slot until it ends, awaited until the deadline."""
-        self._slots.acquire()
-        try:
-            self.rate.acquire(count)
-        except BaseException:
-            self._slots.release()
-            raise
+        """One call in a daemon thread holding a slot until it ends, awaited until the deadline.
+
+        On a bulkhead worker (a graph's query embedding) the waits for a slot and for the rate
+        limit end by the caller's deadline, as :class:`Overloaded`, and count as queueing: a
+        throttled call is not the service hanging.
+        """
+        with throttled():
+            if not self._slots.acquire(timeout=_wait_s(call_time_left())):
+                raise Overloaded(
+                    f"embedding service {self.model!r}: all {self.concurrency} slots busy "
+                    "until the caller's deadline"
+                )
+            try:
+                self.rate.acquire(count, max_wait_s=call_time_left())
+            except BaseException:
+                self._slots.release()
+                raise
         answer: futures.Future[list[list[float]]] = futures.Future()
 
         def run() -> None:
@@ -236,6 +251,11 @@ class ServiceEmbeddings(Embeddings):
             raise EmbeddingTimeoutError(
                 f"no answer within {self.timeout_s:g} s", status_code=None
             ) from None
+
+
+def _wait_s(left: float) -> float | None:
+    """A lock timeout for ``left`` seconds (None: no bound)."""
+    return None if left == math.inf else max(0.0, left)
 
 
 def classify(error: BaseException) -> tuple[int | None, float | None, bool]:

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragtiller.core.breaker import CircuitBreaker
-from ragtiller.errors import ConfigurationError, StoreUnavailableError
+from ragtiller.errors import ConfigurationError, StoreOverloaded, StoreUnavailableError
 
 if TYPE_CHECKING:
     import redis
@@ -37,7 +37,11 @@ POOL_SIZE = 50
 """Connections per client built from a URL; more concurrent callers wait for a free one."""
 
 POOL_WAIT_S = 5.0
-"""Longest wait for a free pooled connection, in seconds."""
+"""Longest wait for a free pooled connection, in seconds; a call still waiting then fails as
+:class:`~ragtiller.errors.StoreOverloaded` (not an outage: the breaker does not count it)."""
+
+POOL_EXHAUSTED = ("No connection available", "Too many connections")
+"""How redis-py words a full pool: a blocking pool's wait ran out, or a plain pool is full."""
 
 CLOSE_TIMEOUT_S = 2.0
 """Longest wait for an asyncio client to close in an event loop of another thread, in seconds."""
@@ -106,6 +110,8 @@ class RedisConnection:
 
     Every call goes through a :class:`CircuitBreaker`: connection errors and timeouts count as
     failures; while the breaker is open, calls raise :class:`StoreUnavailableError` at once.
+    A full connection pool is not an outage: the call fails as :class:`StoreOverloaded` and
+    the breaker does not count it.
     """
 
     def __init__(
@@ -296,8 +302,12 @@ class RedisConnection:
     def _failure(self, error: BaseException) -> StoreUnavailableError:
         """Tell the breaker how a call that raised ``error`` ended; the error to raise instead.
 
-        A connection error or timeout is a failure; an error reply proves Redis is up.
+        A connection error or timeout is a failure; an error reply proves Redis is up; a full
+        connection pool says nothing about Redis (this process has more calls than connections).
         """
+        if _pool_exhausted(error, self._redis):
+            self.breaker.abandoned()
+            return StoreOverloaded(f"Redis overloaded: no pooled connection free in time: {error}")
         if isinstance(error, self._outages):
             self.breaker.failed()
         else:
@@ -337,6 +347,15 @@ class RedisConnection:
             aclient = self._aclients.pop(asyncio.get_running_loop(), None)
         if aclient is not None:
             await aclient.aclose()
+
+
+def _pool_exhausted(error: BaseException, redis: ModuleType) -> bool:
+    """Whether ``error`` is redis-py saying that no pooled connection came free."""
+    exceptions = redis.exceptions
+    full = getattr(exceptions, "MaxConnectionsError", ())
+    return isinstance(error, full) or (
+        isinstance(error, exceptions.ConnectionError) and str(error).startswith(POOL_EXHAUSTED)
+    )
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -210,17 +210,24 @@ it meets. Four mechanisms:
   other runs its sync call on its bulkhead (`ragtiller.core.providers.ainvoke_chat`).
   - *Admission, not shedding.* A pool starts threads as calls come, up to 32 running at once,
     and lets them go after a minute idle. Past that a call waits for a worker, within its
-    deadline; a call cut by its deadline before it got a worker (or after waiting for one
-    longer than it ran) is **skipped with reason `overloaded`** (label `embed skipped:
-    overloaded`, `tier_search (dense) skipped: overloaded`, ...): the process was saturated,
-    the provider did nothing wrong, and its breaker does not count it.
+    deadline; a call cut by its deadline before it got a worker, or before it ran for its
+    whole deadline because it waited for one (more than 5% of it), is **skipped with reason
+    `overloaded`** (label `embed skipped: overloaded`, `tier_search (dense) skipped:
+    overloaded`, ...): the process was saturated, the provider did nothing wrong, and its
+    breaker does not count it. Only a call that ran for (nearly) its whole deadline is a
+    `timeout`. A provider's own client-side throttle counts as such a wait, not as the
+    provider running: `ServiceEmbeddings` waits for its `concurrency` bound and its rate limit
+    at most the call's time left (`ragtiller.core.bulkhead.call_time_left`, `throttled`),
+    reserves no rate slot it could not wait for, and ends the call `overloaded`.
   - *Abandonment.* A call still running at its deadline is abandoned: its thread stops counting
-    against the 32 (the pool may start another) and counts against 32 spare ones instead, so a
+    against the 32 (the pool may start another while its breaker is closed; once the breaker
+    has opened, calls queued in the same burst get no new thread to hang on, so spare threads
+    are left for the probe) and counts against 32 spare ones instead, so a
     provider holds at most 64 threads, however its calls hang; when a hung call returns, its
     thread serves again. (A provider whose 64 threads are all held by calls that never return
     is refused, `hung`, until one of them does: threads are bounded, never leaked.)
-  - *Recovery.* Three calls in a row abandoned at their deadline (after running for most of
-    it) open the pool's circuit breaker, as for Redis (`ragtiller/core/breaker.py`): the provider's
+  - *Recovery.* Three calls in a row abandoned at their deadline (after running for nearly all
+    of it) open the pool's circuit breaker, as for Redis (`ragtiller/core/breaker.py`): the provider's
     calls fail at once, **error with reason `hung`** (`embed failed: hung`), costing neither a
     deadline nor a thread. After 5 s one call goes through as a probe; an answer in time (a
     result or the provider's own error) closes the breaker, so a provider that hung and
@@ -238,7 +245,12 @@ it meets. Four mechanisms:
   (Redis `TIME`), not each replica's clock: see [redis.md](redis.md#the-day-is-the-stores). A
   cache entry that is not JSON, not a value its reader can use (a step-back question, a route
   choice), longer than 1 MiB or not a Redis string is a miss, replaced by the next answer; a
-  compute lock with no expiry, or a longer one than its 15 s, is cut to 15 s.
+  compute lock with no expiry, or a longer one than its 15 s, is cut to 15 s. A call that finds
+  no pooled connection free in time (more turns in flight than connections: redis-py's `No
+  connection available`) is overload, not an outage: it fails as `StoreOverloaded` (`Redis
+  overloaded` in the log; the quota still fails closed, the cache still misses), and the
+  Redis breaker does not count it, so a healthy Redis under load is never cut off for every
+  turn.
 
 Every fallback is visible in three places: the stage record (`manifest.stages`), the labels
 (`manifest.degraded`) and the context's `<degraded>` block. A tier served by a fallback tier

@@ -21,6 +21,7 @@ from ragtiller import build_graph, load_policy
 from ragtiller.core.bulkhead import Bulkhead, bulkhead_for
 from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.eval.variants import with_overrides
+from ragtiller.models import ServiceEmbeddings
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterConfig
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
 
@@ -125,7 +126,7 @@ def test_concurrent_turns_with_healthy_providers_are_never_degraded(
 
 def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
     # 0.3 s calls under a 0.8 s deadline: two finish, the third waits 0.6 s and runs 0.2 s when
-    # the deadline cuts it (it waited longer than it ran: overloaded). At 0.15 / 0.4 a 0.1 s
+    # the deadline cuts it (its wait spent its time: overloaded). At 0.15 / 0.4 a 0.1 s
     # scheduling stall of the second call on a loaded machine made it a timeout (seen in CI).
     embedder = Embedder(latency_s=0.3)
     pool = bulkhead_for(embedder, "embedder", workers=1)  # truly saturated: one at a time
@@ -143,6 +144,57 @@ def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
 
 
 # --- recovery -----------------------------------------------------------------------------
+
+
+def test_a_healthy_provider_cut_after_queueing_is_overloaded_and_its_breaker_stays_closed() -> None:
+    # The auditor's D1 (scratch/load/d1_queue_wait_blamed.py), on 4 workers: a 0.7 s embedder
+    # under a 1.0 s deadline. Four turns fill the workers; 0.3 s later four more wait ~0.4 s
+    # for a worker, and their deadline cuts them ~0.6 s into a 0.7 s call. They were labelled
+    # `embed failed: timeout` and opened the breaker, so idle turns after were refused `hung`.
+    embedder = Embedder(latency_s=0.7)
+    pool = bulkhead_for(embedder, "embedder", workers=4)
+    graph = build_graph(quick(stage_s=1.0, turn_s=10), embedder=embedder, tiers=tiers())
+
+    async def waves() -> list[dict[str, Any]]:
+        first = [
+            asyncio.ensure_future(graph.ainvoke({"query": f"which port {i}"})) for i in range(4)
+        ]
+        while embedder.calls < 4:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.3)
+        second = [graph.ainvoke({"query": f"which port {4 + i}"}) for i in range(4)]
+        return list(await asyncio.gather(*first, *second))
+
+    outs = asyncio.run(waves())
+    embeds = [stage(out, "embed") for out in outs]
+    assert set(embeds) <= {("done", None), ("skipped", "overloaded")}, embeds
+    assert ("skipped", "overloaded") in embeds, embeds
+    labels = {label for out in outs for label in out["manifest"].degraded}
+    assert not {label for label in labels if label.startswith("embed failed")}, labels
+    assert pool.breaker.snapshot().consecutive_failures == 0
+    after = run_turns(graph, ["which port now"])
+    assert stage(after[0], "embed") == ("done", None)
+
+
+def test_a_rate_limited_embedder_is_overloaded_not_failed_and_spends_no_rate_later() -> None:
+    # The auditor's D2 (scratch/load/d2_rate_limit_blamed.py): ServiceEmbeddings at 20 calls/s
+    # over a healthy 10 ms service, 60 turns at once, 1 s to embed. The waits for its slots
+    # and its rate limit ran on the bulkhead, unbounded: the service was blamed (timeout, its
+    # breaker open) and abandoned calls kept calling it after every turn had ended.
+    service = Embedder(latency_s=0.01)
+    embedder = ServiceEmbeddings(service, concurrency=4, requests_per_s=20)
+    pool = bulkhead_for(embedder, "embedder")
+    graph = build_graph(quick(stage_s=1.0, turn_s=10), embedder=embedder, tiers=tiers())
+    outs = run_turns(graph, [f"which port does it use {i}" for i in range(60)])
+    calls = service.calls
+    embeds = [stage(out, "embed") for out in outs]
+    assert set(embeds) == {("done", None), ("skipped", "overloaded")}, embeds
+    assert pool.breaker.snapshot().consecutive_failures == 0
+    time.sleep(1.0)
+    # No refused call kept a slot of the rate to spend later: at most the calls already past
+    # the throttle when the turns ended (one per slot) reach the service after them.
+    assert service.calls - calls <= embedder.concurrency
+    assert stage(run_turns(graph, ["which port now"])[0], "embed") == ("done", None)
 
 
 def test_an_embedder_that_hung_then_recovered_serves_again_within_a_bounded_time() -> None:
@@ -163,6 +215,26 @@ def test_an_embedder_that_hung_then_recovered_serves_again_within_a_bounded_time
     later = run_turns(graph, [f"which port does it use {i}" for i in range(40)])
     assert {stage(out, "embed") for out in later} == {("done", None)}
     assert pool.abandoned == 4  # its 4 hung calls still hold their threads, not its capacity
+
+
+def test_a_burst_during_a_hang_leaves_threads_for_a_probe_and_the_provider_recovers() -> None:
+    # The auditor's D7 (scratch/load/d7_burst_disables_for_good.py), on 4 workers: a burst of
+    # 10x the workers while every call hangs. Once the hung calls had opened the breaker,
+    # replacement threads still took the queued calls of the burst, which hung too, until all
+    # workers + spare threads were held: the healed embedder was refused `hung` for good.
+    embedder = Embedder(hang_first=10**9)
+    pool = bulkhead_for(embedder, "embedder", workers=4, probe_after_s=0.3)
+    graph = build_graph(quick(stage_s=0.3), embedder=embedder, tiers=tiers())
+    episode = run_turns(graph, [f"which port does it use {i}" for i in range(40)])
+    outcomes = {stage(out, "embed") for out in episode}
+    assert outcomes <= {("error", "timeout"), ("skipped", "overloaded")}, outcomes
+    assert pool.breaker.snapshot().state == "open"
+    assert pool.threads < pool.workers + pool.spare  # spare threads are left for the probe
+    embedder.hang_first = 0  # healed: every new call answers
+    started = time.perf_counter()
+    while stage(graph.invoke({"query": "which port does it use"}), "embed") != ("done", None):
+        assert time.perf_counter() - started < 5.0, "the embedder never served again"
+        time.sleep(0.05)
 
 
 @dataclass(slots=True)
