@@ -62,10 +62,11 @@ class IndexManifest(BaseModel):
     lexical: LexicalConfig
     counts: IndexCounts
     namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
-    tenanted: bool = Field(
-        default=False,
+    tenanted: bool | None = Field(
+        default=None,
         description="Whether any chunk carries a ``tenant`` key: a graph over the index then "
-        "refuses turns that name no tenant (a manifest written before this field: False).",
+        "refuses turns that name no tenant. None: written before this field (a graph reads "
+        "the chunks' metadata once to tell).",
     )
 
     embedder_variant: str | None = Field(
