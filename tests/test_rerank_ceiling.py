@@ -22,7 +22,7 @@ from ragtiller.rerankers import (
     RerankResult,
     ZScoreReranker,
 )
-from ragtiller.stores import MemoryCache, MemoryQuotaLedger, QuotaWindow
+from ragtiller.stores import MemoryCache, MemoryQuotaLedger, QuotaWindow, spend_caps
 
 KEY = "stub-key-0123456789"
 QUERY = "How do I reset a forgotten password?"
@@ -355,3 +355,19 @@ async def test_a_failing_cohere_ceiling_runs_the_floor_once(mode: StubMode) -> N
     assert result.method == "zscore"
     assert result.detail["ceiling"] == "error"
     assert floor.runs == 1
+
+
+async def test_a_turn_policys_lower_daily_limit_caps_the_ceilings_spend(
+    stub: CohereStub, cohere: CohereReranker
+) -> None:
+    """The graph runs each node under its turn policy's daily limits (``spend_caps``): a run
+    policy with ``reranker.daily_calls: 1`` gets one paid call, though the ledger allows 10."""
+    ledger = MemoryQuotaLedger({"rerank_calls": 10})
+    reranker = ceiling_over(cohere, ledger=ledger)
+    with spend_caps({"rerank_calls": 1}):
+        results = await asyncio.gather(
+            *(reranker.arerank(f"{QUERY} {i}", candidates(), top_n=2) for i in range(4))
+        )
+    assert sorted(str(r.detail["ceiling"]) for r in results).count("used") == 1
+    assert len(stub.requests) == 1
+    assert ledger.remaining("rerank_calls") == 9

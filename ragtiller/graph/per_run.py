@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackManager, adispatch_custom_event
 from langgraph.config import get_config
 
+from ragtiller.core.tiers import CHAT_RESOURCE, RERANK_RESOURCE
 from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
@@ -28,6 +29,7 @@ from ragtiller.nodes.stage import EVENT_TYPE, final_event
 from ragtiller.policies.run_context import EMPTY, RunContext, run_policy
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.ceiling import CeilingReranker
+from ragtiller.stores import spend_caps
 
 NodeMaker = Callable[[Components], NodeFn]
 MAX_VARIANTS = 32
@@ -131,7 +133,7 @@ class PerRunNodes:
         self.deps = deps
         self.makers = dict(makers)
         self.known_namespaces = known_namespaces
-        self._variants: dict[tuple[Any, ...], dict[str, NodeFn]] = {}
+        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], dict[str, int]]] = {}
         self._lock = threading.Lock()
         check_route_namespaces(deps.policy, known_namespaces)
 
@@ -163,18 +165,23 @@ class PerRunNodes:
             reranker = reranker.floor  # "on" means the free floor, never the paid ceiling
         return dataclasses.replace(self.deps, policy=policy, tiers=tiers, reranker=reranker)
 
-    def nodes(self, context: RunContext) -> dict[str, NodeFn]:
-        """The nodes for ``context``'s policy key, built on first use."""
+    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], dict[str, int]]:
+        """The nodes for ``context``'s policy key, built on first use, and the daily limits of
+        that policy, which cap every spend its nodes make (:func:`spend_caps`)."""
         key = context.policy_key()
         found = self._variants.get(key)
         if found is not None:
             return found
         deps = self.components(context)
         built = {name: make(deps) for name, make in self.makers.items()}
+        caps: dict[str, int] = {
+            CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
+            RERANK_RESOURCE: deps.policy.reranker.daily_calls,
+        }
         with self._lock:
             if len(self._variants) >= MAX_VARIANTS:
                 self._variants.pop(next(iter(self._variants)))
-            return self._variants.setdefault(key, built)
+            return self._variants.setdefault(key, (built, caps))
 
     def node(self, name: str) -> NodeFn:
         """The node ``name``: finds this run's variant, runs it, announces its records."""
@@ -184,7 +191,9 @@ class PerRunNodes:
             if name != "gate":  # a run resumed from a breakpoint starts past the gate
                 context = turn_context(state, context)
                 check_resumed_scope(state, context)
-            update = await self.nodes(context)[name](state)
+            nodes, caps = self.nodes(context)
+            with spend_caps(caps):  # a run policy's lower daily limits hold in every spend
+                update = await nodes[name](state)
             await announce(update)
             return update
 

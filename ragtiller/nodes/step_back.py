@@ -110,13 +110,11 @@ def step_back_key(original: str, tenant: str | None = None) -> str:
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
     config = deps.policy.step_back
-    policy_limit = deps.policy.quota.chat_gen_per_day
 
     async def call_model(original: str, made: list[str], limit: Deadline) -> str:
         if time_left() <= 0:  # the wait for another replica took the stage's time
             raise DeadlineExceeded("no time left for the model")
-        # the turn's policy may set a lower daily limit than the ledger's (a run policy)
-        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1, cap=policy_limit)
+        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
         if not spend.allowed:
             raise QuotaSpent(spend.reason or "quota")
         made.append(original)

@@ -17,6 +17,7 @@ from ragtiller.stores._quota import (
     SpendRefusal,
     SpendResult,
     UnknownResourceError,
+    spend_caps,
 )
 from ragtiller.stores._quota_memory import MemoryQuotaLedger
 from ragtiller.stores._quota_redis import RedisQuotaLedger
@@ -37,5 +38,6 @@ __all__ = (
     "SpendResult",
     "UnknownResourceError",
     "cache_key",
+    "spend_caps",
     "stores_from_env",
 )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from types import MappingProxyType
@@ -15,6 +17,25 @@ from ragtiller.errors import ConfigurationError, StoreUnavailableError
 from ragtiller.errors import UnknownResourceError as UnknownResourceError  # re-exported
 
 logger = logging.getLogger("ragtiller.stores")
+
+_caps: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar(
+    "ragtiller_spend_caps", default=MappingProxyType({})
+)
+
+
+@contextlib.contextmanager
+def spend_caps(caps: Mapping[str, int]) -> Iterator[None]:
+    """Cap every spend made inside at ``caps`` (resource -> daily limit), below the ledger's
+    own limits, in the same atomic step: a turn whose policy sets a lower daily limit than the
+    ledger's (a run policy) never passes it, however many of its turns run at once. The graph
+    sets its turn policy's limits around each node; a provider that spends (step-back, the LLM
+    router, the rerank ceiling) needs no argument for it."""
+    token = _caps.set(caps)
+    try:
+        yield
+    finally:
+        _caps.reset(token)
+
 
 SpendRefusal = Literal["quota", "quota-store-unavailable"]
 """Why a spend was refused: the budget is spent, or the store failed (quotas fail closed)."""
@@ -181,26 +202,24 @@ class QuotaLedger(ABC):
         end = datetime.combine(local + timedelta(days=1), time(), tzinfo=self._tz)
         return Day(local.isoformat(), start.timestamp(), end.timestamp())
 
-    def try_spend(self, resource: str, n: int = 1, *, cap: int | None = None) -> SpendResult:
-        """Spend ``n`` units if all of them fit in the window's budget; never part of them.
-
-        ``cap``: a lower limit for this call (a run policy's), checked in the same atomic step
-        as the ledger's own, so concurrent turns cannot pass it.
+    def try_spend(self, resource: str, n: int = 1) -> SpendResult:
+        """Spend ``n`` units if all of them fit in the window's budget (and under any
+        :func:`spend_caps` in force); never part of them.
 
         Raises:
             UnknownResourceError: ``resource`` has no limit.
             ValueError: ``n`` is below 1.
         """
-        limit = self._check(resource, n, cap)
+        limit = self._check(resource, n)
         try:
             allowed, remaining = self._spend(resource, n, limit, self.window())
         except StoreUnavailableError as e:
             return self._refuse_unavailable(resource, n, e)
         return _result(allowed, remaining)
 
-    async def atry_spend(self, resource: str, n: int = 1, *, cap: int | None = None) -> SpendResult:
+    async def atry_spend(self, resource: str, n: int = 1) -> SpendResult:
         """Async twin of :meth:`try_spend`."""
-        limit = self._check(resource, n, cap)
+        limit = self._check(resource, n)
         try:
             allowed, remaining = await self._aspend(resource, n, limit, self.window())
         except StoreUnavailableError as e:
@@ -292,10 +311,11 @@ class QuotaLedger(ABC):
         """Release connections this ledger opened, the asyncio ones included."""
         self.close()
 
-    def _check(self, resource: str, n: int, cap: int | None = None) -> int:
+    def _check(self, resource: str, n: int) -> int:
         limit = self.limit(resource)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an int >= 1, but got {n!r}")
+        cap = _caps.get().get(resource)
         return limit if cap is None else min(limit, cap)
 
     def _many(self, resources: Iterable[str] | None) -> tuple[tuple[str, ...], list[int]]:
