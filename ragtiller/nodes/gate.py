@@ -65,28 +65,15 @@ def encodable(text: str) -> str:
 
 
 async def read_quota(deps: Components) -> QuotaView:
-    """One read of the chat and rerank budgets (a single round trip on Redis), capped by the
-    turn's policy: a run policy with a lower daily limit than the ledger's sees what is left of
-    its own limit today (it can lower a limit, never raise it)."""
-    limits = deps.quota.limits
-    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in limits]
+    """One read of the chat and rerank budgets (a single round trip on Redis). The gate runs
+    under its turn policy's daily limits (``spend_caps``), so a run policy with a lower limit
+    than the ledger's sees what is left of its own limit today."""
+    resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in deps.quota.limits]
     snapshot = await deps.quota.asnapshot(resources)
     left = snapshot.remaining
-    own: dict[str, int] = {
-        CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
-        RERANK_RESOURCE: deps.policy.reranker.daily_calls,
-    }
-
-    def capped(resource: str) -> int:
-        remaining = left.get(resource, 0)
-        if resource not in limits:
-            return remaining
-        used = limits[resource] - remaining
-        return max(0, min(remaining, own[resource] - used))
-
     return QuotaView(
-        chat_left=capped(CHAT_RESOURCE),
-        rerank_left=capped(RERANK_RESOURCE),
+        chat_left=left.get(CHAT_RESOURCE, 0),
+        rerank_left=left.get(RERANK_RESOURCE, 0),
         available=snapshot.available,
     )
 

@@ -26,10 +26,10 @@ _caps: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar(
 @contextlib.contextmanager
 def spend_caps(caps: Mapping[str, int]) -> Iterator[None]:
     """Cap every spend made inside at ``caps`` (resource -> daily limit), below the ledger's
-    own limits, in the same atomic step: a turn whose policy sets a lower daily limit than the
-    ledger's (a run policy) never passes it, however many of its turns run at once. The graph
-    sets its turn policy's limits around each node; a provider that spends (step-back, the LLM
-    router, the rerank ceiling) needs no argument for it."""
+    own limits, in the same atomic step, and every read of what is left: a turn whose policy
+    sets a lower daily limit than the ledger's (a run policy) never passes it, however many of
+    its turns run at once. The graph sets its turn policy's limits around each node; a provider
+    that spends (step-back, the LLM router, the rerank ceiling) needs no argument for it."""
     token = _caps.set(caps)
     try:
         yield
@@ -250,12 +250,13 @@ class QuotaLedger(ABC):
             logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
 
     def remaining(self, resource: str) -> int:
-        """Units of ``resource`` left in the current window; 0 when the store failed.
+        """Units of ``resource`` left in the current window (under any :func:`spend_caps` in
+        force); 0 when the store failed.
 
         Raises:
             UnknownResourceError: ``resource`` has no limit.
         """
-        limit = self.limit(resource)
+        limit = self._capped(resource)
         try:
             return max(0, limit - self._used(resource, self.window()))
         except StoreUnavailableError as e:
@@ -312,15 +313,21 @@ class QuotaLedger(ABC):
         self.close()
 
     def _check(self, resource: str, n: int) -> int:
-        limit = self.limit(resource)
+        limit = self._capped(resource)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an int >= 1, but got {n!r}")
+        return limit
+
+    def _capped(self, resource: str) -> int:
+        """The limit of ``resource`` that holds here: the ledger's, or a lower
+        :func:`spend_caps` cap in force."""
+        limit = self.limit(resource)
         cap = _caps.get().get(resource)
         return limit if cap is None else min(limit, cap)
 
     def _many(self, resources: Iterable[str] | None) -> tuple[tuple[str, ...], list[int]]:
         names = tuple(self._limits if resources is None else dict.fromkeys(resources))
-        return names, [self.limit(name) for name in names]
+        return names, [self._capped(name) for name in names]
 
     @staticmethod
     def _unread(names: Sequence[str], error: StoreUnavailableError) -> QuotaSnapshot:
