@@ -16,6 +16,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from ragtiller.core.filters import TENANT_KEY
 from ragtiller.errors import InputError
 from ragtiller.policies.run_context import RunContext
 
@@ -61,7 +62,7 @@ def check_resumed_scope(state: Mapping[str, Any], context: RunContext) -> None:
         return
     if "tier" in state:  # a tier branch: its filter holds the tenant's
         task_filter = dict(state.get("filter") or {})
-        tenant = task_filter.pop("tenant", None)
+        tenant = task_filter.pop(TENANT_KEY, None)
         scope = (tenant, state.get("namespaces"), task_filter or None)
     else:
         route = state.get("route")
@@ -99,11 +100,11 @@ def turn_context(state: Mapping[str, Any], current: RunContext) -> RunContext:
     """
     turn = state.get("turn")
     saved = turn.get("overrides") if isinstance(turn, Mapping) else state.get("overrides")
-    if saved is None or current.overrides() == saved:
-        return current
-    if not current.overrides():
-        return RunContext(**saved)
     mine = current.overrides()
+    if saved is None or mine == saved:
+        return current
+    if not mine:
+        return RunContext(**saved)
     fields = sorted(key for key in {*saved, *mine} if saved.get(key) != mine.get(key))
     raise InputError(
         f"this run's context differs from the paused turn's ({', '.join(fields)}); resume with "
