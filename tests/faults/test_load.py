@@ -233,7 +233,9 @@ def test_a_burst_during_a_hang_leaves_threads_for_a_probe_and_the_provider_recov
     episode = run_turns(graph, [f"which port does it use {i}" for i in range(40)])
     outcomes = {stage(out, "embed") for out in episode}
     assert outcomes <= {("error", "timeout"), ("skipped", "overloaded")}, outcomes
-    assert pool.breaker.snapshot().state == "open"
+    # the hung calls opened the breaker; on a slow machine its 0.3 s may already have passed
+    # by now, and it reports half-open: opened either way
+    assert pool.breaker.snapshot().state in ("open", "half-open")
     assert pool.threads < pool.workers + pool.spare  # spare threads are left for the probe
     embedder.hang_first = 0  # healed: every new call answers
     started = time.perf_counter()
