@@ -73,7 +73,6 @@ MOVED_MODULES: dict[str, str] = {
     "ragtiller.index.pinecone_sync": "ragtiller.pinecone.index_sync",
     "ragtiller.index.pinecone_upsert": "ragtiller.pinecone.upsert",
     "ragtiller.index.sparse_bm25": "ragtiller.pinecone.sparse_bm25",
-    "ragtiller.index.combinators": "ragtiller.adapters.combinators",
     "ragtiller.index.backends": "ragtiller.graph.backends",
 }
 """Public modules of 0.1 that moved in 0.2, old path -> new path."""

@@ -35,11 +35,16 @@ def test_the_server_graph_serves_the_policy_backends(tmp_path: Path) -> None:
     graph = studio.build_studio_graph({studio.POLICY_ENV: str(policy_file)})
     out = graph.invoke({"query": "json.dumps"})
     assert out["documents"]  # no Pinecone key: the embedded tiers answer, labelled
-    # A document the parent-child tier represents is a section of the embedded parent table,
-    # a tier with no backend choice; every other one says which backend served it.
+    # each tier with a backend choice says in its stage which backend served it, and why
     served = {
-        d.metadata.get("served_by")
-        for d in out["documents"]
-        if "matched_child_ids" not in d.metadata
+        s["detail"]["tier"]: (s["detail"].get("served_by"), s["detail"].get("fallback_reason"))
+        for s in out["stages"]
+        if s["step"] == "tier_search" and s["status"] == "done"
     }
-    assert served == {"embedded"}
+    assert served == {
+        "dense": ("embedded", "no-credentials"),
+        "lexical": ("embedded", "no-credentials"),
+    }
+    assert "tier_search (dense) served by fallback embedded: no-credentials" in (
+        out["manifest"].degraded
+    )

@@ -44,7 +44,7 @@ LAYERS: dict[str, tuple[int, str]] = {
         "(parent-child window, section BM25, feedback)",
     ),
     "rerankers": (4, "the free floor and the paid ceilings (cross-encoder, Cohere)"),
-    "adapters": (4, "LangChain vector stores and retrievers as tiers, fallback tiers"),
+    "adapters": (4, "LangChain vector stores and retrievers as tiers"),
     "ingest": (
         4,
         "reading sources, sections and passages, incremental builds, syncing other stores",

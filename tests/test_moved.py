@@ -34,7 +34,6 @@ def test_old_from_import_of_a_module_works() -> None:
         ("ingest", "ragtiller.ingest"),
         ("HashingEmbedder", "ragtiller.models"),
         ("PineconeTier", "ragtiller.pinecone"),
-        ("FallbackTier", "ragtiller.adapters"),
         ("RetryPolicy", "ragtiller.core"),
         ("tiers_for_policy", "ragtiller.graph"),
     ],

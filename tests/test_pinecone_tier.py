@@ -1,5 +1,6 @@
-"""PineconeTier, upsert_chunks, pinecone_tier_from_env and FallbackTier, through the real
-pinecone SDK and langchain-pinecone against the loopback data-plane emulator."""
+"""PineconeTier, upsert_chunks, pinecone_tier_from_env and the tier-search node's fallback
+step, through the real pinecone SDK and langchain-pinecone against the loopback data-plane
+emulator."""
 
 from __future__ import annotations
 
@@ -17,16 +18,17 @@ from pinecone import Pinecone
 from urllib3.exceptions import MaxRetryError
 
 from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError, IngestError, TierUnavailable
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
+from ragtiller.nodes.components import Fallback
+from ragtiller.nodes.tier_search import served
 from ragtiller.pinecone import (
-    FallbackTier,
     PineconeTier,
     PineconeTierError,
     PineconeTimeoutError,
-    UnavailableTier,
     pinecone_tier_from_env,
     upsert_chunks,
 )
@@ -436,7 +438,7 @@ def test_upsert_through_a_tier(store: PineconeVectorStore, embedded: EmbeddedInd
 
 async def test_no_api_key_gives_a_tier_skipped_for_no_credentials() -> None:
     tier = pinecone_tier_from_env(EMBEDDER, env={"PINECONE_HOST": "http://127.0.0.1:9"})
-    assert isinstance(tier, UnavailableTier) and tier.name == "dense"
+    assert isinstance(tier, PineconeTier) and (tier.name, tier.needs_vector) == ("dense", True)
     with pytest.raises(TierUnavailable, match="set PINECONE_API_KEY") as info:
         tier.search(SearchRequest(query="q", vector=[1.0] * DIM, k=1))
     assert info.value.reason == "no-credentials"
@@ -467,40 +469,49 @@ def test_env_with_index_name_only_defers_the_host_lookup(emulator: PineconeEmula
     assert emulator.requests == []  # the control-plane lookup waits for the first search
 
 
-# --- FallbackTier -------------------------------------------------------------------------
+# --- the tier-search node's fallback step ------------------------------------------------
 
 
-def test_fallback_serves_when_the_primary_has_no_credentials(embedded: EmbeddedIndex) -> None:
-    primary = pinecone_tier_from_env(EMBEDDER, env={})
-    tier = FallbackTier(
-        primary, dense(embedded), primary_label="pinecone", fallback_label="embedded"
+def task(text: str, k: int = 3) -> TierTask:
+    return TierTask(
+        tier="dense",
+        query=text,
+        vector=EMBEDDER.embed_query(text),
+        k=k,
+        namespaces=["default"],
+        filter=None,
+        deadline_s=5.0,
+        turn_bound=False,
     )
-    hits = search(tier, "cancel a running task", k=3, namespaces=["default"])
+
+
+async def test_fallback_serves_when_the_primary_has_no_credentials(
+    embedded: EmbeddedIndex,
+) -> None:
+    primary = pinecone_tier_from_env(EMBEDDER, env={})
+    backup = Fallback(dense(embedded), primary="pinecone", label="embedded")
+    hits, by = await served(primary, backup, task("cancel a running task"))
     expected = search(dense(embedded), "cancel a running task", k=3, namespaces=["default"])
     assert [h["id"] for h in hits] == [h["id"] for h in expected]
-    assert all(h["metadata"]["served_by"] == "embedded" for h in hits)
-    assert all(h["metadata"]["fallback_reason"] == "no-credentials" for h in hits)
-    assert tier.name == "dense" and tier.needs_vector
+    assert by.detail() == {"served_by": "embedded", "fallback_reason": "no-credentials"}
+    assert by.labels("dense") == ["tier_search (dense) served by fallback embedded: no-credentials"]
+    assert not any("served_by" in h["metadata"] for h in hits)  # the node says it, not the hits
 
 
-async def test_fallback_marks_the_primarys_hits_too(
+async def test_the_primary_serving_is_said_without_a_label(
     loaded: PineconeVectorStore, embedded: EmbeddedIndex
 ) -> None:
-    tier = FallbackTier(PineconeTier(loaded), dense(embedded), primary_label="pinecone")
-    hits = await tier.asearch(
-        SearchRequest(query="", vector=EMBEDDER.embed_query("task"), k=2, namespaces=["default"])
-    )
-    assert [h["metadata"]["served_by"] for h in hits] == ["pinecone", "pinecone"]
-    assert "fallback_reason" not in hits[0]["metadata"]
+    backup = Fallback(dense(embedded), primary="pinecone", label="embedded")
+    hits, by = await served(PineconeTier(loaded), backup, task("task", k=2))
+    assert len(hits) == 2 and by.detail() == {"served_by": "pinecone"}
+    assert by.labels("dense") == []
 
 
-async def test_an_outage_raises_unless_listed_in_fallback_on() -> None:
+async def test_an_outage_raises_unless_listed_in_the_fallbacks_errors() -> None:
     outage = RaisingTier("dense", [])
     backup = StaticTier("dense", [hit("dense", "c1", 0.5)])
     with pytest.raises(ConnectionError, match="dense is down"):
-        await FallbackTier(outage, backup).asearch(SearchRequest(query="q", vector=[1.0], k=1))
-    tier = FallbackTier(outage, backup, name="dense_or_backup", fallback_on=(ConnectionError,))
-    hits = await tier.asearch(SearchRequest(query="q", vector=[1.0], k=1))
-    assert hits[0]["metadata"] == {"served_by": "fallback", "fallback_reason": "ConnectionError"}
-    assert tier.name == "dense_or_backup"
-    assert tier.search(SearchRequest(query="q", vector=[1.0], k=1)) == hits
+        await served(outage, Fallback(backup), task("q", k=1))
+    hits, by = await served(outage, Fallback(backup, on=(ConnectionError,)), task("q", k=1))
+    assert [h["id"] for h in hits] == ["c1"]
+    assert by.detail() == {"served_by": "fallback", "fallback_reason": "ConnectionError"}

@@ -20,7 +20,6 @@ from langchain_core.vectorstores import VectorStore
 
 from ragtiller.adapters._hits import ScoreKind, ScoreSemantics
 from ragtiller.adapters._scope import Pushdown
-from ragtiller.adapters.combinators import FallbackTier, UnavailableTier
 from ragtiller.adapters.retriever import RetrieverTier
 from ragtiller.adapters.vector_store import VectorStoreTier
 from ragtiller.core.tiers import Tier
@@ -55,13 +54,11 @@ def as_tier(value: TierLike | Any, position: int = 0) -> Tier:
 
 
 __all__ = (
-    "FallbackTier",
     "Pushdown",
     "RetrieverTier",
     "ScoreKind",
     "ScoreSemantics",
     "TierLike",
-    "UnavailableTier",
     "VectorStoreTier",
     "as_tier",
 )

@@ -234,6 +234,8 @@ def build_components(
         reranker = reranker_from_policy(
             resolved.reranker, ledger=quota, cache=cache, tier_weights=weights
         )
+    from ragtiller.graph.backends import fallbacks_for_policy
+
     return Components(
         policy=resolved,
         embedder=emb,
@@ -246,6 +248,7 @@ def build_components(
         llm_router=llm_router,
         variant=variant,
         require_tenant=_tenant_required(require_tenant, index),
+        fallbacks=fallbacks_for_policy(resolved, index, base_tiers),
     )
 
 

@@ -42,8 +42,6 @@ __getattr__ = _moved.moved_names(
     {
         "RetryPolicy": "ragtiller.core",
         "tiers_for_policy": "ragtiller.graph",
-        "FallbackTier": "ragtiller.adapters",
-        "UnavailableTier": "ragtiller.adapters",
         **dict.fromkeys(
             [
                 "EmbeddingStats",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from ragtiller.core.tiers import Tier, TierRole, tier_role
+from ragtiller.errors import TierUnavailable
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.rerankers.base import Reranker
@@ -38,6 +39,25 @@ def fixed_overview(text: str, namespaces: Sequence[str] | None = None) -> Overvi
 
 
 @dataclass(frozen=True)
+class Fallback:
+    """What answers for a tier that cannot: the tier-search node searches ``tier`` when the
+    tier raised one of ``on``, and labels the stage with what served and why.
+
+    Attributes:
+        tier: The tier that answers instead (the embedded tier behind a Pinecone one).
+        on: The errors that send the search to ``tier``; by default only a known absence
+            (:class:`~ragtiller.errors.TierUnavailable`, e.g. ``no-credentials``).
+        primary: The stage detail's ``served_by`` when the tier itself answered.
+        label: The ``served_by`` when ``tier`` answered.
+    """
+
+    tier: Tier
+    on: tuple[type[Exception], ...] = (TierUnavailable,)
+    primary: str = "primary"
+    label: str = "fallback"
+
+
+@dataclass(frozen=True)
 class Components:
     """Everything the nodes use. Built by :func:`ragtiller.build_graph`; immutable per graph.
 
@@ -58,6 +78,7 @@ class Components:
             parent-child window (a run context's policy); None: they cannot be rebuilt, and
             stay these.
         require_tenant: Refuse a turn that names no tenant (an index of several tenants).
+        fallbacks: By tier name, what answers when that tier cannot (:class:`Fallback`).
     """
 
     policy: RetrievalPolicy
@@ -71,6 +92,7 @@ class Components:
     llm_router: Callable[..., Any] | None = None
     variant: Callable[[RetrievalPolicy], tuple[dict[str, Tier], Reranker]] | None = None
     require_tenant: bool = False
+    fallbacks: Mapping[str, Fallback] = field(default_factory=dict)
 
     @property
     def has_ceiling(self) -> bool:

@@ -6,11 +6,16 @@ CPU work that cannot hang, run inline when small and off the loop when large) an
 store with its own async client. Any other tier's blocking ``search`` runs on that tier's own
 bulkhead thread. Hits are checked before they enter the
 state: a tier that answers nonsense is that tier's error, never a crash in fusion.
+
+A tier with a :class:`~ragtiller.nodes.components.Fallback` (Pinecone, with the embedded tier
+behind it) is one explicit step more: when the tier raises one of the fallback's errors, the
+fallback is searched in the time left, and the node labels its own stage record with what
+served and why. Labels come only from what the node saw, never from a hit's metadata.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.core.filters import scope_predicate
@@ -18,7 +23,7 @@ from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import TierUnavailable
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
-from ragtiller.nodes.components import Components, NodeFn
+from ragtiller.nodes.components import Components, Fallback, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, Deadline
 from ragtiller.nodes.stage import Stage
 
@@ -43,17 +48,39 @@ async def search(tier: Tier, task: TierTask) -> Any:
     return await pool.call(tier.search, request, timeout_s=task["deadline_s"])
 
 
-def fallback_labels(name: str, hits: list[Hit]) -> list[str]:
-    """A label when a fallback tier served this tier's hits (e.g. Pinecone -> embedded)."""
-    served = {h["metadata"].get("served_by") for h in hits if "fallback_reason" in h["metadata"]}
-    if not served:
-        return []
-    reason = next(
-        h["metadata"]["fallback_reason"] for h in hits if "fallback_reason" in h["metadata"]
-    )
-    return [
-        f"tier_search ({name}) served by fallback {', '.join(sorted(map(str, served)))}: {reason}"
-    ]
+class Served(NamedTuple):
+    """Which backend answered a tier's search (None: the tier has no fallback), and why the
+    fallback did (None: the tier itself answered)."""
+
+    by: str | None = None
+    reason: str | None = None
+
+    def detail(self) -> dict[str, str]:
+        """The stage detail: ``served_by`` and ``fallback_reason``, when known."""
+        pairs = (("served_by", self.by), ("fallback_reason", self.reason))
+        return {key: value for key, value in pairs if value is not None}
+
+    def labels(self, name: str) -> list[str]:
+        """A label when the fallback served the tier (e.g. Pinecone -> embedded)."""
+        if self.reason is None:
+            return []
+        return [f"tier_search ({name}) served by fallback {self.by}: {self.reason}"]
+
+
+async def served(tier: Tier, fallback: Fallback | None, task: TierTask) -> tuple[Any, Served]:
+    """The raw answer to ``task``: ``tier``'s, or, when it raised one of the fallback's errors,
+    the fallback's within what is left of the task's deadline; and what served it and why."""
+    if fallback is None:
+        return await search(tier, task), Served()
+    return await within(_with_fallback(tier, fallback, task), task["deadline_s"])
+
+
+async def _with_fallback(tier: Tier, fallback: Fallback, task: TierTask) -> tuple[Any, Served]:
+    try:
+        return await search(tier, task), Served(fallback.primary)
+    except fallback.on as e:
+        reason = e.reason if isinstance(e, TierUnavailable) else type(e).__name__
+        return await search(fallback.tier, task), Served(fallback.label, reason)
 
 
 LIFTED = frozenset({"doc_id", "source", "parent_id"})
@@ -93,7 +120,8 @@ def make_tier_search(deps: Components) -> NodeFn:
         name = task["tier"]
         stage = Stage("tier_search", tier=name)
         try:
-            hits = check_hits(await search(deps.tiers[name], task), task["k"])
+            answer, by = await served(deps.tiers[name], deps.fallbacks.get(name), task)
+            hits = check_hits(answer, task["k"])
         except TierUnavailable as e:
             return {"tier_hits": {name: []}, "stages": [stage.skip(e.reason, tier=name)]}
         except DeadlineExceeded:
@@ -113,10 +141,8 @@ def make_tier_search(deps: Components) -> NodeFn:
             }
         hits, foreign = in_scope(hits, task)
         top = hits[0]["score"] if hits else None
-        labels = fallback_labels(name, hits) + out_of_scope_labels(name, foreign)
-        return {
-            "tier_hits": {name: hits},
-            "stages": [stage.done(labels=labels, tier=name, hits=len(hits), top_score=top)],
-        }
+        labels = by.labels(name) + out_of_scope_labels(name, foreign)
+        record = stage.done(labels=labels, tier=name, hits=len(hits), top_score=top, **by.detail())
+        return {"tier_hits": {name: hits}, "stages": [record]}
 
     return tier_search

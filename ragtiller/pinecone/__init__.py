@@ -6,7 +6,6 @@ vectors (``lexical``, ``sparse_bm25``), calls and errors (``calls``), the env fa
 and keeping Pinecone in step with an embedded index (``index_sync``). See ``docs/pinecone.md``.
 """
 
-from ragtiller.adapters.combinators import FallbackTier, UnavailableTier
 from ragtiller.pinecone.calls import PineconeTierError, PineconeTimeoutError
 from ragtiller.pinecone.dense import PineconeTier
 from ragtiller.pinecone.env import (
@@ -21,13 +20,11 @@ from ragtiller.pinecone.upsert import upsert_chunks, upsert_lexical
 __all__ = (
     "BM25SparseEncoder",
     "BM25Stats",
-    "FallbackTier",
     "PineconeIndexSettings",
     "PineconeLexicalTier",
     "PineconeTier",
     "PineconeTierError",
     "PineconeTimeoutError",
-    "UnavailableTier",
     "pinecone_lexical_tier_from_env",
     "pinecone_tier_from_env",
     "upsert_chunks",

@@ -87,9 +87,13 @@ class PineconeTier(NamespacedSearch):
             self._make_store = store
         self._lock = threading.Lock()
 
-    @property
-    def store(self) -> PineconeVectorStore:
-        """The vector store, made on first use when the tier was given a function."""
+    def vector_store(self) -> PineconeVectorStore:
+        """The vector store, made on first use when the tier was given a function (a method, not
+        an attribute, so that reading the tier's attributes never connects).
+
+        Raises:
+            TierUnavailable: The function says the tier cannot run (``no-credentials``).
+        """
         with self._lock:
             if self._store is None:
                 assert self._make_store is not None
@@ -106,7 +110,7 @@ class PineconeTier(NamespacedSearch):
         filter = request.filter
 
         def query(namespace: str) -> list[tuple[Document, float]]:
-            return self.store.similarity_search_by_vector_with_score(
+            return self.vector_store().similarity_search_by_vector_with_score(
                 vector, k=k, namespace=namespace, filter=to_where(filter)
             )
 
@@ -132,7 +136,7 @@ class PineconeTier(NamespacedSearch):
             kept: dict[str, list[float]] = {}
             for first in range(0, len(wanted), FETCH_BATCH):
                 batch = wanted[first : first + FETCH_BATCH]
-                response = self.store.index.fetch(ids=batch, namespace=namespace)
+                response = self.vector_store().index.fetch(ids=batch, namespace=namespace)
                 for cid, record in response.vectors.items():
                     if passes(record.metadata or {}):
                         kept[cid] = list(record.values)
@@ -148,7 +152,7 @@ class PineconeTier(NamespacedSearch):
         return VectorTable.of(vectors)
 
     def _list_namespaces(self) -> list[str]:
-        stats = self.store.index.describe_index_stats()
+        stats = self.vector_store().index.describe_index_stats()
         return searchable({name: s.vector_count for name, s in stats.namespaces.items()})
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from ragtiller.adapters.combinators import UnavailableTier
-from ragtiller.errors import ConfigurationError
+from ragtiller.errors import ConfigurationError, TierUnavailable
 from ragtiller.pinecone.calls import require_langchain_pinecone
 from ragtiller.pinecone.dense import PineconeTier
 from ragtiller.pinecone.lexical import PineconeLexicalTier
@@ -84,7 +83,7 @@ def pinecone_tier_from_env(
     *,
     name: str = "dense",
     timeout_s: float = 5.0,
-) -> PineconeTier | UnavailableTier:
+) -> PineconeTier:
     """A Pinecone dense tier configured from ``PINECONE_API_KEY`` and ``PINECONE_HOST`` or ``PINECONE_INDEX``.
 
     ``PINECONE_HOST`` (the index's data-plane host, shown by ``describe_index``) is preferred:
@@ -98,22 +97,28 @@ def pinecone_tier_from_env(
         timeout_s: Deadline for one search, in seconds.
 
     Returns:
-        A :class:`PineconeTier`; without ``PINECONE_API_KEY``, an :class:`UnavailableTier`
-        whose searches raise ``TierUnavailable("no-credentials")``.
+        A :class:`PineconeTier`; without ``PINECONE_API_KEY``, one whose searches raise
+        ``TierUnavailable("no-credentials")`` (the graph reports it skipped, or its fallback
+        answers).
 
     Raises:
         ConfigurationError: The key is set but neither ``PINECONE_HOST`` nor ``PINECONE_INDEX``.
         ImportError: langchain-pinecone is not installed (the message says how to install it).
 
     Example:
+        >>> from ragtiller.core.tiers import SearchRequest
         >>> from ragtiller.models import HashingEmbedder
         >>> tier = pinecone_tier_from_env(HashingEmbedder(dim=8), env={})
-        >>> (tier.name, tier.reason)
-        ('dense', 'no-credentials')
+        >>> tier.search(SearchRequest(query="q", vector=[1.0] * 8, k=1, namespaces=["default"]))
+        Traceback (most recent call last):
+        ...
+        ragtiller.errors.TierUnavailable: Pinecone tier 'dense': set PINECONE_API_KEY ...
     """
     settings = PineconeIndexSettings.from_env(env, host_env=HOST_ENV, index_env=INDEX_ENV)
     if settings is None:
-        return _no_credentials(name, HOST_ENV, INDEX_ENV, needs_vector=True)
+        return PineconeTier(
+            _no_credentials(name, HOST_ENV, INDEX_ENV), name=name, timeout_s=timeout_s
+        )
     require_langchain_pinecone()
 
     def make_store() -> PineconeVectorStore:
@@ -129,7 +134,7 @@ def pinecone_lexical_tier_from_env(
     *,
     name: str = "lexical",
     timeout_s: float = 5.0,
-) -> PineconeLexicalTier | UnavailableTier:
+) -> PineconeLexicalTier:
     """A Pinecone lexical tier (BM25 sparse vectors) from ``PINECONE_API_KEY`` and ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX``.
 
     The sparse index is a second Pinecone index (``vector_type="sparse"``, metric
@@ -141,38 +146,43 @@ def pinecone_lexical_tier_from_env(
         timeout_s: Deadline for one search, in seconds.
 
     Returns:
-        A :class:`PineconeLexicalTier`; without ``PINECONE_API_KEY``, an
-        :class:`UnavailableTier` whose searches raise ``TierUnavailable("no-credentials")``.
+        A :class:`PineconeLexicalTier`; without ``PINECONE_API_KEY``, one whose searches raise
+        ``TierUnavailable("no-credentials")``.
 
     Raises:
         ConfigurationError: The key is set but neither sparse host nor sparse index name.
         ImportError: langchain-pinecone (and the pinecone SDK) is not installed.
 
     Example:
+        >>> from ragtiller.core.tiers import SearchRequest
         >>> tier = pinecone_lexical_tier_from_env(env={})
-        >>> (tier.name, tier.reason, tier.needs_vector)
-        ('lexical', 'no-credentials', False)
+        >>> tier.search(SearchRequest(query="q", vector=None, k=1, namespaces=["default"]))
+        Traceback (most recent call last):
+        ...
+        ragtiller.errors.TierUnavailable: Pinecone tier 'lexical': set PINECONE_API_KEY ...
     """
     settings = PineconeIndexSettings.from_env(
         env, host_env=SPARSE_HOST_ENV, index_env=SPARSE_INDEX_ENV
     )
     if settings is None:
-        return _no_credentials(name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV, needs_vector=False)
+        connect = _no_credentials(name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV)
+        return PineconeLexicalTier(connect, name=name, timeout_s=timeout_s)
     require_langchain_pinecone()
     return PineconeLexicalTier(settings.connect, name=name, timeout_s=timeout_s)
 
 
-def _no_credentials(
-    name: str, host_env: str, index_env: str, *, needs_vector: bool
-) -> UnavailableTier:
+def _no_credentials(name: str, host_env: str, index_env: str) -> Callable[[], NoReturn]:
+    """A connect function for a tier without a key: it raises ``TierUnavailable``."""
     logger.info("tier %r: %s is not set; the Pinecone tier is skipped", name, API_KEY_ENV)
-    return UnavailableTier(
-        name,
-        "no-credentials",
+    message = (
         f"Pinecone tier {name!r}: set {API_KEY_ENV} (and {host_env} or {index_env}) to search "
-        "Pinecone",
-        needs_vector=needs_vector,
+        "Pinecone"
     )
+
+    def connect() -> NoReturn:
+        raise TierUnavailable("no-credentials", message)
+
+    return connect
 
 
 __all__ = (

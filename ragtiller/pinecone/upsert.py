@@ -17,9 +17,8 @@ import numpy.typing as npt
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from ragtiller.adapters.combinators import UnavailableTier
 from ragtiller.core.retry import RetryPolicy
-from ragtiller.errors import ConfigurationError, IngestError
+from ragtiller.errors import ConfigurationError, IngestError, TierUnavailable
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig, indexed_text
@@ -47,7 +46,7 @@ Chunks = Sequence[Document] | NumpyVectorStore | EmbeddedIndex
 
 
 def upsert_chunks(
-    target: PineconeVectorStore | PineconeTier | UnavailableTier,
+    target: PineconeVectorStore | PineconeTier,
     chunks: Chunks,
     vectors: npt.ArrayLike | None = None,
     *,
@@ -84,15 +83,16 @@ def upsert_chunks(
         The number of vectors upserted per namespace.
 
     Raises:
-        ConfigurationError: ``target`` is an :class:`UnavailableTier` (no credentials).
+        ConfigurationError: ``target`` is a tier without credentials.
         ValueError: ``batch_size`` out of range, vectors given with a store, or counts differ.
         IngestError: A chunk's metadata cannot be stored in Pinecone, or a batch failed (the
             batches before it were upserted; ids are stable, so running again is safe).
     """
     _check_batch_size(batch_size)
-    if isinstance(target, UnavailableTier):
-        raise ConfigurationError(f"cannot upsert to Pinecone: {target.message}")
-    store = target.store if isinstance(target, PineconeTier) else target
+    try:
+        store = target.vector_store() if isinstance(target, PineconeTier) else target
+    except TierUnavailable as e:
+        raise ConfigurationError(f"cannot upsert to Pinecone: {e}") from e
     documents, matrix = _documents_and_vectors(store, chunks, vectors, embedder)
     records = [(doc, {"values": matrix[row].tolist()}) for row, doc in enumerate(documents)]
     return _upsert_records(store.index, records, namespace, batch_size, retry, sleep)
@@ -138,15 +138,16 @@ def upsert_lexical(
         The number of sparse vectors upserted per namespace.
 
     Raises:
-        ConfigurationError: ``target`` is an :class:`UnavailableTier`, or the BM25 method has
+        ConfigurationError: ``target`` is a tier without credentials, or the BM25 method has
             no sparse form (bm25l, bm25+).
         ValueError: ``batch_size`` out of range.
         IngestError: As in :func:`upsert_chunks`, or the statistics could not be written.
     """
     _check_batch_size(batch_size)
-    if isinstance(target, UnavailableTier):
-        raise ConfigurationError(f"cannot upsert to Pinecone: {target.message}")
-    index = target.index if isinstance(target, PineconeLexicalTier) else target
+    try:
+        index = target.index if isinstance(target, PineconeLexicalTier) else target
+    except TierUnavailable as e:
+        raise ConfigurationError(f"cannot upsert to Pinecone: {e}") from e
     if isinstance(chunks, EmbeddedIndex):
         config = config or chunks.manifest.lexical
         table = chunks.store.records

@@ -253,8 +253,10 @@ it meets. Four mechanisms:
   turn.
 
 Every fallback is visible in three places: the stage record (`manifest.stages`), the labels
-(`manifest.degraded`) and the context's `<degraded>` block. A tier served by a fallback tier
-(Pinecone → embedded) says so in its label. Provider error text is redacted
+(`manifest.degraded`) and the context's `<degraded>` block. A tier whose backend's fallback
+answered (Pinecone → embedded: a step of the tier-search node) says so in its stage record
+(`served_by`, `fallback_reason`) and its label; the node writes them from what it saw, never
+from a document's metadata. Provider error text is redacted
 (`ragtiller/core/redact.py`) before it is stored: no API key, bearer token or `key=...` survives.
 
 ## Load, recovery and hostile stores
