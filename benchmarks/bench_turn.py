@@ -3,15 +3,17 @@
 Run on demand (not in CI):
 
     python benchmarks/bench_turn.py [--sizes 10000 100000] [--rounds 4] [--turns 20]
-                                    [--baseline effef0b]
+                                    [--baseline 7508b12] [--top-k 100]
 
 The index is synthetic but real: ``rows`` child chunks in namespace ``default`` (random unit
 vectors, 384-d; Zipf text over a vocabulary that holds the query's words), a parent section per
 four children, and a bm25s lexical index, searched through ``DenseTier``, ``ParentChildTier`` and
 ``LexicalTier``. It is built once and cached under ``$TMPDIR/ragtiller-bench-turn/``. The
 embedder is LangChain's ``DeterministicFakeEmbedding`` (384-d), the policy the shipped default
-of each tree, and the query a broad one, so the turn routes to ``synthesis`` and searches all
-three tiers (step-back is skipped: no chat model).
+of each tree, and the query a broad one, so the turn routes to ``synthesis`` and searches the
+tiers the default weighs (step-back is skipped: no chat model). ``--top-k N`` runs the turn
+``ragtiller eval --top-k N`` runs instead: each tree's default through its own ``with_depth``
+(every route returns N results, one passage per document, no context budget).
 
 The baseline commit is extracted with ``git archive`` into ``$TMPDIR`` (nothing in the repository
 changes). Each round runs one worker subprocess per tree, alternating which goes first, with
@@ -51,8 +53,6 @@ from typing import Any
 import numpy as np
 from baseline import baseline_tree
 
-from ragtiller.core.tiers import SearchRequest
-
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "ragtiller-bench-turn"
 DIM = 384
@@ -68,6 +68,23 @@ def next_query() -> str:
 
 
 WORDS = ["asyncio", "task", "tasks", "event", "loop", "started", "coroutine", "await", "future"]
+
+
+def moved(name: str, *modules: str) -> Any:
+    """``name`` from the first of ``modules`` that the tree on ``sys.path`` has: the 0.2
+    layout (after 7508b12) moved some of the pieces a worker reads."""
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"{name} is in none of {modules}")
+
+
+def search_request(**fields: Any) -> Any:
+    return moved("SearchRequest", "ragtiller.core.tiers", "ragtiller.types")(**fields)
 
 
 # --- the corpus (built by the driver with the current tree, read by both trees) -------------
@@ -123,9 +140,9 @@ def load_tiers(path: Path) -> list[Any]:
     """The three real tiers over a cached corpus, through the tree on ``sys.path``."""
     from ragtiller.index import DenseTier, LexicalTier, NumpyVectorStore, ParentChildTier
     from ragtiller.index.lexical import DEFAULT_LEXICAL
-    from ragtiller.index.records import RecordTable
-    from ragtiller.models import HashingEmbedder
 
+    RecordTable = moved("RecordTable", "ragtiller.index.records", "ragtiller.index._records")
+    HashingEmbedder = moved("HashingEmbedder", "ragtiller.models", "ragtiller.index")
     store = NumpyVectorStore.load(path / "dense", HashingEmbedder(DIM), mmap=False)
     parents = RecordTable.load(path / "parents.jsonl")
     lexical = LexicalTier.load(path / "lexical", store.records, DEFAULT_LEXICAL)
@@ -138,7 +155,7 @@ def load_tiers(path: Path) -> list[Any]:
 class Tree:
     """The graph pieces of whichever tree is on ``sys.path`` (v2 moved some of them)."""
 
-    def __init__(self, tiers: list[Any]) -> None:
+    def __init__(self, tiers: list[Any], top_k: int | None) -> None:
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
         from ragtiller.graph import edges
@@ -148,17 +165,27 @@ class Tree:
         from ragtiller.nodes.fuse import make_fuse
         from ragtiller.nodes.gate import make_gate
         from ragtiller.nodes.rerank import make_rerank
-        from ragtiller.nodes.state import stage_log, tier_results
         from ragtiller.nodes.step_back import make_step_back
         from ragtiller.nodes.tier_search import make_tier_search
 
         self.embedder = DeterministicFakeEmbedding(size=DIM)
         self.tiers = tiers
-        deps = build_components(None, tiers=tiers, embedder=self.embedder)  # in-process stores
+        policy = None  # the tree's shipped default
+        if top_k:
+            from ragtiller.eval.variants import with_depth
+            from ragtiller.policies import load_policy
+
+            policy = with_depth(load_policy(), top_k)
+        # in-process stores
+        deps = build_components(policy, tiers=tiers, embedder=self.embedder)
         self.deps = deps
         self.graph = compile_graph(deps)
         self.edges = edges
-        self.reducers = {"stages": stage_log, "tier_hits": tier_results}
+        states = ("ragtiller.nodes.state", "ragtiller.graph.state")
+        self.reducers = {
+            "stages": moved("stage_log", *states),
+            "tier_hits": moved("tier_results", *states),
+        }
         self.nodes = {
             "gate": make_gate(deps),
             "step_back": make_step_back(deps),
@@ -219,7 +246,7 @@ class Tree:
         embedded = time.perf_counter()
         for tier in self.tiers:
             tier.search(
-                SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces, filter=None)
+                search_request(query=query, vector=vector, k=k, namespaces=namespaces, filter=None)
             )
         return (embedded - started) * 1000, (time.perf_counter() - embedded) * 1000
 
@@ -244,7 +271,7 @@ class Tree:
             embedded = time.perf_counter()
             for tier in self.tiers:
                 await tier.asearch(
-                    SearchRequest(query=query, vector=vector, k=k, namespaces=namespaces)
+                    search_request(query=query, vector=vector, k=k, namespaces=namespaces)
                 )
             out["old-style embed"] = (embedded - started) * 1000
             out["old-style tiers"] = (time.perf_counter() - embedded) * 1000
@@ -301,11 +328,11 @@ def bare_line() -> Any:
     return builder.compile()
 
 
-def worker(rows: int, turns: int) -> None:
+def worker(rows: int, turns: int, top_k: int | None) -> None:
     """Time every path ``turns`` times (after a warm-up) and print the samples as JSON."""
     import ragtiller
 
-    tree = Tree(load_tiers(corpus_dir(rows)))
+    tree = Tree(load_tiers(corpus_dir(rows)), top_k)
     graph, floor = tree.graph, bare_line()
 
     def inp() -> dict[str, Any]:
@@ -380,17 +407,19 @@ def worker(rows: int, turns: int) -> None:
 # --- the driver -------------------------------------------------------------------------------
 
 
-def run_worker(tree: Path, rows: int, turns: int) -> dict[str, list[float]]:
+def run_worker(tree: Path, rows: int, turns: int, top_k: int | None) -> dict[str, list[float]]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
     env.pop("REDIS_URL", None)
+    depth = ["--top-k", str(top_k)] if top_k else []
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", str(rows), "--turns", str(turns)],
+        [sys.executable, __file__, "--worker", str(rows), "--turns", str(turns), *depth],
         env=env,
         cwd=tree,
-        check=True,
         capture_output=True,
         text=True,
     )
+    if out.returncode:
+        raise RuntimeError(f"worker in {tree} failed:\n{out.stderr}")
     payload = json.loads(out.stdout.strip().splitlines()[-1])
     if Path(payload["tree"]).resolve() != tree.resolve():
         raise RuntimeError(f"worker imported ragtiller from {payload['tree']}, not {tree}")
@@ -487,17 +516,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--turns", type=int, default=20, help="timed turns per path per round")
-    parser.add_argument("--baseline", default="effef0b", help="commit to compare with")
+    parser.add_argument("--baseline", default="7508b12", help="commit to compare with")
+    parser.add_argument(
+        "--top-k", type=int, help="the turn `ragtiller eval --top-k N` runs (default: a user's)"
+    )
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.turns)
+        worker(args.worker, args.turns, args.top_k)
         return
     sys.path.insert(0, str(ROOT))
     old_tree = baseline_tree(args.baseline, CACHE)
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f} at start; baseline {args.baseline} ({old_tree}), new {ROOT}"
+        f"{os.getloadavg()[0]:.1f} at start; baseline {args.baseline} ({old_tree}), new {ROOT}; "
+        f"turn: {f'eval --top-k {args.top_k}' if args.top_k else 'the default policy'}"
     )
     for rows in args.sizes:
         build_corpus(rows)
@@ -505,7 +538,7 @@ def main() -> None:
         for r in range(args.rounds):
             sides = [("old", old_tree), ("new", ROOT)]
             for side, tree in sides if r % 2 == 0 else sides[::-1]:
-                for key, values in run_worker(tree, rows, args.turns).items():
+                for key, values in run_worker(tree, rows, args.turns, args.top_k).items():
                     pooled[side].setdefault(key, []).extend(values)
         table(rows, pooled["old"], pooled["new"], args.baseline)
         guard_table(pooled["new"])

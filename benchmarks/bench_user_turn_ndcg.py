@@ -7,8 +7,7 @@ Run on demand (not in CI):
 
 ``ragtiller eval`` ranks documents at depth with one passage per document
 (``ragtiller.eval.variants.with_depth``), so a policy field that only matters when a document
-brings several passages (``budgets.candidate_pool``, ``passages_per_document``) cannot move its
-figures. Here every judged query goes through ``graph.invoke({"query": q}, context={"top_k":
+brings several passages (``budgets.passages_per_document``) cannot move its figures. Here every judged query goes through ``graph.invoke({"query": q}, context={"top_k":
 K})`` with the policy as shipped (passages per document, context budget), and NDCG@10 is
 computed over the returned documents in order of first appearance. One line per policy.
 """
