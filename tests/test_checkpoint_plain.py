@@ -48,7 +48,7 @@ def test_a_default_checkpointer_restores_every_turn_without_a_warning(mode: str)
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(
-    "build", [{}, {"checkpoint_hits": True}, {"interrupt_before": ["fuse", "assemble"]}]
+    "build", [{}, {"interrupt_before": ["fuse", "assemble"]}]
 )
 def test_a_serializer_that_knows_only_langgraphs_safe_types_restores_every_turn(
     mode: str, build: dict[str, Any]

@@ -284,7 +284,7 @@ RESUME_REFUSED = "this run's tenant, namespace or filter differs from the paused
 
 @pytest.mark.parametrize("node", ["embed", "tier_search", "fuse", "assemble"])
 def test_a_paused_acme_turn_resumed_as_globex_is_refused(index: EmbeddedIndex, node: str) -> None:
-    g = build_graph(index=index, checkpointer=InMemorySaver(), checkpoint_hits=True)
+    g = build_graph(index=index, checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": f"paused-{node}"}}
     g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"}, interrupt_before=[node])
     assert g.get_state(config).next
