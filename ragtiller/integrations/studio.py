@@ -24,7 +24,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.errors import ConfigurationError, InputError, RagtillerError
-from ragtiller.graph import RetrievalGraph, tiers_for_policy
+from ragtiller.graph import tiers_for_policy
 from ragtiller.graph.builder import build_graph, default_stores
 from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.ingest import build_index, stdlib_documents
@@ -57,7 +57,7 @@ NO_LLM_POLICY = "no-llm"
 
 _lock = threading.Lock()
 _index: EmbeddedIndex | None = None
-_graphs: dict[str, RetrievalGraph] = {}
+_graphs: dict[str, CompiledStateGraph] = {}  # type: ignore[type-arg]
 _stores: dict[str, tuple[QuotaLedger, Cache]] = {}  # per policy; kept when the index changes
 
 
@@ -103,7 +103,7 @@ def build_studio_graph(
     index: EmbeddedIndex | None = None,
     quota: QuotaLedger | None = None,
     cache: Cache | None = None,
-) -> RetrievalGraph:
+) -> CompiledStateGraph:  # type: ignore[type-arg]
     """Build a Studio graph from the environment. Blocking; the factories cache it.
 
     Args:
@@ -116,8 +116,9 @@ def build_studio_graph(
         cache: The cache; default: as ``quota``.
 
     Returns:
-        The graph, without a checkpointer (the server brings its own); the factories serve
-        its compiled graph (``.graph``).
+        The compiled graph the server runs (``build_graph(...).graph``: LangGraph's own, whose
+        input step checks the input as in-process runs do), without a checkpointer (the
+        server brings its own).
 
     Raises:
         ConfigurationError: A variable has an invalid value, or the index cannot be opened
@@ -135,7 +136,7 @@ def build_studio_graph(
     if index is None:
         index = _open(env)
     tiers = tiers_for_policy(chosen, index, env=env)
-    return build_graph(chosen, index=index, tiers=tiers, quota=quota, cache=cache)
+    return build_graph(chosen, index=index, tiers=tiers, quota=quota, cache=cache).graph
 
 
 def _open(env: Mapping[str, str]) -> EmbeddedIndex:
@@ -169,7 +170,7 @@ def _shared_graph(policy: str | None = None) -> CompiledStateGraph:  # type: ign
             _graphs[key] = build_studio_graph(
                 env, policy=policy, index=_index, quota=quota, cache=cache
             )
-        return _graphs[key].graph
+        return _graphs[key]
 
 
 def _use_index(index: EmbeddedIndex) -> None:
