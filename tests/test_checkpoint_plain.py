@@ -47,9 +47,7 @@ def test_a_default_checkpointer_restores_every_turn_without_a_warning(mode: str)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize(
-    "build", [{}, {"interrupt_before": ["fuse", "assemble"]}]
-)
+@pytest.mark.parametrize("build", [{}, {"interrupt_before": ["fuse", "assemble"]}])
 def test_a_serializer_that_knows_only_langgraphs_safe_types_restores_every_turn(
     mode: str, build: dict[str, Any]
 ) -> None:

@@ -17,8 +17,7 @@ from typing_extensions import TypedDict
 
 from ragtiller import build_graph
 from ragtiller.errors import InputError
-from ragtiller.graph import _dual
-from ragtiller.graph import RetrievalGraph
+from ragtiller.graph import RetrievalGraph, _dual
 from ragtiller.graph._dual import iterate_sync, run_sync
 
 BROAD = "how do I get started with asyncio?"

@@ -54,7 +54,7 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         graph: The compiled LangGraph graph (for the LangGraph server, or any API not here).
     """
 
-    def __init__(self, graph: CompiledStateGraph) -> None:  # type: ignore[type-arg]
+    def __init__(self, graph: CompiledStateGraph[Any, Any, Any, Any]) -> None:
         self.graph = graph
         self.name = graph.name
 
@@ -79,13 +79,13 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         out: dict[str, Any] = await self.graph.ainvoke(input, config, **kwargs)
         return out
 
-    def stream(  # type: ignore[override]
+    def stream(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
         """As LangGraph's ``stream``, in one hop to the node loop for a top-level run."""
         return stream_sync(self.graph, input, config, **kwargs)
 
-    def astream(  # type: ignore[override]
+    def astream(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """As LangGraph's ``astream``."""
@@ -95,11 +95,10 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """As LangGraph's ``astream_events`` (``version="v2"``)."""
-        return self.graph.astream_events(input, config, **kwargs)
+        events: AsyncIterator[Any] = self.graph.astream_events(input, config, **kwargs)
+        return events
 
-    def with_config(  # type: ignore[override]
-        self, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> RetrievalGraph:
+    def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> RetrievalGraph:
         """This graph with ``config`` merged into every run's."""
         return RetrievalGraph(self.graph.with_config(config, **kwargs))
 
@@ -165,6 +164,6 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     def get_output_jsonschema(self, config: RunnableConfig | None = None) -> dict[str, Any]:
         return self.graph.get_output_jsonschema(config)
 
-    def get_context_jsonschema(self) -> dict[str, Any]:
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
         """The run context's JSON schema (what Studio's configuration panel shows)."""
         return self.graph.get_context_jsonschema()
