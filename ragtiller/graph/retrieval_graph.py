@@ -58,11 +58,6 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         self.graph = graph
         self.name = graph.name
 
-    @property
-    def checkpointer(self) -> Any:
-        """The compiled graph's checkpointer (None, a saver, or a parent's)."""
-        return self.graph.checkpointer
-
     # --- runs --------------------------------------------------------------------------------
 
     def invoke(
