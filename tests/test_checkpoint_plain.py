@@ -47,9 +47,7 @@ def test_a_default_checkpointer_restores_every_turn_without_a_warning(mode: str)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize(
-    "build", [{}, {"checkpoint_hits": True}, {"interrupt_before": ["fuse", "assemble"]}]
-)
+@pytest.mark.parametrize("build", [{}, {"interrupt_before": ["fuse", "assemble"]}])
 def test_a_serializer_that_knows_only_langgraphs_safe_types_restores_every_turn(
     mode: str, build: dict[str, Any]
 ) -> None:
@@ -97,6 +95,3 @@ def test_the_manifest_channel_checkpoints_the_json_dict_and_reads_back_the_model
     assert type(saved) is dict and saved == manifest.model_dump(mode="json")
     restored = channel.from_checkpoint(saved)
     assert restored.get() == manifest and restored.checkpoint() == saved
-    # a checkpoint saved before the channel existed holds the model: read as the same data
-    older = channel.from_checkpoint(manifest)
-    assert type(older.checkpoint()) is dict and older.get() == manifest

@@ -17,8 +17,8 @@ from typing_extensions import TypedDict
 
 from ragtiller import build_graph
 from ragtiller.errors import InputError
-from ragtiller.graph import _dual
-from ragtiller.graph._dual import OneHopGraph, iterate_sync, run_sync
+from ragtiller.graph import RetrievalGraph, _dual
+from ragtiller.graph._dual import iterate_sync, run_sync
 
 BROAD = "how do I get started with asyncio?"
 
@@ -52,7 +52,7 @@ def comparable(out: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_top_level_invoke_hops_to_the_node_loop_once(hops: list[str]) -> None:
     g = graph()
-    assert isinstance(g, OneHopGraph)
+    assert isinstance(g, RetrievalGraph)
     sync = g.invoke({"query": BROAD})
     assert hops == ["ainvoke"]
     async_ = asyncio.run(g.ainvoke({"query": BROAD}))
@@ -182,7 +182,7 @@ def test_on_the_loop_thread_the_graph_does_not_wait_for_itself() -> None:
     assert loop_thread is not None
 
     async def on_the_loop() -> bool:
-        return g._one_hop(None)
+        return _dual.one_hop(g.graph, None)
 
     assert run_sync(on_the_loop) is False
-    assert g._one_hop(None) is True
+    assert _dual.one_hop(g.graph, None) is True

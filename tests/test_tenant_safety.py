@@ -279,12 +279,47 @@ def test_a_chat_thread_of_acme_refuses_a_globex_turn(index: EmbeddedIndex) -> No
     assert len(transcript) == 2  # the refused turn wrote no answer
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_the_compiled_graph_the_server_runs_refuses_before_streaming_anything(
+    index: EmbeddedIndex, mode: str
+) -> None:
+    """The Studio factories serve ``build_graph(...).graph``, LangGraph's own compiled graph:
+    its input step refuses another scope's chat turn before a ``values`` chunk (the thread's
+    earlier answer) is streamed or the question joins the transcript, and an unknown key."""
+    compiled = build_graph(index=index, checkpointer=InMemorySaver()).graph
+    config: Any = {"configurable": {"thread_id": f"server-{mode}"}}
+    first = {"messages": [("user", FACTUAL)]}
+    other = {"messages": [("user", "and the vault?")]}
+
+    async def chunks(payload: Any, tenant: str) -> list[Any]:
+        kwargs: dict[str, Any] = {"context": {"tenant": tenant}, "stream_mode": "values"}
+        if mode == "sync":
+            return list(compiled.stream(payload, config, **kwargs))
+        return [c async for c in compiled.astream(payload, config, **kwargs)]
+
+    assert await chunks(first, "acme")
+    streamed: list[Any] = []
+    with pytest.raises(InputError) as refused:
+        if mode == "sync":
+            streamed.extend(compiled.stream(other, config, context={"tenant": "globex"}))
+        else:
+            async for chunk in compiled.astream(other, config, context={"tenant": "globex"}):
+                streamed.append(chunk)
+    assert streamed == []
+    refused_without_names(refused)
+    assert len(compiled.get_state(config).values["messages"]) == 2
+    with pytest.raises(InputError, match="unknown input key"):
+        await chunks({"question": FACTUAL}, "acme")
+    again = await chunks({"messages": [("user", BROAD)]}, "acme")  # the same scope goes on
+    assert tenants({"documents": again[-1]["documents"]}) == {"acme"}
+
+
 RESUME_REFUSED = "this run's tenant, namespace or filter differs from the paused turn's"
 
 
 @pytest.mark.parametrize("node", ["embed", "tier_search", "fuse", "assemble"])
 def test_a_paused_acme_turn_resumed_as_globex_is_refused(index: EmbeddedIndex, node: str) -> None:
-    g = build_graph(index=index, checkpointer=InMemorySaver(), checkpoint_hits=True)
+    g = build_graph(index=index, checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": f"paused-{node}"}}
     g.invoke({"query": FACTUAL}, config, context={"tenant": "acme"}, interrupt_before=[node])
     assert g.get_state(config).next

@@ -18,7 +18,6 @@ from ragtiller import InputError, build_graph
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
-from ragtiller.nodes.assemble import LOST_HITS
 
 DOCS = {
     "glob.md": "# Glob\n\nPath.glob yields the files matching a pattern in pathlib.",
@@ -236,21 +235,16 @@ def test_a_resume_with_another_context_is_refused(index: EmbeddedIndex) -> None:
     assert len(resumed["documents"]) == 2
 
 
-def test_a_replay_from_a_checkpoint_without_the_hits_says_why_it_is_empty(
-    index: EmbeddedIndex,
-) -> None:
-    """Hit lists stay out of checkpoints by default, so replaying a finished turn from its
-    checkpoint before fuse or assemble finds none: the empty answer names the cause and the
-    fix; with ``checkpoint_hits=True`` the replay is the turn."""
+def test_a_replay_from_a_mid_turn_checkpoint_is_the_turn(index: EmbeddedIndex) -> None:
+    """Hit lists are checkpointed with the rest of the state, so replaying a finished turn
+    from its checkpoint before fuse or assemble gives the same documents."""
     plain = build_graph(index=index).invoke({"query": RERANKED})
-    for keep, expected in ((False, []), (True, result(plain)[0])):
-        g = build_graph(index=index, checkpointer=InMemorySaver(), checkpoint_hits=keep)
-        config: Any = {"configurable": {"thread_id": f"replay-{keep}"}}
-        g.invoke({"query": RERANKED}, config)
-        late = [s for s in g.get_state_history(config) if s.next in (("fuse",), ("assemble",))]
-        assert len(late) == 2
-        for snapshot in late:
-            out = g.invoke(None, snapshot.config)
-            assert [d.id for d in out["documents"]] == expected
-            assert (LOST_HITS in out["manifest"].degraded) is not keep
-            assert keep or "tier hits missing" in out["context"]
+    g = build_graph(index=index, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "replay"}}
+    g.invoke({"query": RERANKED}, config)
+    late = [s for s in g.get_state_history(config) if s.next in (("fuse",), ("assemble",))]
+    assert len(late) == 2
+    for snapshot in late:
+        out = g.invoke(None, snapshot.config)
+        assert [d.id for d in out["documents"]] == result(plain)[0]
+        assert out["manifest"].degraded == plain["manifest"].degraded

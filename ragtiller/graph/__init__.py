@@ -2,7 +2,8 @@
 
 from ragtiller.core.turn import Route, TierTask
 from ragtiller.graph.backends import tiers_for_policy
-from ragtiller.graph.builder import RetrievalGraph, build_components, build_graph, compile_graph
+from ragtiller.graph.builder import build_components, build_graph, compile_graph
+from ragtiller.graph.retrieval_graph import RetrievalGraph
 from ragtiller.nodes.channels import CHECKPOINT_TYPES, checkpoint_serde
 from ragtiller.nodes.components import Components
 from ragtiller.nodes.stage import EVENT_TYPE

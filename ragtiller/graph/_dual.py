@@ -7,8 +7,8 @@ variables) still reach the node. This also works where the calling thread alread
 (Jupyter), where ``asyncio.run`` would refuse.
 
 A top-level ``invoke``/``stream`` makes one hop to that loop for the whole run
-(:class:`OneHopGraph`): the graph runs its async path there and the caller's thread waits, or
-receives the streamed chunks. Otherwise (called from inside another graph or runnable, from
+(:func:`invoke_sync`, :func:`stream_sync`): the graph runs its async path there and the
+caller's thread waits, or receives the streamed chunks. Otherwise (called from inside another graph or runnable, from
 the loop itself, or with a checkpointer that has no async methods) LangGraph's own sync path
 runs and each node hops to the loop on its own (:func:`dual`).
 """
@@ -149,36 +149,40 @@ def dual(
     return RunnableCallable(func, afunc, name=name, trace=False)
 
 
-class OneHopGraph(CompiledStateGraph):  # type: ignore[type-arg]
-    """A compiled graph whose top-level sync ``invoke``/``stream`` run its async path on the
-    private loop in one hop, instead of one hop per node."""
+def one_hop(graph: CompiledStateGraph, config: RunnableConfig | None) -> bool:  # type: ignore[type-arg]
+    """Whether a sync run of ``graph`` makes one hop to the loop: only a top-level run, off the
+    loop's own thread, with async checkpointing."""
+    if threading.current_thread() is _loop_thread:
+        return False  # waiting for the loop on the loop would deadlock
+    saver = graph.checkpointer
+    if (
+        isinstance(saver, BaseCheckpointSaver)
+        and type(saver).aget_tuple is BaseCheckpointSaver.aget_tuple
+    ):
+        return False  # a sync-only checkpointer (its async methods raise)
+    configurable = ensure_config(config).get("configurable", {})
+    return not inside_pregel(configurable)
 
-    # Every keyword passes through unchanged, so LangGraph's overloads still describe these.
-    def invoke(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any] | Any:
-        """As :meth:`CompiledStateGraph.invoke`; see the module docstring for the path taken."""
-        if not self._one_hop(config):
-            return super().invoke(input, config, **kwargs)
-        return run_sync(self.ainvoke, input, config, **kwargs)
 
-    def stream(  # type: ignore[override]
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Iterator[dict[str, Any] | Any]:
-        """As :meth:`CompiledStateGraph.stream`; see the module docstring for the path taken."""
-        if not self._one_hop(config):
-            return super().stream(input, config, **kwargs)
-        return iterate_sync(self.astream(input, config, **kwargs))
+def invoke_sync(
+    graph: CompiledStateGraph,  # type: ignore[type-arg]
+    input: Any,
+    config: RunnableConfig | None,
+    **kwargs: Any,
+) -> Any:
+    """``graph.invoke``, in one hop when :func:`one_hop` allows."""
+    if not one_hop(graph, config):
+        return graph.invoke(input, config, **kwargs)
+    return run_sync(graph.ainvoke, input, config, **kwargs)
 
-    def _one_hop(self, config: RunnableConfig | None) -> bool:
-        """Only for a top-level run, off the loop's own thread, with async checkpointing."""
-        if threading.current_thread() is _loop_thread:
-            return False  # waiting for the loop on the loop would deadlock
-        saver = self.checkpointer
-        if (
-            isinstance(saver, BaseCheckpointSaver)
-            and type(saver).aget_tuple is BaseCheckpointSaver.aget_tuple
-        ):
-            return False  # a sync-only checkpointer (its async methods raise)
-        configurable = ensure_config(config).get("configurable", {})
-        return not inside_pregel(configurable)
+
+def stream_sync(
+    graph: CompiledStateGraph,  # type: ignore[type-arg]
+    input: Any,
+    config: RunnableConfig | None,
+    **kwargs: Any,
+) -> Iterator[Any]:
+    """``graph.stream``, in one hop when :func:`one_hop` allows."""
+    if not one_hop(graph, config):
+        return graph.stream(input, config, **kwargs)
+    return iterate_sync(graph.astream(input, config, **kwargs))

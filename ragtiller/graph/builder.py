@@ -10,7 +10,6 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 
 from ragtiller.adapters import TierLike, as_tier
 from ragtiller.core.filters import TENANT_KEY
@@ -18,11 +17,10 @@ from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURC
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph import edges
-from ragtiller.graph._dual import OneHopGraph, dual
-from ragtiller.graph.checked import CheckedGraph
-from ragtiller.graph.langgraph_internals import rebrand
+from ragtiller.graph._dual import dual
+from ragtiller.graph.langgraph_internals import check_input_first
 from ragtiller.graph.per_run import NodeMaker, PerRunNodes
-from ragtiller.graph.untracked import untrack_hits
+from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components, Overview, fixed_overview
 from ragtiller.nodes.embed import make_embed
@@ -39,16 +37,6 @@ from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.ranking.query_tiers import apply_query_options
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
-
-
-class CompiledRetrievalGraph(OneHopGraph, CheckedGraph):
-    """The compiled graph ``build_graph`` returns: LangGraph's, with its input checked
-    (:class:`CheckedGraph`) and a sync run made in one hop to the node loop
-    (:class:`OneHopGraph`)."""
-
-
-RetrievalGraph = CompiledRetrievalGraph
-"""The compiled graph type ``build_graph`` returns."""
 
 
 class IndexLike(Protocol):
@@ -259,23 +247,20 @@ def build_graph(
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
-    checkpoint_hits: bool | None = None,
     require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
-) -> CompiledStateGraph:  # type: ignore[type-arg]
+) -> RetrievalGraph:
     """Build the retrieval graph. Does no I/O beyond what the given components do.
 
     Args:
         policy: A policy object, a YAML path, a shipped policy name, or None for the default.
-        checkpointer: Passed to ``compile`` (needed for ``interrupt_before``).
+        checkpointer: Passed to ``compile`` (needed for ``interrupt_before``). It saves the
+            whole state after each step, the hit lists included.
         interrupt_before: Node names to pause before (notebook stepping).
         name: The compiled graph's name.
         namespaces: The namespaces the tiers hold; default: the index manifest's. Every
             namespace a policy route names must be one of them; a turn asking for another is
             labelled. None (and no index manifest): not checked.
-        checkpoint_hits: Also checkpoint the intermediate hit lists (tier hits, candidates,
-            rerank order, query vectors). Default: only when ``interrupt_before`` is given, so
-            a paused thread can resume; the documents and the manifest are always saved.
         require_tenant: Refuse turns that name no tenant (default deny on an index of several
             tenants). Default: whether the index manifest says its documents carry a
             ``tenant`` key (``ragtiller ingest`` records it); False without a manifest, so a
@@ -284,7 +269,8 @@ def build_graph(
             ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
     Returns:
-        A compiled LangGraph graph: input ``{"query": ...}`` or ``{"messages": [...]}``,
+        The graph (:class:`~ragtiller.graph.retrieval_graph.RetrievalGraph`, holding the
+        compiled LangGraph graph as ``.graph``): input ``{"query": ...}`` or ``{"messages": [...]}``,
         output ``{"documents", "context", "manifest", "stages"}``, run context
         :class:`~ragtiller.policies.run_context.RunContext` (``context={"top_k": 3}``).
 
@@ -309,7 +295,6 @@ def build_graph(
         interrupt_before=interrupt_before,
         name=name,
         namespaces=_known_namespaces(namespaces, parts.get("index")),
-        checkpoint_hits=checkpoint_hits,
     )
 
 
@@ -333,8 +318,7 @@ def compile_graph(
     interrupt_before: Sequence[str] | None = None,
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
-    checkpoint_hits: bool | None = None,
-) -> CompiledStateGraph:  # type: ignore[type-arg]
+) -> RetrievalGraph:
     """Wire nodes and edges around already-built components.
 
     Raises:
@@ -348,8 +332,6 @@ def compile_graph(
         input_schema=InputState,
         output_schema=OutputState,
     )
-    if not (checkpoint_hits if checkpoint_hits is not None else bool(interrupt_before)):
-        untrack_hits(builder)
     for node in ("gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"):
         builder.add_node(
             node,
@@ -370,4 +352,5 @@ def compile_graph(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name=name,
     )
-    return rebrand(compiled, CompiledRetrievalGraph)
+    check_input_first(compiled, check_turn_input, THREAD_READS)
+    return RetrievalGraph(compiled)

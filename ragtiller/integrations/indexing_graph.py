@@ -19,14 +19,13 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.channels.ephemeral_value import EphemeralValue
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from ragtiller.errors import ConfigurationError, IndexStoreError, InputError
-from ragtiller.graph.langgraph_internals import rebrand
+from ragtiller.graph.langgraph_internals import check_input_first
 from ragtiller.index import ChunkingConfig, EmbeddedIndex, SourceDocument, embedder_for
 from ragtiller.index.embedded import read_manifest
 from ragtiller.index.manifest import MANIFEST_FILE
@@ -123,25 +122,12 @@ def build_indexing_graph(target: IndexingTarget) -> CompiledStateGraph:  # type:
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", END)
     compiled = builder.compile(name="ragtiller_indexer")
-    return rebrand(compiled, IndexingGraph)
+    check_input_first(compiled, _check_keys)
+    return compiled
 
 
-class IndexingGraph(CompiledStateGraph):  # type: ignore[type-arg]
-    """The compiled indexing graph, whose ``stream``/``astream`` (and so ``invoke`` and the
-    LangGraph server's runs) refuse input keys it would silently drop."""
-
-    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        _check_keys(input, config)
-        return super().stream(input, config, **kwargs)
-
-    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        _check_keys(input, config)
-        return super().astream(input, config, **kwargs)
-
-
-def _check_keys(input: Any, config: RunnableConfig | None) -> None:
-    if ensure_config(config).get("configurable", {}).get("checkpoint_ns"):
-        return  # a parent graph's state: its other keys are its own
+def _check_keys(input: Any, thread: Mapping[str, Any]) -> None:
+    """Refuse input keys the graph would silently drop (on every path, the server's too)."""
     if not isinstance(input, Mapping):
         raise InputError(f"the indexing graph takes an object, but got {type(input).__name__}")
     unknown = sorted(set(input) - INPUT_KEYS)
@@ -324,7 +310,6 @@ def _index_settings(target: IndexingTarget) -> tuple[Embeddings, ChunkingConfig]
 
 __all__ = (
     "INGESTED_SUFFIXES",
-    "IndexingGraph",
     "IndexingInput",
     "IndexingOutput",
     "IndexingTarget",

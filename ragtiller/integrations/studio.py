@@ -116,7 +116,9 @@ def build_studio_graph(
         cache: The cache; default: as ``quota``.
 
     Returns:
-        The compiled graph, without a checkpointer (the server brings its own).
+        The compiled graph the server runs (``build_graph(...).graph``: LangGraph's own, whose
+        input step checks the input as in-process runs do), without a checkpointer (the
+        server brings its own).
 
     Raises:
         ConfigurationError: A variable has an invalid value, or the index cannot be opened
@@ -134,7 +136,7 @@ def build_studio_graph(
     if index is None:
         index = _open(env)
     tiers = tiers_for_policy(chosen, index, env=env)
-    return build_graph(chosen, index=index, tiers=tiers, quota=quota, cache=cache)
+    return build_graph(chosen, index=index, tiers=tiers, quota=quota, cache=cache).graph
 
 
 def _open(env: Mapping[str, str]) -> EmbeddedIndex:

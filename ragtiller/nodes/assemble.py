@@ -100,24 +100,6 @@ def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, 
     return text or None, []
 
 
-LOST_HITS = (
-    "tier hits missing: this turn was resumed from a checkpoint that does not hold them "
-    "(replaying a finished turn's checkpoint needs build_graph(checkpoint_hits=True))"
-)
-
-
-def lost_hits_labels(state: RetrievalState) -> list[str]:
-    """A label when this turn's tiers found hits that its state no longer holds: hit lists are
-    left out of checkpoints by default, so a replay from a mid-turn checkpoint of a run without
-    breakpoints finds none (an empty answer must say why)."""
-    found = sum(
-        int(record["detail"].get("hits") or 0)
-        for record in state.get("stages") or []
-        if record["step"] == "tier_search"
-    )
-    return [LOST_HITS] if found and not state.get("candidates") else []
-
-
 def make_assemble(deps: Components) -> NodeFn:
     """Build the assemble node bound to ``deps``."""
 
@@ -134,7 +116,6 @@ def make_assemble(deps: Components) -> NodeFn:
             chunks = identity_order(chunks, len(chunks))
         documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
         overview, own = turn_overview(deps, state)
-        own.extend(lost_hits_labels(state))
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
         if designed:
             own.append(f"{designed} source(s) describe designed, not built, features")

@@ -33,8 +33,8 @@ class ManifestValue(LastValue[Any]):
     callers, its JSON dict in checkpoints.
 
     It takes a model or its JSON dict (assemble writes the dict, so the task writes LangGraph
-    saves are plain too; a checkpoint saved before this channel existed holds the model) and
-    validates a dict back into the model once, on the first read. None empties it.
+    saves are plain too) and validates a dict back into the model once, on the first read.
+    None empties it.
     """
 
     __slots__ = ("model",)
@@ -45,20 +45,9 @@ class ManifestValue(LastValue[Any]):
         super().__init__(typ, key)
         self.model = None
 
-    def __eq__(self, value: object) -> bool:
-        return isinstance(value, ManifestValue)
-
-    __hash__ = None  # type: ignore[assignment]
-
     def copy(self) -> Self:
         empty = super().copy()
         empty.model = self.model
-        return empty
-
-    def from_checkpoint(self, checkpoint: Any) -> Self:
-        empty = super().from_checkpoint(checkpoint)
-        if isinstance(checkpoint, RunManifest | dict):
-            empty.value = plain_manifest(checkpoint)
         return empty
 
     def update(self, values: Sequence[RunManifest | dict[str, Any] | None]) -> bool:
