@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -133,15 +133,6 @@ class EmbeddedIndex:
         """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
         (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)
-
-    @classmethod
-    def build(cls, sources: Iterable[Any], **options: Any) -> EmbeddedIndex:
-        """Deprecated: :func:`ragtiller.ingest.build_index`, which this calls (removed in 0.3)."""
-        from ragtiller._moved import warn_moved
-        from ragtiller.ingest import build_index
-
-        warn_moved("EmbeddedIndex.build", "ragtiller.ingest.build_index")
-        return build_index(sources, **options)
 
     @property
     def section_lexical(self) -> LexicalTier:
