@@ -4,7 +4,7 @@ Opens a saved index (``bench_scale.py``'s cache), builds the default graph with
 ``passage_positions`` set to ``moved`` or ``query``, and prints open + build_graph + the first
 turn (wall and CPU s), the CPU p50/p95 of the next turns (ms), and the resident memory gained.
 
-    python benchmarks/bench_positions_cost.py $TMPDIR/ragtiller-bench-scale/index-100000 query
+    python benchmarks/bench_positions_cost.py $TMPDIR/ragtiller-bench-scale/index-100000-format2 query
 """
 
 from __future__ import annotations
