@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ragtiller.core.breaker import CircuitBreaker
-from ragtiller.core.bulkhead import time_left
+from ragtiller.core.deadlines import time_left
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
 from ragtiller.stores._cache import Accept, Cache, Filled, decode, logger
 from ragtiller.stores._redis import (
