@@ -17,6 +17,7 @@ the loopback round trip it guards, and how long service takes to come back after
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import platform
 import statistics
@@ -25,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.redis_server import RedisServer
@@ -38,9 +39,9 @@ BUDGET = {"chat_gen": 10**15}
 NEVER_OPENS = 10**9
 
 
-def previous_client(url: str) -> redis.Redis:
+def previous_client(url: str) -> redis.asyncio.Redis:
     """A client built as the stores built theirs before the breaker: 0.5 s, timeouts retried."""
-    pool = redis.BlockingConnectionPool.from_url(
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
         url,
         retry=Retry(NoBackoff(), 1),
         max_connections=50,
@@ -48,15 +49,15 @@ def previous_client(url: str) -> redis.Redis:
         socket_connect_timeout=0.5,
         socket_timeout=0.5,
     )
-    return redis.Redis.from_pool(pool)
+    return redis.asyncio.Redis.from_pool(pool)
 
 
-def frozen_costs(ledger: RedisQuotaLedger, calls: int) -> list[float]:
+async def frozen_costs(ledger: RedisQuotaLedger, calls: int) -> list[float]:
     """Seconds taken by each of ``calls`` spends against the frozen server."""
     costs = []
     for _ in range(calls):
         began = time.perf_counter()
-        result = ledger.try_spend("chat_gen")
+        result = await ledger.atry_spend("chat_gen")
         costs.append(time.perf_counter() - began)
         assert result.reason == "quota-store-unavailable", result
     return costs
@@ -72,22 +73,22 @@ def breaker_pair_ns(rounds: int = 200_000) -> float:
     return (time.perf_counter_ns() - began) / rounds
 
 
-def healthy_spend_us(ledger: RedisQuotaLedger, rounds: int = 2_000) -> float:
+async def healthy_spend_us(ledger: RedisQuotaLedger, rounds: int = 2_000) -> float:
     """Median microseconds of one spend against the healthy server."""
     samples = []
     for _ in range(rounds):
         began = time.perf_counter_ns()
-        ledger.try_spend("chat_gen")
+        await ledger.atry_spend("chat_gen")
         samples.append((time.perf_counter_ns() - began) / 1000)
     return statistics.median(samples)
 
 
-def recovery_s(server: RedisServer, ledger: RedisQuotaLedger) -> float:
+async def recovery_s(server: RedisServer, ledger: RedisQuotaLedger) -> float:
     """Seconds from SIGCONT until a spend is allowed again (polling every 10 ms)."""
     server.thaw()
     began = time.perf_counter()
-    while not ledger.try_spend("chat_gen").allowed:
-        time.sleep(0.01)
+    while not (await ledger.atry_spend("chat_gen")).allowed:
+        await asyncio.sleep(0.01)
     return time.perf_counter() - began
 
 
@@ -95,13 +96,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20, help="spends per configuration")
     args = parser.parse_args()
+    asyncio.run(run(args.calls))
+
+
+async def run(calls: int) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         server = RedisServer("redis-server", Path(workdir))
         server.start()
         url, prefix = server.url, f"bench:{os.getpid()}:"
         previous = RedisQuotaLedger(
             BUDGET,
-            client=previous_client(url),
+            aclient=previous_client(url),
             prefix=prefix,
             breaker=CircuitBreaker(failure_threshold=NEVER_OPENS),
         )
@@ -116,21 +121,21 @@ def main() -> None:
         }
         try:
             pair_ns = breaker_pair_ns()
-            spend_us = healthy_spend_us(now)
+            spend_us = await healthy_spend_us(now)
             for ledger in ledgers.values():
-                assert ledger.try_spend("chat_gen").allowed  # connections open while healthy
+                assert (await ledger.atry_spend("chat_gen")).allowed  # connections open, healthy
             server.freeze()
-            costs = {name: frozen_costs(ledger, args.calls) for name, ledger in ledgers.items()}
-            back_s = recovery_s(server, now)
+            costs = {name: await frozen_costs(ledger, calls) for name, ledger in ledgers.items()}
+            back_s = await recovery_s(server, now)
         finally:
             server.stop()
             for ledger in ledgers.values():
-                ledger.close()
+                await ledger.aclose()
 
     print(
         f"Python {platform.python_version()}, redis-py {redis.__version__}, loopback TCP, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-        f"{args.calls} spends per row against a redis-server frozen by SIGSTOP\n"
+        f"{calls} spends per row against a redis-server frozen by SIGSTOP\n"
     )
     print("| configuration | 1st spend (s) | spends 4+ median (ms) | all spends (s) |")
     print("|---|---:|---:|---:|")

@@ -12,13 +12,11 @@ versioned directory with the vectors, the chunk and section tables, the chunk BM
 :func:`ragtiller.index.derived.build_derived` derives at ingest: section BM25, parent rows and,
 from ``ANN_MIN_ROWS`` chunks, the HNSW graph). Built once and cached under
 ``$TMPDIR/ragtiller-bench-scale/`` (float16 indexes, ``--vector-dtype float16``, under
-``$TMPDIR/ragtiller-bench-scale-float16/``). A cached index saved before a derived file existed
-gets that file written into its version (``corpus_outline.npz``, ``document_keys.npz``), not
-rebuilt. Chunks: 384-d unit vectors clustered around ``rows / 100``
-random topics (so nearest neighbours mean something, as with real embeddings), 40 Zipf-drawn
-words each, four per section, ten sections per document, two tenants. The embedder is the
-hashing embedder (offline); its query vectors are unrelated to the synthetic vectors, which
-costs the same, so turns are timed with it and recall is measured with queries drawn around the
+``$TMPDIR/ragtiller-bench-scale-float16/``), one per index format version. Chunks: 384-d unit
+vectors clustered around ``rows / 100`` random topics (so nearest neighbours mean something, as
+with real embeddings), 40 Zipf-drawn words each, four per section, ten sections per document,
+two tenants. The embedder is the hashing embedder (offline); its query vectors are unrelated to
+the synthetic vectors, which costs the same, so turns are timed with it and recall is measured with queries drawn around the
 same topics as the chunks.
 
 Every size is measured in a fresh process, one after another:
@@ -88,46 +86,21 @@ def cache(dtype: str) -> Path:
     return CACHE if dtype == "float32" else CACHE.with_name(f"{CACHE.name}-{dtype}")
 
 
-def add_outline(path: Path) -> float:
-    """Write the corpus outline rows and the chunks' document keys into a cached version saved
-    before they were derived at ingest (the rest of the version is left as it is); seconds
-    taken, 0 if it had them."""
-    from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
-    from ragtiller.index.document_keys import DOCUMENT_KEYS_FILE
-    from ragtiller.index.records import RecordTable
-    from ragtiller.index.versions import current_version
-
-    version = current_version(path)
-    started = time.perf_counter()
-    if (version / OUTLINE_FILE).is_file() and (version / DOCUMENT_KEYS_FILE).is_file():
-        return 0.0
-    if not (version / OUTLINE_FILE).is_file():
-        OutlineRows.of(RecordTable.load(version / "parents.jsonl")).save(version / OUTLINE_FILE)
-    if not (version / DOCUMENT_KEYS_FILE).is_file():
-        chunks = RecordTable.load(version / "chunks.jsonl")
-        chunks.document_keys().save(version / DOCUMENT_KEYS_FILE)
-    return time.perf_counter() - started
-
-
 def build(rows: int, dtype: str = "float32") -> tuple[Path, dict[str, float]]:
     """Build (once) and save the synthetic index of ``rows`` chunks; its build times."""
     from ragtiller.index import EmbeddedIndex, LexicalTier, NumpyVectorStore
     from ragtiller.index.derived import build_derived
     from ragtiller.index.lexical import DEFAULT_LEXICAL
-    from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
+    from ragtiller.index.manifest import FORMAT_VERSION, EmbedderInfo, IndexCounts, IndexManifest
     from ragtiller.index.records import RecordTable
     from ragtiller.index.units import DEFAULT_CHUNKING
     from ragtiller.models import HashingEmbedder
     from ragtiller.models.embedders import embedder_identity
 
-    path = cache(dtype) / f"index-{rows}"
+    path = cache(dtype) / f"index-{rows}-format{FORMAT_VERSION}"
     done = path / "built.json"
     if done.exists():
-        times = json.loads(done.read_text())
-        if added := add_outline(path):
-            times["derived_added_s"] = added
-            done.write_text(json.dumps(times))
-        return path, times
+        return path, json.loads(done.read_text())
     rng = np.random.default_rng(rows + 1)
     vectors = around(centres(rows), rows, rng)
     vocab = np.array(WORDS + [f"w{i}x" for i in range(30_000)])
@@ -196,6 +169,7 @@ def build(rows: int, dtype: str = "float32") -> tuple[Path, dict[str, float]]:
         lexical=DEFAULT_LEXICAL,
         counts=IndexCounts(documents=rows // per_doc + 1, sections=n_parents, chunks=rows),
         namespaces=store.records.namespaces,
+        tenanted=False,
         vector_dtype=dtype,  # type: ignore[arg-type]
     )
     index = EmbeddedIndex(

@@ -16,7 +16,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,27 +45,6 @@ VALUE = {
 KEY = cache_key("step_back", "how do I get started?")
 
 
-def spends_per_s(ledger: QuotaLedger, seconds: float, threads: int) -> float:
-    """Spends per second by ``threads`` threads calling ``try_spend`` for ``seconds``."""
-    counts = [0] * threads
-    stop = time.perf_counter() + seconds
-
-    def run(slot: int) -> None:
-        n = 0
-        while time.perf_counter() < stop:
-            ledger.try_spend("chat_gen")
-            n += 1
-        counts[slot] = n
-
-    began = time.perf_counter()
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return sum(counts) / (time.perf_counter() - began)
-
-
 async def aspends_per_s(ledger: QuotaLedger, seconds: float, tasks: int) -> float:
     """Spends per second by ``tasks`` asyncio tasks awaiting ``atry_spend`` for ``seconds``."""
     stop = time.perf_counter() + seconds
@@ -81,17 +59,6 @@ async def aspends_per_s(ledger: QuotaLedger, seconds: float, tasks: int) -> floa
     began = time.perf_counter()
     counts = await asyncio.gather(*(run() for _ in range(tasks)))
     return sum(counts) / (time.perf_counter() - began)
-
-
-def hit_latencies_us(cache: Cache, seconds: float) -> list[float]:
-    """Latency of each ``get`` hit over ``seconds``, in microseconds."""
-    samples: list[float] = []
-    stop = time.perf_counter() + seconds
-    while time.perf_counter() < stop:
-        began = time.perf_counter_ns()
-        cache.get(KEY)
-        samples.append((time.perf_counter_ns() - began) / 1000)
-    return samples
 
 
 async def ahit_latencies_us(cache: Cache, seconds: float) -> list[float]:
@@ -147,12 +114,6 @@ async def measure(url: str, seconds: float) -> list[tuple[str, str, str]]:
         rows.append((what, format(numbers["memory"], fmt), format(numbers["redis"], fmt)))
 
     try:
-        for threads in (1, 8):
-            row(
-                f"quota `try_spend`, sync, {threads} thread{'s' * (threads > 1)} (spends/s)",
-                {b: spends_per_s(ledger, seconds, threads) for b, ledger in ledgers.items()},
-                ",.0f",
-            )
         for tasks in (1, 32):
             row(
                 f"quota `atry_spend`, async, {tasks} task{'s' * (tasks > 1)} (spends/s)",
@@ -160,12 +121,10 @@ async def measure(url: str, seconds: float) -> list[tuple[str, str, str]]:
                 ",.0f",
             )
         for cache in caches.values():
-            cache.set(KEY, VALUE, ttl_s=3600)
-        get = {b: p50_p95(hit_latencies_us(cache, seconds)) for b, cache in caches.items()}
+            await cache.aset(KEY, VALUE, ttl_s=3600)
         aget = {b: p50_p95(await ahit_latencies_us(cache, seconds)) for b, cache in caches.items()}
-        for name, quantiles in (("`get`", get), ("`aget`", aget)):
-            row(f"cache hit {name} p50 (µs)", {b: q[0] for b, q in quantiles.items()}, ",.1f")
-            row(f"cache hit {name} p95 (µs)", {b: q[1] for b, q in quantiles.items()}, ",.1f")
+        row("cache hit `aget` p50 (µs)", {b: q[0] for b, q in aget.items()}, ",.1f")
+        row("cache hit `aget` p95 (µs)", {b: q[1] for b, q in aget.items()}, ",.1f")
     finally:
         with redis.Redis.from_url(url) as client:
             for name in client.scan_iter(match=f"{prefix}*"):

@@ -15,10 +15,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from ragtiller import _moved
-
-_moved.install()
-
 if TYPE_CHECKING:
     from ragtiller.core.run_manifest import RunManifest, StageSummary
     from ragtiller.core.tiers import Candidate, Hit, StageRecord, Tier

@@ -82,20 +82,6 @@ def test_ingest_saves_the_rows_and_open_reads_them(saved: Path) -> None:
     assert index.overview(None, None) == index.corpus_map  # the whole index, as ingest built it
 
 
-def test_a_version_saved_before_the_file_builds_it_on_first_use(
-    saved: Path, tmp_path: Path
-) -> None:
-    directory = tmp_path / "idx"
-    shutil.copytree(saved, directory)
-    (current_version(directory) / OUTLINE_FILE).unlink()
-    old, new = open_index(directory), open_index(saved)
-    assert old._derived.outline is None
-    for namespaces, filter in SCOPES:
-        assert old.overview(namespaces, filter) == new.overview(namespaces, filter)
-    old.save(tmp_path / "resaved")  # a save writes what the old version lacked
-    assert (current_version(tmp_path / "resaved") / OUTLINE_FILE).is_file()
-
-
 def test_a_corrupt_file_fails_the_open_naming_it(saved: Path, tmp_path: Path) -> None:
     directory = tmp_path / "idx"
     shutil.copytree(saved, directory)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller import build_graph
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.document_keys import DOCUMENT_KEYS_FILE, DocumentKeys
 from ragtiller.index.opening import open_index
@@ -65,28 +64,6 @@ def test_keys_with_rows_naming_no_document_or_namespace() -> None:
     assert [table.document_key(r) for r in range(3)] == want
     with pytest.raises(ValueError, match="got 3 document codes for 2 rows"):
         RecordTable(["a", "b"], ["x", "y"], [{}, {}]).attach_documents(table.document_keys())
-
-
-def test_a_turn_reads_the_same_with_and_without_the_file(saved: Path, tmp_path: Path) -> None:
-    directory = tmp_path / "idx"
-    shutil.copytree(saved, directory)
-    (current_version(directory) / DOCUMENT_KEYS_FILE).unlink()  # a version saved before it
-    without = open_index(directory)
-    assert without.store.records.documents is None
-    with_keys = open_index(saved)
-    for query in ("how do I do thing 3 of guide 7", "what does the intro of guide 12 say"):
-        for scope in ({}, {"tenant": "acme"}, {"namespace": "ops"}):
-            turn = {"query": query, **scope}
-            # an operator's graph: the unscoped turn reads every tenant's documents
-            a = build_graph(index=with_keys, require_tenant=False).invoke(turn)
-            b = build_graph(index=without, require_tenant=False).invoke(turn)
-            assert a["context"] == b["context"]
-            assert a["documents"] == b["documents"]
-            for field in ("tiers", "fused", "reranked"):
-                assert getattr(a["manifest"], field) == getattr(b["manifest"], field)
-            assert a["manifest"].tiers  # the turn searched
-    without.save(tmp_path / "resaved")  # a save writes what the old version lacked
-    assert (current_version(tmp_path / "resaved") / DOCUMENT_KEYS_FILE).is_file()
 
 
 def test_a_corrupt_file_fails_naming_it(saved: Path, tmp_path: Path) -> None:

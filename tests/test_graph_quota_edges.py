@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +46,7 @@ def test_cached_generalization_is_used_when_the_quota_is_spent() -> None:
     g = graph(chat_model=model, quota=quota, cache=cache)
     first, _ = run(g, BROAD)
     assert first["manifest"].step_back.status == "done"
-    assert quota.remaining("chat_gen") == 0
+    assert asyncio.run(quota.aremaining("chat_gen")) == 0
     assert "step_back" in nodes_run(g, BROAD)
     second, _ = run(g, BROAD)
     assert second["manifest"].step_back.from_cache

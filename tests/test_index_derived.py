@@ -1,5 +1,5 @@
 """Derived structures (section BM25, parent rows, the HNSW graph) are built at ingest, saved with
-the version, opened without rebuilding, and still built on use for versions saved before them."""
+the version and opened without rebuilding."""
 
 from __future__ import annotations
 
@@ -72,22 +72,6 @@ def test_ingest_saves_them_and_open_reads_them(saved: Path) -> None:
     built = build_index(corpus(), embedder=EMBEDDER, progress=False)
     for request in requests():
         assert index.section_lexical.search(request) == built.section_lexical.search(request)
-
-
-def test_a_version_saved_before_them_opens_and_builds_them_on_use(
-    saved: Path, tmp_path: Path
-) -> None:
-    directory = copy(saved, tmp_path)
-    version = current_version(directory)
-    shutil.rmtree(version / SECTION_LEXICAL_DIR)
-    (version / PARENT_ROWS_FILE).unlink()
-    old, new = open_index(directory), open_index(saved)
-    assert old._derived.section_lexical is None and old._derived.parent_rows is None
-    for request in requests():
-        assert old.section_lexical.search(request) == new.section_lexical.search(request)
-        assert old.tiers[1].search(request) == new.tiers[1].search(request)
-    old.save(tmp_path / "resaved")  # a save writes what the old version lacked
-    assert (current_version(tmp_path / "resaved") / PARENT_ROWS_FILE).is_file()
 
 
 def test_corrupt_parent_rows_fail_the_open_naming_the_file(saved: Path, tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def test_manifest_records_embedder_configs_counts_and_time(
     assert on_disk.lexical.k1 == 1.2
     assert (on_disk.counts.documents, on_disk.counts.sections, on_disk.counts.chunks) == (3, 4, 4)
     assert on_disk.namespaces == ("default", "db")
-    assert on_disk.format_version == 1
+    assert on_disk.format_version == 2
     assert on_disk.created_at.tzinfo is not None
     assert abs((datetime.now(UTC) - on_disk.created_at).total_seconds()) < 600
     raw = json.loads((current_version(directory) / "manifest.json").read_text())
@@ -135,6 +135,9 @@ def test_missing_directory(tmp_path: Path) -> None:
         "corpus_map.txt",
         "lexical/vocab.index.json",
         "lexical/data.csc.index.npy",
+        "parent_rows.npy",
+        "corpus_outline.npz",
+        "document_keys.npz",
     ],
 )
 def test_partial_directory_names_the_missing_file(
@@ -153,13 +156,13 @@ def test_partial_directory_names_the_missing_file(
         ("manifest.json", "{not json", r"manifest\.json is corrupt"),
         (
             "manifest.json",
-            '{"format_version": 1}',
+            '{"format_version": 2}',
             r"manifest\.json is corrupt: embedder: Field required; chunking: Field required",
         ),
         (
             "manifest.json",
-            '{"format_version": 9}',
-            r"manifest\.json has format_version 9; this ragtiller reads 1",
+            '{"format_version": 1}',
+            r"manifest\.json has format_version 1; this ragtiller reads 2: rebuild the index",
         ),
         ("chunks.jsonl", "garbage\n", r"chunks\.jsonl is corrupt: line 1 is not JSON"),
         ("chunks.jsonl", '{"id": "x"}\n', r"chunks\.jsonl is corrupt: line 1 lacks"),

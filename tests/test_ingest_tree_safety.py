@@ -4,7 +4,6 @@ text with a NUL anywhere is skipped as binary, with its reason in the report."""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -125,16 +124,11 @@ def test_an_index_is_not_read_in_any_state_named_or_walked(tmp_path: Path) -> No
     (killed / LOCK_FILE).touch()
     (killed / VERSIONS_DIR / "v000001" / "corpus_map.txt").write_text("# Map\n\nnot a source\n")
     (root / "map.md").symlink_to("idx/versions/v000001/corpus_map.txt")
-    legacy = root / "legacy"  # saved before versioning: the files directly in the directory
-    legacy.mkdir()
-    for name in ("manifest.json", "vectors.npy", "chunks.jsonl", "corpus_map.txt"):
-        shutil.copy(root / "idx" / VERSIONS_DIR / "v000001" / name, legacy / name)
     docs, skipped = load_sources([root])
     assert [d.doc_id for d in docs] == ["a.md"]
     assert reasons(skipped) == {
         "idx": "a ragtiller index (not ingested)",
         "killed": "a ragtiller index (not ingested)",
-        "legacy": "a ragtiller index (not ingested)",
         "map.md": "symlink into a ragtiller index (not followed)",
     }
     corpus_map = root / "idx" / VERSIONS_DIR / "v000001" / "corpus_map.txt"

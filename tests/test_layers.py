@@ -1,10 +1,9 @@
 """Imports go one way, package by package, and no package reaches into another's private modules.
 
 Checked three ways: statically (every module-level ``import ragtiller...`` points to the same or
-a lower layer, and never to another package's ``_private`` module; imports under
-``if TYPE_CHECKING:`` and inside functions are exempt, so a deprecation shim may import upward
-lazily), by importing modules on their own in a fresh interpreter, where an import cycle would
-fail, and by comparing ``docs/design.md``'s layer table and the README's map with :data:`LAYERS`.
+a lower layer, imports under ``if TYPE_CHECKING:`` and inside functions exempt; and no import
+anywhere names another package's ``_private`` module), by importing modules on their own in a
+fresh interpreter, where an import cycle would fail, and by comparing ``docs/design.md``'s layer table and the README's map with :data:`LAYERS`.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from fixtures.package import PACKAGE, modules
 
 LAYERS: dict[str, tuple[int, str]] = {
     "errors": (0, "every exception class ragtiller raises"),
-    "_moved": (0, "old import paths of 0.1, kept for one release with a `DeprecationWarning`"),
     "core": (
         0,
         "the tier protocol and its records (hits, candidates, roles), a turn's decisions, the run "
@@ -125,7 +123,7 @@ def test_module_imports_only_its_own_or_lower_layers(module: str) -> None:
         return  # the package root re-exports lazily from every layer
     own = layer_of(module)
     for imported in eager_imports(ast.parse(source_of(module))):
-        if imported == "ragtiller" or imported.startswith("ragtiller._moved"):
+        if imported == "ragtiller":
             continue
         assert layer_of(imported) <= own, f"{module} (layer {own}) imports {imported}"
 

@@ -187,7 +187,7 @@ def test_llm_choice_replaces_the_route_and_spends_one_unit() -> None:
         "model": "fake-router",
     }
     assert model.calls == 1 and model.prompts == [FACTUAL]
-    assert quota.remaining("chat_gen") == 19
+    assert asyncio.run(quota.aremaining("chat_gen")) == 19
     json.dumps(detail)  # the manifest stores it as JSON
 
 
@@ -338,7 +338,7 @@ def test_second_identical_query_is_served_from_cache() -> None:
     assert (first[1], first[2]["from_cache"], first[2]["llm_calls"]) == ("llm", False, 1)
     assert (second[1], second[2]["from_cache"], second[2]["llm_calls"]) == ("llm", True, 0)
     assert second[0].trigger_labels == ["identifier:gateway-server"]
-    assert model.calls == 1 and quota.remaining("chat_gen") == 19
+    assert model.calls == 1 and asyncio.run(quota.aremaining("chat_gen")) == 19
 
 
 def test_low_confidence_answer_is_cached_too() -> None:
@@ -362,7 +362,7 @@ def test_a_failed_call_is_not_cached_and_never_retried_within_a_call() -> None:
         _, _, detail = route(r)
         assert (detail["fallback_reason"], detail["llm_calls"]) == ("invalid-output", 1)
         assert model.calls == turn  # one call per turn: no retry, and the failure is not cached
-    assert quota.remaining("chat_gen") == 18  # a failed call is not refunded
+    assert asyncio.run(quota.aremaining("chat_gen")) == 18  # a failed call is not refunded
 
 
 def test_a_corrupt_cache_entry_is_a_miss_and_is_replaced() -> None:
@@ -370,12 +370,12 @@ def test_a_corrupt_cache_entry_is_a_miss_and_is_replaced() -> None:
     r = router(model, cache=cache)
     route(r)
     key = cache_key("llm-router", ROUTER_PROMPT, "fake-router", FACTUAL)
-    assert cache.get(key) == LEXICAL_CHOICE.model_dump(mode="json")
-    cache.set(key, {"route": "synthesis"}, ttl_s=60)
+    assert asyncio.run(cache.aget(key)) == LEXICAL_CHOICE.model_dump(mode="json")
+    asyncio.run(cache.aset(key, {"route": "synthesis"}, ttl_s=60))
     _, name, detail = route(r)
     assert (name, detail["fallback_reason"], detail["from_cache"]) == ("llm", None, False)
     assert model.calls == 2
-    assert cache.get(key) == LEXICAL_CHOICE.model_dump(mode="json")
+    assert asyncio.run(cache.aget(key)) == LEXICAL_CHOICE.model_dump(mode="json")
 
 
 async def test_concurrent_identical_queries_cost_one_call() -> None:
@@ -383,7 +383,7 @@ async def test_concurrent_identical_queries_cost_one_call() -> None:
     r = router(model, quota=quota)
     deterministic = classify(FACTUAL, POLICY)
     outs = await asyncio.gather(*(r(FACTUAL, deterministic) for _ in range(20)))
-    assert model.calls == 1 and quota.remaining("chat_gen") == 19
+    assert model.calls == 1 and await quota.aremaining("chat_gen") == 19
     assert {name for _, name, _ in outs} == {"llm"}
     assert sum(detail["llm_calls"] for _, _, detail in outs) == 1
     assert sum(not detail["from_cache"] for _, _, detail in outs) == 1
@@ -395,7 +395,7 @@ def test_quota_is_shared_with_step_back() -> None:
     route(router(model, quota=quota))
     _, name, detail = route(router(model, quota=quota), "which port does the proxy-server use")
     assert (name, detail["fallback_reason"]) == ("deterministic", "quota")
-    assert quota.remaining("chat_gen") == 0 and model.calls == 1
+    assert asyncio.run(quota.aremaining("chat_gen")) == 0 and model.calls == 1
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -647,7 +647,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
     assert manifest.hybrid is not None and manifest.hybrid.enabled
     assert "c7" in {c.id for c in manifest.reranked}  # the lexical tier's exact match answers
     assert "c7" not in {c.id for c in baseline.reranked}
-    assert model.calls == 1 and quota.remaining("chat_gen") == 19
+    assert model.calls == 1 and asyncio.run(quota.aremaining("chat_gen")) == 19
 
 
 def test_gated_off_router_serves_the_deterministic_route_and_says_why() -> None:
@@ -662,7 +662,7 @@ def test_gated_off_router_serves_the_deterministic_route_and_says_why() -> None:
     assert (manifest.router, manifest.query_type) == ("deterministic", "factual_lookup")
     assert manifest.router_detail["fallback_reason"] == "no-eval-evidence"
     assert manifest.router_detail["llm_calls"] == 0
-    assert model.calls == 0 and quota.remaining("chat_gen") == 20
+    assert model.calls == 0 and asyncio.run(quota.aremaining("chat_gen")) == 20
 
 
 def test_router_fallback_for_quota_is_a_degradation_label() -> None:

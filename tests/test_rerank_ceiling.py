@@ -92,7 +92,7 @@ async def test_cache_hit_costs_nothing_and_sends_nothing(
     second = await reranker.arerank(QUERY, shuffled, top_n=2)
 
     assert len(stub.requests) == 1
-    assert ledger.remaining("rerank_calls") == 9
+    assert await ledger.aremaining("rerank_calls") == 9
     assert second.detail["from_cache"] is True
     assert second.detail["ceiling"] == "used"
     assert second.detail["cost_usd"] == 0.0
@@ -160,7 +160,7 @@ async def test_no_credentials_spends_nothing(stub: CohereStub) -> None:
     assert result.detail["ceiling"] == "skipped"
     assert result.detail["ceiling_reason"] == "no-credentials"
     assert result.error is None
-    assert ledger.remaining("rerank_calls") == 5
+    assert await ledger.aremaining("rerank_calls") == 5
     assert stub.requests == []
 
 
@@ -207,7 +207,7 @@ async def test_ceiling_errors_use_the_floor_and_are_not_cached(
     assert result.detail["from_cache"] is False
     assert result.detail["cost_usd"] == 0.0
     assert result.detail["candidates_sent"] == 4
-    assert ledger.remaining("rerank_calls") == (5 if refunded else 4)
+    assert await ledger.aremaining("rerank_calls") == (5 if refunded else 4)
 
     stub.mode = "ok"
     again = await reranker.arerank(QUERY, candidates(), top_n=3)
@@ -370,4 +370,4 @@ async def test_a_turn_policys_lower_daily_limit_caps_the_ceilings_spend(
         )
     assert sorted(str(r.detail["ceiling"]) for r in results).count("used") == 1
     assert len(stub.requests) == 1
-    assert ledger.remaining("rerank_calls") == 9
+    assert await ledger.aremaining("rerank_calls") == 9

@@ -55,7 +55,7 @@ async def test_fifty_concurrent_identical_broad_turns_cost_one_call() -> None:
     g = graph(model, quota=quota)
     outs = await asyncio.gather(*(g.ainvoke({"query": BROAD}) for _ in range(50)))
     assert model.calls == 1
-    assert quota.remaining("chat_gen") == 19
+    assert await quota.aremaining("chat_gen") == 19
     assert all(o["manifest"].embed_query == GENERAL for o in outs)
     assert sum(o["manifest"].llm_calls for o in outs) == 1
 
@@ -89,13 +89,13 @@ def test_llm_failure_is_a_labelled_no_op(model: ScriptedChatModel, reason: str) 
 def test_failed_call_is_not_refunded_by_default_and_is_when_policy_says() -> None:
     quota = MemoryQuotaLedger({"chat_gen": 5, "rerank_calls": 1})
     graph(ScriptedChatModel(error="boom"), quota=quota).invoke({"query": BROAD})
-    assert quota.remaining("chat_gen") == 4
+    assert asyncio.run(quota.aremaining("chat_gen")) == 4
     policy = load_policy()
     policy = policy.model_copy(
         update={"step_back": policy.step_back.model_copy(update={"refund_on_failure": True})}
     )
     graph(ScriptedChatModel(error="boom"), quota=quota, policy=policy).invoke({"query": BROAD})
-    assert quota.remaining("chat_gen") == 4
+    assert asyncio.run(quota.aremaining("chat_gen")) == 4
 
 
 def test_spent_day_every_turn_still_returns_documents_labelled() -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
@@ -155,16 +154,17 @@ async def stores(disposable_redis_server: RedisServer) -> AsyncIterator[Stores]:
     await cache.aclose()
 
 
-def _timed(fn: Callable[[], object]) -> tuple[object, float]:
-    began = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - began
-
-
 async def _atimed(coro: object) -> tuple[object, float]:
     began = time.perf_counter()
     result = await coro  # type: ignore[misc]
     return result, time.perf_counter() - began
+
+
+def _returns(value: object) -> Callable[[], Awaitable[object]]:
+    async def compute() -> object:
+        return value
+
+    return compute
 
 
 @pytest.mark.redis
@@ -172,30 +172,30 @@ async def test_a_frozen_redis_costs_one_timeout_per_call_until_the_breaker_opens
     stores: Stores,
 ) -> None:
     ledger, cache = stores.ledger, stores.cache
-    assert ledger.try_spend("chat_gen").allowed
-    cache.set("k", "v", ttl_s=60)
+    assert (await ledger.atry_spend("chat_gen")).allowed
+    await cache.aset("k", "v", ttl_s=60)
     assert await cache.aget("k") == "v"
     stores.server.freeze()
 
-    first, took = _timed(lambda: ledger.try_spend("chat_gen"))
+    first, took = await _atimed(ledger.atry_spend("chat_gen"))
     assert first == UNAVAILABLE
     assert took < TIMEOUT_S + SLACK_S  # one timeout: a timeout is not retried
-    second, took = _timed(lambda: cache.get("k"))
+    second, took = await _atimed(cache.aget("k"))
     assert second is None  # the cache fails open
     assert took < TIMEOUT_S + SLACK_S
     third, took = await _atimed(ledger.asnapshot())
     assert third == QuotaSnapshot({"chat_gen": 0}, available=False)
     assert took < TIMEOUT_S + SLACK_S
 
-    # Open: shared by the ledger and the cache, sync and async alike; Redis is not called.
+    # Open: shared by the ledger and the cache; Redis is not called.
     assert not ledger.available and not cache.available
     assert stores.breaker.snapshot().state == "open"
     durations = []
     for _ in range(20):
-        spent, took = _timed(lambda: ledger.try_spend("chat_gen"))
+        spent, took = await _atimed(ledger.atry_spend("chat_gen"))
         assert spent == UNAVAILABLE
         durations.append(took)
-        computed, took = _timed(lambda: cache.get_or_compute("k", lambda: "fresh", ttl_s=60))
+        computed, took = await _atimed(cache.aget_or_compute("k", _returns("fresh"), ttl_s=60))
         assert computed == ("fresh", False)
         durations.append(took)
         reading, took = await _atimed(ledger.asnapshot(["chat_gen"]))
@@ -207,14 +207,14 @@ async def test_a_frozen_redis_costs_one_timeout_per_call_until_the_breaker_opens
 @pytest.mark.redis
 async def test_the_half_open_probe_restores_service_after_sigcont(stores: Stores) -> None:
     ledger = stores.ledger
-    assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
+    assert await ledger.atry_spend("chat_gen") == SpendResult(True, 4)
     stores.server.freeze()
     for _ in range(3):
-        assert ledger.try_spend("chat_gen") == UNAVAILABLE
+        assert await ledger.atry_spend("chat_gen") == UNAVAILABLE
     assert stores.breaker.snapshot().state == "open"
 
     stores.server.thaw()
-    assert ledger.try_spend("chat_gen") == UNAVAILABLE  # still open: Redis is not called yet
+    assert await ledger.atry_spend("chat_gen") == UNAVAILABLE  # still open: Redis is not called yet
     await asyncio.sleep(stores.breaker.snapshot().retry_in_s + 0.05)
     assert ledger.available  # half-open: the next call probes
     reading, took = await _atimed(ledger.asnapshot())
@@ -225,9 +225,9 @@ async def test_the_half_open_probe_restores_service_after_sigcont(stores: Stores
     # errs towards spending less than the budget, never more.
     left = reading.remaining["chat_gen"]
     assert 1 <= left <= 4
-    assert ledger.try_spend("chat_gen") == SpendResult(True, left - 1)
-    assert stores.cache.get_or_compute("k", lambda: 1, ttl_s=60) == (1, False)
-    assert stores.cache.get("k") == 1
+    assert await ledger.atry_spend("chat_gen") == SpendResult(True, left - 1)
+    assert await stores.cache.aget_or_compute("k", _returns(1), ttl_s=60) == (1, False)
+    assert await stores.cache.aget("k") == 1
 
 
 @pytest.mark.redis
@@ -237,17 +237,16 @@ async def test_a_probe_into_a_still_frozen_redis_reopens_and_others_do_not_wait(
     ledger = stores.ledger
     stores.server.freeze()
     for _ in range(3):
-        assert ledger.try_spend("chat_gen") == UNAVAILABLE
+        assert await ledger.atry_spend("chat_gen") == UNAVAILABLE
     await asyncio.sleep(stores.breaker.snapshot().retry_in_s + 0.05)
 
-    probing = threading.Thread(target=ledger.try_spend, args=("chat_gen",))
-    probing.start()
+    probing = asyncio.create_task(ledger.atry_spend("chat_gen"))
     while stores.breaker.snapshot().available:  # until the probe is admitted
         await asyncio.sleep(0.001)
-    others, took = _timed(lambda: [ledger.snapshot() for _ in range(10)])
+    others, took = await _atimed(asyncio.gather(*(ledger.asnapshot() for _ in range(10))))
     assert others == [QuotaSnapshot({"chat_gen": 0}, available=False)] * 10
     assert took < 0.05  # refused at once while the probe waits on the frozen server
-    probing.join()
+    await probing
     snapshot = stores.breaker.snapshot()
     assert snapshot.state == "open" and snapshot.consecutive_failures == 4
     assert snapshot.retry_in_s > RESET_S - SLACK_S
@@ -267,11 +266,6 @@ async def test_a_full_connection_pool_is_overload_not_an_outage(
     import redis
     import redis.asyncio
 
-    sync = redis.Redis(
-        connection_pool=redis.BlockingConnectionPool.from_url(
-            redis_url, max_connections=1, timeout=0.05
-        )
-    )
     aclient = redis.asyncio.Redis(
         connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
             redis_url, max_connections=1, timeout=0.05
@@ -279,24 +273,22 @@ async def test_a_full_connection_pool_is_overload_not_an_outage(
     )
     breaker = CircuitBreaker(failure_threshold=3, reset_after_s=RESET_S)
     ledger = RedisQuotaLedger(
-        {"chat_gen": 5}, client=sync, aclient=aclient, breaker=breaker, prefix=redis_prefix
+        {"chat_gen": 5}, aclient=aclient, breaker=breaker, prefix=redis_prefix
     )
-    cache = RedisCache(client=sync, aclient=aclient, breaker=breaker, prefix=redis_prefix)
-    held = sync.connection_pool.get_connection()
+    cache = RedisCache(aclient=aclient, breaker=breaker, prefix=redis_prefix)
     aheld = await aclient.connection_pool.get_connection()
     try:
         with caplog.at_level("WARNING", logger="ragtiller.stores"):
             for _ in range(2 * breaker.failure_threshold):
-                assert ledger.try_spend("chat_gen") == UNAVAILABLE  # a quota still fails closed
+                # a quota still fails closed
+                assert await ledger.atry_spend("chat_gen") == UNAVAILABLE
                 assert (await ledger.asnapshot()).available is False
                 assert await cache.aget("k") is None  # a cache still fails open
         assert breaker.snapshot() == BreakerSnapshot("closed", 0, 0.0, available=True)
         assert "Redis overloaded" in caplog.text
         assert "circuit open" not in caplog.text
     finally:
-        sync.connection_pool.release(held)
         await aclient.connection_pool.release(aheld)
-    assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
+    assert await ledger.atry_spend("chat_gen") == SpendResult(True, 4)
     assert (await ledger.asnapshot()).remaining == {"chat_gen": 4}
-    sync.connection_pool.disconnect()
     await aclient.connection_pool.disconnect()

@@ -43,9 +43,9 @@ async def test_with_redis_url_the_stores_live_in_redis(
     try:
         assert isinstance(ledger, RedisQuotaLedger)
         assert isinstance(cache, RedisCache)
-        assert ledger.try_spend("chat_gen") == SpendResult(True, 1)
+        assert await ledger.atry_spend("chat_gen") == SpendResult(True, 1)
         assert await replica_ledger.atry_spend("chat_gen") == SpendResult(True, 0)
-        cache.set("k", "shared", ttl_s=60)
+        await cache.aset("k", "shared", ttl_s=60)
         assert await replica_cache.aget("k") == "shared"
         assert cache.key("k") == f"{redis_prefix}cache:k"
         assert ledger.breaker is cache.breaker  # one Redis, one breaker
@@ -75,10 +75,10 @@ async def test_the_ledger_and_cache_of_one_dead_redis_share_one_breaker(
     assert isinstance(ledger, RedisQuotaLedger) and isinstance(cache, RedisCache)
     try:
         for _ in range(3):
-            assert cache.get("k") is None  # connection refused, three times
+            assert await cache.aget("k") is None  # connection refused, three times
         assert not ledger.available  # the cache's failures opened the ledger's breaker too
         assert await ledger.asnapshot() == QuotaSnapshot({"chat_gen": 0}, available=False)
-        assert ledger.try_spend("chat_gen").reason == "quota-store-unavailable"
+        assert (await ledger.atry_spend("chat_gen")).reason == "quota-store-unavailable"
     finally:
         await ledger.aclose()
         await cache.aclose()

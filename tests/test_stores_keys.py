@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 
@@ -58,8 +59,15 @@ def test_valid_text_keeps_the_key_it_had_before_surrogates_were_allowed() -> Non
 def test_a_cache_accepts_a_key_built_from_lone_surrogates() -> None:
     cache = MemoryCache()
     key = cache_key("step-back", "lift \udcff")
-    assert cache.get_or_compute(key, lambda: "general", ttl_s=60) == ("general", False)
-    assert cache.get(key) == "general"
+
+    async def general() -> str:
+        return "general"
+
+    async def main() -> None:
+        assert await cache.aget_or_compute(key, general, ttl_s=60) == ("general", False)
+        assert await cache.aget(key) == "general"
+
+    asyncio.run(main())
 
 
 @pytest.mark.redis

@@ -9,7 +9,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,7 +43,7 @@ def _keys(r: redis.Redis, pattern: str) -> set[str]:
         ("Asia/Kolkata", datetime(2026, 1, 1, 18, 0, tzinfo=UTC), "2026-01-01", 1800),
     ],
 )
-def test_quota_counter_key_expires_after_its_window(
+async def test_quota_counter_key_expires_after_its_window(
     client: redis.Redis,
     redis_url: str,
     redis_prefix: str,
@@ -56,37 +56,39 @@ def test_quota_counter_key_expires_after_its_window(
         {"chat_gen": 5}, url=redis_url, prefix=redis_prefix, timezone=timezone, clock=lambda: now
     )
     try:
-        assert ledger.try_spend("chat_gen", 2).allowed
+        assert (await ledger.atry_spend("chat_gen", 2)).allowed
         key = f"{redis_prefix}quota:chat_gen:{window_id}"
         assert _keys(client, f"{redis_prefix}*") == {key}
         assert client.get(key) == b"2"
         assert seconds_left - 1 <= client.ttl(key) <= seconds_left + 60
-        ledger.refund("chat_gen")
+        await ledger.arefund("chat_gen")
         assert client.get(key) == b"1"
         assert seconds_left - 1 <= client.ttl(key) <= seconds_left + 60
     finally:
-        ledger.close()
+        await ledger.aclose()
 
 
-def test_every_key_written_is_under_the_prefix(disposable_redis_server: RedisServer) -> None:
+async def test_every_key_written_is_under_the_prefix(
+    disposable_redis_server: RedisServer,
+) -> None:
     url, prefix = disposable_redis_server.url, "app:"
     ledger = RedisQuotaLedger({"chat_gen": 5}, url=url, prefix=prefix)
     cache = RedisCache(url=url, prefix=prefix)
     try:
-        ledger.try_spend("chat_gen")
-        cache.set("a", 1, ttl_s=60)
-        cache.get_or_compute("b", lambda: 2, ttl_s=60)
+        await ledger.atry_spend("chat_gen")
+        await cache.aset("a", 1, ttl_s=60)
+        await cache.aget_or_compute("b", _returns(2), ttl_s=60)
         with redis.Redis.from_url(url) as r:
             keys = _keys(r, "*")
             assert r.ttl(f"{prefix}cache:a") > 0
         window = ledger.window().id
         assert keys == {f"{prefix}quota:chat_gen:{window}", f"{prefix}cache:a", f"{prefix}cache:b"}
     finally:
-        ledger.close()
-        cache.close()
+        await ledger.aclose()
+        await cache.aclose()
 
 
-def test_clear_uses_scan_and_spares_quota_keys_and_other_prefixes(
+async def test_clear_uses_scan_and_spares_quota_keys_and_other_prefixes(
     disposable_redis_server: RedisServer,
 ) -> None:
     url = disposable_redis_server.url
@@ -97,8 +99,8 @@ def test_clear_uses_scan_and_spares_quota_keys_and_other_prefixes(
     try:
         with redis.Redis.from_url(url) as r:
             r.mset({f"{prefix}cache:{i}": b"1" for i in range(1234)})
-            other.set("kept", "yes", ttl_s=60)
-            ledger.try_spend("chat_gen")
+            await other.aset("kept", "yes", ttl_s=60)
+            await ledger.atry_spend("chat_gen")
             r.config_resetstat()
             cache.clear()
             stats = r.info("commandstats")
@@ -107,22 +109,26 @@ def test_clear_uses_scan_and_spares_quota_keys_and_other_prefixes(
         assert "cmdstat_scan" in stats
         assert stats["cmdstat_del"]["calls"] == 3  # 500 + 500 + 234
         assert "cmdstat_keys" not in stats
-        assert other.get("kept") == "yes"
-        assert ledger.remaining("chat_gen") == 4
+        assert await other.aget("kept") == "yes"
+        assert await ledger.aremaining("chat_gen") == 4
     finally:
-        cache.close()
-        other.close()
-        ledger.close()
+        await cache.aclose()
+        await other.aclose()
+        await ledger.aclose()
 
 
 def _spend_in_process(url: str, prefix: str, start: Any, results: Any) -> None:
     """Child process: wait for the others, then try 50 spends; report how many were allowed."""
     ledger = RedisQuotaLedger({"chat_gen": 20}, url=url, prefix=prefix)
-    try:
-        start.wait(timeout=60)
-        results.put(sum(ledger.try_spend("chat_gen").allowed for _ in range(50)))
-    finally:
-        ledger.close()
+
+    async def spend() -> int:
+        try:
+            return sum([(await ledger.atry_spend("chat_gen")).allowed for _ in range(50)])
+        finally:
+            await ledger.aclose()
+
+    start.wait(timeout=60)
+    results.put(asyncio.run(spend()))
 
 
 @pytest.mark.slow
@@ -146,41 +152,14 @@ def test_four_processes_share_one_budget(redis_url: str, redis_prefix: str) -> N
     assert [p.exitcode for p in processes] == [0, 0, 0, 0]
     assert sum(allowed) == 20
     ledger = RedisQuotaLedger({"chat_gen": 20}, url=redis_url, prefix=redis_prefix)
-    try:
-        assert ledger.remaining("chat_gen") == 0
-    finally:
-        ledger.close()
 
+    async def left() -> int:
+        try:
+            return await ledger.aremaining("chat_gen")
+        finally:
+            await ledger.aclose()
 
-def test_two_caches_share_one_computation_through_the_redis_lock(
-    redis_url: str, redis_prefix: str
-) -> None:
-    # Two cache objects have separate in-process flights, as two processes would.
-    caches = [RedisCache(url=redis_url, prefix=redis_prefix, poll_interval_s=0.01) for _ in "ab"]
-    calls: list[int] = []
-    start = threading.Barrier(20)
-    results: list[tuple[Any, bool]] = []
-
-    def compute() -> str:
-        calls.append(1)
-        time.sleep(0.3)
-        return "shared"
-
-    def run(cache: RedisCache) -> None:
-        start.wait()
-        results.append(cache.get_or_compute("k", compute, ttl_s=60))
-
-    threads = [threading.Thread(target=run, args=(caches[i % 2],)) for i in range(20)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        for cache in caches:
-            cache.close()
-    assert len(calls) == 1
-    assert sorted(results) == [("shared", False)] + [("shared", True)] * 19
+    assert asyncio.run(left()) == 0
 
 
 async def test_two_caches_share_one_async_computation(redis_url: str, redis_prefix: str) -> None:
@@ -203,45 +182,33 @@ async def test_two_caches_share_one_async_computation(redis_url: str, redis_pref
     assert sorted(results) == [("shared", False)] + [("shared", True)] * 19
 
 
-@pytest.mark.parametrize("use_async", [False, True])
 async def test_a_waiter_takes_the_value_another_process_computed(
-    client: redis.Redis, redis_url: str, redis_prefix: str, use_async: bool
+    client: redis.Redis, redis_url: str, redis_prefix: str
 ) -> None:
     cache = RedisCache(url=redis_url, prefix=redis_prefix, poll_interval_s=0.01)
     client.set(cache.lock_key("k"), "other-process", px=10_000)
     publish = threading.Timer(0.2, lambda: client.set(cache.key("k"), b'"theirs"', px=60_000))
     publish.start()
+
+    async def compute() -> str:
+        raise AssertionError("the other process computes it")
+
     try:
-        if use_async:
-
-            async def compute() -> str:
-                raise AssertionError("the other process computes it")
-
-            result = await cache.aget_or_compute("k", compute, ttl_s=60)
-        else:
-            result = cache.get_or_compute("k", lambda: "ours", ttl_s=60)
+        result = await cache.aget_or_compute("k", compute, ttl_s=60)
     finally:
         publish.join()
         await cache.aclose()
     assert result == ("theirs", True)
 
 
-@pytest.mark.parametrize("use_async", [False, True])
 async def test_a_waiter_computes_anyway_after_the_bounded_wait(
-    client: redis.Redis, redis_url: str, redis_prefix: str, use_async: bool
+    client: redis.Redis, redis_url: str, redis_prefix: str
 ) -> None:
     cache = RedisCache(url=redis_url, prefix=redis_prefix, lock_wait_s=0.3, poll_interval_s=0.01)
     client.set(cache.lock_key("k"), "other-process", px=10_000)
     began = time.monotonic()
     try:
-        if use_async:
-
-            async def compute() -> str:
-                return "ours"
-
-            result = await cache.aget_or_compute("k", compute, ttl_s=60)
-        else:
-            result = cache.get_or_compute("k", lambda: "ours", ttl_s=60)
+        result = await cache.aget_or_compute("k", _returns("ours"), ttl_s=60)
     finally:
         await cache.aclose()
     waited = time.monotonic() - began
@@ -251,41 +218,40 @@ async def test_a_waiter_computes_anyway_after_the_bounded_wait(
     assert client.get(cache.lock_key("k")) == b"other-process"  # not ours to release
 
 
-def test_the_lock_is_released_after_computing(
+async def test_the_lock_is_released_after_computing(
     client: redis.Redis, redis_url: str, redis_prefix: str
 ) -> None:
     cache = RedisCache(url=redis_url, prefix=redis_prefix)
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            cache.get_or_compute("bad", _boom, ttl_s=60)
-        cache.get_or_compute("good", lambda: 1, ttl_s=60)
+            await cache.aget_or_compute("bad", _boom, ttl_s=60)
+        await cache.aget_or_compute("good", _returns(1), ttl_s=60)
     finally:
-        cache.close()
+        await cache.aclose()
     assert client.exists(cache.lock_key("bad"), cache.lock_key("good"), cache.key("bad")) == 0
 
 
-def _boom() -> int:
+async def _boom() -> int:
     raise RuntimeError("boom")
 
 
+def _returns(value: Any) -> Callable[[], Awaitable[Any]]:
+    """A ``compute`` for ``aget_or_compute`` that returns ``value``."""
+
+    async def compute() -> Any:
+        return value
+
+    return compute
+
+
 async def _assert_degraded(ledger: RedisQuotaLedger, cache: RedisCache) -> None:
-    """Quota fails closed, the cache fails open, and nothing raises (sync and async)."""
-    assert ledger.try_spend("chat_gen") == UNAVAILABLE
+    """Quota fails closed, the cache fails open, and nothing raises."""
     assert await ledger.atry_spend("chat_gen") == UNAVAILABLE
-    assert ledger.remaining("chat_gen") == 0
     assert await ledger.aremaining("chat_gen") == 0
-    ledger.refund("chat_gen")
     await ledger.arefund("chat_gen")
-    cache.set("k", "v", ttl_s=60)
     await cache.aset("k", "v", ttl_s=60)
-    assert cache.get("k") is None
     assert await cache.aget("k") is None
-    assert cache.get_or_compute("k", lambda: "computed", ttl_s=60) == ("computed", False)
-
-    async def compute() -> str:
-        return "computed"
-
-    assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("computed", False)
+    assert await cache.aget_or_compute("k", _returns("computed"), ttl_s=60) == ("computed", False)
 
 
 async def test_a_server_that_dies_mid_test_degrades_then_recovers(
@@ -297,9 +263,8 @@ async def test_a_server_that_dies_mid_test_degrades_then_recovers(
     ledger = RedisQuotaLedger({"chat_gen": 5}, url=url, prefix="t:", breaker=breaker)
     cache = RedisCache(url=url, prefix="t:", breaker=breaker)
     try:
-        assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
-        assert (await ledger.atry_spend("chat_gen")).allowed
-        cache.set("k", "v", ttl_s=60)
+        assert await ledger.atry_spend("chat_gen") == SpendResult(True, 4)
+        await cache.aset("k", "v", ttl_s=60)
         assert await cache.aget("k") == "v"
         disposable_redis_server.stop()
         with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
@@ -309,11 +274,10 @@ async def test_a_server_that_dies_mid_test_degrades_then_recovers(
         assert any(m.startswith("cache unavailable; k is a miss") for m in messages)
         assert breaker.snapshot().state == "open"
         disposable_redis_server.start()  # empty again: the server keeps nothing on disk
-        assert ledger.try_spend("chat_gen") == UNAVAILABLE  # not called until the pause is over
+        assert await ledger.atry_spend("chat_gen") == UNAVAILABLE  # not called: the pause is on
         now[0] += 5
-        assert ledger.try_spend("chat_gen") == SpendResult(True, 4)
-        assert (await ledger.atry_spend("chat_gen")).allowed
-        assert cache.get_or_compute("k", lambda: "again", ttl_s=60) == ("again", False)
+        assert await ledger.atry_spend("chat_gen") == SpendResult(True, 4)
+        assert await cache.aget_or_compute("k", _returns("again"), ttl_s=60) == ("again", False)
         assert await cache.aget("k") == "again"
     finally:
         await ledger.aclose()
@@ -348,17 +312,13 @@ async def test_given_clients_are_used_and_left_open(redis_url: str, redis_prefix
     sync_client = redis.Redis.from_url(redis_url)
     async_client = redis.asyncio.Redis.from_url(redis_url)
     try:
-        ledger = RedisQuotaLedger({"chat_gen": 3}, client=sync_client, prefix=redis_prefix)
+        cache = RedisCache(client=sync_client, prefix=redis_prefix)
         aledger = RedisQuotaLedger({"chat_gen": 3}, aclient=async_client, prefix=redis_prefix)
-        assert ledger.try_spend("chat_gen") == SpendResult(True, 2)
-        assert await aledger.atry_spend("chat_gen") == SpendResult(True, 1)
+        assert await aledger.atry_spend("chat_gen") == SpendResult(True, 2)
+        cache.clear()
         with pytest.raises(ConfigurationError, match="only a sync client; pass aclient= or url="):
-            await ledger.atry_spend("chat_gen")
-        with pytest.raises(
-            ConfigurationError, match="only an asyncio client; pass client= or url="
-        ):
-            aledger.try_spend("chat_gen")
-        await ledger.aclose()
+            await cache.aget("k")
+        await cache.aclose()
         await aledger.aclose()
         assert sync_client.ping()
         assert await async_client.ping()
@@ -458,7 +418,7 @@ async def test_a_snapshot_of_several_budgets_is_one_round_trip(
     url = disposable_redis_server.url
     ledger = RedisQuotaLedger({"chat_gen": 5, "rerank_calls": 9, "other": 1}, url=url)
     try:
-        ledger.try_spend("chat_gen", 2)
+        await ledger.atry_spend("chat_gen", 2)
         await ledger.asnapshot()  # loads the script: later calls run it by its SHA
         with redis.Redis.from_url(url) as r:
             r.config_resetstat()

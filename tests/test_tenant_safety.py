@@ -510,19 +510,3 @@ def test_a_retriever_made_for_globex_refuses_a_call_for_another_scope(graph: Any
 
     narrowed = as_retriever(graph).invoke(FACTUAL, tenant="acme")  # a call may name one
     assert {d.metadata["tenant"] for d in narrowed} == {"acme"}
-
-
-def test_an_index_saved_before_the_manifest_recorded_tenants_is_read_from_its_chunks(
-    index: EmbeddedIndex, tmp_path: Path
-) -> None:
-    from ragtiller.index.versions import current_version
-
-    index.save(tmp_path / "old")
-    manifest_file = current_version(tmp_path / "old") / "manifest.json"
-    recorded = json.loads(manifest_file.read_text("utf-8"))
-    del recorded["tenanted"]  # as an index saved before the field
-    manifest_file.write_text(json.dumps(recorded), "utf-8")
-    old = EmbeddedIndex.load(tmp_path / "old", embedder=HashingEmbedder(dim=64))
-    assert old.manifest.tenanted is None
-    with pytest.raises(InputError, match="this graph serves several tenants"):
-        build_graph(index=old).invoke({"query": FACTUAL})

@@ -81,15 +81,6 @@ def test_the_manifest_records_the_dtype_and_open_memory_maps_it(tmp_path: Path) 
     assert np.array_equal(stored, f32.store.vectors.astype(np.float16))
 
 
-def test_a_manifest_without_the_field_means_float32(tmp_path: Path) -> None:
-    ingest(corpus(10), tmp_path / "idx", embedder=EMBEDDER, progress=False)
-    path = current_version(tmp_path / "idx") / "manifest.json"
-    raw = json.loads(path.read_text())
-    del raw["vector_dtype"]  # as written before the field existed
-    path.write_text(json.dumps(raw))
-    assert open_index(tmp_path / "idx").manifest.vector_dtype == "float32"
-
-
 def test_vectors_of_another_dtype_than_the_manifest_fail_the_open(tmp_path: Path) -> None:
     ingest(corpus(10), tmp_path / "idx", embedder=EMBEDDER, progress=False)
     path = current_version(tmp_path / "idx") / "vectors.npy"

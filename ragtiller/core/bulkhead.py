@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import itertools
 import logging
 import math
@@ -43,13 +42,17 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
 from ragtiller.core.breaker import CircuitBreaker
+from ragtiller.core.deadlines import Scope, current_scope, worker
+from ragtiller.core.deadlines import call_time_left as call_time_left  # re-exported
+from ragtiller.core.deadlines import throttled as throttled
+from ragtiller.core.deadlines import time_left as time_left
+from ragtiller.core.deadlines import within as within
 from ragtiller.errors import DeadlineExceeded as DeadlineExceeded  # re-exported
 from ragtiller.errors import Overloaded as Overloaded
 from ragtiller.errors import ProviderHung as ProviderHung
@@ -77,90 +80,6 @@ _QUEUED_SHARE = 0.05
 """A call cut at its deadline after waiting for a worker for more than this share of its time
 did not run for its whole time: it is :class:`Overloaded`, not held against its provider. (The
 share spares a provider whose call waited a moment, or only for its thread to be scheduled.)"""
-
-
-@dataclass
-class _Scope:
-    """One :func:`within` of the running task: its deadline (loop time) and what it saw."""
-
-    until: float
-    parent: _Scope | None
-    overloaded: bool = False
-    """A call of this scope was cut while it waited for a worker (or before it ran for all
-    its time because it had waited for one)."""
-
-
-_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
-    "ragtiller_deadline", default=None
-)
-
-_here = threading.local()
-"""``job``: the call a worker thread is running (see :func:`call_time_left`)."""
-
-
-def time_left() -> float:
-    """Seconds left before the innermost :func:`within` deadline of this task (inf: none).
-
-    Waits that are not a :meth:`Bulkhead.call` (a Redis lock, a poll) ask this to cut
-    themselves to the turn's deadline.
-    """
-    scope = _scope.get()
-    if scope is None:
-        return math.inf
-    return scope.until - asyncio.get_running_loop().time()
-
-
-async def within(awaitable: Awaitable[T], seconds: float) -> T:
-    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline).
-
-    Raises:
-        DeadlineExceeded: The deadline passed (the awaitable's own ``TimeoutError``, say a
-            provider's HTTP timeout, propagates as it is).
-        Overloaded: The deadline passed while the work waited for a bulkhead worker (see
-            :meth:`Bulkhead.call`).
-    """
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    outer = _scope.get()
-    until = started + seconds if outer is None else min(started + seconds, outer.until)
-    scope = _Scope(until, outer)
-    token = _scope.set(scope)
-    try:
-        async with asyncio.timeout_at(until) as cut:
-            return await awaitable
-    except TimeoutError as e:
-        if not cut.expired():
-            raise
-        waited = until - started
-        if scope.overloaded:
-            raise Overloaded(f"no worker came free in time within {waited:.2f}s") from e
-        raise DeadlineExceeded(f"no answer within {waited:.2f}s") from e
-    finally:
-        _scope.reset(token)
-
-
-def call_time_left() -> float:
-    """Seconds left before the deadline of the :meth:`Bulkhead.call` this thread runs (inf:
-    none, or not on a worker). A provider's own throttle asks it so as never to wait past the
-    caller, who would blame the provider for the time."""
-    job: _Job | None = getattr(_here, "job", None)
-    return math.inf if job is None else job.deadline - time.monotonic()
-
-
-@contextlib.contextmanager
-def throttled() -> Iterator[None]:
-    """Count the time inside as this thread's call waiting (like a wait for a worker), not as
-    its provider running: a call cut because it was throttled is :class:`Overloaded`."""
-    job: _Job | None = getattr(_here, "job", None)
-    if job is None:
-        yield
-        return
-    job.throttle_began = time.monotonic()
-    try:
-        yield
-    finally:
-        job.throttled_s += time.monotonic() - job.throttle_began
-        job.throttle_began = None
 
 
 class _Job:
@@ -302,7 +221,7 @@ class Bulkhead:
             ProviderHung: See :meth:`submit`.
         """
         loop = asyncio.get_running_loop()
-        scope = _scope.get()
+        scope = current_scope.get()
         started = loop.time()
         until = started + timeout_s
         # Cut just before the enclosing deadline, so that this call, not its caller's timer,
@@ -496,12 +415,12 @@ class Bulkhead:
             if not job.future.set_running_or_notify_cancel():
                 job = self._next(None)  # cancelled while it waited
                 continue
-            _here.job = job
+            worker.job = job
             try:
                 value, error = job.run(), None
             except BaseException as e:  # handed to the caller, who decides
                 value, error = None, e
-            _here.job = None
+            worker.job = None
             done = job
             done.overloaded = isinstance(error, Overloaded)
             # Free before the caller hears back, so its next call finds this worker idle.
@@ -512,7 +431,7 @@ class Bulkhead:
                 done.future.set_exception(error)
 
 
-def _overloaded(scope: _Scope | None) -> None:
+def _overloaded(scope: Scope | None) -> None:
     """Tell ``scope`` and the scopes around it that a call was cut waiting for a worker."""
     while scope is not None:
         scope.overloaded = True

@@ -12,7 +12,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from ragtiller.adapters import TierLike, as_tier
-from ragtiller.core.filters import TENANT_KEY
 from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
@@ -64,16 +63,10 @@ def _overview(
 
 
 def _tenant_required(given: bool | None, index: IndexLike | None) -> bool:
-    """``given``, else whether the index's documents carry tenants: as its manifest records,
-    or, for an index saved before the manifest recorded it, as its chunks' metadata say."""
+    """``given``, else whether the index manifest says its documents carry tenants."""
     if given is not None:
         return given
-    recorded = getattr(getattr(index, "manifest", None), "tenanted", None)
-    if recorded is not None:
-        return bool(recorded)
-    records = getattr(getattr(index, "store", None), "records", None)
-    metadatas = getattr(records, "metadatas", ())
-    return any(TENANT_KEY in metadata for metadata in metadatas)
+    return bool(getattr(getattr(index, "manifest", None), "tenanted", False))
 
 
 def _known_namespaces(

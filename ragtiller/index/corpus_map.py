@@ -147,8 +147,7 @@ class OutlineRows:
 
     @classmethod
     def of(cls, sections: RecordTable) -> OutlineRows:
-        """Built from the section table in one pass (at ingest, or on first use of an index
-        saved before this file existed)."""
+        """Built from the section table in one pass, at ingest."""
         spaces: dict[str, int] = {}
         doc_ids: dict[str, int] = {}
         space = np.empty(len(sections), dtype=np.int32)
@@ -235,13 +234,13 @@ class ScopedOverview:
         sections: The index's section table (the parents): their metadata carry the namespace
             and the document's own metadata (``tenant`` and the like) that tiers filter on.
         to_section: Turns row ``(id, text, metadata)`` back into a :class:`Section`.
-        rows: The saved :class:`OutlineRows` of ``sections``; None (an index saved before
-            them): built from ``sections`` on first use.
+        rows: The :class:`OutlineRows` of ``sections``.
 
     Example:
         >>> from ragtiller.index.records import RecordTable
         >>> rows = RecordTable(["s1"], ["Setup. Run make."], [{"doc_id": "a.md", "tenant": "acme"}])
-        >>> overview = ScopedOverview(rows, lambda id_, text, md: NotImplemented)
+        >>> outline = OutlineRows.of(rows)
+        >>> overview = ScopedOverview(rows, lambda id_, text, md: NotImplemented, outline)
         >>> overview.outline(["default"], {"tenant": "globex"})  # nothing of acme's
         ''
     """
@@ -250,21 +249,13 @@ class ScopedOverview:
         self,
         sections: RecordTable,
         to_section: Callable[[str, str, dict[str, Any]], Section],
-        rows: OutlineRows | None = None,
+        rows: OutlineRows,
     ) -> None:
         self._sections = sections
         self._to_section = to_section
         self._rows = rows
         self._kept: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._lock = threading.Lock()
-
-    @property
-    def rows(self) -> OutlineRows:
-        """The per-namespace section rows (built here, once, if none were saved)."""
-        with self._lock:
-            if self._rows is None:
-                self._rows = OutlineRows.of(self._sections)
-            return self._rows
 
     def outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
         """The outline of the sections in ``namespaces`` whose metadata equals ``filter``
@@ -277,7 +268,7 @@ class ScopedOverview:
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
-        rows, docs = self.rows.scope(namespaces)
+        rows, docs = self._rows.scope(namespaces)
         if filter:  # tested on the scope's own rows only
             passes = predicate(filter)
             metadatas = self._sections.metadatas

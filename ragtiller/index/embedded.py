@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,7 +29,7 @@ from ragtiller.index.derived import (
 )
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
-from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier, parent_rows
+from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
 from ragtiller.index.records import RecordTable
 from ragtiller.index.units import section_from_record
 from ragtiller.index.versions import FaultHook, Step, open_current, write_version
@@ -98,8 +98,8 @@ class EmbeddedIndex:
         lexical: LexicalTier,
         manifest: IndexManifest,
         corpus_map: str,
+        derived: Derived,
         stats: EmbeddingStats | None = None,
-        derived: Derived | None = None,
     ) -> None:
         self.store = store
         self.parents = parents
@@ -112,8 +112,9 @@ class EmbeddedIndex:
         """What the ingest that built this object did, set by :mod:`ragtiller.ingest` (None for an
         index opened with :meth:`load`)."""
         self._lexical = lexical
-        self._derived = derived or Derived()
-        self._overview = ScopedOverview(parents, section_from_record, self._derived.outline)
+        self._derived = derived
+        assert derived.outline is not None, "ingest derives it and every version holds its file"
+        self._overview = ScopedOverview(parents, section_from_record, derived.outline)
         if self._derived.ann is not None:
             store.attach_ann(self._derived.ann)
         if self._derived.document_keys is not None:
@@ -133,15 +134,6 @@ class EmbeddedIndex:
         """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
         (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)
-
-    @classmethod
-    def build(cls, sources: Iterable[Any], **options: Any) -> EmbeddedIndex:
-        """Deprecated: :func:`ragtiller.ingest.build_index`, which this calls (removed in 0.3)."""
-        from ragtiller._moved import warn_moved
-        from ragtiller.ingest import build_index
-
-        warn_moved("EmbeddedIndex.build", "ragtiller.ingest.build_index")
-        return build_index(sources, **options)
 
     @property
     def section_lexical(self) -> LexicalTier:
@@ -207,15 +199,9 @@ class EmbeddedIndex:
         )
         if progress is not None:
             progress.stage("save", len(names), unit="file")
-        if self._derived.parent_rows is None:  # a version saved before it was derived
-            rows = parent_rows(self.store.records, self.parents)
-            self._derived = replace(self._derived, parent_rows=rows)
-        self.section_lexical  # noqa: B018 - the same: build it, so that it is saved
-        if self._derived.outline is None:
-            self._derived = replace(self._derived, outline=self._overview.rows)
-        documents = self._derived.document_keys
-        if documents is None or self.store.records.documents is not documents:
-            # saved before they were derived, or the store's rows changed since
+        self.section_lexical  # noqa: B018 - build it, so that it is saved
+        if self.store.records.documents is not self._derived.document_keys:
+            # the store's rows changed since they were derived
             documents = self.store.records.document_keys()
             self._derived = replace(self._derived, document_keys=documents)
 
@@ -277,8 +263,8 @@ class EmbeddedIndex:
                 f"{built.dimension}) but is being loaded with {name!r} (dimension {dimension}); "
                 "load it with the embedder it was built with, or rebuild it"
             )
-        for name_ in (CHUNKS_FILE, VECTORS_FILE, PARENTS_FILE, CORPUS_MAP_FILE):
-            if not (path / name_).is_file():
+        for name_ in INDEX_FILES:
+            if not (path / name_).exists():
                 raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
         graph = load_graph(path, manifest.counts.chunks, built.dimension, manifest.vector_dtype)
         vectors = graph.vectors() if graph is not None else None

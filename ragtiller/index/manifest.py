@@ -10,7 +10,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from ragtiller.index.lexical import LexicalConfig
 from ragtiller.index.units import ChunkingConfig
 
-FORMAT_VERSION: Literal[1] = 1
+FORMAT_VERSION: Literal[2] = 2
+"""Bumped when a version directory's files change; an index of another version is rebuilt."""
 MANIFEST_FILE = "manifest.json"
 
 VectorDtype = Literal["float32", "float16"]
@@ -46,14 +47,15 @@ class IndexManifest(BaseModel):
         ...     embedder=EmbedderInfo(name="e", dimension=8),
         ...     chunking=ChunkingConfig(), lexical=LexicalConfig(),
         ...     counts=IndexCounts(documents=1, sections=1, chunks=1), namespaces=("default",),
+        ...     tenanted=False,
         ... )
         >>> m.format_version
-        1
+        2
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    format_version: Literal[1] = FORMAT_VERSION
+    format_version: Literal[2] = FORMAT_VERSION
     created_at: AwareDatetime = Field(
         default_factory=lambda: datetime.now(UTC), description="Build time, UTC."
     )
@@ -62,11 +64,9 @@ class IndexManifest(BaseModel):
     lexical: LexicalConfig
     counts: IndexCounts
     namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
-    tenanted: bool | None = Field(
-        default=None,
+    tenanted: bool = Field(
         description="Whether any chunk carries a ``tenant`` key: a graph over the index then "
-        "refuses turns that name no tenant. None: written before this field (a graph reads "
-        "the chunks' metadata once to tell).",
+        "refuses turns that name no tenant.",
     )
 
     embedder_variant: str | None = Field(
@@ -77,5 +77,5 @@ class IndexManifest(BaseModel):
     vector_dtype: VectorDtype = Field(
         default="float32",
         description="How the vectors are stored (float16: half the memory, scores still "
-        "computed in float32); a manifest written before this field means float32.",
+        "computed in float32).",
     )

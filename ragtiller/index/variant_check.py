@@ -40,7 +40,7 @@ def variant_rebuild_reason(index: EmbeddedIndex, embedder: Embeddings) -> str | 
     """Why ``index`` must be rebuilt for ``embedder``'s variant, or None when it can stay.
 
     Nothing is re-embedded when the variants are equal or ``embedder`` names none; an index
-    from before variants were recorded counts as another variant.
+    whose embedder named none counts as another variant.
     """
     built, now = index.manifest.embedder_variant, embedder_variant(embedder)
     if now is None or built == now:

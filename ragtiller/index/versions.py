@@ -34,21 +34,8 @@ POINTER_FILE = "CURRENT"
 STAGED_POINTER = ".CURRENT.next"
 VERSIONS_DIR = "versions"
 LOCK_FILE = ".lock"
-LEGACY_MANIFEST = "manifest.json"
-LEGACY_ENTRIES = (
-    "chunks.jsonl",
-    "vectors.npy",
-    "parents.jsonl",
-    "corpus_map.txt",
-    "lexical",
-    "section_lexical",
-    "parent_rows.npy",
-    "ann.faiss",
-    "corpus_outline.npz",
-    "document_keys.npz",
-)
-"""An index saved before versioning held these and ``manifest.json`` directly in the directory;
-the first versioned save removes them once ``CURRENT`` is in place."""
+OLD_MANIFEST = "manifest.json"
+"""Held directly in the directory by an index of format 1, saved before versioning."""
 _VERSION = re.compile(r"v(\d{6,})")
 _OPEN_ATTEMPTS = 10
 
@@ -63,17 +50,15 @@ def _no_fault(step: str) -> None:
 
 
 def is_index_directory(directory: Path) -> bool:
-    """Whether ``directory`` holds a versioned or a legacy index (or a save in progress)."""
-    return any(
-        (directory / name).exists() for name in (POINTER_FILE, VERSIONS_DIR, LEGACY_MANIFEST)
-    )
+    """Whether ``directory`` holds an index (or a save in progress)."""
+    return any((directory / name).exists() for name in (POINTER_FILE, VERSIONS_DIR))
 
 
 def holds_index(directory: Path) -> bool:
     """Whether ``directory`` is surely an index: ``versions/`` beside a ``CURRENT`` that names a
-    version or beside the ``.lock`` every save takes first (a first save killed midway), or a
-    legacy index's manifest beside its vectors and chunks. Stricter than :func:`is_index_directory`, so
-    a documentation folder with a ``versions/`` subfolder is not mistaken for an index.
+    version or beside the ``.lock`` every save takes first (a first save killed midway). Stricter
+    than :func:`is_index_directory`, so a documentation folder with a ``versions/`` subfolder is
+    not mistaken for an index.
     """
     try:
         if (directory / VERSIONS_DIR).is_dir():
@@ -83,8 +68,7 @@ def holds_index(directory: Path) -> bool:
                 with (directory / POINTER_FILE).open("rb") as f:
                     name = f.read(64).decode("ascii", "replace").strip()
                 return _VERSION.fullmatch(name) is not None
-        legacy = (LEGACY_MANIFEST, "vectors.npy", "chunks.jsonl")
-        return all((directory / name).is_file() for name in legacy)
+        return False
     except OSError:
         return False
 
@@ -113,7 +97,7 @@ def check_writable(directory: Path) -> None:
 
 
 def current_version(directory: Path) -> Path:
-    """The version directory ``CURRENT`` names (or ``directory`` itself for a legacy index).
+    """The version directory ``CURRENT`` names.
 
     Raises:
         IndexStoreError: No index at ``directory``, or ``CURRENT`` names a version that is gone.
@@ -123,8 +107,11 @@ def current_version(directory: Path) -> Path:
     try:
         name = (directory / POINTER_FILE).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        if (directory / LEGACY_MANIFEST).is_file():
-            return directory
+        if (directory / OLD_MANIFEST).is_file():
+            raise IndexStoreError(
+                f"index at {directory} was saved before versioning, by an older ragtiller: "
+                "rebuild the index into a new directory"
+            ) from None
         raise IndexStoreError(
             f"no index at {directory}: {POINTER_FILE} not found (not an index directory, or "
             "its first save did not finish)"
@@ -234,7 +221,7 @@ def _write_locked(
     at.current, at.switched = name, True
     at.step("fsync pointer", directory, fault)
     _fsync_dir(directory)
-    _remove_superseded(directory, versions, keep={name, previous}, fault=fault, at=at)
+    _remove_superseded(versions, keep={name, previous}, fault=fault, at=at)
     return final
 
 
@@ -333,9 +320,7 @@ def tidy(directory: Path) -> None:
                 current = _number(at.current)
                 older = [n for n in _numbers(directory / VERSIONS_DIR) if n < current]
                 keep = {at.current, f"v{max(older):06d}" if older else None}
-                _remove_superseded(
-                    directory, directory / VERSIONS_DIR, keep=keep, fault=_no_fault, at=at
-                )
+                _remove_superseded(directory / VERSIONS_DIR, keep=keep, fault=_no_fault, at=at)
     except OSError as e:
         raise IndexStoreError(at.failure(directory, e)) from e
 
@@ -358,28 +343,18 @@ def _pointer(directory: Path) -> str | None:
         return None
 
 
-def _remove_superseded(
-    directory: Path, versions: Path, *, keep: set[str | None], fault: FaultHook, at: _At
-) -> None:
-    """Remove every version but the new one and the one it replaced, and legacy files.
+def _remove_superseded(versions: Path, *, keep: set[str | None], fault: FaultHook, at: _At) -> None:
+    """Remove every version but the new one and the one it replaced.
 
     The replaced version stays for readers that resolved ``CURRENT`` just before the switch.
 
     Raises:
-        OSError: A version or legacy file could not be removed (``at`` names it).
+        OSError: A version could not be removed (``at`` names it).
     """
     for old in sorted(versions.iterdir()):
         if _VERSION.fullmatch(old.name) and old.name not in keep:
             at.step(f"remove {old.name}", old, fault)
             shutil.rmtree(old)
-    if (directory / LEGACY_MANIFEST).exists():
-        for entry in (*LEGACY_ENTRIES, LEGACY_MANIFEST):
-            path = directory / entry
-            at.step(f"remove legacy {entry}", path, fault)
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
 
 
 def _remove_partials(directory: Path, fault: FaultHook, at: _At) -> None:

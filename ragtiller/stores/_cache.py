@@ -38,15 +38,6 @@ class Filled:
     from_cache: bool
 
 
-class _Flight:
-    """One in-process computation that concurrent threads asking for the same key wait for."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.text = ""
-        self.error: BaseException | None = None
-
-
 def dumps(value: Any) -> str:
     """Encode a cache value as JSON.
 
@@ -76,37 +67,34 @@ class Cache(ABC):
 
     Values round-trip through JSON (a tuple comes back as a list). A store failure never raises:
     reads become misses and writes are dropped, both logged on the ``ragtiller.stores`` logger.
-    :meth:`get` cannot tell a cached ``None`` from a miss; :meth:`get_or_compute` can and caches
-    ``None`` like any other value. Threads share computations with threads, and tasks with tasks
-    of the same event loop; a thread and a task missing the same key at once compute twice.
+    :meth:`aget` cannot tell a cached ``None`` from a miss; :meth:`aget_or_compute` can and caches
+    ``None`` like any other value. Tasks of one event loop share computations; tasks of two loops
+    missing the same key at once compute twice.
 
     Example:
+        >>> import asyncio
         >>> from ragtiller.stores import MemoryCache, cache_key
         >>> cache = MemoryCache()
         >>> key = cache_key("step-back", "How do I start?")
-        >>> cache.get_or_compute(key, lambda: "getting started", ttl_s=3600)
+        >>> async def answer(text):
+        ...     return text
+        >>> asyncio.run(cache.aget_or_compute(key, lambda: answer("getting started"), ttl_s=3600))
         ('getting started', False)
-        >>> cache.get_or_compute(key, lambda: "never called", ttl_s=3600)
+        >>> asyncio.run(cache.aget_or_compute(key, lambda: answer("never called"), ttl_s=3600))
         ('getting started', True)
     """
 
     def __init__(self) -> None:
-        """Prepare the in-process single-flight registries."""
+        """Prepare the in-process single-flight registry."""
         self._flights_lock = threading.Lock()
-        self._flights: dict[str, _Flight] = {}
         self._aflights: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Filled]] = {}
 
-    def get(self, key: str) -> Any | None:
-        """The cached value of ``key``, or None on a miss, an expired entry or a store failure."""
-        found = self._lookup(key)
-        return None if found is None else found.value
-
     async def aget(self, key: str) -> Any | None:
-        """Async twin of :meth:`get`."""
+        """The cached value of ``key``, or None on a miss, an expired entry or a store failure."""
         found = await self._alookup(key)
         return None if found is None else found.value
 
-    def set(self, key: str, value: Any, ttl_s: float) -> None:
+    async def aset(self, key: str, value: Any, ttl_s: float) -> None:
         """Cache ``value`` under ``key`` for ``ttl_s`` seconds; a store failure is logged.
 
         Raises:
@@ -114,61 +102,7 @@ class Cache(ABC):
             ValueError: ``ttl_s`` is not a positive, finite number.
         """
         check_ttl(ttl_s)
-        self._store(key, dumps(value), ttl_s)
-
-    async def aset(self, key: str, value: Any, ttl_s: float) -> None:
-        """Async twin of :meth:`set`."""
-        check_ttl(ttl_s)
         await self._astore(key, dumps(value), ttl_s)
-
-    def get_or_compute(
-        self,
-        key: str,
-        compute: Callable[[], T],
-        ttl_s: float,
-        *,
-        accept: Accept | None = None,
-    ) -> tuple[T, bool]:
-        """The cached value of ``key``, or ``compute()`` cached for ``ttl_s`` seconds.
-
-        Threads that miss the same key at the same time wait for ONE computation. If it raises,
-        every waiter gets the exception and nothing is cached. A cached value that ``accept``
-        refuses (written by another tool or version, or by hand) is a miss, logged, and the
-        computed value replaces it.
-
-        Returns:
-            The value, and whether it came from the cache (or from another caller's computation):
-            False only for the caller whose ``compute`` ran.
-
-        Raises:
-            TypeError: The computed value is not JSON-serialisable.
-            ValueError: ``ttl_s`` is not a positive, finite number.
-        """
-        check_ttl(ttl_s)
-        found = self._lookup(key, accept)
-        if found is not None:
-            return cast(T, found.value), True
-        with self._flights_lock:
-            flight = self._flights.get(key)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[key] = _Flight()
-        if not leader:
-            flight.done.wait()
-            if flight.error is not None:
-                raise flight.error
-            return cast(T, json.loads(flight.text)), True
-        try:
-            filled = self._lookup(key, accept) or self._fill(key, compute, ttl_s, accept)
-            flight.text = filled.text
-            return cast(T, filled.value), filled.from_cache
-        except BaseException as e:
-            flight.error = e
-            raise
-        finally:
-            with self._flights_lock:
-                del self._flights[key]
-            flight.done.set()
 
     async def aget_or_compute(
         self,
@@ -178,11 +112,24 @@ class Cache(ABC):
         *,
         accept: Accept | None = None,
     ) -> tuple[T, bool]:
-        """Async twin of :meth:`get_or_compute`: tasks of one event loop share ONE computation.
+        """The cached value of ``key``, or ``await compute()`` cached for ``ttl_s`` seconds.
+
+        Tasks of one event loop that miss the same key at the same time wait for ONE
+        computation. If it raises, every waiter gets the exception and nothing is cached. A
+        cached value that ``accept`` refuses (written by another tool or version, or by hand) is
+        a miss, logged, and the computed value replaces it.
 
         The computation runs in its own task, so cancelling the caller that started it does not
         cancel it for the others. It runs in the context of that caller, so an enclosing
         :func:`ragtiller.core.bulkhead.within` deadline bounds its waits (see :class:`RedisCache`).
+
+        Returns:
+            The value, and whether it came from the cache (or from another caller's computation):
+            False only for the caller whose ``compute`` ran.
+
+        Raises:
+            TypeError: The computed value is not JSON-serialisable.
+            ValueError: ``ttl_s`` is not a positive, finite number.
         """
         check_ttl(ttl_s)
         found = await self._alookup(key, accept)
@@ -236,15 +183,6 @@ class Cache(ABC):
         """Release connections this cache opened, the asyncio ones included."""
         self.close()
 
-    def _fill(
-        self, key: str, compute: Callable[[], T], ttl_s: float, accept: Accept | None
-    ) -> Filled:
-        """Compute the value of a missed key and cache it (``accept``: see the Redis cache)."""
-        value = compute()
-        text = dumps(value)
-        self._store(key, text, ttl_s)
-        return Filled(value, text, from_cache=False)
-
     async def _afill(
         self,
         key: str,
@@ -252,18 +190,11 @@ class Cache(ABC):
         ttl_s: float,
         accept: Accept | None,
     ) -> Filled:
-        """Async twin of :meth:`_fill`."""
+        """Compute the value of a missed key and cache it (``accept``: see the Redis cache)."""
         value = await compute()
         text = dumps(value)
         await self._astore(key, text, ttl_s)
         return Filled(value, text, from_cache=False)
-
-    def _lookup(self, key: str, accept: Accept | None = None) -> Filled | None:
-        try:
-            return decode(key, self._get_text(key), accept)
-        except StoreUnavailableError as e:
-            logger.warning("cache unavailable; %s is a miss: %s", key, e)
-            return None
 
     async def _alookup(self, key: str, accept: Accept | None = None) -> Filled | None:
         try:
@@ -272,12 +203,6 @@ class Cache(ABC):
             logger.warning("cache unavailable; %s is a miss: %s", key, e)
             return None
 
-    def _store(self, key: str, text: str, ttl_s: float) -> None:
-        try:
-            self._set_text(key, text, ttl_s)
-        except StoreUnavailableError as e:
-            logger.warning("cache unavailable; %s not stored: %s", key, e)
-
     async def _astore(self, key: str, text: str, ttl_s: float) -> None:
         try:
             await self._aset_text(key, text, ttl_s)
@@ -285,7 +210,7 @@ class Cache(ABC):
             logger.warning("cache unavailable; %s not stored: %s", key, e)
 
     @abstractmethod
-    def _get_text(self, key: str) -> str | None:
+    async def _aget_text(self, key: str) -> str | None:
         """The JSON text cached under ``key``, or None.
 
         Raises:
@@ -293,20 +218,12 @@ class Cache(ABC):
         """
 
     @abstractmethod
-    async def _aget_text(self, key: str) -> str | None:
-        """Async twin of :meth:`_get_text`."""
-
-    @abstractmethod
-    def _set_text(self, key: str, text: str, ttl_s: float) -> None:
+    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
         """Cache JSON ``text`` under ``key`` for ``ttl_s`` seconds.
 
         Raises:
             StoreUnavailableError: The store failed.
         """
-
-    @abstractmethod
-    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
-        """Async twin of :meth:`_set_text`."""
 
 
 def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:

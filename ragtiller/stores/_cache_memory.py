@@ -17,9 +17,10 @@ class MemoryCache(Cache):
     Expired entries are dropped when read; past ``max_entries`` the oldest entry is evicted.
 
     Example:
+        >>> import asyncio
         >>> cache = MemoryCache()
-        >>> cache.set("k", {"ids": [1, 2]}, ttl_s=60)
-        >>> cache.get("k")
+        >>> asyncio.run(cache.aset("k", {"ids": [1, 2]}, ttl_s=60))
+        >>> asyncio.run(cache.aget("k"))
         {'ids': [1, 2]}
     """
 
@@ -48,7 +49,7 @@ class MemoryCache(Cache):
         with self._lock:
             self._entries.clear()
 
-    def _get_text(self, key: str) -> str | None:
+    async def _aget_text(self, key: str) -> str | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -59,15 +60,9 @@ class MemoryCache(Cache):
                 return None
             return text
 
-    async def _aget_text(self, key: str) -> str | None:
-        return self._get_text(key)
-
-    def _set_text(self, key: str, text: str, ttl_s: float) -> None:
+    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
         with self._lock:
             self._entries.pop(key, None)
             if len(self._entries) >= self._max_entries:
                 del self._entries[next(iter(self._entries))]
             self._entries[key] = (self._clock() + ttl_s, text)
-
-    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
-        self._set_text(key, text, ttl_s)

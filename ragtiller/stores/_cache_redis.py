@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from ragtiller.core.breaker import CircuitBreaker
-from ragtiller.core.bulkhead import time_left
+from ragtiller.core.deadlines import time_left
 from ragtiller.errors import ConfigurationError, StoreUnavailableError
 from ragtiller.stores._cache import Accept, Cache, Filled, decode, logger
 from ragtiller.stores._redis import (
@@ -90,9 +90,9 @@ class RedisCache(RedisBacked, Cache):
     the lock, all logged.
 
     Example:
+        >>> import asyncio
         >>> cache = RedisCache(url="redis://localhost:6379/0", prefix="myapp:")
-        >>> cache.get_or_compute("k", lambda: 42, ttl_s=60)  # doctest: +SKIP
-        (42, False)
+        >>> asyncio.run(cache.aset("k", 42, ttl_s=60))  # doctest: +SKIP
         >>> cache.close()
     """
 
@@ -113,7 +113,7 @@ class RedisCache(RedisBacked, Cache):
         """Connect the cache to Redis (lazily: no I/O happens here).
 
         Args:
-            client: A sync client, used by the sync methods; never closed by the cache.
+            client: A sync client, used by :meth:`clear`; never closed by the cache.
             aclient: A ``redis.asyncio`` client, used by the async methods; never closed by the
                 cache.
             url: Builds the clients not given, with the timeouts below; closed by
@@ -182,39 +182,14 @@ class RedisCache(RedisBacked, Cache):
 
         self._redis.call(run)
 
-    def _get_text(self, key: str) -> str | None:
-        name = self.key(key)
-        return _bounded(key, self._redis.call(lambda c: c.getrange(name, 0, MAX_ENTRY_BYTES)))
-
     async def _aget_text(self, key: str) -> str | None:
         name = self.key(key)
         raw = await self._redis.acall(lambda c: c.getrange(name, 0, MAX_ENTRY_BYTES))
         return _bounded(key, raw)
 
-    def _set_text(self, key: str, text: str, ttl_s: float) -> None:
-        name, px = self.key(key), max(1, round(ttl_s * 1000))
-        self._redis.call(lambda c: c.set(name, text, px=px))
-
     async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
         name, px = self.key(key), max(1, round(ttl_s * 1000))
         await self._redis.acall(lambda c: c.set(name, text, px=px))
-
-    def _fill(
-        self, key: str, compute: Callable[[], T], ttl_s: float, accept: Accept | None
-    ) -> Filled:
-        token = secrets.token_hex(16)
-        try:
-            found, locked = self._wait_turn(key, token, accept)
-        except StoreUnavailableError as e:
-            logger.warning("cache unavailable; computing %s without the lock: %s", key, e)
-            found, locked = None, False
-        if found is not None:
-            return found
-        try:
-            return super()._fill(key, compute, ttl_s, accept)
-        finally:
-            if locked:
-                self._release(key, token)
 
     async def _afill(
         self,
@@ -237,8 +212,11 @@ class RedisCache(RedisBacked, Cache):
             if locked:
                 await self._arelease(key, token)
 
-    def _wait_turn(self, key: str, token: str, accept: Accept | None) -> tuple[Filled | None, bool]:
-        """Wait until another process has cached ``key`` or this one holds its lock.
+    async def _await_turn(
+        self, key: str, token: str, accept: Accept | None
+    ) -> tuple[Filled | None, bool]:
+        """Wait until another process has cached ``key`` or this one holds its lock, at most
+        ``lock_wait_s`` or half the caller's time left.
 
         Returns:
             The value when it was found; else whether this process holds the lock (False when the
@@ -247,35 +225,6 @@ class RedisCache(RedisBacked, Cache):
         Raises:
             StoreUnavailableError: Redis failed.
         """
-        keys, args = [self.lock_key(key)], self._acquire_args(token)
-        deadline = time.monotonic() + self._lock_wait_s
-        while True:
-            locked = bool(self._redis.call(lambda c: _ACQUIRE.run(c, keys, args)))
-            try:
-                found = decode(key, self._get_text(key), accept)
-            except StoreUnavailableError:
-                if locked:  # an entry that cannot be read: computed under this lock
-                    return None, True
-                raise
-            if found is not None:
-                if locked:
-                    self._release(key, token)
-                return found, False
-            if locked:
-                return None, True
-            if time.monotonic() >= deadline:
-                logger.info(
-                    "waited %.2f s for another process to compute %s; computing it here",
-                    self._lock_wait_s,
-                    key,
-                )
-                return None, False
-            time.sleep(self._poll_s)
-
-    async def _await_turn(
-        self, key: str, token: str, accept: Accept | None
-    ) -> tuple[Filled | None, bool]:
-        """Async twin of :meth:`_wait_turn`; the wait is also cut to half the caller's time."""
         keys, args = [self.lock_key(key)], self._acquire_args(token)
         wait_s = max(0.0, min(self._lock_wait_s, time_left() / 2))
         deadline = time.monotonic() + wait_s
@@ -305,13 +254,6 @@ class RedisCache(RedisBacked, Cache):
 
     def _acquire_args(self, token: str) -> list[str | int]:
         return [token, self._lock_px]
-
-    def _release(self, key: str, token: str) -> None:
-        keys: list[str] = [self.lock_key(key)]
-        try:
-            self._redis.call(lambda c: _RELEASE.run(c, keys, [token]))
-        except StoreUnavailableError as e:
-            logger.warning("cache unavailable; lock of %s left to expire: %s", key, e)
 
     async def _arelease(self, key: str, token: str) -> None:
         keys: list[str] = [self.lock_key(key)]

@@ -111,11 +111,12 @@ class QuotaLedger(ABC):
     the ``ragtiller.stores`` logger.
 
     Example:
+        >>> import asyncio
         >>> from ragtiller.stores import MemoryQuotaLedger
         >>> ledger = MemoryQuotaLedger({"chat_gen": 2})
-        >>> ledger.try_spend("chat_gen")
+        >>> asyncio.run(ledger.atry_spend("chat_gen"))
         SpendResult(allowed=True, remaining=1, reason=None)
-        >>> ledger.try_spend("chat_gen", 2)
+        >>> asyncio.run(ledger.atry_spend("chat_gen", 2))
         SpendResult(allowed=False, remaining=1, reason='quota')
     """
 
@@ -202,7 +203,7 @@ class QuotaLedger(ABC):
         end = datetime.combine(local + timedelta(days=1), time(), tzinfo=self._tz)
         return Day(local.isoformat(), start.timestamp(), end.timestamp())
 
-    def try_spend(self, resource: str, n: int = 1) -> SpendResult:
+    async def atry_spend(self, resource: str, n: int = 1) -> SpendResult:
         """Spend ``n`` units if all of them fit in the window's budget (and under any
         :func:`spend_caps` in force); never part of them.
 
@@ -212,21 +213,12 @@ class QuotaLedger(ABC):
         """
         limit = self._check(resource, n)
         try:
-            allowed, remaining = self._spend(resource, n, limit, self.window())
-        except StoreUnavailableError as e:
-            return self._refuse_unavailable(resource, n, e)
-        return _result(allowed, remaining)
-
-    async def atry_spend(self, resource: str, n: int = 1) -> SpendResult:
-        """Async twin of :meth:`try_spend`."""
-        limit = self._check(resource, n)
-        try:
             allowed, remaining = await self._aspend(resource, n, limit, self.window())
         except StoreUnavailableError as e:
             return self._refuse_unavailable(resource, n, e)
         return _result(allowed, remaining)
 
-    def refund(self, resource: str, n: int = 1) -> None:
+    async def arefund(self, resource: str, n: int = 1) -> None:
         """Give back ``n`` units spent in the current window (never more than were spent).
 
         A store failure is logged, not raised: the units stay spent.
@@ -237,19 +229,11 @@ class QuotaLedger(ABC):
         """
         self._check(resource, n)
         try:
-            self._refund(resource, n, self.window())
-        except StoreUnavailableError as e:
-            logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
-
-    async def arefund(self, resource: str, n: int = 1) -> None:
-        """Async twin of :meth:`refund`."""
-        self._check(resource, n)
-        try:
             await self._arefund(resource, n, self.window())
         except StoreUnavailableError as e:
             logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
 
-    def remaining(self, resource: str) -> int:
+    async def aremaining(self, resource: str) -> int:
         """Units of ``resource`` left in the current window (under any :func:`spend_caps` in
         force); 0 when the store failed.
 
@@ -258,38 +242,20 @@ class QuotaLedger(ABC):
         """
         limit = self._capped(resource)
         try:
-            return max(0, limit - self._used(resource, self.window()))
-        except StoreUnavailableError as e:
-            logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
-            return 0
-
-    async def aremaining(self, resource: str) -> int:
-        """Async twin of :meth:`remaining`."""
-        limit = self.limit(resource)
-        try:
             return max(0, limit - await self._aused(resource, self.window()))
         except StoreUnavailableError as e:
             logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
             return 0
 
-    def snapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
-        """Units left of several resources, in one store round trip; never raises on a failure.
+    async def asnapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
+        """Units left of several resources, in one store round trip, for a gate to call once a
+        turn; never raises on a store failure.
 
         Args:
             resources: The resources to read; None: every resource with a limit.
 
         Raises:
             UnknownResourceError: A resource has no limit.
-        """
-        names, limits = self._many(resources)
-        try:
-            used = self._used_many(names, self.window())
-        except StoreUnavailableError as e:
-            return self._unread(names, e)
-        return _reading(names, limits, used)
-
-    async def asnapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
-        """Async twin of :meth:`snapshot`: one round trip, for a gate to call once a turn.
 
         Example:
             >>> import asyncio
@@ -344,7 +310,9 @@ class QuotaLedger(ABC):
         return SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
 
     @abstractmethod
-    def _spend(self, resource: str, n: int, limit: int, window: QuotaWindow) -> tuple[bool, int]:
+    async def _aspend(
+        self, resource: str, n: int, limit: int, window: QuotaWindow
+    ) -> tuple[bool, int]:
         """Atomically add ``n`` to the window's use unless it would pass ``limit``.
 
         Returns:
@@ -355,13 +323,7 @@ class QuotaLedger(ABC):
         """
 
     @abstractmethod
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
-        """Async twin of :meth:`_spend`."""
-
-    @abstractmethod
-    def _refund(self, resource: str, n: int, window: QuotaWindow) -> None:
+    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
         """Subtract up to ``n`` from the window's use, not below 0.
 
         Raises:
@@ -369,22 +331,14 @@ class QuotaLedger(ABC):
         """
 
     @abstractmethod
-    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        """Async twin of :meth:`_refund`."""
-
-    @abstractmethod
-    def _used(self, resource: str, window: QuotaWindow) -> int:
+    async def _aused(self, resource: str, window: QuotaWindow) -> int:
         """Units spent in the window.
 
         Raises:
             StoreUnavailableError: The store failed.
         """
 
-    @abstractmethod
-    async def _aused(self, resource: str, window: QuotaWindow) -> int:
-        """Async twin of :meth:`_used`."""
-
-    def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
         """Units spent in the window, per resource, in the order given.
 
         Backends override it to read them all in one round trip.
@@ -392,10 +346,6 @@ class QuotaLedger(ABC):
         Raises:
             StoreUnavailableError: The store failed.
         """
-        return [self._used(resource, window) for resource in resources]
-
-    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        """Async twin of :meth:`_used_many`."""
         return [await self._aused(resource, window) for resource in resources]
 
 

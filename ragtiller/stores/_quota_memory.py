@@ -12,12 +12,13 @@ from ragtiller.stores._quota import QuotaLedger, QuotaWindow
 class MemoryQuotaLedger(QuotaLedger):
     """A quota ledger for one process: thread-safe and asyncio-safe, never unavailable.
 
-    The lock is held only for a dictionary update, never across an ``await``, so the async methods
-    share it safely with threads. Only the current window is kept.
+    The lock is held only for a dictionary update, never across an ``await``, so ledger calls
+    from tasks of several event loops (threads) share it safely. Only the current window is kept.
 
     Example:
+        >>> import asyncio
         >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-        >>> ledger.remaining("rerank_calls")
+        >>> asyncio.run(ledger.aremaining("rerank_calls"))
         100
     """
 
@@ -41,7 +42,9 @@ class MemoryQuotaLedger(QuotaLedger):
             self._spent = {}
         return self._spent
 
-    def _spend(self, resource: str, n: int, limit: int, window: QuotaWindow) -> tuple[bool, int]:
+    async def _aspend(
+        self, resource: str, n: int, limit: int, window: QuotaWindow
+    ) -> tuple[bool, int]:
         with self._lock:
             counts = self._counts(window)
             used = counts.get(resource, 0)
@@ -50,30 +53,16 @@ class MemoryQuotaLedger(QuotaLedger):
             counts[resource] = used + n
             return True, limit - used - n
 
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
-        return self._spend(resource, n, limit, window)
-
-    def _refund(self, resource: str, n: int, window: QuotaWindow) -> None:
+    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
         with self._lock:
             counts = self._counts(window)
             counts[resource] = max(0, counts.get(resource, 0) - n)
 
-    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        self._refund(resource, n, window)
-
-    def _used(self, resource: str, window: QuotaWindow) -> int:
+    async def _aused(self, resource: str, window: QuotaWindow) -> int:
         with self._lock:
             return self._counts(window).get(resource, 0)
 
-    async def _aused(self, resource: str, window: QuotaWindow) -> int:
-        return self._used(resource, window)
-
-    def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
+    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
         with self._lock:
             counts = self._counts(window)
             return [counts.get(resource, 0) for resource in resources]
-
-    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        return self._used_many(resources, window)

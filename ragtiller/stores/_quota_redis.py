@@ -126,8 +126,9 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
     beyond the limit, however large, is a spent budget.
 
     Example:
+        >>> import asyncio
         >>> ledger = RedisQuotaLedger({"chat_gen": 20}, url="redis://localhost:6379/0")
-        >>> ledger.try_spend("chat_gen")  # doctest: +SKIP
+        >>> asyncio.run(ledger.atry_spend("chat_gen"))  # doctest: +SKIP
         SpendResult(allowed=True, remaining=19, reason=None)
         >>> ledger.close()
     """
@@ -136,7 +137,6 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         self,
         limits: Mapping[str, int],
         *,
-        client: redis.Redis | None = None,
         aclient: redis.asyncio.Redis | None = None,
         url: str | None = None,
         prefix: str = "ragtiller:",
@@ -151,11 +151,9 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
 
         Args:
             limits: Units allowed per window, per resource name; see :class:`QuotaLedger`.
-            client: A sync client, used by the sync methods; never closed by the ledger.
-            aclient: A ``redis.asyncio`` client, used by the async methods; never closed by the
-                ledger.
-            url: Builds the clients not given, with the timeouts below; closed by
-                :meth:`close` / :meth:`aclose`.
+            aclient: A ``redis.asyncio`` client; never closed by the ledger.
+            url: Builds an asyncio client per event loop, with the timeouts below (when no
+                ``aclient`` is given); closed by :meth:`close` / :meth:`aclose`.
             prefix: Start of every key the ledger writes.
             timezone: IANA name of the timezone whose calendar day is the window.
             clock: Returns the current time, and then decides the day (see :class:`QuotaLedger`).
@@ -168,12 +166,12 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
                 Default: a breaker of this ledger's own (3 failures, 5 s).
 
         Raises:
-            ConfigurationError: Bad limits, timezone or timeouts, or no client and no URL.
+            ConfigurationError: Bad limits, timezone or timeouts, or no ``aclient`` and no URL.
             ImportError: The ``redis`` package is not installed.
         """
         super().__init__(limits, timezone=timezone, clock=clock)
         self._redis = RedisConnection(
-            client=client,
+            client=None,
             aclient=aclient,
             url=url,
             connect_timeout_s=connect_timeout_s,
@@ -220,14 +218,6 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
                 "another tool?); fix or delete it"
             )
 
-    def _spend(self, resource: str, n: int, limit: int, window: QuotaWindow) -> tuple[bool, int]:
-        days, args = self._days()
-        keys = [self._counter(resource, day.id) for day in days]
-        args += [n, limit, self._slack_s]
-        status, pick, left = self._redis.call(lambda c: _SPEND.run(c, keys, args))
-        self._picked(status, pick, resource, days)
-        return int(status) == 1, int(left)
-
     async def _aspend(
         self, resource: str, n: int, limit: int, window: QuotaWindow
     ) -> tuple[bool, int]:
@@ -238,30 +228,14 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         self._picked(status, pick, resource, days)
         return int(status) == 1, int(left)
 
-    def _refund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        days, args = self._days()
-        keys = [self._counter(resource, day.id) for day in days]
-        status, pick = self._redis.call(lambda c: _REFUND.run(c, keys, [*args, n]))
-        self._picked(status, pick, resource, days)
-
     async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
         days, args = self._days()
         keys = [self._counter(resource, day.id) for day in days]
         status, pick = await self._redis.acall(lambda c: _REFUND.arun(c, keys, [*args, n]))
         self._picked(status, pick, resource, days)
 
-    def _used(self, resource: str, window: QuotaWindow) -> int:
-        return self._used_many([resource], window)[0]
-
     async def _aused(self, resource: str, window: QuotaWindow) -> int:
         return (await self._aused_many([resource], window))[0]
-
-    def _used_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        if not resources:
-            return []
-        days, args = self._days()
-        keys = [self._counter(r, day.id) for r in resources for day in days]
-        return self._counts(resources, days, self._redis.call(lambda c: _READ.run(c, keys, args)))
 
     async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
         if not resources:

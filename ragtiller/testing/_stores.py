@@ -1,9 +1,8 @@
-"""What the store contracts share: the stores a test opened, and threads started together."""
+"""What the store contracts share: the stores a test opened."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -54,29 +53,3 @@ class Opened(Generic[S]):
         """Close every store opened (the sync clients; each loop's were closed in that loop)."""
         for store in self._made:
             store.close()
-
-
-def run_threads(count: int, target: Callable[[], Any]) -> tuple[list[Any], list[BaseException]]:
-    """Start ``count`` threads together on ``target``; their results and exceptions."""
-    start = threading.Barrier(count)
-    results: list[Any] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def run() -> None:
-        start.wait()
-        try:
-            result = target()
-        except Exception as e:
-            with lock:
-                errors.append(e)
-        else:
-            with lock:
-                results.append(result)
-
-    threads = [threading.Thread(target=run) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results, errors

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ragtiller.stores import Cache
-from ragtiller.testing._stores import Opened, run_threads
+from ragtiller.testing._stores import Opened
 
 CacheFactory = Callable[[], Cache]
 """What ``make_cache`` returns: a cache over the test's one store (new client or same object)."""
@@ -47,8 +47,6 @@ class CacheContract:
         return caches()
 
     def test_a_missing_key_is_none(self, caches: Opened[Cache], cache: Cache) -> None:
-        assert cache.get("absent") is None
-
         async def main() -> None:
             assert await cache.aget("absent") is None
 
@@ -60,147 +58,136 @@ class CacheContract:
     )
     def test_values_round_trip(self, caches: Opened[Cache], cache: Cache, value: Any) -> None:
         async def main() -> None:
-            cache.set("sync", value, ttl_s=60)
-            await cache.aset("async", value, ttl_s=60)
-            peer = caches()
-            assert peer.get("sync") == value
-            assert await peer.aget("sync") == value
-            assert peer.get("async") == value
+            await cache.aset("k", value, ttl_s=60)
+            assert await caches().aget("k") == value
 
         caches.run(main)
 
-    def test_values_come_back_as_json_would_return_them(self, cache: Cache) -> None:
-        value = {"ids": (1, 2)}
-        cache.set("k", value, ttl_s=60)
-        got = cache.get("k")
-        assert got == {"ids": [1, 2]}
-        got["ids"].append(3)
-        assert cache.get("k") == {"ids": [1, 2]}
+    def test_values_come_back_as_json_would_return_them(
+        self, caches: Opened[Cache], cache: Cache
+    ) -> None:
+        async def main() -> None:
+            await cache.aset("k", {"ids": (1, 2)}, ttl_s=60)
+            got = await cache.aget("k")
+            assert got == {"ids": [1, 2]}
+            got["ids"].append(3)
+            assert await cache.aget("k") == {"ids": [1, 2]}
+
+        caches.run(main)
 
     def test_set_overwrites(self, caches: Opened[Cache], cache: Cache) -> None:
         async def main() -> None:
-            cache.set("k", "old", ttl_s=60)
+            await cache.aset("k", "old", ttl_s=60)
             await cache.aset("k", "new", ttl_s=60)
-            assert cache.get("k") == "new"
+            assert await cache.aget("k") == "new"
 
         caches.run(main)
 
     def test_entries_expire_after_their_ttl(
         self, caches: Opened[Cache], cache: Cache, advance_time: Callable[[float], None]
     ) -> None:
-        cache.set("short", "v", ttl_s=0.3)
-        cache.set("long", "v", ttl_s=60)
-        assert cache.get("short") == "v"
-        advance_time(0.5)
-        assert cache.get("short") is None
-
         async def main() -> None:
+            await cache.aset("short", "v", ttl_s=0.3)
+            await cache.aset("long", "v", ttl_s=60)
+            assert await cache.aget("short") == "v"
+            advance_time(0.5)
             assert await cache.aget("short") is None
+            assert await cache.aget("long") == "v"
 
         caches.run(main)
-        assert cache.get("long") == "v"
 
-    def test_a_non_json_value_is_a_type_error(self, cache: Cache) -> None:
-        with pytest.raises(
-            TypeError, match=r"^cache values must be JSON-serialisable, but got object"
-        ):
-            cache.set("k", object(), ttl_s=60)
-        with pytest.raises(
-            TypeError, match=r"^cache values must be JSON-serialisable, but got set"
-        ):
-            cache.get_or_compute("k", lambda: {1, 2}, ttl_s=60)
-        assert cache.get("k") is None
+    def test_a_non_json_value_is_a_type_error(self, caches: Opened[Cache], cache: Cache) -> None:
+        async def a_set() -> set[int]:
+            return {1, 2}
+
+        async def main() -> None:
+            with pytest.raises(
+                TypeError, match=r"^cache values must be JSON-serialisable, but got object"
+            ):
+                await cache.aset("k", object(), ttl_s=60)
+            with pytest.raises(
+                TypeError, match=r"^cache values must be JSON-serialisable, but got set"
+            ):
+                await cache.aget_or_compute("k", a_set, ttl_s=60)
+            assert await cache.aget("k") is None
+
+        caches.run(main)
 
     @pytest.mark.parametrize("ttl_s", [0, -1.0, float("inf"), float("nan")])
     def test_ttl_must_be_positive_and_finite(
         self, caches: Opened[Cache], cache: Cache, ttl_s: float
     ) -> None:
         message = r"^ttl_s must be a finite number of seconds > 0, but got"
-        with pytest.raises(ValueError, match=message):
-            cache.set("k", 1, ttl_s=ttl_s)
+
+        async def one() -> int:
+            return 1
 
         async def main() -> None:
             with pytest.raises(ValueError, match=message):
                 await cache.aset("k", 1, ttl_s=ttl_s)
+            with pytest.raises(ValueError, match=message):
+                await cache.aget_or_compute("k", one, ttl_s=ttl_s)
 
         caches.run(main)
-        with pytest.raises(ValueError, match=message):
-            cache.get_or_compute("k", lambda: 1, ttl_s=ttl_s)
 
-    def test_clear_removes_every_entry(self, cache: Cache) -> None:
-        for i in range(5):
-            cache.set(f"k{i}", i, ttl_s=60)
+    def test_clear_removes_every_entry(self, caches: Opened[Cache], cache: Cache) -> None:
+        async def fill() -> None:
+            for i in range(5):
+                await cache.aset(f"k{i}", i, ttl_s=60)
+
+        async def read() -> list[Any]:
+            return [await cache.aget(f"k{i}") for i in range(5)]
+
+        caches.run(fill)
         cache.clear()
-        assert [cache.get(f"k{i}") for i in range(5)] == [None] * 5
-
-    def test_get_or_compute_computes_once_then_hits(
-        self, caches: Opened[Cache], cache: Cache
-    ) -> None:
-        calls: list[int] = []
-
-        def compute() -> dict[str, int]:
-            calls.append(1)
-            return {"n": len(calls)}
-
-        assert cache.get_or_compute("k", compute, ttl_s=60) == ({"n": 1}, False)
-        assert cache.get_or_compute("k", compute, ttl_s=60) == ({"n": 1}, True)
-        assert caches().get_or_compute("k", compute, ttl_s=60) == ({"n": 1}, True)
-        assert len(calls) == 1
+        assert caches.run(read) == [None] * 5
 
     def test_aget_or_compute_computes_once_then_hits(
         self, caches: Opened[Cache], cache: Cache
     ) -> None:
         calls: list[int] = []
 
-        async def compute() -> str:
+        async def compute() -> dict[str, int]:
             calls.append(1)
-            return "generalized"
+            return {"n": len(calls)}
 
         async def main() -> None:
-            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("generalized", False)
-            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("generalized", True)
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ({"n": 1}, False)
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ({"n": 1}, True)
+            assert await caches().aget_or_compute("k", compute, ttl_s=60) == ({"n": 1}, True)
+            assert await cache.aget("k") == {"n": 1}
 
         caches.run(main)
-        assert cache.get("k") == "generalized"
         assert len(calls) == 1
 
-    def test_a_computed_none_is_cached(self, cache: Cache) -> None:
+    def test_a_computed_none_is_cached(self, caches: Opened[Cache], cache: Cache) -> None:
         calls: list[int] = []
 
-        def compute() -> None:
+        async def compute() -> None:
             calls.append(1)
 
-        assert cache.get_or_compute("k", compute, ttl_s=60) == (None, False)
-        assert cache.get_or_compute("k", compute, ttl_s=60) == (None, True)
+        async def main() -> None:
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == (None, False)
+            assert await cache.aget_or_compute("k", compute, ttl_s=60) == (None, True)
+
+        caches.run(main)
         assert len(calls) == 1
 
     def test_computed_entries_expire(
-        self, cache: Cache, advance_time: Callable[[float], None]
+        self, caches: Opened[Cache], cache: Cache, advance_time: Callable[[float], None]
     ) -> None:
         calls: list[int] = []
 
-        def compute() -> int:
+        async def compute() -> int:
             calls.append(1)
             return len(calls)
 
-        assert cache.get_or_compute("k", compute, ttl_s=0.3) == (1, False)
-        advance_time(0.5)
-        assert cache.get_or_compute("k", compute, ttl_s=0.3) == (2, False)
+        async def main() -> None:
+            assert await cache.aget_or_compute("k", compute, ttl_s=0.3) == (1, False)
+            advance_time(0.5)
+            assert await cache.aget_or_compute("k", compute, ttl_s=0.3) == (2, False)
 
-    def test_50_threads_missing_one_key_share_one_computation(self, cache: Cache) -> None:
-        calls: list[int] = []
-
-        def compute() -> dict[str, str]:
-            calls.append(1)
-            time.sleep(0.3)
-            return {"generalized": "getting started"}
-
-        results, errors = run_threads(50, lambda: cache.get_or_compute("broad", compute, ttl_s=60))
-        assert errors == []
-        assert len(calls) == 1
-        assert len(results) == 50
-        assert all(value == {"generalized": "getting started"} for value, _ in results)
-        assert sorted(from_cache for _, from_cache in results) == [False] + [True] * 49
+        caches.run(main)
 
     def test_50_tasks_missing_one_key_share_one_computation(
         self, caches: Opened[Cache], cache: Cache
@@ -221,24 +208,6 @@ class CacheContract:
         assert len(calls) == 1
         assert all(value == ["a", "b"] for value, _ in results)
         assert sorted(from_cache for _, from_cache in results) == [False] + [True] * 49
-
-    def test_a_failed_computation_reaches_every_thread_and_is_not_cached(
-        self, cache: Cache
-    ) -> None:
-        calls: list[int] = []
-
-        def fail() -> str:
-            calls.append(1)
-            time.sleep(0.5)
-            raise RuntimeError("llm timeout")
-
-        results, errors = run_threads(20, lambda: cache.get_or_compute("k", fail, ttl_s=60))
-        assert results == []
-        assert len(errors) == 20
-        assert all(isinstance(e, RuntimeError) and str(e) == "llm timeout" for e in errors)
-        assert len(calls) == 1
-        assert cache.get("k") is None
-        assert cache.get_or_compute("k", lambda: "recovered", ttl_s=60) == ("recovered", False)
 
     def test_a_failed_computation_reaches_every_task_and_is_not_cached(
         self, caches: Opened[Cache], cache: Cache
@@ -319,11 +288,8 @@ class CacheOutageContract:
             return "computed"
 
         async def main() -> None:
-            cache.set("k", "v", ttl_s=60)
             await cache.aset("k", "v", ttl_s=60)
-            assert cache.get("k") is None
             assert await cache.aget("k") is None
-            assert cache.get_or_compute("k", lambda: "computed", ttl_s=60) == ("computed", False)
             assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("computed", False)
 
         with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
@@ -337,6 +303,6 @@ class CacheOutageContract:
     ) -> None:
         cache = unreachable_caches()
         with pytest.raises(TypeError, match=r"^cache values must be JSON-serialisable"):
-            cache.set("k", object(), ttl_s=60)
+            asyncio.run(cache.aset("k", object(), ttl_s=60))
         with pytest.raises(ValueError, match=r"^ttl_s must be a finite number of seconds > 0"):
-            cache.set("k", 1, ttl_s=0)
+            asyncio.run(cache.aset("k", 1, ttl_s=0))

@@ -15,7 +15,7 @@ import pytest
 
 from ragtiller.errors import ConfigurationError, RagtillerError
 from ragtiller.stores import QuotaLedger, QuotaSnapshot, SpendResult, UnknownResourceError
-from ragtiller.testing._stores import Opened, run_threads
+from ragtiller.testing._stores import Opened
 
 LedgerFactory = Callable[..., QuotaLedger]
 """What ``make_ledger`` returns: ``(limits, *, timezone="UTC", clock=None)`` to a new ledger."""
@@ -37,36 +37,6 @@ class ManualClock:
         self.now += timedelta(**delta)
 
 
-class Api:
-    """Calls the sync or the async twin of each ledger method, so one test covers both."""
-
-    def __init__(self, use_async: bool) -> None:
-        self.use_async = use_async
-
-    async def spend(self, ledger: QuotaLedger, resource: str, n: int = 1) -> SpendResult:
-        if self.use_async:
-            return await ledger.atry_spend(resource, n)
-        return ledger.try_spend(resource, n)
-
-    async def refund(self, ledger: QuotaLedger, resource: str, n: int = 1) -> None:
-        if self.use_async:
-            await ledger.arefund(resource, n)
-        else:
-            ledger.refund(resource, n)
-
-    async def snapshot(
-        self, ledger: QuotaLedger, resources: list[str] | None = None
-    ) -> QuotaSnapshot:
-        if self.use_async:
-            return await ledger.asnapshot(resources)
-        return ledger.snapshot(resources)
-
-    async def remaining(self, ledger: QuotaLedger, resource: str) -> int:
-        if self.use_async:
-            return await ledger.aremaining(resource)
-        return ledger.remaining(resource)
-
-
 class QuotaLedgerContract:
     """The quota ledger contract as pytest tests; subclass it with a ``make_ledger`` fixture."""
 
@@ -83,99 +53,90 @@ class QuotaLedgerContract:
         yield opened
         opened.close()
 
-    @pytest.fixture(params=["sync", "async"])
-    def api(self, request: pytest.FixtureRequest) -> Api:
-        """The sync methods, then the async twins."""
-        return Api(request.param == "async")
-
-    def test_spend_remaining_refund(self, ledgers: Opened[QuotaLedger], api: Api) -> None:
+    def test_spend_remaining_refund(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
 
         async def main() -> None:
-            assert await api.remaining(ledger, "chat_gen") == 3
-            assert await api.spend(ledger, "chat_gen") == SpendResult(allowed=True, remaining=2)
-            assert await api.spend(ledger, "chat_gen", 2) == SpendResult(allowed=True, remaining=0)
-            assert await api.spend(ledger, "chat_gen") == SpendResult(False, 0, "quota")
-            await api.refund(ledger, "chat_gen")
-            assert await api.remaining(ledger, "chat_gen") == 1
-            assert await api.spend(ledger, "chat_gen") == SpendResult(allowed=True, remaining=0)
+            assert await ledger.aremaining("chat_gen") == 3
+            assert await ledger.atry_spend("chat_gen") == SpendResult(allowed=True, remaining=2)
+            assert await ledger.atry_spend("chat_gen", 2) == SpendResult(allowed=True, remaining=0)
+            assert await ledger.atry_spend("chat_gen") == SpendResult(False, 0, "quota")
+            await ledger.arefund("chat_gen")
+            assert await ledger.aremaining("chat_gen") == 1
+            assert await ledger.atry_spend("chat_gen") == SpendResult(allowed=True, remaining=0)
 
         ledgers.run(main)
 
-    def test_snapshot_reads_several_budgets_at_once(
-        self, ledgers: Opened[QuotaLedger], api: Api
-    ) -> None:
+    def test_snapshot_reads_several_budgets_at_once(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
 
         async def main() -> None:
             assert ledger.available
-            await api.spend(ledger, "chat_gen", 2)
-            await api.spend(ledger, "rerank_calls", 5)
-            reading = await api.snapshot(ledger, ["rerank_calls", "chat_gen", "rerank_calls"])
+            await ledger.atry_spend("chat_gen", 2)
+            await ledger.atry_spend("rerank_calls", 5)
+            reading = await ledger.asnapshot(["rerank_calls", "chat_gen", "rerank_calls"])
             assert reading == QuotaSnapshot({"rerank_calls": 15, "chat_gen": 1}, available=True)
             assert list(reading.remaining) == ["rerank_calls", "chat_gen"]
-            everything = await api.snapshot(ledger)
+            everything = await ledger.asnapshot()
             assert everything == QuotaSnapshot(
                 {"chat_gen": 1, "rerank_calls": 15, "disabled": 0}, available=True
             )
-            assert await api.snapshot(ledger, []) == QuotaSnapshot({}, available=True)
+            assert await ledger.asnapshot([]) == QuotaSnapshot({}, available=True)
             with pytest.raises(UnknownResourceError, match="unknown quota resource 'chat'"):
-                await api.snapshot(ledger, ["chat_gen", "chat"])
+                await ledger.asnapshot(["chat_gen", "chat"])
 
         ledgers.run(main)
 
     def test_refund_never_raises_the_budget_above_the_limit(
-        self, ledgers: Opened[QuotaLedger], api: Api
+        self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers(LIMITS)
 
         async def main() -> None:
-            await api.refund(ledger, "chat_gen", 5)
-            assert await api.remaining(ledger, "chat_gen") == 3
-            await api.spend(ledger, "chat_gen")
-            await api.refund(ledger, "chat_gen", 5)
-            assert await api.remaining(ledger, "chat_gen") == 3
-            assert (await api.spend(ledger, "chat_gen", 4)).allowed is False
+            await ledger.arefund("chat_gen", 5)
+            assert await ledger.aremaining("chat_gen") == 3
+            await ledger.atry_spend("chat_gen")
+            await ledger.arefund("chat_gen", 5)
+            assert await ledger.aremaining("chat_gen") == 3
+            assert (await ledger.atry_spend("chat_gen", 4)).allowed is False
 
         ledgers.run(main)
 
-    def test_limit_zero_refuses_every_spend(self, ledgers: Opened[QuotaLedger], api: Api) -> None:
+    def test_limit_zero_refuses_every_spend(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
 
         async def main() -> None:
             assert ledger.limit("disabled") == 0
-            assert await api.remaining(ledger, "disabled") == 0
-            assert await api.spend(ledger, "disabled") == SpendResult(False, 0, "quota")
+            assert await ledger.aremaining("disabled") == 0
+            assert await ledger.atry_spend("disabled") == SpendResult(False, 0, "quota")
 
         ledgers.run(main)
 
     def test_a_spend_larger_than_the_rest_is_refused_whole(
-        self, ledgers: Opened[QuotaLedger], api: Api
+        self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers({"chat_gen": 5})
 
         async def main() -> None:
-            assert (await api.spend(ledger, "chat_gen", 3)).allowed
-            assert await api.spend(ledger, "chat_gen", 3) == SpendResult(False, 2, "quota")
-            assert await api.remaining(ledger, "chat_gen") == 2
-            assert await api.spend(ledger, "chat_gen", 2) == SpendResult(True, 0)
+            assert (await ledger.atry_spend("chat_gen", 3)).allowed
+            assert await ledger.atry_spend("chat_gen", 3) == SpendResult(False, 2, "quota")
+            assert await ledger.aremaining("chat_gen") == 2
+            assert await ledger.atry_spend("chat_gen", 2) == SpendResult(True, 0)
 
         ledgers.run(main)
 
-    def test_resources_have_separate_budgets(self, ledgers: Opened[QuotaLedger], api: Api) -> None:
+    def test_resources_have_separate_budgets(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
 
         async def main() -> None:
-            assert (await api.spend(ledger, "chat_gen", 3)).allowed
-            assert await api.remaining(ledger, "chat_gen") == 0
-            assert await api.remaining(ledger, "rerank_calls") == 20
-            assert await api.spend(ledger, "rerank_calls", 20) == SpendResult(True, 0)
+            assert (await ledger.atry_spend("chat_gen", 3)).allowed
+            assert await ledger.aremaining("chat_gen") == 0
+            assert await ledger.aremaining("rerank_calls") == 20
+            assert await ledger.atry_spend("rerank_calls", 20) == SpendResult(True, 0)
 
         ledgers.run(main)
 
-    def test_unknown_resource_is_a_clear_error(
-        self, ledgers: Opened[QuotaLedger], api: Api
-    ) -> None:
+    def test_unknown_resource_is_a_clear_error(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
         message = (
             r"^unknown quota resource 'chat'; known resources: chat_gen, disabled, rerank_calls$"
@@ -187,48 +148,44 @@ class QuotaLedgerContract:
 
         async def main() -> None:
             with pytest.raises(UnknownResourceError, match=message):
-                await api.spend(ledger, "chat")
+                await ledger.atry_spend("chat")
             with pytest.raises(UnknownResourceError, match=message):
-                await api.refund(ledger, "chat")
+                await ledger.arefund("chat")
             with pytest.raises(UnknownResourceError, match=message):
-                await api.remaining(ledger, "chat")
+                await ledger.aremaining("chat")
 
         ledgers.run(main)
 
     @pytest.mark.parametrize("n", [0, -1, True, 1.5])
     def test_spend_and_refund_need_a_positive_int(
-        self, ledgers: Opened[QuotaLedger], api: Api, n: Any
+        self, ledgers: Opened[QuotaLedger], n: Any
     ) -> None:
         ledger = ledgers(LIMITS)
 
         async def main() -> None:
             with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got"):
-                await api.spend(ledger, "chat_gen", n)
+                await ledger.atry_spend("chat_gen", n)
             with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got"):
-                await api.refund(ledger, "chat_gen", n)
-            assert await api.remaining(ledger, "chat_gen") == 3
+                await ledger.arefund("chat_gen", n)
+            assert await ledger.aremaining("chat_gen") == 3
 
         ledgers.run(main)
 
-    def test_window_rolls_over_at_utc_midnight(
-        self, ledgers: Opened[QuotaLedger], api: Api
-    ) -> None:
+    def test_window_rolls_over_at_utc_midnight(self, ledgers: Opened[QuotaLedger]) -> None:
         clock = ManualClock(datetime(2026, 6, 16, 23, 59, 59, tzinfo=UTC))
         ledger = ledgers(LIMITS, clock=clock)
 
         async def main() -> None:
-            assert (await api.spend(ledger, "chat_gen", 3)).allowed
-            assert await api.spend(ledger, "chat_gen") == SpendResult(False, 0, "quota")
+            assert (await ledger.atry_spend("chat_gen", 3)).allowed
+            assert await ledger.atry_spend("chat_gen") == SpendResult(False, 0, "quota")
             clock.advance(seconds=1)
             assert ledger.window().id == "2026-06-17"
-            assert await api.remaining(ledger, "chat_gen") == 3
-            assert await api.spend(ledger, "chat_gen") == SpendResult(True, 2)
+            assert await ledger.aremaining("chat_gen") == 3
+            assert await ledger.atry_spend("chat_gen") == SpendResult(True, 2)
 
         ledgers.run(main)
 
-    def test_window_is_the_calendar_day_of_the_timezone(
-        self, ledgers: Opened[QuotaLedger], api: Api
-    ) -> None:
+    def test_window_is_the_calendar_day_of_the_timezone(self, ledgers: Opened[QuotaLedger]) -> None:
         # 04:30 UTC on 10 March is 23:30 on 9 March in New York: the New York day ends at 05:00.
         clock = ManualClock(datetime(2024, 3, 10, 4, 30, tzinfo=UTC))
         new_york = ledgers(LIMITS, clock=clock, timezone="America/New_York")
@@ -236,13 +193,13 @@ class QuotaLedgerContract:
 
         async def main() -> None:
             assert new_york.window().id == "2024-03-09"
-            assert (await api.spend(new_york, "chat_gen", 3)).allowed
-            assert (await api.spend(utc, "rerank_calls", 20)).allowed
+            assert (await new_york.atry_spend("chat_gen", 3)).allowed
+            assert (await utc.atry_spend("rerank_calls", 20)).allowed
             clock.advance(minutes=30)
             assert new_york.window().id == "2024-03-10"
-            assert await api.remaining(new_york, "chat_gen") == 3
+            assert await new_york.aremaining("chat_gen") == 3
             assert utc.window().id == "2024-03-10"
-            assert await api.remaining(utc, "rerank_calls") == 0
+            assert await utc.aremaining("rerank_calls") == 0
 
         ledgers.run(main)
 
@@ -286,18 +243,6 @@ class QuotaLedgerContract:
         with pytest.raises(TypeError):
             ledger.limits["chat_gen"] = 5  # type: ignore[index]
 
-    def test_200_threads_on_a_budget_of_20_get_exactly_20(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
-        ledger = ledgers(LIMITS)
-        results, errors = run_threads(200, lambda: ledger.try_spend("rerank_calls"))
-        assert errors == []
-        assert len(results) == 200
-        assert sum(r.allowed for r in results) == 20
-        assert {r.reason for r in results if not r.allowed} == {"quota"}
-        assert sorted(r.remaining for r in results if r.allowed) == list(range(20))
-        assert ledger.remaining("rerank_calls") == 0
-
     def test_200_tasks_on_a_budget_of_20_get_exactly_20(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
 
@@ -336,14 +281,10 @@ class QuotaLedgerOutageContract:
         ledger = unreachable_ledgers(LIMITS)
 
         async def main() -> None:
-            assert ledger.try_spend("chat_gen") == UNAVAILABLE
             assert await ledger.atry_spend("chat_gen") == UNAVAILABLE
-            assert ledger.remaining("chat_gen") == 0
             assert await ledger.aremaining("chat_gen") == 0
-            ledger.refund("chat_gen")
             await ledger.arefund("chat_gen")
             closed = QuotaSnapshot({"chat_gen": 0, "rerank_calls": 0}, available=False)
-            assert ledger.snapshot(["chat_gen", "rerank_calls"]) == closed
             assert await ledger.asnapshot(["chat_gen", "rerank_calls"]) == closed
 
         with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
@@ -357,6 +298,6 @@ class QuotaLedgerOutageContract:
     ) -> None:
         ledger = unreachable_ledgers(LIMITS)
         with pytest.raises(UnknownResourceError, match="unknown quota resource 'chat'"):
-            ledger.try_spend("chat")
+            asyncio.run(ledger.atry_spend("chat"))
         with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got 0"):
-            ledger.try_spend("chat_gen", 0)
+            asyncio.run(ledger.atry_spend("chat_gen", 0))
