@@ -191,7 +191,11 @@ def test_incremental_cleanup_keeps_documents_not_given(corpus: Path, tmp_path: P
         ),
         (
             {"chunking": ChunkingConfig(chunk_tokens=20, overlap_tokens=2)},
-            r"chunking changed from chunk_tokens=12, overlap_tokens=2 to chunk_tokens=20",
+            r"chunking changed from chunk_tokens=12 to chunk_tokens=20",
+        ),
+        (
+            {"chunking": ChunkingConfig(chunk_tokens=12, overlap_tokens=2, header="title")},
+            r"chunking changed from header='path' to header='title'",
         ),
     ],
 )

@@ -64,7 +64,8 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
     """The header ``chunk`` is indexed under (see :data:`ChunkHeader`); None: no header.
 
     A paragraph deep in a long article rarely names the article, so its words alone cannot
-    match a question that does; the heading path names it. Repeated titles appear once.
+    match a question that does; the heading path names it. Repeated titles appear once, and a
+    chunk whose text holds its section's heading line is not given that heading again.
 
     Example:
         >>> doc = SourceDocument(doc_id="d", text="", source="d.md", title=None)
@@ -72,15 +73,21 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
         >>> chunk_header(Chunk("c", section, "Prices rose.", 0, 12), "path")
         'Oil crisis / Effects'
     """
-    return section_header(chunk.section, mode)
+    path = chunk.section.path
+    if chunk.start < chunk.section.body_start:
+        path = path[:-1]
+    return _header(chunk.section.document.title, path, mode)
 
 
 def section_header(section: Section, mode: ChunkHeader) -> str | None:
-    """The header every chunk of ``section`` is indexed under (see :func:`chunk_header`)."""
-    title = section.document.title
+    """The longest header a chunk of ``section`` is indexed under (see :func:`chunk_header`)."""
+    return _header(section.document.title, section.path, mode)
+
+
+def _header(title: str | None, path: tuple[str, ...], mode: ChunkHeader) -> str | None:
     if mode == "title":
         return title
-    parts = dict.fromkeys(p.strip() for p in (title, *section.path) if p and p.strip())
+    parts = dict.fromkeys(p.strip() for p in (title, *path) if p and p.strip())
     return " / ".join(parts) or None
 
 
