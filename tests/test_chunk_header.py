@@ -76,7 +76,8 @@ def test_a_query_naming_the_section_finds_its_paragraph_only_with_the_header(
 
 
 def test_the_default_header_is_the_path_and_the_h1_is_the_title() -> None:
-    index = build_index(docs(), embedder=EMBEDDER, progress=False)
+    chunking = ChunkingConfig(chunk_tokens=40, overlap_tokens=5)
+    index = build_index(docs(), embedder=EMBEDDER, chunking=chunking, progress=False)
     records = index.store.records
     row = next(r for r, t in enumerate(records.texts) if "unique pattern" in t)
     assert index.manifest.chunking.header == "path"
