@@ -70,9 +70,19 @@ def test_the_header_is_the_title_and_heading_path_and_the_text_stays_the_chunk(
 def test_a_query_naming_the_section_finds_its_paragraph_only_with_the_header(
     with_path: EmbeddedIndex,
 ) -> None:
-    found = [h["text"] for h in lexical(with_path, "zebra stripes")]
+    found = [h["text"] for h in lexical(with_path, "stripes")]
     assert any(t.startswith("Each animal has a unique pattern") for t in found)
-    assert not [h for h in lexical(build("title"), "zebra stripes") if "unique" in h["text"]]
+    assert not [h for h in lexical(build("title"), "stripes") if "unique" in h["text"]]
+
+
+def test_the_default_header_is_the_path_and_the_h1_is_the_title() -> None:
+    chunking = ChunkingConfig(chunk_tokens=40, overlap_tokens=5)
+    index = build_index(docs(), embedder=EMBEDDER, chunking=chunking, progress=False)
+    records = index.store.records
+    row = next(r for r, t in enumerate(records.texts) if "unique pattern" in t)
+    assert index.manifest.chunking.header == "path"
+    assert records.metadatas[row]["title"] == "Zebras"
+    assert records.metadatas[row][HEADER_KEY] == "Zebras / Stripes"
 
 
 def test_the_title_header_indexes_what_it_did_before() -> None:

@@ -33,7 +33,7 @@ def test_outline_lists_documents_sections_and_first_sentences() -> None:
     index = build_index(docs, embedder=HashingEmbedder(dim=16), progress=False)
     assert index.corpus_map == (
         "Corpus: 3 documents, 4 sections.\n"
-        "- guide.md\n"
+        "- Guide\n"
         "  - Guide: Ragtiller retrieves with a graph.\n"
         "  - Guide > Install: Run pip install ragtiller.\n"
         "- notes.txt: Plain notes.\n"

@@ -126,7 +126,7 @@ def test_an_edit_embeds_only_new_texts_and_equals_a_fresh_build(
     assert sorted(embedder.texts) == sorted(
         [
             "Plain notes: the gate refuses a turn once quota is gone.",
-            "# New\n\nA brand new page about rerankers.",
+            "New # New\n\nA brand new page about rerankers.",  # under its title, its H1
         ]
     )
     assert after.report.version == "v000002"
@@ -173,7 +173,7 @@ def test_incremental_cleanup_keeps_documents_not_given(corpus: Path, tmp_path: P
         "faq.md",
     }
     assert after.manifest.counts.documents == 4
-    assert "guide.md" in after.corpus_map and "faq.md" in after.corpus_map
+    assert "- guide.md" in after.corpus_map and "- FAQ" in after.corpus_map  # faq.md's H1
     reopened = EmbeddedIndex.load(tmp_path / "idx", embedder=HashingEmbedder(dim=64))
     assert snapshot(reopened) == snapshot(after)
     full = run(extra, tmp_path / "idx", CountingEmbedder(), cleanup="full")
@@ -191,7 +191,11 @@ def test_incremental_cleanup_keeps_documents_not_given(corpus: Path, tmp_path: P
         ),
         (
             {"chunking": ChunkingConfig(chunk_tokens=20, overlap_tokens=2)},
-            r"chunking changed from chunk_tokens=12, overlap_tokens=2 to chunk_tokens=20",
+            r"chunking changed from chunk_tokens=12 to chunk_tokens=20",
+        ),
+        (
+            {"chunking": ChunkingConfig(chunk_tokens=12, overlap_tokens=2, header="title")},
+            r"chunking changed from header='path' to header='title'",
         ),
     ],
 )

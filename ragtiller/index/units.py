@@ -19,7 +19,8 @@ from ragtiller.core.filters import DEFAULT_NAMESPACE, namespace_of
 TextFormat = Literal["markdown", "rst", "text"]
 ChunkHeader = Literal["title", "path"]
 """What a chunk is indexed under before its text: ``title``, its document's title (BEIR's
-``title + " " + text``); ``path``, that title and the headings above the chunk."""
+``title + " " + text``); ``path`` (the default), that title and the headings above the chunk,
+which for a document without headings (a BEIR record) is its title alone."""
 ChunkWindow = Literal["embedder", "words"]
 """What else bounds a chunk besides ``chunk_tokens`` words (see ``ChunkingConfig.window``)."""
 
@@ -39,7 +40,9 @@ class SourceDocument:
             ``id``/``source`` metadata (a content hash when it has neither).
         text: The full text.
         source: Where it came from (a file path, ``corpus.jsonl#<_id>``, a URL).
-        title: A title to put before each chunk's indexed text (BEIR title), if any.
+        title: A title to put before each chunk's indexed text (BEIR title), if any; chunking
+            reads a Markdown or reStructuredText document's only top-level heading as its title
+            when it has none.
         format: How headings are found when splitting into sections.
         namespace: The namespace its chunks belong to.
         metadata: Other metadata to carry onto every chunk (``status`` and the like).
@@ -74,7 +77,7 @@ class ChunkingConfig(BaseModel):
         40, ge=0, description="Words shared by consecutive children of one section."
     )
     header: ChunkHeader = Field(
-        "title",
+        "path",
         description="The context header of each chunk's indexed (embedded and BM25) text: "
         "'title', the document title; 'path', the title and the chunk's heading path. "
         "The chunk's returned text is the chunk alone.",

@@ -357,14 +357,15 @@ def _section_metadata(section: Section) -> dict[str, Any]:
     }
 
 
-def _chunk_metadata(chunk: Chunk, header: ChunkHeader = "title") -> dict[str, Any]:
+def _chunk_metadata(chunk: Chunk, header: ChunkHeader) -> dict[str, Any]:
     metadata = {
         **_section_metadata(chunk.section),
         "parent_id": chunk.section.id,
         "start": chunk.start,
         "end": chunk.end,
     }
-    if header != "title" and (text := chunk_header(chunk, header)):
+    text = chunk_header(chunk, header)
+    if text and text != chunk.section.document.title:  # a title alone is read from "title"
         metadata[HEADER_KEY] = text
     return metadata
 

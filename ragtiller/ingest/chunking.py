@@ -2,12 +2,14 @@
 
 Children follow the author's units: a paragraph is a passage; a fragment (a heading line, a
 one-line paragraph) joins its neighbour; only a paragraph longer than ``chunk_tokens`` words is
-cut, at sentence ends where it has them, and its pieces overlap by whole sentences.
+cut, at sentence ends where it has them, and its pieces overlap by whole sentences. A pipe
+table is cut between rows, and each piece after the first repeats its header row.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 import re
@@ -30,6 +32,10 @@ _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
 _MD_SETEXT = re.compile(r"={3,}|-{3,}")
 _RST_ADORNMENT = re.compile(r"([=\-`:'\"~^_*+#.<>])\1+")
+_TABLE_DELIMITER = re.compile(r"[ \t]*\|?([ \t]*:?-+:?[ \t]*\|)+([ \t]*:?-+:?[ \t]*)?\|?[ \t]*")
+"""A pipe table's delimiter row (``|---|:--:|``), which follows its header row."""
+Heading = tuple[int, int, int, str]
+"""``(start, body_start, level, title)`` of a heading in a document's text."""
 _PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")
 """A token: a word, or a MAX_TOKEN_CHARS-character piece of a longer one."""
 
@@ -41,7 +47,8 @@ class Chunk:
     Attributes:
         id: Stable id (hash of namespace, document id, section path and chunk text).
         section: The parent section.
-        text: ``section.text[start:end]``.
+        text: ``section.text[start:end]``; a piece of a pipe table after its first is
+            preceded by the table's header and delimiter rows.
         start: Offset in the parent text, in characters.
         end: End offset (exclusive) in the parent text, in characters.
     """
@@ -57,7 +64,8 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
     """The header ``chunk`` is indexed under (see :data:`ChunkHeader`); None: no header.
 
     A paragraph deep in a long article rarely names the article, so its words alone cannot
-    match a question that does; the heading path names it. Repeated titles appear once.
+    match a question that does; the heading path names it. Repeated titles appear once, and a
+    chunk whose text holds its section's heading line is not given that heading again.
 
     Example:
         >>> doc = SourceDocument(doc_id="d", text="", source="d.md", title=None)
@@ -65,15 +73,21 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
         >>> chunk_header(Chunk("c", section, "Prices rose.", 0, 12), "path")
         'Oil crisis / Effects'
     """
-    return section_header(chunk.section, mode)
+    path = chunk.section.path
+    if chunk.start < chunk.section.body_start:
+        path = path[:-1]
+    return _header(chunk.section.document.title, path, mode)
 
 
 def section_header(section: Section, mode: ChunkHeader) -> str | None:
-    """The header every chunk of ``section`` is indexed under (see :func:`chunk_header`)."""
-    title = section.document.title
+    """The longest header a chunk of ``section`` is indexed under (see :func:`chunk_header`)."""
+    return _header(section.document.title, section.path, mode)
+
+
+def _header(title: str | None, path: tuple[str, ...], mode: ChunkHeader) -> str | None:
     if mode == "title":
         return title
-    parts = dict.fromkeys(p.strip() for p in (title, *section.path) if p and p.strip())
+    parts = dict.fromkeys(p.strip() for p in (title, *path) if p and p.strip())
     return " / ".join(parts) or None
 
 
@@ -108,6 +122,8 @@ def chunk_documents(
 ) -> tuple[list[Section], list[Chunk]]:
     """Cut documents into sections and sections into chunks.
 
+    A Markdown or reStructuredText document without a title takes its only top-level heading
+    (a Markdown H1, the first heading style of reStructuredText) as its title, if it has one.
     Ids are unique across the result: an exact repeat (same document, path and text) gets a
     counter mixed into its hash, so ids stay stable as long as the corpus is the same. With
     ``config.window == "embedder"`` and a ``window``, each chunk's indexed text (its header,
@@ -121,14 +137,23 @@ def chunk_documents(
     unique_id = _UniqueIds()
     fit = window if config.window == "embedder" else None
     for doc in documents:
-        for path, start, end, body in split_sections(doc.text, doc.format):
+        headings = _headings(doc.text, doc.format)
+        if doc.title is None:
+            doc = dataclasses.replace(doc, title=document_title(headings))
+        for path, start, end, body in _sections(doc.text, headings):
             text = doc.text[start:end]
             parent_id = unique_id("section", doc.namespace, doc.doc_id, *path, text)
             section = Section(parent_id, doc, path, text, start, end, body)
             sections.append(section)
             bound = _bound(text, section, config, fit)
+            tables = _tables(text)
             for c_start, c_end in passage_windows(text, config, bound):
-                c_text = text[c_start:c_end]
+                head = _repeated_head(text, tables, c_start, config)
+                c_text = (
+                    text[c_start:c_end]
+                    if head is None
+                    else text[slice(*head)] + text[c_start:c_end]
+                )
                 chunk_id = unique_id("chunk", doc.namespace, doc.doc_id, *path, c_text)
                 chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
     return sections, chunks
@@ -147,8 +172,26 @@ def split_sections(text: str, fmt: TextFormat) -> list[tuple[tuple[str, ...], in
         span in ``text`` and where the body begins relative to ``start``. Sections whose body
         is blank (a heading directly followed by a sub-heading) are dropped.
     """
+    return _sections(text, _headings(text, fmt))
+
+
+def document_title(headings: list[Heading]) -> str | None:
+    """The title of a document with these headings: its only top-level heading, or None.
+
+    Example:
+        >>> document_title(_markdown_headings("# Jobs\\n\\nText.\\n\\n## Retries\\n\\nMore."))
+        'Jobs'
+    """
+    top = [title for _, _, level, title in headings if level == 1]
+    return top[0] if len(top) == 1 else None
+
+
+def _headings(text: str, fmt: TextFormat) -> list[Heading]:
     finder = {"markdown": _markdown_headings, "rst": _rst_headings}.get(fmt)
-    headings = finder(text) if finder else []
+    return finder(text) if finder else []
+
+
+def _sections(text: str, headings: list[Heading]) -> list[tuple[tuple[str, ...], int, int, int]]:
     bounds = [(0, 0, 0, ""), *headings, (len(text), len(text), 0, "")]
     stack: list[tuple[int, str]] = []
     out: list[tuple[tuple[str, ...], int, int, int]] = []
@@ -209,6 +252,14 @@ class Bound:
             out.budget = self.budget
         return out
 
+    def less(self, first: int, last: int) -> Bound:
+        """This bound less room for words ``first:last`` (a table's header, repeated)."""
+        out = Bound(self.words - (last - first))
+        if self.prefix is not None:
+            out.prefix = self.prefix
+            out.budget = max(self.budget - (self.prefix[last] - self.prefix[first]), 1)
+        return out
+
 
 def _bound(
     text: str, section: Section, config: ChunkingConfig, window: ModelWindow | None
@@ -249,13 +300,56 @@ def passage_windows(
     if not spans:
         return []
     fits = bound or Bound(config.chunk_tokens)
+    tables = _tables(text)
+    starts = [start for start, _ in spans]
+
+    def fits_at(word: int) -> Bound:
+        """The bound of a chunk starting at ``word``: less its table's header, if repeated."""
+        head = _repeated_head(text, tables, starts[word], config)
+        if head is None:
+            return fits
+        return fits.less(bisect.bisect_left(starts, head[0]), bisect.bisect_left(starts, head[1]))
+
     out: list[tuple[int, int]] = []
     for first, last in _join_fragments(_paragraphs(text, spans), config, fits):
-        if fits.fits(first, last):
+        if fits_at(first).fits(first, last):
             out.append((spans[first][0], spans[last - 1][1]))
         else:
-            out.extend(_cut(text, spans, first, last, config, fits))
+            out.extend(_cut(text, spans, first, last, config, fits_at, tables))
     return out
+
+
+def _tables(text: str) -> list[tuple[int, int, int]]:
+    """``(start, head_end, end)`` of each pipe table in ``text``: a header row, a delimiter
+    row (``|---|---|``), then the rows up to a blank line or a line without ``|``."""
+    if "|" not in text:
+        return []
+    lines = text.splitlines(keepends=True)
+    offsets = list(itertools.accumulate(map(len, lines), initial=0))
+    found: list[tuple[int, int, int]] = []
+    i = 0
+    while i + 1 < len(lines):
+        if "|" in lines[i] and _TABLE_DELIMITER.fullmatch(lines[i + 1].rstrip("\r\n")):
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                j += 1
+            found.append((offsets[i], offsets[i + 2], offsets[j]))
+            i = j
+        else:
+            i += 1
+    return found
+
+
+def _repeated_head(
+    text: str, tables: list[tuple[int, int, int]], start: int, config: ChunkingConfig
+) -> tuple[int, int] | None:
+    """The span of the header rows a chunk starting at ``start`` repeats: a table's, when the
+    chunk starts among its rows and the header holds at most half of ``chunk_tokens`` words."""
+    for t_start, head_end, t_end in tables:
+        if head_end <= start < t_end:
+            words = len(_PIECE.findall(text, t_start, head_end))
+            return (t_start, head_end) if words <= config.chunk_tokens // 2 else None
+    return None
 
 
 def _paragraphs(text: str, spans: list[tuple[int, int]]) -> list[WordRange]:
@@ -277,14 +371,22 @@ def _cut(
     first: int,
     last: int,
     config: ChunkingConfig,
-    fits: Bound,
+    fits_at: Callable[[int], Bound],
+    tables: list[tuple[int, int, int]],
 ) -> list[tuple[int, int]]:
-    """Character spans of the pieces of an overlong paragraph: whole sentences, at most
-    ``chunk_tokens`` words each; a sentence longer than that is cut by :func:`token_windows`."""
+    """Character spans of the pieces of an overlong paragraph: whole sentences (table rows, in
+    a table), within ``fits_at`` of their first word; a longer one is cut by
+    :func:`token_windows`."""
     sentences: list[WordRange] = []
     start = first
     for i in range(first, last):
-        if SENTENCE_END.search(text, spans[i][0], spans[i][1]):
+        table = next((t for t in tables if t[0] <= spans[i][0] < t[2]), None)
+        if table is None:
+            ends = SENTENCE_END.search(text, spans[i][0], spans[i][1]) is not None
+        else:  # a row ends at its line's end; the header row and the delimiter are one unit
+            line_end = i + 1 == last or "\n" in text[spans[i][1] : spans[i + 1][0]]
+            ends = line_end and spans[i][1] > text.find("\n", table[0])
+        if ends:
             sentences.append((start, i + 1))
             start = i + 1
     if start < last:
@@ -293,6 +395,7 @@ def _cut(
     i = 0
     while i < len(sentences):
         a, b = sentences[i]
+        fits = fits_at(a)
         if not fits.fits(a, b):
             offset = spans[a][0]
             sentence = text[offset : spans[b - 1][1]]
@@ -311,7 +414,7 @@ def _cut(
             back - 1 > i and sentences[j - 1][1] - sentences[back - 1][0] <= config.overlap_tokens
         ):
             back -= 1
-        if not fits.fits(sentences[back][0], sentences[j][1]):
+        if not fits_at(sentences[back][0]).fits(sentences[back][0], sentences[j][1]):
             back = j
         i = back
     return pieces

@@ -124,11 +124,9 @@ def _previous(
         )
     if manifest.chunking != chunking:
         old, new = manifest.chunking, chunking
-        return None, (
-            f"chunking changed from chunk_tokens={old.chunk_tokens}, overlap_tokens="
-            f"{old.overlap_tokens} to chunk_tokens={new.chunk_tokens}, overlap_tokens="
-            f"{new.overlap_tokens}"
-        )
+        changed = ", ".join(f"{key}={value!r}" for key, value in old if value != getattr(new, key))
+        now = ", ".join(f"{key}={value!r}" for key, value in new if value != getattr(old, key))
+        return None, f"chunking changed from {changed} to {now}"
     if (manifest.vector_dtype, vector_dtype) == ("float16", "float32"):
         # its vectors were rounded to float16: reusing them would not give a float32 index
         return None, "vector dtype changed from float16 to float32 (the stored vectors are rounded)"

@@ -70,7 +70,10 @@ def load_sources(
     Directories are walked recursively in sorted order, skipping hidden entries and keeping
     ``.md``, ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` files. A file named explicitly is
     read whatever its suffix (unknown suffixes as plain text). ``.jsonl`` files are read as BEIR
-    corpora: one ``{"_id", "title", "text"}`` object per line.
+    corpora: one ``{"_id", "title", "text"}`` object per line; a record whose text is empty or
+    its title is its title alone, as text without a title (never the title twice). A file's
+    id and ``source`` are its path from the directory named (from its own folder, for a file
+    named), however that was typed; a record's source is ``<that path>#<_id>``.
 
     Only regular files are read, and a walk never leaves its tree: a symlink met while walking
     is followed only to a regular file inside the directory walked (resolved, so ``..`` and
@@ -251,7 +254,7 @@ def _read_file(
     if path.suffix.lower() == JSONL_SUFFIX:
         return _read_beir(text, path, rel, namespace, skip)
     fmt = SUFFIX_FORMATS.get(path.suffix.lower(), "text")
-    return [(SourceDocument(rel, text, str(path), format=fmt, namespace=namespace), str(path))]
+    return [(SourceDocument(rel, text, rel, format=fmt, namespace=namespace), str(path))]
 
 
 def _read_text(entry: _File, max_file_bytes: int, skip: Callable[[Path, str], None]) -> str | None:
@@ -360,7 +363,9 @@ def _read_beir(
             continue
         doc_id = str(record["_id"])
         title = record.get("title") or None
-        body = record.get("text") or title or ""
+        body = record.get("text") or ""
+        if title and body.strip() in ("", title.strip()):  # the title is the whole text
+            body, title = title, None
         if "\x00" in body or (title and "\x00" in title):
             nul.append(lineno)
             continue

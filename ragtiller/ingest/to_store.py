@@ -74,7 +74,11 @@ def chunk_sources(
     if not chunks:
         raise IngestError("nothing to ingest: the sources hold no readable text")
     return [
-        Document(id=c.id, page_content=c.text, metadata=store_metadata(chunk_metadata(c)))
+        Document(
+            id=c.id,
+            page_content=c.text,
+            metadata=store_metadata(chunk_metadata(c, chunking.header)),
+        )
         for c in chunks
     ]
 

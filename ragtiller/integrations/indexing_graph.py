@@ -267,8 +267,8 @@ def _confined(root: Path, path: str, root_name: str) -> Path:
 def _relative(root: Path, base: Path, source: SourceDocument) -> Document | None:
     """``source`` as a document whose id and ``source`` are relative to the root, so one file
     keeps one id whichever folder was named; None for a file that resolves out of the root."""
-    file_path = Path(source.source)
-    if file_path.is_absolute():  # a file: its id and source become its path from the root
+    if source.source == source.doc_id:  # a file: its id and source become its path from the root
+        file_path = base / source.source
         if not file_path.resolve().is_relative_to(root):
             return None
         doc_id = source_name = file_path.relative_to(root).as_posix()
