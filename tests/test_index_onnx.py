@@ -24,6 +24,7 @@ from langchain_core.documents import Document
 
 from ragtiller.cli.app import main
 from ragtiller.errors import ModelPrepareError
+from ragtiller.eval.fingerprint import index_fingerprint, same_index
 from ragtiller.index.variant_check import (
     MIN_AGREEMENT,
     variant_rebuild_reason,
@@ -34,6 +35,7 @@ from ragtiller.models import MiniLMEmbedder, local_embedder
 from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
 from ragtiller.models.onnx_export import check_quantized, probe_cosine
 from ragtiller.models.onnx_model import (
+    CPU_FLAGS,
     DEFAULT_VARIANT,
     PreparedModel,
     prepare_model,
@@ -185,6 +187,22 @@ def test_manifest_records_the_variant_and_the_cli_finds_the_cached_model(
     assert index.manifest.embedder_variant == DEFAULT
     assert main(["model", "prepare"]) == 0
     assert f"{prepared.onnx_path} (already cached)" in capsys.readouterr().out
+
+
+def test_an_eval_fingerprint_names_the_variants_onnxruntime_and_the_cpu(
+    prepared: PreparedModel,
+) -> None:
+    import onnxruntime
+
+    fingerprint = index_fingerprint(build_index(DOCS, embedder=local_embedder(), progress=False))
+    assert fingerprint is not None
+    queries = fingerprint["queries"]
+    assert fingerprint["embedder_variant"] == queries["embedder_variant"] == DEFAULT
+    assert queries["onnxruntime"] == onnxruntime.__version__
+    assert set(queries["cpu_flags"]) <= set(CPU_FLAGS)
+    # Runs measured on a CPU with other integer kernels are not paired (compare_runs refuses).
+    elsewhere = {**queries, "cpu_flags": [*queries["cpu_flags"], "avx512_vnni"]}
+    assert not same_index(fingerprint, {**fingerprint, "queries": elsewhere})
 
 
 def test_missing_exporter_falls_back_to_torch_with_one_notice(

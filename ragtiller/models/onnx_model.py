@@ -38,7 +38,7 @@ _MODEL_FILES = (
     "modules.json",
 )
 _ONNX_FILE = "model.onnx"
-_CPU_FLAGS = (
+CPU_FLAGS = (
     "sse4_1",
     "avx2",
     "avx512f",
@@ -177,5 +177,5 @@ def runtime_environment() -> dict[str, Any]:
     return {
         "onnxruntime": onnxruntime,
         "machine": platform.machine(),
-        "cpu_flags": [flag for flag in _CPU_FLAGS if flag in flags],
+        "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags],
     }
