@@ -166,7 +166,7 @@ def ask(rounds: int) -> None:
                 cpu[runtime].append(_cli(["ask", question, "--index", index], env))
                 times[runtime].append(time.perf_counter() - started)
         for runtime, values in times.items():
-            label = "torch (today)" if runtime == "torch" else "onnx-int8 (default)"
+            label = "torch (today)" if runtime == "torch" else "onnx-uint8 (default)"
             print(
                 f"{label:22} median {statistics.median(values):5.2f} s wall, "
                 f"{statistics.median(cpu[runtime]):5.2f} s CPU  {_spread(values)}"
@@ -186,7 +186,7 @@ def demo() -> None:
             started = time.perf_counter()
             _cli(args, env)
             again = time.perf_counter() - started
-        label = "torch (today)" if runtime == "torch" else "onnx-int8 incl. export"
+        label = "torch (today)" if runtime == "torch" else "onnx-uint8 incl. export"
         print(f"{label:24} first run {first:6.1f} s (CPU {cpu:6.1f} s)  cached run {again:5.1f} s")
 
 
@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=1000, help="Abstracts for the ingest run.")
     parser.add_argument("--queries", type=int, default=100, help="Queries per latency round.")
     parser.add_argument("--datasets", nargs="+", default=["cranfield", "cacm"])
-    parser.add_argument("--quality-variants", nargs="+", default=["fp32", "int8"])
+    parser.add_argument("--quality-variants", nargs="+", default=["fp32", "uint8"])
     parser.add_argument(
         "--torch-sample", type=int, default=200, help="Documents torch embeds for the cosines."
     )
@@ -228,14 +228,14 @@ def main() -> None:
         chosen = tuple((v, None, 32) for v in args.quality_variants)
         quality(variants(chosen), args.torch_sample, args.datasets)
     if "query" in args.only:
-        configs = tuple((v, t, 32) for v in ("fp32", "int8") for t in (1, 2))
+        configs = tuple((v, t, 32) for v in ("fp32", "uint8") for t in (1, 2))
         query_latency(variants(configs), args.rounds, args.queries)
     if "ingest" in args.only:
         configs = (
             ("fp32", 2, 32),
             ("fp32", 2, 64),
-            ("int8", 1, 32),
-            *(("int8", 2, b) for b in (16, 32, 64)),
+            ("uint8", 1, 32),
+            *(("uint8", 2, b) for b in (16, 32, 64)),
         )
         ingest(variants(configs), args.docs, args.rounds)
     if "ask" in args.only:

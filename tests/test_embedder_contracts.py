@@ -1,6 +1,6 @@
 """Every embedder ragtiller ships runs the public contract of ``ragtiller.testing``, as an
 embedder author would run it: the hashing embedder, and the bundled MiniLM on onnxruntime as
-``local_embedder()`` gives it (int8; slow: the export runs once per machine, then is cached).
+``local_embedder()`` gives it (uint8; slow: the export runs once per machine, then is cached).
 The fp32 variant runs the same code on another file; tests/test_index_onnx.py compares it."""
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ class TestHashingEmbedder(EmbedderContract):
 
 
 @pytest.mark.slow
-class TestOnnxMiniLMInt8(EmbedderContract):
-    # Dynamic quantization scales activations per batch, so neighbours move a vector a little
-    # (tests/test_index_onnx.py measures it: a cosine of 0.97 at least).
-    min_batch_cosine = 0.97
+class TestOnnxMiniLMUint8(EmbedderContract):
+    # Dynamic quantization scales activations per batch, so neighbours move a vector a little:
+    # measured 0.9792 at least on these texts, the same on every CPU (tests/test_index_onnx.py).
+    min_batch_cosine = 0.975
 
     @pytest.fixture
     def make_embedder(self) -> EmbedderFactory:
-        return lambda: local_embedder(runtime="onnx", variant="int8")
+        return lambda: local_embedder(runtime="onnx", variant="uint8")
 
 
 # --- the contract can fail --------------------------------------------------------------------

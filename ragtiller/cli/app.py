@@ -220,9 +220,9 @@ def parser() -> argparse.ArgumentParser:
     )
     prepare.add_argument(
         "--variant",
-        choices=["int8", "fp32"],
-        default="int8",
-        help="int8 (the default embedder's) or fp32 (identical to sentence-transformers).",
+        choices=["uint8", "fp32"],
+        default="uint8",
+        help="uint8 (the default embedder's) or fp32 (identical to sentence-transformers).",
     )
     prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
     prepare.set_defaults(func=_model_prepare)

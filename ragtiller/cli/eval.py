@@ -276,6 +276,7 @@ def _eval(args: argparse.Namespace) -> int:
             "degraded": degraded.to_json(),
             "not_searched": skipped.to_json(),
             "depth": depth,
+            "index": run.index,
             "metrics": {name: m.to_json() for name, m in metrics.items()},
         }
         print(json.dumps(payload, indent=2, sort_keys=True, allow_nan=False))

@@ -2,7 +2,10 @@
 
 A promotion decision is only evidence for the index and data it was measured on. Runs carry
 these fingerprints, :func:`~ragtiller.eval.compare.compare_runs` refuses to pair runs whose
-fingerprints differ, and promotion artifacts record them.
+fingerprints differ, and promotion artifacts record them. The index fingerprint names how its
+vectors were computed and what the queries were embedded on (the query embedder's variant,
+onnxruntime's version, the CPU's integer features), so figures from two machines are never
+paired, and an artifact says which machine it came from.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ragtiller.eval.datasets import EvalDataset, dataset_sha256
+from ragtiller.models.embedders import embedder_variant
+from ragtiller.models.onnx_model import runtime_environment
 
 
 def file_sha256(path: Path) -> str:
@@ -44,7 +49,9 @@ def dataset_fingerprint(dataset: EvalDataset) -> dict[str, Any]:
 
 
 def index_fingerprint(index: Any) -> dict[str, Any] | None:
-    """What an index was built with (embedder, chunking, BM25, counts) and a hash of its chunks.
+    """What an index was built with (embedder and its variant, chunking, BM25, counts), a hash
+    of its chunks, and what its queries are embedded with here (``queries``: the embedder's
+    variant, onnxruntime's version, the machine and its CPU's integer features).
 
     The chunk hash covers every chunk id in row order; ids hash the chunk text, so a re-ingest
     of the same corpus with the same settings gives the same fingerprint and anything else does
@@ -57,10 +64,15 @@ def index_fingerprint(index: Any) -> dict[str, Any] | None:
     ids = store.records.ids
     return {
         "embedder": manifest.embedder.model_dump(mode="json"),
+        "embedder_variant": manifest.embedder_variant,
         "chunking": manifest.chunking.model_dump(mode="json"),
         "lexical": manifest.lexical.model_dump(mode="json"),
         "counts": manifest.counts.model_dump(mode="json"),
         "chunks_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+        "queries": {
+            "embedder_variant": embedder_variant(index.embedder),
+            **runtime_environment(),
+        },
     }
 
 

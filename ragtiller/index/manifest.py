@@ -71,7 +71,7 @@ class IndexManifest(BaseModel):
 
     embedder_variant: str | None = Field(
         default=None,
-        description="How the embedder computed the vectors (``onnx-int8``, ``torch-fp32``, a "
+        description="How the embedder computed the vectors (``onnx-uint8``, ``torch-fp32``, a "
         "fallback note); None when the embedder does not say.",
     )
     vector_dtype: VectorDtype = Field(

@@ -19,7 +19,7 @@ from ragtiller.core.providers import model_label
 from ragtiller.errors import IndexStoreError, RagtillerError
 from ragtiller.index import ChunkingConfig, EmbeddedIndex
 from ragtiller.ingest import build_index, stdlib_documents
-from ragtiller.models import HashingEmbedder, local_embedder
+from ragtiller.models import HashingEmbedder, embedder_variant, local_embedder
 
 DEMO_QUESTIONS: tuple[str, ...] = (
     "StopAsyncIteration",
@@ -53,7 +53,8 @@ def demo_index(
     for doc in docs:
         fingerprint.update(doc.metadata["source"].encode())
         fingerprint.update(hashlib.sha256(doc.page_content.encode()).digest())
-    fingerprint.update(f"{sys.version_info[:2]}|{model_label(embedder)}|{DEMO_CHUNKING}".encode())
+    identity = f"{model_label(embedder)}|{embedder_variant(embedder)}"
+    fingerprint.update(f"{sys.version_info[:2]}|{identity}|{DEMO_CHUNKING}".encode())
     root = cache_dir or Path(user_cache_dir("ragtiller"))
     where = root / f"demo-{fingerprint.hexdigest()[:16]}"
     if where.is_dir() and not rebuild:

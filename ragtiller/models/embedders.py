@@ -183,7 +183,7 @@ def local_embedder(
     Args:
         runtime: ``auto``, ``onnx`` (raise instead of falling back) or ``torch``; ``None``
             reads ``$RAGTILLER_EMBEDDER_RUNTIME``, else ``auto``.
-        variant: ONNX variant, ``int8`` (default) or ``fp32``.
+        variant: ONNX variant, ``uint8`` (default) or ``fp32``.
         batch_size: Texts per model run; ``None`` for the runtime's measured default.
         threads: onnxruntime intra-op threads; ``None`` for 1 (measured fastest for queries
             and as fast for ingest on the 2-vCPU machine, see benchmarks/README.md).
@@ -226,7 +226,7 @@ def _runtime(value: str | None) -> Runtime:
 
 
 def embedder_variant(embedder: Embeddings) -> str | None:
-    """How the embedder computes (``onnx-int8``, ``torch-fp32``, ...), when it says."""
+    """How the embedder computes (``onnx-uint8``, ``torch-fp32``, ...), when it says."""
     value = getattr(embedder, "variant", None)
     return value if isinstance(value, str) and value else None
 

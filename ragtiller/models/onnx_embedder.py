@@ -44,7 +44,7 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
 
     Example:
         >>> from ragtiller.models.onnx_model import prepare_model
-        >>> emb = OnnxMiniLMEmbedder(prepare_model("int8"))  # doctest: +SKIP
+        >>> emb = OnnxMiniLMEmbedder(prepare_model("uint8"))  # doctest: +SKIP
         >>> len(emb.embed_query("How do I cancel a task?"))  # doctest: +SKIP
         384
     """

@@ -10,19 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import tempfile
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from platformdirs import user_cache_dir
 
 from ragtiller.errors import ModelPrepareError
 
-Variant = Literal["int8", "fp32"]
-"""``int8``: dynamically quantized weights (the default); ``fp32``: the exported float model."""
+Variant = Literal["uint8", "fp32"]
+"""``uint8``: weights and activations quantized to unsigned 8 bits (the default; its integer
+matrix products are exact on every CPU, see ``onnx_export``); ``fp32``: the exported float model."""
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
-DEFAULT_VARIANT: Variant = "int8"
+DEFAULT_VARIANT: Variant = "uint8"
 MAX_SEQ_LENGTH = 256
 """Wordpieces per text, as sentence-transformers' ``max_seq_length`` for this model."""
 
@@ -35,6 +38,17 @@ _MODEL_FILES = (
     "modules.json",
 )
 _ONNX_FILE = "model.onnx"
+CPU_FLAGS = (
+    "sse4_1",
+    "avx2",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx_vnni_int8",
+    "amx_int8",
+)
+"""The x86 features that choose onnxruntime's integer matrix kernels."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +58,7 @@ class PreparedModel:
     Attributes:
         onnx_path: The ONNX file (pooling and L2 normalisation are inside the graph).
         tokenizer_path: The bundled ``tokenizer.json``.
-        variant: ``int8`` or ``fp32``.
+        variant: ``uint8`` or ``fp32``.
         model_hash: First 16 hex digits of the bundled files' SHA-256.
     """
 
@@ -84,7 +98,10 @@ def prepared_model(variant: Variant = DEFAULT_VARIANT) -> PreparedModel:
 
     Raises:
         ModelPrepareError: The bundled model is missing.
+        ValueError: An unknown variant (the message lists the valid ones).
     """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown model variant {variant!r}; valid: {', '.join(VARIANTS)}")
     source = bundled_model_dir()
     digest = model_files_hash(source)
     where = model_cache_root() / f"all-MiniLM-L6-v2-{digest}-{variant}"
@@ -138,3 +155,27 @@ def model_files_hash(model_dir: Path) -> str:
     except OSError:
         pass  # a read-only cache only costs the hash again next time
     return value
+
+
+def runtime_environment() -> dict[str, Any]:
+    """What a local model's figures were computed on: the onnxruntime version (None when it
+    is not installed), the machine type and which of the x86 features that pick onnxruntime's
+    integer kernels the CPU has (from ``/proc/cpuinfo``; empty where there is none)."""
+    try:
+        onnxruntime: str | None = metadata.version("onnxruntime")
+    except metadata.PackageNotFoundError:
+        onnxruntime = None
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.partition(":")[2].split())
+                    break
+    except OSError:
+        pass
+    return {
+        "onnxruntime": onnxruntime,
+        "machine": platform.machine(),
+        "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags],
+    }
