@@ -240,7 +240,7 @@ it meets. Four mechanisms:
   with reason `invalid-output`, a label, and the fallback.
 - **Checked stores** (`ragtiller/stores/`). A Redis key may hold what a person or another tool
   put there. A quota counter that is not a string of digits (`abc`, `5.5`, `-3`, a hash) fails
-  closed (`quota-store-unavailable`, logged with its key) and never raises, `snapshot()`
+  closed (`quota-store-unavailable`, logged with its key) and never raises, `asnapshot()`
   included; a count beyond the limit, however large, is a spent budget. The day is the store's
   (Redis `TIME`), not each replica's clock: see [redis.md](redis.md#the-day-is-the-stores). A
   cache entry that is not JSON, not a value its reader can use (a step-back question, a route
