@@ -25,7 +25,6 @@ from ragtiller.index.derived import (
     load_derived,
     load_graph,
     save_derived,
-    section_lexical,
 )
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
@@ -116,8 +115,6 @@ class EmbeddedIndex:
         self._overview = ScopedOverview(parents, section_from_record, self._derived.outline)
         if self._derived.ann is not None:
             store.attach_ann(self._derived.ann)
-        if self._derived.document_keys is not None:
-            store.records.attach_documents(self._derived.document_keys)
         self._tiers: list[Tier] = [
             DenseTier(store),
             ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
@@ -142,16 +139,6 @@ class EmbeddedIndex:
 
         warn_moved("EmbeddedIndex.build", "ragtiller.ingest.build_index")
         return build_index(sources, **options)
-
-    @property
-    def section_lexical(self) -> LexicalTier:
-        """BM25 over the parent sections: saved with the index; built here, once, for a
-        version saved before it was."""
-        if self._derived.section_lexical is None:
-            tier = section_lexical(self.parents, self.manifest.lexical)
-            self._derived = replace(self._derived, section_lexical=tier)
-        assert self._derived.section_lexical is not None
-        return self._derived.section_lexical
 
     def ann(self) -> AnnIndex:
         """The HNSW graph of the approximate dense tier: saved with an index of
@@ -210,14 +197,8 @@ class EmbeddedIndex:
         if self._derived.parent_rows is None:  # a version saved before it was derived
             rows = parent_rows(self.store.records, self.parents)
             self._derived = replace(self._derived, parent_rows=rows)
-        self.section_lexical  # noqa: B018 - the same: build it, so that it is saved
         if self._derived.outline is None:
             self._derived = replace(self._derived, outline=self._overview.rows)
-        documents = self._derived.document_keys
-        if documents is None or self.store.records.documents is not documents:
-            # saved before they were derived, or the store's rows changed since
-            documents = self.store.records.document_keys()
-            self._derived = replace(self._derived, document_keys=documents)
 
         def write(version: Path, step: Step) -> None:
             for name in names:
@@ -304,7 +285,7 @@ class EmbeddedIndex:
             lexical=lexical,
             manifest=manifest,
             corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
-            derived=load_derived(path, store, parents, manifest.lexical, graph),
+            derived=load_derived(path, store, parents, graph),
         )
 
 

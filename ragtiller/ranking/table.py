@@ -72,6 +72,12 @@ class CandidateTable:
             return {t: list(hits) for t, hits in self.tiers.items()}
         out = {t: list(hits) for t, hits in self.tiers.items()}
         for tier, scores in self.question.items():
-            asked = ({**h, "score": scores.get(h["id"], h["score"])} for h in out[tier])
+            asked = [_scored(h, scores.get(h["id"], h["score"])) for h in out[tier]]
             out[tier] = sorted(asked, key=lambda h: -h["score"])
         return out
+
+
+def _scored(hit: Hit, score: float) -> Hit:
+    out = hit.copy()
+    out["score"] = score
+    return out
