@@ -65,4 +65,4 @@ def test_sync_rerank_and_protocol() -> None:
     floor = ZScoreReranker()
     assert isinstance(floor, Reranker)
     assert isinstance(IdentityReranker(), Reranker)
-    assert [c["id"] for c in floor.rerank("q", candidates(), top_n=2).candidates] == ["b", "a"]
+    assert [c["id"] for c in floor.rerank("q", candidates(), top_n=2).candidates] == ["a1", "b1"]

@@ -12,7 +12,13 @@ import pytest
 
 from ragtiller.core.tiers import Candidate, Hit, SearchRequest
 from ragtiller.index import NumpyVectorStore, compute
-from ragtiller.index.lexical import DENSE_COLUMNS, LexicalConfig, LexicalTier, bm25_scores
+from ragtiller.index.lexical import (
+    DENSE_COLUMNS,
+    LexicalConfig,
+    LexicalTier,
+    analyze,
+    bm25_scores,
+)
 from ragtiller.index.scans import SharedScans
 from ragtiller.models import HashingEmbedder
 from ragtiller.ranking import fusion
@@ -105,7 +111,7 @@ def test_bm25_scores_are_bm25s_own(store: NumpyVectorStore, method: str) -> None
     retriever = tier._retriever
     columns = SharedScans(DENSE_COLUMNS)
     for query in [*QUERIES, "wing wing jet", "unknownterm wing"] * 2:  # columns made, then kept
-        tokens = tier.analyse([query])[0]
+        tokens = analyze([query], config)[0]
         want = retriever.get_scores(tokens)
         for got in (
             bm25_scores(retriever, tokens),
@@ -142,7 +148,7 @@ def test_a_shared_deeper_selection_serves_every_k_as_selected_alone(
 
 def test_query_terms_are_the_analysis_of_the_query(lexical: LexicalTier) -> None:
     for query in [*QUERIES, "", "The tasks, the tasks!"]:
-        assert list(lexical.query_terms(query)) == lexical.analyse([query])[0]
+        assert list(lexical.query_terms(query)) == analyze([query], lexical.config)[0]
 
 
 def _old_fuse_hits(
