@@ -3,8 +3,11 @@ float32), also a LangChain VectorStore."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from langchain_core.vectorstores import VectorStore
 
 from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
+from ragtiller.index import compute
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.manifest import VectorDtype
@@ -430,6 +434,10 @@ class NumpyVectorStore(VectorStore):
         self._ann = None  # nor a graph over them
 
 
+MOVED_DEPTH = 1000
+"""Chunks nearest the question that Rocchio's second pass re-scores with the moved query."""
+
+
 class DenseTier(CpuTier):
     """The ``dense`` tier: child chunks ranked by cosine with the query vector.
 
@@ -475,6 +483,39 @@ class DenseTier(CpuTier):
         )
         records = self.store.records
         return [records.hit(row, score) for row, score in pairs]
+
+    def search_moved(self, request: SearchRequest, moved: Sequence[float]) -> list[Hit]:
+        """Rocchio's second pass: at most ``k`` of the :data:`MOVED_DEPTH` chunks in scope
+        nearest the request's vector, best first by their cosine to ``moved`` (the query moved
+        toward the feedback); an approximate tier searches its graph with ``moved`` instead.
+
+        Raises:
+            ValueError: ``vector`` is None, either vector has the wrong dimension, or ``k`` < 1.
+        """
+        if self.approximate:
+            return self.search(replace(request, vector=moved))
+        if request.vector is None:
+            raise ValueError("the dense tier needs a query vector, but got None")
+        rows, _ = self.store.nearest_rows(
+            request.vector, MOVED_DEPTH, namespaces=request.namespaces, filter=request.filter
+        )
+        if not len(rows):
+            return []
+        block = np.asarray(self.store.vectors)[rows]  # a plain gather: a memmap's costs 1.6x
+        scores = np.einsum("ij,j->i", block, normalize_rows(moved)[0]).astype(np.float32)
+        best = top_k(scores, request.k)
+        records = self.store.records
+        return [
+            records.hit(row, score)
+            for row, score in zip(rows[best].tolist(), scores[best].tolist(), strict=True)
+        ]
+
+    async def asearch_moved(self, request: SearchRequest, moved: Sequence[float]) -> list[Hit]:
+        """Async twin of :meth:`search_moved`, off the loop when a search would be."""
+        if self.inline(request):
+            return self.search_moved(request, moved)
+        work = functools.partial(self.search_moved, request, moved)
+        return await asyncio.wrap_future(compute.CPU.submit(work))
 
     def vectors_of(
         self, request: SearchRequest, ids: Sequence[str]

@@ -63,8 +63,8 @@ def make_fuse(deps: Components) -> NodeFn:
         try:
             _, rows = rocchio.vectors_of(request, ids)
             moved = rocchio_vector(request.vector, rows, weight=policy.feedback.dense_weight)
-            second = replace(request, vector=moved, k=cap)
-            hits = await within(rocchio.asearch(second), task["deadline_s"])
+            second = rocchio.asearch_moved(replace(request, k=cap), moved)
+            hits = await within(second, task["deadline_s"])
             found, block = rocchio.vectors_of(request, [h["id"] for h in hits])
         except Exception as e:  # feedback improves a ranking, never costs the turn
             return table, f"failed: {type(e).__name__}: {e}"
