@@ -14,7 +14,7 @@ from typing import Any
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, within
 from ragtiller.core.tiers import Candidate, StageRecord
-from ragtiller.core.turn import RerankOutcome
+from ragtiller.core.turn import RerankDecision, RerankOutcome
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import OVERLOADED, TURN_DEADLINE, deadline
@@ -98,6 +98,17 @@ def ceiling_labels(detail: dict[str, Any]) -> list[str]:
     return []
 
 
+def floor_reason(plan: RerankDecision | None, detail: dict[str, Any]) -> str | None:
+    """Why the free floor ordered this turn when the route chose it: ``exact-match`` (its
+    token added to ``detail``) or ``route-floor``; None when the ceiling was wanted."""
+    if plan is None or ceiling_wanted(plan):
+        return None
+    if "token" in plan:
+        detail["token"] = plan["token"]
+        return "exact-match"
+    return "route-floor"
+
+
 def make_rerank(deps: Components) -> NodeFn:
     """Build the rerank node bound to ``deps``."""
     cap = deps.policy.budgets.candidate_cap
@@ -147,10 +158,11 @@ def make_rerank(deps: Components) -> NodeFn:
             return fused_order(candidates, record)
         detail = {**result.detail, "method": result.method}
         labels = ceiling_labels(result.detail)
+        reason = floor_reason(state["rerank"], detail)
         if result.error:
             record = stage.error(result.error, "fallback", labels=labels, **detail)
         else:
-            record = stage.done(labels=labels, **detail)
+            record = stage.done(reason, labels=labels, **detail)
         return {
             "ranked": ranked,
             "rerank_outcome": RerankOutcome(method=result.method, detail=result.detail),
