@@ -119,9 +119,10 @@ def make_rerank(deps: Components) -> NodeFn:
         if isinstance(provider, CeilingReranker) and plan is not None and plan["mode"] == "floor":
             if not ceiling_wanted(plan):  # the route keeps the floor this turn
                 return await provider.floor.arerank(query, candidates, n)
-            quota = state["turn"]["quota"]
-            reason = "quota-store-unavailable" if not quota["available"] else "budget"
-            return await provider.afloor(query, candidates, n, reason)
+            if deps.has_ceiling:  # the fuse node saw no quota left
+                quota = state["turn"]["quota"]
+                reason = "quota-store-unavailable" if not quota["available"] else "budget"
+                return await provider.afloor(query, candidates, n, reason)
         return await provider.arerank(query, candidates, n)
 
     def fused_order(candidates: list[Candidate], record: StageRecord) -> dict[str, Any]:

@@ -12,8 +12,6 @@ from pydantic import Field
 
 from ragtiller.policies.schema_base import PolicyModel, Weight, build_field, turn_field
 
-CANDIDATE_FLOOR = 20
-"""The candidate cap is never below this many passages."""
 FEEDBACK_DEPTH = 100
 """Passages of each first pass Rocchio feedback reads (``ranking.feedback.FEEDBACK_DEPTH``)."""
 
@@ -59,9 +57,14 @@ class BudgetsConfig(PolicyModel):
         Field(gt=0),
         turn_field(
             "A factor: the candidate cap (hits asked of each tier, passages the rerank stage "
-            "keeps) is max(this x max_chunks, 20)."
+            "keeps) is max(this x max_chunks, candidate_floor)."
         ),
     ] = 3
+    candidate_floor: Annotated[
+        int,
+        Field(gt=0),
+        turn_field("In candidates: the candidate cap is never below this."),
+    ] = 20
     max_query_chars: Annotated[
         int,
         Field(gt=0),
@@ -70,8 +73,8 @@ class BudgetsConfig(PolicyModel):
 
     @property
     def candidate_cap(self) -> int:
-        """``max(candidate_multiplier x max_chunks, CANDIDATE_FLOOR)``."""
-        return max(self.candidate_multiplier * self.max_chunks, CANDIDATE_FLOOR)
+        """``max(candidate_multiplier x max_chunks, candidate_floor)``."""
+        return max(self.candidate_multiplier * self.max_chunks, self.candidate_floor)
 
 
 class FusionConfig(PolicyModel):
