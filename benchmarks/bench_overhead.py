@@ -94,10 +94,11 @@ def setup(rows: int) -> tuple[Any, Any, Callable[[], str]]:
 
 def worker(rows: int, blocks: int, block: int) -> None:
     """Time every path in blocks, in rotation, and print CPU ms per turn per block as JSON."""
+    from ragtiller.ranking.passages import SentenceCoverage, rank_passages
+
     import ragtiller
     from ragtiller.core.tiers import SearchRequest, tier_role
     from ragtiller.ranking.fusion import weights_by_name
-    from ragtiller.ranking.passages import SentenceCoverage, rank_passages
 
     graph, deps, next_query = setup(rows)
 

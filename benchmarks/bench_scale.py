@@ -92,8 +92,9 @@ def add_outline(path: Path) -> float:
     """Write the corpus outline rows and the chunks' document keys into a cached version saved
     before they were derived at ingest (the rest of the version is left as it is); seconds
     taken, 0 if it had them."""
-    from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
     from ragtiller.index.document_keys import DOCUMENT_KEYS_FILE
+
+    from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
     from ragtiller.index.records import RecordTable
     from ragtiller.index.versions import current_version
 

@@ -195,10 +195,7 @@ class LexicalTier(CpuTier):
             ValueError: ``k`` < 1.
         """
         rows, scores = self.search_rows(request)
-        return [
-            self.records.hit(r, s)
-            for r, s in zip(rows.tolist(), scores.tolist(), strict=True)
-        ]
+        return [self.records.hit(r, s) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
     def search_rows(
         self, request: SearchRequest
