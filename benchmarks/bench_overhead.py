@@ -7,7 +7,7 @@ Run on demand (not in CI):
 
 Overhead is the CPU a turn costs through ``graph.ainvoke`` (or ``graph.invoke``) minus the CPU
 of the work itself done as plain function calls: ``embed_query``, the tiers' ``search`` (as the
-graph holds them, query feedback included) and ``rank_passages`` on their hits, with the fuse
+graph holds them, and the recipe's steps on their hits, with the fuse
 node's own arguments. The floor is a bare line of 7 no-op nodes in LangGraph (``ainvoke`` with
 async nodes, ``invoke`` with sync ones); the ratio is overhead / floor (the goal: at most 1.5x).
 Everything else the graph does counts as overhead: routing, the deadlines and checks, the
@@ -98,8 +98,10 @@ def worker(rows: int, blocks: int, block: int) -> None:
     """Time every path in blocks, in rotation, and print CPU ms per turn per block as JSON."""
     import ragtiller
     from ragtiller.core.tiers import SearchRequest, tier_role
+    from ragtiller.ranking import recipe
+    from ragtiller.ranking.coverage import SentenceCoverage
     from ragtiller.ranking.fusion import weights_by_name
-    from ragtiller.ranking.passages import SentenceCoverage, rank_passages
+    from ragtiller.ranking.table import CandidateTable
 
     graph, deps, next_query = setup(rows)
 
@@ -110,26 +112,21 @@ def worker(rows: int, blocks: int, block: int) -> None:
     first = graph.invoke(inp())
     manifest = first["manifest"]
     assert manifest.query_type == "synthesis", manifest.query_type
-    # the tiers the turn searched: the default weighs parent_child 0, and a tier weighed 0
-    # is not searched (since 2026-12-01.3)
+    # the tiers the turn searched: a tier weighed 0 (parent_child, by default) is not searched
     searched = [name for name in deps.tiers if name in manifest.tiers]
     assert {"dense", "lexical"} <= set(searched), manifest.tiers
-    route_k = deps.policy.fusion.tier_depth or deps.policy.budgets.candidate_cap
+    route_k = deps.policy.tier_hits
     namespaces = list(manifest.selected_namespaces)
     fusion, cap = deps.policy.fusion, deps.policy.budgets.candidate_cap
     roles = {name: tier_role(tier) for name, tier in deps.tiers.items()}
     weights = weights_by_name(fusion.tier_weights, roles)
-    mode = fusion.passage_rescore  # as the fuse node builds it (``sentence_local`` is newer)
-    local = {"local": True} if mode == "sentence_local" else {}
-    rescore = (
-        SentenceCoverage.from_tiers(deps.tiers.values(), **local)
-        if mode != "off" and fusion.doc_aggregation != "off"
-        else None
-    )
+    rescore = SentenceCoverage.from_tiers(deps.tiers.values())
+    how: dict[str, Any] = {"method": fusion.method, "rrf_k": fusion.rrf_k, "weights": weights}
 
     def work() -> None:
-        """The turn's work as plain calls: ``embed_query``, each searched tier's ``search``
-        (the tiers as the graph holds them, query feedback included), then ``rank_passages``."""
+        """The turn's work as plain calls: ``embed_query``, each tier's ``search`` (the tiers
+        as the graph holds them), then the recipe's steps (no feedback: these tiers are not
+        the embedded dense tier)."""
         query = next_query()
         vector = deps.embedder.embed_query(query)
         hits = {}
@@ -143,7 +140,9 @@ def worker(rows: int, blocks: int, block: int) -> None:
                 filter=None,
             )
             hits[name] = tier.search(request)
-        rank_passages(hits, fusion, cap=cap, query=query, rescore=rescore, weights=weights)
+        table = CandidateTable(hits).head(cap)
+        placed = recipe.place(table, recipe.fuse(table, **how), **how)
+        recipe.narrow(recipe.rescore(placed, query, rescore, depth=cap), cap)
 
     import bench_graph
 

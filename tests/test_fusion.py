@@ -10,12 +10,8 @@ from fixtures.fakes import hit
 from ragtiller.ranking.fusion import (
     MISSING_Z_FLAT,
     fuse_hits,
-    fuse_scores,
-    margin_method,
     minmax_fusion,
     reciprocal_rank_fusion,
-    top_margin,
-    zscore_combine,
     zscore_fusion,
     zscores,
 )
@@ -89,7 +85,7 @@ def test_fuse_hits_keeps_every_tier_score_and_caps() -> None:
     assert cands[1]["tier_scores"] == {"dense": 0.9}  # a miss is absent, never 0
 
 
-@pytest.mark.parametrize("method", ["rrf", "zscore", "minmax", "margin"])
+@pytest.mark.parametrize("method", ["rrf", "zscore", "minmax"])
 def test_fuse_hits_every_method_is_finite_and_deterministic(method: str) -> None:
     hits = {
         "dense": [hit("dense", "x", 0.5), hit("dense", "y", 0.5)],
@@ -104,21 +100,9 @@ def test_fuse_hits_every_method_is_finite_and_deterministic(method: str) -> None
 
 def test_fuse_hits_rejects_unknown_method() -> None:
     with pytest.raises(
-        ValueError, match="unknown fusion method 'best'; valid: rrf, zscore, minmax, margin"
+        ValueError, match="unknown fusion method 'best'; valid: rrf, zscore, minmax"
     ):
         fuse_hits({"dense": [hit("dense", "a", 1.0)]}, method="best", cap=5)  # type: ignore[arg-type]
-
-
-def test_zscore_combine_sums_tier_z_and_fills_misses() -> None:
-    hits = {
-        "dense": [hit("dense", "a", 3.0), hit("dense", "b", 1.0)],
-        "parent_child": [hit("parent_child", "b", 0.8), hit("parent_child", "c", 0.2)],
-    }
-    ranked = zscore_combine(fuse_hits(hits, method="rrf", cap=10))
-    scores = {c["id"]: c["final_score"] for c in ranked}
-    # dense z: a=+1, b=-1; parent_child z: b=+1, c=-1. Misses take the tier's min z (-1).
-    assert scores == {"a": pytest.approx(0.0), "b": pytest.approx(0.0), "c": pytest.approx(-2.0)}
-    assert ranked[-1]["id"] == "c"
 
 
 def test_rrf_ties_break_by_best_tier_rank_then_tier_order() -> None:
@@ -129,36 +113,3 @@ def test_rrf_ties_break_by_best_tier_rank_then_tier_order() -> None:
     order = [c["id"] for c in fuse_hits(hits, method="rrf", cap=10)]
     # z and a tie at 1/61, m and n at 1/62: the earlier tier (dense) wins each tie, ids aside.
     assert order == ["z", "a", "m", "n"]
-
-
-def test_top_margin_hand_computed_and_degenerate() -> None:
-    # mean 2, sigma sqrt(1.5); (4 - 2) / sqrt(1.5)
-    assert top_margin([1.0, 4.0, 2.0, 1.0]) == pytest.approx(2 / math.sqrt(1.5))
-    assert top_margin([3.0]) == 0.0
-    assert top_margin([2.0, 2.0, 2.0]) == 0.0
-    assert top_margin([]) == 0.0
-
-
-# One tier sure (a top score far above the rest), the other flat-ish and in the other order.
-SURE = {
-    "lexical": {"a": 10.0, "b": 2.0, "c": 1.9, "d": 1.8},
-    "dense": {"d": 0.52, "c": 0.51, "b": 0.50, "a": 0.49},
-}
-UNSURE = {"lexical": {"a": 2.1, "b": 2.0, "c": 1.9, "d": 1.8}, "dense": SURE["dense"]}
-
-
-def test_margin_fuses_scores_when_a_tier_is_sure_and_ranks_when_none_is() -> None:
-    assert margin_method(SURE, margin=1.0) == "zscore"
-    assert margin_method(UNSURE, margin=1.0) == "rrf"
-    assert fuse_scores(SURE, method="margin", margin=1.0) == fuse_scores(SURE, method="zscore")
-    assert fuse_scores(UNSURE, method="margin", margin=1.0) == fuse_scores(UNSURE, method="rrf")
-    # evenly spaced scores: the top stands 1 / sigma (in steps) = 0.89 sigma above the second
-    assert top_margin(list(UNSURE["lexical"].values())) == pytest.approx(0.894, abs=1e-3)
-    # a higher threshold makes the same lists fuse by rank
-    assert margin_method(SURE, margin=10.0) == "rrf"
-
-
-def test_margin_ignores_tiers_of_weight_zero() -> None:
-    lists = {"parent_child": SURE["lexical"], "dense": SURE["dense"]}
-    assert margin_method(lists, margin=1.0) == "zscore"
-    assert margin_method(lists, margin=1.0, weights={"parent_child": 0.0}) == "rrf"

@@ -94,7 +94,7 @@ def test_exact_lookup_runs_hybrid_and_skips_rerank_on_exact_match() -> None:
     muted = {e["detail"]["tier"]: e["detail"]["reason"] for e in tiers if e["status"] == "skipped"}
     assert muted == {"parent_child": "weight-0"}
     rerank = final(events, "rerank")[0]
-    assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")
+    assert (rerank["status"], rerank["detail"]["reason"]) == ("done", "exact-match")
     assert out["documents"][0].metadata["id"] == "c3"
 
 
@@ -112,25 +112,27 @@ def conditional_hybrid_policy() -> RetrievalPolicy:
     return policy.model_copy(update={"routes": {**policy.routes, "factual_lookup": factual}})
 
 
-def test_default_factual_route_runs_hybrid_and_skips_rerank() -> None:
+def test_default_factual_route_runs_hybrid_and_the_rerank_floor() -> None:
     _, events = run(graph(), FACTUAL)
     ran = {e["detail"]["tier"] for e in final(events, "tier_search") if e["status"] == "done"}
     assert "lexical" in ran
-    assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
+    rerank = final(events, "rerank")[0]
+    assert (rerank["status"], rerank["detail"]["reason"]) == ("done", "route-floor")
+    assert rerank["detail"]["method"] == "zscore"
 
 
 def test_conditional_hybrid_without_trigger_skips_lexical_tier() -> None:
     out, events = run(graph(policy=conditional_hybrid_policy()), FACTUAL)
-    assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
+    assert final(events, "rerank")[0]["detail"]["reason"] == "route-floor"
     lexical = next(e for e in final(events, "tier_search") if e["detail"]["tier"] == "lexical")
     assert (lexical["status"], lexical["detail"]["reason"]) == ("skipped", "hybrid-off")
-    assert out["manifest"].rerank_method == "identity"
+    assert out["manifest"].rerank_method == "zscore"
     assert len(out["documents"]) <= 5
 
 
-def test_default_synthesis_route_skips_rerank_as_disabled() -> None:
+def test_default_synthesis_route_runs_the_rerank_floor() -> None:
     _, events = run(graph(), BROAD)
-    assert final(events, "rerank")[0]["detail"]["reason"] == "disabled"
+    assert final(events, "rerank")[0]["detail"]["reason"] == "route-floor"
 
 
 def test_broad_turn_reranks_with_zscore_and_injects_corpus_map() -> None:
@@ -403,7 +405,7 @@ def test_an_exact_match_is_settled_by_a_lexical_role_tier_of_any_name() -> None:
     renamed[2].hits = [dict(h, tier="bm25") for h in renamed[2].hits]  # type: ignore[misc]
     out, events = run(graph(policy=exact_rerank_policy(), tiers=renamed), EXACT)
     rerank = final(events, "rerank")[0]
-    assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")
+    assert (rerank["status"], rerank["detail"]["reason"]) == ("done", "exact-match")
     assert out["documents"][0].metadata["id"] == "c3"
 
 

@@ -1,4 +1,4 @@
-"""Derived structures (section BM25, parent rows, the HNSW graph) are built at ingest, saved with
+"""Derived structures (parent rows, the HNSW graph) are built at ingest, saved with
 the version and opened without rebuilding."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from ragtiller.graph.builder import build_components
 from ragtiller.index import DenseTier, ParentChildTier
 from ragtiller.index import ann as ann_module
 from ragtiller.index.ann import ANN_FILE, AnnIndex
-from ragtiller.index.derived import SECTION_LEXICAL_DIR
 from ragtiller.index.opening import open_index
 from ragtiller.index.parent_child import PARENT_ROWS_FILE
 from ragtiller.index.versions import current_version
@@ -25,7 +24,7 @@ from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.ranking.query_tiers import apply_query_options, section_lexical_tier
+from ragtiller.ranking.query_tiers import apply_query_options
 
 EMBEDDER = HashingEmbedder(dim=64)
 TOPICS = ["wing flutter", "boundary layer", "shock wave", "heat transfer", "panel buckling"]
@@ -64,14 +63,14 @@ def requests() -> list[SearchRequest]:
 
 def test_ingest_saves_them_and_open_reads_them(saved: Path) -> None:
     version = current_version(saved)
-    assert (version / SECTION_LEXICAL_DIR).is_dir() and (version / PARENT_ROWS_FILE).is_file()
+    assert (version / PARENT_ROWS_FILE).is_file()
+    assert not (version / "section_lexical").exists()  # no shipped path reads section BM25
     assert not (version / ANN_FILE).exists()  # 60 documents: far below the graph's threshold
     index = open_index(saved)
-    assert index._derived.section_lexical is not None and index._derived.parent_rows is not None
-    assert section_lexical_tier(index) is index._derived.section_lexical  # not rebuilt
+    assert index._derived.parent_rows is not None
     built = build_index(corpus(), embedder=EMBEDDER, progress=False)
     for request in requests():
-        assert index.section_lexical.search(request) == built.section_lexical.search(request)
+        assert index.tiers[1].search(request) == built.tiers[1].search(request)
 
 
 def test_corrupt_parent_rows_fail_the_open_naming_the_file(saved: Path, tmp_path: Path) -> None:

@@ -627,7 +627,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
     assert (baseline.router, baseline.query_type) == ("deterministic", "factual_lookup")
     (lexical,) = [e for e in stage(base_events, "tier_search") if e["detail"]["tier"] == "lexical"]
     assert (lexical["status"], lexical["detail"]["reason"]) == ("skipped", "hybrid-off")
-    assert stage(base_events, "rerank")[0]["detail"]["reason"] == "disabled"
+    assert stage(base_events, "rerank")[0]["detail"]["reason"] == "route-floor"
 
     # LLM: an exact lookup of its trigger; the lexical tier runs and its exact match skips rerank
     assert (manifest.router, manifest.query_type) == ("llm", "exact_lexical_lookup")
@@ -643,7 +643,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
     ran = {e["detail"]["tier"] for e in stage(events, "tier_search") if e["status"] == "done"}
     assert ran == {"dense", "lexical"}
     rerank = stage(events, "rerank")[0]
-    assert (rerank["status"], rerank["detail"]["reason"]) == ("skipped", "exact-match")
+    assert (rerank["status"], rerank["detail"]["reason"]) == ("done", "exact-match")
     assert manifest.hybrid is not None and manifest.hybrid.enabled
     assert "c7" in {c.id for c in manifest.reranked}  # the lexical tier's exact match answers
     assert "c7" not in {c.id for c in baseline.reranked}

@@ -23,9 +23,11 @@ from ragtiller.index.records import RecordTable
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.nodes.context_budget import choose_passages, fit_context
-from ragtiller.policies.schema import BudgetsConfig, FusionConfig
-from ragtiller.ranking.documents import SECTION_UNIT, interleave
-from ragtiller.ranking.passages import SentenceCoverage, rank_passages
+from ragtiller.policies.schema import BudgetsConfig
+from ragtiller.ranking import recipe
+from ragtiller.ranking.coverage import SentenceCoverage
+from ragtiller.ranking.documents import interleave
+from ragtiller.ranking.table import CandidateTable
 
 EMBEDDER = HashingEmbedder(dim=256)
 
@@ -149,17 +151,6 @@ def test_the_context_budget_bounds_text_without_spaces(text: str) -> None:
     assert any("passage 1 cut from" in label for label in out["manifest"].notes)
 
 
-def test_section_bm25_votes_for_documents_but_its_sections_never_come_back(
-    index: EmbeddedIndex,
-) -> None:
-    policy = with_overrides(load_policy(), {"fusion.lexical_unit": "section"})
-    out = ask(index, "castles gorge Bingen Koblenz", policy, top_k=5)
-    assert out["documents"]
-    chunks = set(index.store.records.ids)
-    assert all(d.id in chunks for d in out["documents"])  # passages, never section hits
-    assert not set(index.parents.ids) & {d.id for d in out["documents"]}
-
-
 # --- the mechanisms, on hand-made hits ----------------------------------------------------
 
 
@@ -217,31 +208,15 @@ def test_rescore_reorders_passages_within_a_document_only() -> None:
         return hit(tier, id_, score, text=texts[id_], doc_id=docs[id_], parent_id="s")
 
     scores = {"a1": 0.9, "b1": 0.89, "a2": 0.88, "c1": 0.2, "d1": 0.1}
-    hits = {"dense": [h("dense", i, s) for i, s in scores.items()]}
-    config = FusionConfig(method="zscore", doc_aggregation="max")
-    plain = rank_passages(hits, config, cap=10, query="castle gorge Bingen")
+    table = CandidateTable({"dense": [h("dense", i, s) for i, s in scores.items()]})
+    how: dict[str, Any] = {"method": "zscore", "rrf_k": 60, "weights": None}
+    placed = recipe.place(table, recipe.fuse(table, **how), **how)
+    plain = recipe.narrow(placed, 10)
     assert [c["id"] for c in plain] == list(scores)
-    cut = rank_passages(hits, config, cap=10, query="castle gorge Bingen", rescore=cover)
+    scored = recipe.rescore(placed, "castle gorge Bingen", cover, depth=10)
+    cut = recipe.narrow(scored, 10)
     assert [c["id"] for c in cut] == ["a2", "b1", "a1", "c1", "d1"]  # A keeps positions 1, 3
     assert cut[0]["metadata"]["passage_rescore"] == pytest.approx(1.0)
-    off = FusionConfig(method="zscore", doc_aggregation="off")
-    assert rank_passages(hits, off, cap=10, query="q", rescore=cover) == plain
-
-
-def test_section_hits_rank_documents_and_are_never_candidates() -> None:
-    hits = {
-        "dense": [hit("dense", "a1", 0.9, doc_id="A"), hit("dense", "b1", 0.8, doc_id="B")],
-        "lexical": [
-            hit("lexical", "sB", 9.0, doc_id="B", unit=SECTION_UNIT),
-            hit("lexical", "sC", 8.0, doc_id="C", unit=SECTION_UNIT),
-        ],
-    }
-    out = rank_passages(hits, FusionConfig(method="rrf", doc_aggregation="max"), cap=10, query="q")
-    assert [c["id"] for c in out] == ["b1", "a1"]  # B: two votes, A: one; sections not shown
-    only_sections = {"lexical": hits["lexical"]}
-    assert (
-        rank_passages(only_sections, FusionConfig(doc_aggregation="max"), cap=10, query="q") == []
-    )
 
 
 def test_fit_context_leaves_out_what_does_not_fit_and_cuts_an_oversized_first() -> None:
@@ -311,7 +286,5 @@ def test_local_coverage_weighs_the_terms_that_tell_the_candidates_apart() -> Non
     idf = tier.idf(["bronco", "practic"])
     assert idf["bronco"] > idf["practic"]  # the corpus alone prefers the topic word
     query = "broncos practice"
-    plain = SentenceCoverage(tier).scores(query, article)
-    local = SentenceCoverage(tier, local=True).scores(query, article)
-    assert plain[0] > plain[1] and plain[2] > plain[1]  # corpus IDF: the topic passages win
+    local = SentenceCoverage(tier).scores(query, article)
     assert local[1] > local[0] and local[1] > local[2]  # local weights: the answer wins

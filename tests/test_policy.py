@@ -40,11 +40,26 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert policy.reranker.provider == "zscore"
     assert policy.budgets.candidate_cap == 36
     assert policy.deadlines.turn_s == 15
-    # passages, 2026-12-01 (benchmarks/README.md, "Passages")
-    assert (policy.fusion.method, policy.fusion.passage_rescore) == ("zscore", "sentence_local")
-    assert (policy.fusion.doc_aggregation, policy.fusion.lexical_unit) == ("max", "chunk")
+    # passages, 2026-12-01 (benchmarks/log/)
+    assert policy.fusion.method == "zscore"
     assert (policy.budgets.passages_per_document, policy.budgets.context_words) == (5, 1500)
-    assert (policy.feedback.dense, policy.feedback.dense_source) == ("rocchio", "fused")
+    assert (policy.feedback.dense, policy.feedback.dense_docs) == ("rocchio", 2)
+
+
+def test_the_schema_defaults_are_the_shipped_default() -> None:
+    # default.yaml states its name and routes; every other field is the schema's default, so a
+    # policy that sets one field changes that field only
+    assert set(DEFAULT) == {"schema_version", "policy_id", "version", "routes"}
+    policy = load_policy()
+    for name, info in RetrievalPolicy.model_fields.items():
+        if name not in DEFAULT:
+            assert getattr(policy, name) == info.get_default(call_default_factory=True), name
+    one = _broken(fusion__method="rrf")
+    changed = RetrievalPolicy.model_validate(one)
+    assert changed.model_dump() == {
+        **policy.model_dump(),
+        "fusion": {**policy.fusion.model_dump(), "method": "rrf"},
+    }
 
 
 def test_policy_is_frozen() -> None:
@@ -63,7 +78,7 @@ def _broken(**changes: object) -> dict[str, object]:
         *parents, leaf = dotted.split("__")
         node = data
         for part in parents:
-            node = node[part]
+            node = node.setdefault(part, {})
         if value is ...:
             del node[leaf]
         else:
@@ -129,12 +144,7 @@ def test_policy_error_is_a_value_error() -> None:
     assert issubclass(PolicyError, ValueError)
 
 
-def test_a_documents_candidate_pool_holds_each_documents_passages() -> None:
-    budgets = load_policy().budgets.model_copy(
-        update={"max_chunks": 12, "candidate_multiplier": 3, "passages_per_document": 5}
-    )
-    assert budgets.candidate_cap == 36  # 3 x 12
-    pooled = budgets.model_copy(update={"candidate_pool": "documents"})
-    assert pooled.candidate_cap == 60  # 12 documents x 5 passages
-    one = pooled.model_copy(update={"passages_per_document": 1})
-    assert one.candidate_cap == 36  # one passage a document: the multiplier's cap stands
+def test_the_candidate_cap_is_the_multiplier_of_max_chunks_and_never_below_the_floor() -> None:
+    budgets = load_policy().budgets
+    assert budgets.model_copy(update={"max_chunks": 12}).candidate_cap == 36  # 3 x 12
+    assert budgets.model_copy(update={"max_chunks": 2}).candidate_cap == 20

@@ -202,8 +202,6 @@ class Row:
 
 
 RERANK = {"routes.factual_lookup.rerank": True}
-UNITS = {"fusion.document_unit": "paragraph"}
-NEIGHBOURS = {"fusion.neighbour_weight": 1.0}
 RRF = {"fusion.method": "rrf"}
 CEILING = {**RERANK, "reranker.ceiling": "cohere", "reranker.require_eval_lift": False}
 ROUTER = {"router.llm_router": "on"}
@@ -214,11 +212,7 @@ PINECONE_ENV = {
     "PINECONE_HOST": "{dense}",
     "PINECONE_SPARSE_HOST": "{sparse}",
 }
-RM3 = {"feedback.lexical": "rm3"}
-WINDOWS = {
-    "fusion.tier_weights": {"dense": 0.0, "lexical": 0.0, "parent_child": 1.0},
-    "fusion.doc_aggregation": "off",
-}
+WINDOWS = {"fusion.tier_weights": {"dense": 0.0, "lexical": 0.0, "parent_child": 1.0}}
 """Passages of the parent-child tier alone: its windows are what a turn returns."""
 WEIGHED_WINDOWS = {"fusion.tier_weights": {"dense": 1.0, "lexical": 1.0, "parent_child": 1.0}}
 """The parent-child tier weighed: at weight 0 (the default) it is not searched at all."""
@@ -226,8 +220,10 @@ SMALL_CAP = {
     "budgets.max_chunks": 2,
     "budgets.candidate_multiplier": 1,
     "budgets.candidate_floor": 3,
+    "feedback.dense": "off",
 }
-"""A candidate cap (3) below the corpus's chunks, so each tier's hits show the cap."""
+"""A candidate cap (3) below the corpus's chunks, so each tier's hits show the cap (feedback
+off: its first pass asks each tier for 100 hits at least)."""
 
 HITS = ("manifest.tiers",)
 """Each tier's hits (ids and scores)."""
@@ -241,7 +237,12 @@ ROWS = [
     Row("routes.factual_lookup.top_k", 1),
     Row("routes.factual_lookup.hybrid", False),
     Row("routes.factual_lookup.parent_child", False, base=WEIGHED_WINDOWS, see=HITS),
-    Row("routes.factual_lookup.rerank", True, base=RRF),  # the z-score floor rescores it
+    Row(  # the route lets the paid ceiling order it
+        "routes.factual_lookup.rerank",
+        True,
+        base={"reranker.ceiling": "cohere", "reranker.require_eval_lift": False},
+        parts=cohere_ceiling,
+    ),
     Row("router.min_query_chars", 4, turns=("flutter",)),  # 7 characters: searched at 4
     Row("router.llm_router", "on", parts=router_model),
     Row(
@@ -332,7 +333,13 @@ ROWS = [
         "reranker.exact_match_margin",
         1000.0,
         turns=(TICKET,),
-        base={"routes.exact_lexical_lookup.rerank": "conditional"},
+        base={
+            "routes.exact_lexical_lookup.rerank": "conditional",
+            "reranker.ceiling": "cohere",
+            "reranker.require_eval_lift": False,
+        },
+        parts=cohere_ceiling,  # an exact match keeps the floor; without one the ceiling orders
+        see=("manifest.rerank_method",),
     ),
     Row("budgets.max_chunks", 2, turns=(SYNTHESIS,)),
     Row("budgets.passages_per_document", 1, turns=(SYNTHESIS,)),
@@ -340,23 +347,10 @@ ROWS = [
     Row("budgets.window_words", 10, turns=(MARGINS,), base=WINDOWS),
     Row("budgets.candidate_multiplier", 5, base=SMALL_CAP, see=HITS),
     Row("budgets.candidate_floor", 10, base=SMALL_CAP, see=HITS),
-    Row("budgets.candidate_pool", "documents", base=SMALL_CAP, see=HITS),
     Row("budgets.max_query_chars", 12),
-    Row("budgets.query_window_words", 2, turns=(SYNTHESIS,)),
     Row("fusion.method", "rrf"),
     Row("fusion.rrf_k", 1, base={"fusion.method": "rrf"}),
-    Row("fusion.margin", 100.0, base={"fusion.method": "margin"}),
     Row("fusion.tier_weights", {"dense": 1.0, "lexical": 0.0, "parent_child": 0.0}),
-    Row("fusion.tier_depth", 1, see=HITS),
-    Row("fusion.misses", "exact", base=SMALL_CAP),
-    Row("fusion.scale_depth", 2, base=SMALL_CAP),
-    Row("fusion.neighbour_weight", 1.0, turns=(SYNTHESIS,)),
-    Row("fusion.neighbour_k", 1, turns=(SYNTHESIS,), base=NEIGHBOURS),
-    Row("fusion.neighbour_depth", 2, base=NEIGHBOURS),
-    Row("fusion.doc_aggregation", "off", turns=(SYNTHESIS,)),
-    Row("fusion.lexical_unit", "section"),
-    Row("fusion.passage_rescore", "off", turns=(SYNTHESIS,)),
-    Row("fusion.document_unit", "section", turns=(SYNTHESIS,)),
     Row("deadlines.embed_s", 1e-9),
     Row("deadlines.tier_s", 0.05, parts=slow_tier, see=LABELS),  # the slow tier finds nothing
     Row("deadlines.rerank_s", 0.05, base=RERANK, parts=slow_reranker),
@@ -401,35 +395,9 @@ ROWS = [
         emulator="slow",
         see=LABELS,
     ),
-    Row("feedback.lexical", "rm3"),
-    Row("feedback.lexical_docs", 1, base=RM3),
-    Row("feedback.lexical_terms", 1, base=RM3),
-    Row("feedback.lexical_original_weight", 0.9, base=RM3),
     Row("feedback.dense", "off"),
     Row("feedback.dense_docs", 1),
     Row("feedback.dense_weight", 0.1),
-    Row("feedback.dense_source", "tier"),
-    Row("feedback.dense_strength", "agreement", see=HITS),  # it moves the query: the hits show it
-    Row("feedback.dense_vectors", "paragraph", turns=(HEATING,), see=HITS),
-    Row("feedback.passage_scores", "query", turns=(SYNTHESIS,)),
-    Row("feedback.passage_positions", "moved", turns=(SYNTHESIS,)),
-    # under paragraph units too: Rocchio once dropped the question's scores there
-    Row("feedback.passage_scores", "query", turns=(SYNTHESIS,), base=UNITS),
-    Row("feedback.passage_positions", "moved", turns=(SYNTHESIS,), base=UNITS),
-    Row(
-        "feedback.dense_rescore",
-        "full",
-        turns=(HEATING,),
-        base={"feedback.dense_candidates": 1, "feedback.dense_source": "tier"},
-        see=HITS,
-    ),
-    Row(
-        "feedback.dense_candidates",
-        1,
-        turns=(HEATING,),
-        base={"feedback.dense_source": "tier"},  # the fused first pass reads 100 rows at least
-        see=HITS,
-    ),
     Row(
         "dense_backend.search",
         "approximate",

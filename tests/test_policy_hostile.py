@@ -166,7 +166,7 @@ def test_hostile_yaml_is_a_policy_error_naming_the_bound(
 
 
 def test_a_policy_may_still_use_a_few_aliases(tmp_path: Path) -> None:
-    data = yaml.safe_load(DEFAULT_TEXT)
+    data = load_policy().model_dump(mode="json")
     text = yaml.safe_dump(data).replace("namespace: default", "namespace: &ns default", 1)
     text = text.replace("namespace: default", "namespace: *ns")
     assert text.count("*ns") >= 2
@@ -182,8 +182,8 @@ LEAKY = {
     "wrong-type": DEFAULT_TEXT.replace(
         "policy_id: default-retrieval-policy", f"policy_id: [{SECRET}]"
     ),
-    "bad-literal": DEFAULT_TEXT.replace("provider: zscore", f"provider: {SECRET}", 1),
-    "validator-quotes": DEFAULT_TEXT.replace("timezone: UTC", f"timezone: {SECRET}"),
+    "bad-literal": DEFAULT_TEXT + f"reranker: {{provider: {SECRET}}}\n",
+    "validator-quotes": DEFAULT_TEXT + f"quota: {{timezone: {SECRET}}}\n",
     "yaml-syntax": f"api_key: '{SECRET}\n  nested: [\n",
     "yaml-mapping": f"api_key: {SECRET}: more\n",
     "yaml-alias": f"api_key: *{SECRET}\n",

@@ -1,86 +1,55 @@
-"""The free floors: z-score maths against hand-computed values, and the plain fusion order."""
+"""The free floors: the z-score floor's narrowing of the fused passages, and the plain fusion order."""
 
 from __future__ import annotations
 
-import math
-
-import pytest
 from fixtures.fakes import hit
 
 from ragtiller.core.tiers import Candidate
 from ragtiller.ranking.fusion import fuse_hits
 from ragtiller.rerankers import IdentityReranker, Reranker, ZScoreReranker
 
-S14 = math.sqrt(14)
-
 
 def candidates() -> list[Candidate]:
-    """dense z: a=+1, b=-1; lexical (mean 5, sigma sqrt 14): b=5/s, c=-1/s, d=-4/s."""
-    return fuse_hits(
+    """Fused passages of documents A (a1, a2) and B (b1), placed by the question's own fusion:
+    b1 first, then a1 and a2."""
+    fused = fuse_hits(
         {
-            "dense": [hit("dense", "a", 3.0), hit("dense", "b", 1.0)],
-            "lexical": [
-                hit("lexical", "b", 10.0),
-                hit("lexical", "c", 4.0),
-                hit("lexical", "d", 1.0),
-            ],
+            "dense": [hit("dense", "a1", 3.0, doc_id="A"), hit("dense", "a2", 2.0, doc_id="A")],
+            "lexical": [hit("lexical", "b1", 10.0, doc_id="B")],
         },
         method="rrf",
         cap=10,
     )
+    position = {"b1": 0, "a1": 1, "a2": 2}
+    return [{**c, "position": position[c["id"]]} for c in fused]
 
 
-async def test_zscore_sums_tier_z_with_the_tier_minimum_for_a_miss() -> None:
-    result = await ZScoreReranker().arerank("q", candidates(), top_n=10)
-    # a misses lexical -> lexical's lowest z (-4/s); c and d miss dense -> dense's lowest z (-1)
-    expected = {"b": -1 + 5 / S14, "a": 1 - 4 / S14, "c": -1 - 1 / S14, "d": -1 - 4 / S14}
-    assert [c["id"] for c in result.candidates] == ["b", "a", "c", "d"]
-    assert {c["id"]: c["final_score"] for c in result.candidates} == pytest.approx(expected)
+async def test_zscore_narrows_documents_by_their_best_passage_into_the_questions_positions() -> (
+    None
+):
+    cands = candidates()
+    assert [c["id"] for c in cands] == ["a1", "b1", "a2"]  # the fused order (ties: dense first)
+    result = await ZScoreReranker().arerank("q", cands, top_n=10)
+    # A ranks first by its best passage and takes b1's position; B takes a1's
+    assert [c["id"] for c in result.candidates] == ["a1", "b1", "a2"]
+    assert [c["final_score"] for c in result.candidates] == [c["fused_score"] for c in cands]
     assert result.method == "zscore"
     assert result.error is None
 
 
-async def test_zscore_weights_scale_each_tier() -> None:
-    result = await ZScoreReranker(weights={"lexical": 2.0}).arerank("q", candidates(), top_n=2)
-    assert [c["id"] for c in result.candidates] == ["b", "a"]
-    assert [c["final_score"] for c in result.candidates] == pytest.approx(
-        [-1 + 10 / S14, 1 - 8 / S14]
-    )
-
-
-async def test_zscore_flat_tier_scores_zero_and_a_miss_minus_one() -> None:
-    cands = fuse_hits(
-        {
-            "dense": [hit("dense", "a", 2.0), hit("dense", "b", 2.0)],
-            "lexical": [hit("lexical", "c", 7.0)],
-        },
-        method="rrf",
-        cap=10,
-    )
-    result = await ZScoreReranker().arerank("q", cands, top_n=10)
-    # dense flat: a=b=0, c misses it -> -1; lexical single hit: c=0, a and b miss it -> -1
-    assert {c["id"]: c["final_score"] for c in result.candidates} == {
-        "a": -1.0,
-        "b": -1.0,
-        "c": -1.0,
-    }
-    assert all(math.isfinite(c["final_score"]) for c in result.candidates)
-
-
 async def test_zscore_caps_to_top_n_and_handles_empty_and_zero() -> None:
     floor = ZScoreReranker()
-    assert [c["id"] for c in (await floor.arerank("q", candidates(), top_n=1)).candidates] == ["b"]
+    assert [c["id"] for c in (await floor.arerank("q", candidates(), top_n=1)).candidates] == ["a1"]
     assert (await floor.arerank("q", [], top_n=5)).candidates == []
     assert (await floor.arerank("q", candidates(), top_n=0)).candidates == []
 
 
 async def test_zscore_falls_back_to_fusion_order_on_malformed_candidates() -> None:
     cands = candidates()
-    broken = [*cands[:-1], {k: v for k, v in cands[-1].items() if k != "tier_z"}]
+    broken = [*cands[:-1], {k: v for k, v in cands[-1].items() if k != "fused_score"}]
     result = await ZScoreReranker().arerank("q", broken, top_n=3)  # type: ignore[arg-type]
     assert result.method == "identity"
     assert result.error is not None and result.error.startswith("KeyError")
-    assert [c["id"] for c in result.candidates] == [c["id"] for c in cands[:3]]
     assert result.detail == {"provider": "zscore", "fallback": "identity"}
 
 
@@ -96,4 +65,4 @@ def test_sync_rerank_and_protocol() -> None:
     floor = ZScoreReranker()
     assert isinstance(floor, Reranker)
     assert isinstance(IdentityReranker(), Reranker)
-    assert [c["id"] for c in floor.rerank("q", candidates(), top_n=2).candidates] == ["b", "a"]
+    assert [c["id"] for c in floor.rerank("q", candidates(), top_n=2).candidates] == ["a1", "b1"]

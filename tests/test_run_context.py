@@ -105,7 +105,7 @@ def test_policies_are_loaded_once_by_name(tmp_path: Path, monkeypatch: pytest.Mo
 def test_rerank_and_step_back_switches() -> None:
     g = graph(chat_model=ScriptedChatModel())
     off = g.invoke({"query": 'what does "port setting 3" mean'}, context={"rerank": "off"})
-    assert off["manifest"].stage("rerank").reason == "disabled"
+    assert off["manifest"].stage("rerank").reason == "route-floor"
     on = g.invoke({"query": FACTUAL}, context={"rerank": "on"})  # factual: off in the policy
     assert on["manifest"].stage("rerank").status == "done"
     ceiling = g.invoke({"query": FACTUAL}, context={"rerank": "ceiling"})
@@ -403,11 +403,17 @@ def turn_facts(out: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("query", [FACTUAL, "how do I get started with the logs?"])
-def test_a_per_run_policy_gives_the_turn_a_graph_built_with_it_would_give(query: str) -> None:
+def test_a_per_run_policy_gives_the_turn_a_graph_built_with_it_would_give(
+    query: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = load_policy("no-llm").model_dump(mode="json") | {"policy_id": "ranks"}
+    data["fusion"]["method"] = "rrf"
+    (tmp_path / "ranks.yaml").write_text(yaml.safe_dump(data), "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
     parts = index_graph_parts()
-    built = build_graph("no-llm", **parts).invoke({"query": query})
-    per_run = build_graph(**parts).invoke({"query": query}, context={"policy": "no-llm"})
-    assert per_run["manifest"].policy_id == "no-llm"
+    built = build_graph(tmp_path / "ranks.yaml", **parts).invoke({"query": query})
+    per_run = build_graph(**parts).invoke({"query": query}, context={"policy": "ranks"})
+    assert per_run["manifest"].policy_id == "ranks"
     assert turn_facts(per_run) == turn_facts(built)
     default = build_graph(**parts).invoke({"query": query})
     assert turn_facts(default) != turn_facts(per_run)  # the fields differ, and they applied

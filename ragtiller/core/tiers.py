@@ -6,9 +6,9 @@ They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph serve
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, NotRequired, Protocol, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict
 
@@ -75,6 +75,9 @@ class Candidate(TypedDict):
     """z-score of the raw score within that tier's whole hit list (the z-score floor sums these)."""
     fused_score: float
     """Score given by the fusion method (RRF, z-score or min-max sum)."""
+    position: NotRequired[int]
+    """0-based rank in the question's own fusion (the dense passages at their cosine to the
+    question, where feedback moved the dense search): the positions documents hold."""
     final_score: NotRequired[float]
     """Score after rerank; its scale depends on the rerank method (see docs/rerank.md)."""
 
@@ -111,25 +114,6 @@ class SearchRequest:
     k: int
     namespaces: Sequence[str] | None = None
     filter: Mapping[str, Any] | None = None
-
-
-class Scored(NamedTuple):
-    """A tier's score of a chunk it was asked about (``score_ids``), not one it returned.
-
-    Attributes:
-        score: The score its search would have given the chunk.
-        question: With Rocchio feedback, the chunk's cosine to the question's own vector
-            (as ``metadata[QUERY_SCORE]`` of a hit); None otherwise.
-    """
-
-    score: float
-    question: float | None = None
-
-
-QUERY_SCORE = "query_score"
-"""``metadata[QUERY_SCORE]`` of a dense chunk hit found with Rocchio's moved query: its cosine to
-the question's own vector (``feedback.passage_scores`` or ``passage_positions: query``), for the
-passage fusion that orders passages within their document or decides the positions each holds."""
 
 
 INDEX_TIER_NAMES = frozenset({"dense", "lexical", "parent_child"})
@@ -175,18 +159,3 @@ def tier_role(tier: Tier) -> TierRole:
     ``parent_child`` keep their roles, and any other name is a role of its own)."""
     role = getattr(tier, "role", None)
     return role if isinstance(role, str) and role else tier.name
-
-
-def wrapper_chain(tier: Any) -> Iterator[Any]:
-    """``tier``, then the tier it wraps (``inner``: deadlines, feedback, units), and so on down.
-
-    Example:
-        >>> class Wrap:
-        ...     def __init__(self, inner): self.inner = inner
-        >>> [type(t).__name__ for t in wrapper_chain(Wrap(Wrap(1)))]
-        ['Wrap', 'Wrap', 'int']
-    """
-    yield tier
-    while hasattr(tier, "inner"):
-        tier = tier.inner
-        yield tier

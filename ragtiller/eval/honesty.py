@@ -150,17 +150,14 @@ def deadlines_line(policy: RetrievalPolicy) -> str:
 
 
 def depth_line(policy: RetrievalPolicy, measured: RetrievalPolicy) -> str | None:
-    """What the report says when the eval asks each tier for more hits than a turn of
-    ``policy`` does (``--top-k`` raises ``max_chunks``), None when it asks as many. Unless
-    z-score fusion scores misses exactly at a fixed scale (``fusion.misses: exact``,
-    ``fusion.scale_depth``), deeper tier lists can reorder the top of the ranking, so the
-    figures are then a deeper turn's than the policy's own (docs/eval.md)."""
-    own, asked = policy.tier_hits, measured.tier_hits
+    """What the report says when the eval fuses more of each tier's hits than a turn of
+    ``policy`` does (``--top-k`` raises ``max_chunks``, and so the candidate cap), None when
+    it fuses as many: deeper tier lists can reorder the top of the ranking, so the figures are
+    then a deeper turn's than the policy's own (docs/eval.md)."""
+    own, asked = policy.budgets.candidate_cap, measured.budgets.candidate_cap
     if own == asked:
         return None
-    fusion = measured.fusion
-    scale = fusion.scale_depth
-    exact = fusion.method == "zscore" and fusion.misses == "exact"
-    same = exact and scale is not None and scale <= own
-    note = "" if same else ": the top of this ranking can differ from a turn's (docs/eval.md)"
-    return f"each tier asked for {asked} hits, a turn of this policy for {own}{note}"
+    return (
+        f"each tier asked for {asked} hits, a turn of this policy for {own}: the top of this "
+        "ranking can differ from a turn's (docs/eval.md)"
+    )

@@ -32,7 +32,6 @@ from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.ranking.query_tiers import apply_query_options
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger
@@ -204,17 +203,11 @@ def build_components(
         """The tiers and reranker of ``other``'s fusion, feedback and window, over the same
         parts."""
         tiers = apply_query_options(other, base_tiers, index)
-        weights = weights_by_name(other.fusion.tier_weights, roles)
-        rerank = given_reranker or reranker_from_policy(
-            other.reranker, ledger=quota, cache=cache, tier_weights=weights
-        )
+        rerank = given_reranker or reranker_from_policy(other.reranker, ledger=quota, cache=cache)
         return {t.name: t for t in tiers}, rerank
 
     if reranker is None:
-        weights = weights_by_name(resolved.fusion.tier_weights, roles)
-        reranker = reranker_from_policy(
-            resolved.reranker, ledger=quota, cache=cache, tier_weights=weights
-        )
+        reranker = reranker_from_policy(resolved.reranker, ledger=quota, cache=cache)
     from ragtiller.graph.backends import fallbacks_for_policy
 
     return Components(

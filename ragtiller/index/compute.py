@@ -20,7 +20,7 @@ Below it an exact search (a 10k x 384 float32 mat-vec plus a partial sort, or a 
 takes well under a millisecond, which is about the price of a hop to a worker thread and back;
 above it the work goes to a worker thread, where numpy releases the GIL.
 """
-_CPU = Bulkhead("cpu-search", workers=os.cpu_count() or 2, queue=1024)
+CPU = Bulkhead("cpu-search", workers=os.cpu_count() or 2, queue=1024)
 """Workers of the large in-process searches; never the loop's default executor, which a hung
 third-party provider may have filled (see :mod:`ragtiller.core.bulkhead`)."""
 
@@ -142,4 +142,4 @@ class CpuTier(ABC):
         """Async twin of :meth:`search`; never blocks the loop on a costly search."""
         if self.inline(request):
             return self.search(request)
-        return await asyncio.wrap_future(_CPU.submit(functools.partial(self.search, request)))
+        return await asyncio.wrap_future(CPU.submit(functools.partial(self.search, request)))

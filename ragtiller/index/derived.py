@@ -1,17 +1,12 @@
 """What an index derives from its chunks and sections, built at ingest and saved with the version.
 
-Opening an index must not rebuild anything: at 100k chunks the section BM25 alone took most of
-a minute when it was built on first use. So ingest builds, and each version holds:
+Opening an index must not rebuild anything, so ingest builds, and each version holds:
 
-* ``section_lexical/``: BM25 over the parent sections (title + text), for
-  ``fusion.lexical_unit: section``;
 * ``parent_rows.npy``: the parent row of each child row, for the parent-child tier;
 * ``ann.faiss``: the HNSW graph of the approximate dense tier, for indexes of
   :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more;
 * ``corpus_outline.npz``: per namespace, its section rows and their documents, so that a broad
-  turn's corpus map parses only the sections it lists (:class:`~ragtiller.index.corpus_map.OutlineRows`);
-* ``document_keys.npz``: each chunk's document, coded, so that Rocchio's fused first pass reads
-  its rows' documents without parsing them (:class:`~ragtiller.index.document_keys.DocumentKeys`).
+  turn's corpus map parses only the sections it lists (:class:`~ragtiller.index.corpus_map.OutlineRows`).
 
 A version saved before these existed opens all the same; what it lacks is built on first use.
 """
@@ -29,16 +24,11 @@ from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.index.document_keys import DOCUMENT_KEYS_FILE, DocumentKeys
-from ragtiller.index.lexical import LexicalConfig, LexicalTier, lexical_text
 from ragtiller.index.manifest import VectorDtype
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, parent_rows
 from ragtiller.index.records import RecordTable
 
-SECTION_LEXICAL_DIR = "section_lexical"
-SECTION_UNIT = "section"
-"""``metadata["unit"]`` of section hits (``ragtiller.ranking.documents.SECTION_UNIT``)."""
-DERIVED_FILES = (SECTION_LEXICAL_DIR, PARENT_ROWS_FILE, OUTLINE_FILE, DOCUMENT_KEYS_FILE)
+DERIVED_FILES = (PARENT_ROWS_FILE, OUTLINE_FILE)
 """Written into every version; ``ann.faiss`` only where the index has a graph."""
 
 
@@ -46,26 +36,14 @@ DERIVED_FILES = (SECTION_LEXICAL_DIR, PARENT_ROWS_FILE, OUTLINE_FILE, DOCUMENT_K
 class Derived:
     """The structures derived from one index's rows; None where a version lacks one."""
 
-    section_lexical: LexicalTier | None = None
     parent_rows: npt.NDArray[np.intp] | None = None
     ann: AnnIndex | None = None
     outline: OutlineRows | None = None
-    document_keys: DocumentKeys | None = None
-
-
-def section_lexical(parents: RecordTable, config: LexicalConfig) -> LexicalTier:
-    """BM25 over the parent sections, each indexed as its title, a space and its text."""
-    texts = [
-        lexical_text(text, md.get("title"))
-        for text, md in zip(parents.texts, parents.metadatas, strict=True)
-    ]
-    return LexicalTier.build(parents, texts, config, unit=SECTION_UNIT)
 
 
 def build_derived(
     store: NumpyVectorStore,
     parents: RecordTable,
-    config: LexicalConfig,
     *,
     ann_min_rows: int | None = None,
 ) -> Derived:
@@ -73,21 +51,12 @@ def build_derived(
     (default :data:`~ragtiller.index.ann.ANN_MIN_ROWS`)."""
     least = ann.ANN_MIN_ROWS if ann_min_rows is None else ann_min_rows
     graph = AnnIndex.build(store.vectors) if len(store) >= least else None
-    return Derived(
-        section_lexical(parents, config),
-        parent_rows(store.records, parents),
-        graph,
-        OutlineRows.of(parents),
-        store.records.document_keys(),
-    )
+    return Derived(parent_rows(store.records, parents), graph, OutlineRows.of(parents))
 
 
 def save_derived(derived: Derived, version: Path, name: str) -> None:
     """Write the derived file ``name`` (one of :data:`DERIVED_FILES` or ``ann.faiss``)."""
-    if name == SECTION_LEXICAL_DIR:
-        assert derived.section_lexical is not None
-        derived.section_lexical.save(version / SECTION_LEXICAL_DIR)
-    elif name == PARENT_ROWS_FILE:
+    if name == PARENT_ROWS_FILE:
         assert derived.parent_rows is not None
         np.save(version / PARENT_ROWS_FILE, derived.parent_rows.astype(np.int64))
     elif name == ANN_FILE:
@@ -96,9 +65,6 @@ def save_derived(derived: Derived, version: Path, name: str) -> None:
     elif name == OUTLINE_FILE:
         assert derived.outline is not None
         derived.outline.save(version / OUTLINE_FILE)
-    elif name == DOCUMENT_KEYS_FILE:
-        assert derived.document_keys is not None
-        derived.document_keys.save(version / DOCUMENT_KEYS_FILE)
     else:  # pragma: no cover - a programming error
         raise ValueError(f"not a derived file: {name}")
 
@@ -119,7 +85,6 @@ def load_derived(
     version: Path,
     store: NumpyVectorStore,
     parents: RecordTable,
-    config: LexicalConfig,
     graph: AnnIndex | None = None,
 ) -> Derived:
     """What ``version`` holds of the derived structures, checked against its rows (``graph``
@@ -128,21 +93,13 @@ def load_derived(
     Raises:
         IndexStoreError: A derived file is unreadable or disagrees with the chunks or sections.
     """
-    lexical: LexicalTier | None = None
-    if (version / SECTION_LEXICAL_DIR).is_dir():
-        lexical = LexicalTier.load(
-            version / SECTION_LEXICAL_DIR, parents, config, unit=SECTION_UNIT
-        )
     rows: npt.NDArray[np.intp] | None = None
     if (version / PARENT_ROWS_FILE).is_file():
         rows = _parent_rows(version / PARENT_ROWS_FILE, len(store), len(parents))
     outline: OutlineRows | None = None
     if (version / OUTLINE_FILE).is_file():
         outline = OutlineRows.load(version / OUTLINE_FILE, len(parents))
-    documents: DocumentKeys | None = None
-    if (version / DOCUMENT_KEYS_FILE).is_file():
-        documents = DocumentKeys.load(version / DOCUMENT_KEYS_FILE, len(store))
-    return Derived(lexical, rows, graph, outline, documents)
+    return Derived(rows, graph, outline)
 
 
 def _parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:

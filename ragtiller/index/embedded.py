@@ -25,7 +25,6 @@ from ragtiller.index.derived import (
     load_derived,
     load_graph,
     save_derived,
-    section_lexical,
 )
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
@@ -117,8 +116,6 @@ class EmbeddedIndex:
         self._overview = ScopedOverview(parents, section_from_record, derived.outline)
         if self._derived.ann is not None:
             store.attach_ann(self._derived.ann)
-        if self._derived.document_keys is not None:
-            store.records.attach_documents(self._derived.document_keys)
         self._tiers: list[Tier] = [
             DenseTier(store),
             ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
@@ -134,16 +131,6 @@ class EmbeddedIndex:
         """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
         (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)
-
-    @property
-    def section_lexical(self) -> LexicalTier:
-        """BM25 over the parent sections: saved with the index; built here, once, for a
-        version saved before it was."""
-        if self._derived.section_lexical is None:
-            tier = section_lexical(self.parents, self.manifest.lexical)
-            self._derived = replace(self._derived, section_lexical=tier)
-        assert self._derived.section_lexical is not None
-        return self._derived.section_lexical
 
     def ann(self) -> AnnIndex:
         """The HNSW graph of the approximate dense tier: saved with an index of
@@ -199,11 +186,6 @@ class EmbeddedIndex:
         )
         if progress is not None:
             progress.stage("save", len(names), unit="file")
-        self.section_lexical  # noqa: B018 - build it, so that it is saved
-        if self.store.records.documents is not self._derived.document_keys:
-            # the store's rows changed since they were derived
-            documents = self.store.records.document_keys()
-            self._derived = replace(self._derived, document_keys=documents)
 
         def write(version: Path, step: Step) -> None:
             for name in names:
@@ -290,7 +272,7 @@ class EmbeddedIndex:
             lexical=lexical,
             manifest=manifest,
             corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
-            derived=load_derived(path, store, parents, manifest.lexical, graph),
+            derived=load_derived(path, store, parents, graph),
         )
 
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import Stemmer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragtiller.core.tiers import Hit, Scored, SearchRequest
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import compute
 from ragtiller.index.compute import CpuTier, top_k_positive
@@ -69,8 +69,8 @@ TERM_CACHE = 65536
 QUERY_CACHE = 1024
 """Queries whose analysed terms one tier remembers (:meth:`LexicalTier.query_terms`)."""
 SELECTION_DEPTH = 100
-"""Each selection of a query's best rows is made this deep and kept: the turn's search (k 36)
-and Rocchio's fused first pass (k 100, ``ranking.feedback.FUSED_FIRST_PASS_DEPTH``) share one."""
+"""Each selection of a query's best rows is made this deep and kept: a search of the same query
+at any depth up to it (a turn's, with feedback's first pass: k 100) reads it."""
 DENSE_SHARE = 4
 """A query term found in at least one row in ``DENSE_SHARE`` adds its whole score column (kept
 per tier, :data:`DENSE_COLUMNS` of them), not its postings one by one: ``numpy.add.at`` over
@@ -113,18 +113,14 @@ class LexicalTier(CpuTier):
         records: RecordTable,
         retriever: bm25s.BM25,
         config: LexicalConfig,
-        *,
-        unit: str | None = None,
     ) -> None:
         self.records = records
         self.config = config
-        self.unit = unit
         self._retriever = retriever
-        self._scores = SharedScans()  # the turn's search and Rocchio's first pass score once
+        self._scores = SharedScans()  # a query's scores, kept for the next search of it
         self._selections = SharedScans()  # and select their best rows once
         self._columns = SharedScans(DENSE_COLUMNS)  # score columns of common terms
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
-        self._marks = {"unit": unit} if unit else {}
         stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
         find = re.compile(_TOKEN_PATTERN).findall
         stem = self._stemmer.stemWords if self._stemmer is not None else list
@@ -147,12 +143,8 @@ class LexicalTier(CpuTier):
         records: RecordTable,
         texts: Sequence[str],
         config: LexicalConfig = DEFAULT_LEXICAL,
-        *,
-        unit: str | None = None,
     ) -> LexicalTier:
         """Index ``texts`` (one per row of ``records``, usually title-prefixed chunk text).
-
-        ``unit`` is set as ``metadata["unit"]`` on every hit (``section`` for BM25 over sections).
 
         Raises:
             ValueError: ``texts`` and ``records`` differ in length.
@@ -160,7 +152,7 @@ class LexicalTier(CpuTier):
         if len(texts) != len(records):
             raise ValueError(f"got {len(texts)} texts for {len(records)} records")
         retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)
-        tier = cls(records, retriever, config, unit=unit)
+        tier = cls(records, retriever, config)
         retriever.index(analyze(texts, config, tier._stemmer), show_progress=False)
         return tier
 
@@ -174,11 +166,8 @@ class LexicalTier(CpuTier):
         directory: str | Path,
         records: RecordTable,
         config: LexicalConfig,
-        *,
-        unit: str | None = None,
     ) -> LexicalTier:
-        """Read an index written by :meth:`save`, memory-mapping its arrays (``unit`` as in
-        :meth:`build`).
+        """Read an index written by :meth:`save`, memory-mapping its arrays.
 
         Raises:
             IndexStoreError: A file is missing or unreadable, or the index does not match
@@ -197,7 +186,7 @@ class LexicalTier(CpuTier):
                 f"index file {path / BM25_FILES[0]} is corrupt: it indexes "
                 f"{retriever.scores['num_docs']} chunks, the chunk table has {len(records)}"
             )
-        return cls(records, retriever, config, unit=unit)
+        return cls(records, retriever, config)
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` chunks with a positive BM25 score, best first; ``vector`` is ignored.
@@ -206,10 +195,7 @@ class LexicalTier(CpuTier):
             ValueError: ``k`` < 1.
         """
         rows, scores = self.search_rows(request)
-        return [
-            self.records.hit(r, s, **self._marks)
-            for r, s in zip(rows.tolist(), scores.tolist(), strict=True)
-        ]
+        return [self.records.hit(r, s) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
     def search_rows(
         self, request: SearchRequest
@@ -244,8 +230,8 @@ class LexicalTier(CpuTier):
         return best, values
 
     def query_terms(self, query: str) -> tuple[str, ...]:
-        """The analysed terms of one query, in order (:meth:`analyse` of it, memoised: the
-        lexical tier, Rocchio's first pass and the passage re-score analyse it each turn)."""
+        """The analysed terms of one query, in order (memoised: the lexical tier and the
+        passage re-score analyse it each turn)."""
         return self._query_terms(query)
 
     def row_scores(self, request: SearchRequest) -> np.ndarray:
@@ -259,15 +245,6 @@ class LexicalTier(CpuTier):
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
         return scores
-
-    def score_ids(self, request: SearchRequest, ids: Sequence[str]) -> dict[str, Scored]:
-        """The BM25 of each of ``ids`` in the request's scope, as :meth:`search` scores it (the
-        turn's scores of every row are kept per query, so this costs a lookup per id)."""
-        found, rows = self.records.rows_in_scope(ids, request.namespaces, request.filter)
-        if not rows:
-            return {}
-        scores = self.row_scores(request)[rows].tolist()
-        return {i: Scored(s) for i, s in zip(found, scores, strict=True)}
 
     def _score(self, tokens: list[str]) -> np.ndarray:
         """BM25 of every row for the analysed query, read-only (kept and shared)."""
@@ -302,12 +279,8 @@ class LexicalTier(CpuTier):
         rows) or cheap (:meth:`work` at most :data:`INLINE_WORK`), else in a worker thread."""
         return self.rows <= compute.INLINE_ROWS or self.work(request) <= INLINE_WORK
 
-    def analyse(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text's terms as the index sees them (stopwords removed, stemmed)."""
-        return analyze(texts, self.config, self._stemmer)
-
     def term_set(self, text: str) -> frozenset[str]:
-        """The distinct terms :meth:`analyse` finds in ``text``, without bm25s' per-call cost.
+        """The distinct terms the index's analysis finds in ``text``, without bm25s' per-call cost.
 
         The same analysis (bm25s' token pattern, lower-casing, stopwords, stemmer), memoised
         per text: the passage re-score reads the sentences of the same passages turn after turn.
@@ -327,21 +300,6 @@ class LexicalTier(CpuTier):
             df = float(indptr[pos + 1] - indptr[pos]) if pos is not None else 1.0
             out[term] = lucene_idf(df, n)
         return out
-
-    def weighted_scores(self, weights: Mapping[str, float]) -> np.ndarray:
-        """BM25 of every row for a weighted query: the sum of ``weight * BM25(term)``.
-
-        Terms must be analysed (see :meth:`analyse`); terms the index never saw add nothing.
-        Used by pseudo-relevance feedback (``ragtiller.ranking.feedback``).
-        """
-        scores = np.zeros(len(self.records), dtype=np.float32)
-        vocab = self._retriever.vocab_dict
-        for term, weight in weights.items():
-            if term in vocab and weight:
-                scores += np.float32(weight) * np.asarray(
-                    self._retriever.get_scores_from_ids([vocab[term]]), dtype=np.float32
-                )
-        return scores
 
 
 def bm25_scores(

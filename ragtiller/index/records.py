@@ -25,7 +25,6 @@ from ragtiller.core.filters import allowed
 from ragtiller.core.filters import namespace_of as namespace_of  # re-exported
 from ragtiller.core.tiers import Hit
 from ragtiller.index._lazy_rows import Field, JsonlRows
-from ragtiller.index.document_keys import DocumentKeys
 
 _MISSING = object()
 MASKS_KEPT = 32
@@ -55,7 +54,6 @@ class RecordTable:
 
     __slots__ = (
         "_columns",
-        "_documents",
         "_lock",
         "_masks",
         "_recent",
@@ -85,7 +83,6 @@ class RecordTable:
         self._columns: dict[str, tuple[Any, ...]] = {}
         self._masks: dict[Any, npt.NDArray[np.bool_] | None] = {}
         self._scopes: tuple[npt.NDArray[np.int32], dict[str, int]] | None = None
-        self._documents: DocumentKeys | None = None
         self._lock = threading.Lock()
         self._lookup()  # ids must be unique
 
@@ -98,7 +95,6 @@ class RecordTable:
         table.metadatas = Field(rows, "metadata")
         table._row, table._recent, table._columns, table._masks = None, {}, {}, {}
         table._scopes, table._lock = None, threading.Lock()
-        table._documents = None
         if namespaces is not None and len(namespaces) == 1:
             table._scopes = (np.zeros(len(rows), dtype=np.int32), {namespaces[0]: 0})
         return table
@@ -241,35 +237,6 @@ class RecordTable:
             metadata=metadata,
         )
 
-    def document_key(self, row: int) -> tuple[str, str]:
-        """The row's document as its hit names it (:func:`row_document_key`), without building
-        the hit; read from the saved codes when attached (:meth:`attach_documents`), else
-        from the row."""
-        if self._documents is not None:
-            return self._documents.key(row)
-        id_, _, stored = self.fields(row)
-        return row_document_key(id_, stored)
-
-    def document_keys(self) -> DocumentKeys:
-        """Every row's document key, coded (one pass over the rows: built at ingest)."""
-        keys = (row_document_key(id_, md) for id_, _, md in self.items())
-        return DocumentKeys.of(keys, len(self))
-
-    @property
-    def documents(self) -> DocumentKeys | None:
-        """The document codes attached with :meth:`attach_documents`, if any."""
-        return self._documents
-
-    def attach_documents(self, documents: DocumentKeys) -> None:
-        """Read :meth:`document_key` from ``documents``, this table's saved document codes.
-
-        Raises:
-            ValueError: ``documents`` codes another number of rows.
-        """
-        if len(documents) != len(self):
-            raise ValueError(f"got {len(documents)} document codes for {len(self)} rows")
-        self._documents = documents
-
     def items(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Every row's id, text and metadata, in row order (one pass over a file)."""
         if isinstance(self.texts, Field):
@@ -330,12 +297,6 @@ class RecordTable:
             rows.record(0)
             rows.record(len(rows) - 1)
         return cls._in_file(rows, namespaces)
-
-
-def row_document_key(id_: str, metadata: Mapping[str, Any]) -> tuple[str, str]:
-    """A row's document as its hit names it: namespace (``""`` if unset) and ``doc_id`` (the
-    row id if unset); see ``ranking.documents.doc_key``."""
-    return str(metadata.get("namespace", "")), str(metadata.get("doc_id") or id_)
 
 
 def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str, Any]:

@@ -194,7 +194,7 @@ class IndexBuilder:
             [_section_metadata(s) for s in all_sections],
         )
         lexical_tier = LexicalTier.build(store.records, rows.indexed, self.lexical)
-        derived = build_derived(store, parents, self.lexical)
+        derived = build_derived(store, parents)
         bar.advance(len(rows.ids))
         # pre-split Documents sharing an id are passages of one document: count documents once
         keys = {(s.document.namespace, s.document.doc_id) for s in all_sections}

@@ -208,7 +208,7 @@ def build_index(
         assert previous is not None
         previous.report = parts.report
         return previous
-    assert parts.store and parts.parents and parts.lexical and parts.manifest
+    assert parts.store and parts.parents and parts.lexical and parts.manifest and parts.derived
     index = EmbeddedIndex(
         store=parts.store,
         parents=parts.parents,

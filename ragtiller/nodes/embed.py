@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from langchain_core.embeddings import Embeddings
-
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.core.retry import RetryPolicy, aretry_call
 from ragtiller.core.tiers import StageRecord
 from ragtiller.core.turn import TierTask
-from ragtiller.models.batch_embedding import normalize_rows
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, deadline
@@ -31,26 +27,18 @@ async def embed_query(
     """The query vector and the stage's record; no vector when the embedder fails or hangs.
 
     The embedder's sync ``embed_query`` runs on its own bulkhead, whatever its async method
-    does, so a hung embedder holds only its own threads; retries share the one deadline. A
-    query over ``budgets.query_window_words`` is embedded window by window in one call, and
-    its vector is the windows' normalised mean.
+    does, so a hung embedder holds only its own threads; retries share the one deadline.
     """
     limit = deadline(deps.policy, deps.policy.deadlines.embed_s, state["turn"]["started_at"])
     if limit.expired:
         return None, skipped("embed", TURN_DEADLINE, labels=[LEXICAL_ONLY])
-    windows = query_windows(text, deps.policy.budgets.query_window_words)
-    windowed: dict[str, Any] = {"windows": len(windows)} if len(windows) > 1 else {}
-    stage = Stage("embed", chars=len(text), **windowed)
+    stage = Stage("embed", chars=len(text))
     embedder = deps.embedder
     assert embedder is not None
     pool = bulkhead_for(embedder, "embedder")
 
     async def once() -> list[float]:
-        if len(windows) == 1:
-            vector = await pool.call(embedder.embed_query, text, timeout_s=limit.seconds)
-        else:
-            vector = await pool.call(_mean_vector, embedder, windows, timeout_s=limit.seconds)
-        return check_vector(vector)
+        return check_vector(await pool.call(embedder.embed_query, text, timeout_s=limit.seconds))
 
     try:
         vector, attempts = await within(
@@ -73,29 +61,8 @@ async def embed_query(
             attempts=retry.attempts,
         )
     return vector, stage.done(
-        dim=len(vector), attempts=attempts, truncated=state["route"]["truncated"], **windowed
+        dim=len(vector), attempts=attempts, truncated=state["route"]["truncated"]
     )
-
-
-def query_windows(text: str, words: int | None) -> list[str]:
-    """``text`` as consecutive windows of at most ``words`` words (one window when it fits).
-
-    Example:
-        >>> query_windows("a b c d e", 2)
-        ['a b', 'c d', 'e']
-    """
-    if words is None:
-        return [text]
-    split = text.split()
-    if len(split) <= words:
-        return [text]
-    return [" ".join(split[i : i + words]) for i in range(0, len(split), words)]
-
-
-def _mean_vector(embedder: Embeddings, windows: list[str]) -> list[float]:
-    """The normalised mean of each window's unit query vector (a long query's one vector)."""
-    vectors = normalize_rows(np.asarray([embedder.embed_query(w) for w in windows]))
-    return [float(x) for x in normalize_rows(vectors.mean(axis=0))[0]]
 
 
 def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:

@@ -1,8 +1,10 @@
-"""Rerank: reorder candidates against the ORIGINAL question; never throws.
+"""Rerank: narrow the fused pool to the turn's order, against the ORIGINAL question; never throws.
 
-The fuse node chose the paid ceiling or the free floor from the turn's quota view. Any failure,
-or a provider returning nothing usable, falls back to the fusion order (method ``identity``),
-with an error record; assemble then keeps the route's ``top_k``.
+Fuse widened, rerank narrows: the free floor (the z-score floor: documents by their best
+passage, the question's positions, each document's passages by their re-score) runs on every
+turn with candidates, and the paid ceiling instead when the route lets it and the fuse node saw
+quota left. Any failure, or a provider returning nothing usable, falls back to the fusion order
+(method ``identity``), with an error record; assemble then keeps the route's ``top_k``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import Any
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, within
 from ragtiller.core.tiers import Candidate, StageRecord
-from ragtiller.core.turn import RerankOutcome
+from ragtiller.core.turn import RerankDecision, RerankOutcome
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_ranking
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import OVERLOADED, TURN_DEADLINE, deadline
 from ragtiller.nodes.stage import COULD_NOT_AFFORD, Stage, skipped
 from ragtiller.nodes.state import RetrievalState
+from ragtiller.policies.decisions import ceiling_wanted
 from ragtiller.ranking.documents import doc_key
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.rerankers.ceiling import CeilingReranker
@@ -95,17 +98,31 @@ def ceiling_labels(detail: dict[str, Any]) -> list[str]:
     return []
 
 
+def floor_reason(plan: RerankDecision | None, detail: dict[str, Any]) -> str | None:
+    """Why the free floor ordered this turn when the route chose it: ``exact-match`` (its
+    token added to ``detail``) or ``route-floor``; None when the ceiling was wanted."""
+    if plan is None or ceiling_wanted(plan):
+        return None
+    if "token" in plan:
+        detail["token"] = plan["token"]
+        return "exact-match"
+    return "route-floor"
+
+
 def make_rerank(deps: Components) -> NodeFn:
     """Build the rerank node bound to ``deps``."""
+    cap = deps.policy.budgets.candidate_cap
 
     async def call(state: RetrievalState, candidates: list[Candidate]) -> RerankResult:
-        provider, query, n = deps.reranker, state["rerank_query"], len(candidates)
+        provider, query, n = deps.reranker, state["rerank_query"], cap
         plan = state["rerank"]
-        if deps.has_ceiling and plan is not None and plan["mode"] == "floor":
-            assert isinstance(provider, CeilingReranker)
-            quota = state["turn"]["quota"]
-            reason = "quota-store-unavailable" if not quota["available"] else "budget"
-            return await provider.afloor(query, candidates, n, reason)
+        if isinstance(provider, CeilingReranker) and plan is not None and plan["mode"] == "floor":
+            if not ceiling_wanted(plan):  # the route keeps the floor this turn
+                return await provider.floor.arerank(query, candidates, n)
+            if deps.has_ceiling:  # the fuse node saw no quota left
+                quota = state["turn"]["quota"]
+                reason = "quota-store-unavailable" if not quota["available"] else "budget"
+                return await provider.afloor(query, candidates, n, reason)
         return await provider.arerank(query, candidates, n)
 
     def fused_order(candidates: list[Candidate], record: StageRecord) -> dict[str, Any]:
@@ -126,7 +143,7 @@ def make_rerank(deps: Components) -> NodeFn:
             return fused_order_skipped(candidates)
         stage = Stage("rerank", provider=provider.name, candidates=len(candidates))
         try:
-            # The whole list is reordered; assemble picks the distinct best top_k from it.
+            # The pool narrows to the candidate cap; assemble picks the distinct best top_k.
             result = await within(call(state, candidates), limit.seconds)
             ranked = check_ranking(result.candidates, candidates)
         except DeadlineExceeded:
@@ -142,10 +159,11 @@ def make_rerank(deps: Components) -> NodeFn:
             return fused_order(candidates, record)
         detail = {**result.detail, "method": result.method}
         labels = ceiling_labels(result.detail)
+        reason = floor_reason(state["rerank"], detail)
         if result.error:
             record = stage.error(result.error, "fallback", labels=labels, **detail)
         else:
-            record = stage.done(labels=labels, **detail)
+            record = stage.done(reason, labels=labels, **detail)
         return {
             "ranked": ranked,
             "rerank_outcome": RerankOutcome(method=result.method, detail=result.detail),

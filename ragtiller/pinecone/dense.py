@@ -13,11 +13,9 @@ from typing import TYPE_CHECKING
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.core.filters import predicate, to_where
+from ragtiller.core.filters import to_where
 from ragtiller.core.tiers import SearchRequest
-from ragtiller.pinecone.calls import NamespacedSearch, QueryOne, acall_namespaces, searchable
-from ragtiller.pinecone.stats import FETCH_BATCH
-from ragtiller.ranking.vector_table import VectorTable
+from ragtiller.pinecone.calls import NamespacedSearch, QueryOne, searchable
 
 if TYPE_CHECKING:
     from langchain_pinecone import PineconeVectorStore
@@ -115,41 +113,6 @@ class PineconeTier(NamespacedSearch):
             )
 
         return query
-
-    async def afetch_vectors(self, request: SearchRequest, ids: Sequence[str]) -> VectorTable:
-        """The vectors of those of ``ids`` in the request's scope, for exact misses and
-        neighbour regularization (:mod:`ragtiller.ranking.vector_table`).
-
-        One fetch per namespace of the request (every one, for None) and 100 ids, in
-        parallel under the tier's deadline, off the event loop. A record is kept only when its
-        metadata passes the request's filter (a tenant's turn reads no other tenant's vector);
-        an id found in two namespaces keeps the first namespace's.
-
-        Raises:
-            PineconeTierError: A fetch failed or the index is stuck;
-                :class:`PineconeTimeoutError` when the deadline passed.
-        """
-        wanted = list(dict.fromkeys(ids))
-        passes = predicate(request.filter)
-
-        def fetch(namespace: str) -> dict[str, list[float]]:
-            kept: dict[str, list[float]] = {}
-            for first in range(0, len(wanted), FETCH_BATCH):
-                batch = wanted[first : first + FETCH_BATCH]
-                response = self.vector_store().index.fetch(ids=batch, namespace=namespace)
-                for cid, record in response.vectors.items():
-                    if passes(record.metadata or {}):
-                        kept[cid] = list(record.values)
-            return kept
-
-        fetched = await acall_namespaces(
-            fetch, self._list_namespaces, request.namespaces, self.timeout_s, self.call_limit
-        )
-        vectors: dict[str, list[float]] = {}
-        for _, kept in fetched:
-            for cid, values in kept.items():
-                vectors.setdefault(cid, values)
-        return VectorTable.of(vectors)
 
     def _list_namespaces(self) -> list[str]:
         stats = self.vector_store().index.describe_index_stats()

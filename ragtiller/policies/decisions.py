@@ -41,12 +41,13 @@ def decide_parent_child(route: RouteConfig, *, is_broad: bool, query_type: str) 
 
 
 def decide_rerank_setting(route: RouteConfig) -> Decision:
-    """The route's rerank switch before candidates are known (refined by :func:`decide_rerank`)."""
+    """The route's ceiling switch before candidates are known (refined by :func:`decide_rerank`):
+    whether the paid ceiling may order this route's passages; the free floor runs either way."""
     if route.rerank is False:
-        return decision(False, False, "route disables rerank")
+        return decision(False, False, "route keeps the floor")
     if route.rerank is True:
-        return decision(True, True, "route enables rerank")
-    return decision(True, "conditional", "rerank unless an exact match settles it")
+        return decision(True, True, "route enables the ceiling")
+    return decision(True, "conditional", "the ceiling unless an exact match settles it")
 
 
 def decide_step_back(
@@ -100,23 +101,21 @@ def decide_rerank(
     has_ceiling: bool,
     quota: QuotaView,
 ) -> RerankDecision:
-    """Rerank or skip (``no-candidates``, ``disabled``, ``exact-match``); if run, ceiling or floor.
+    """The rerank stage runs whenever there are candidates: the paid ceiling, or the free floor.
 
-    ``lexical_hits`` holds the hit list of every tier whose role is lexical; any of them can
-    settle an exact match.
-
-    The paid ceiling is chosen only when the reranker has one and the quota view shows rerank
-    units left; the view only advises, and the ceiling still spends atomically (a refused spend
-    falls back to the floor with the same label).
+    The ceiling is chosen only when the route lets it (``setting``, refined by an exact match
+    for ``conditional``: ``lexical_hits`` holds the hit list of every lexical tier, any of which
+    can settle one), the reranker has one, and the quota view shows rerank units left; the
+    view only advises, and the ceiling still spends atomically (a refused spend falls back to
+    the floor with the same label).
     """
-    if not candidates or not setting["enabled"]:
+    if not candidates:
         return RerankDecision(
-            enabled=False,
-            setting=setting["setting"],
-            reason="disabled" if candidates else "no-candidates",
-            mode=None,
+            enabled=False, setting=setting["setting"], reason="no-candidates", mode=None
         )
-    reason = setting["reason"]
+    floor = RerankDecision(enabled=True, setting=setting["setting"], reason="", mode="floor")
+    if not setting["enabled"]:
+        return {**floor, "reason": setting["reason"]}
     if setting["setting"] == "conditional":
         margin = policy.reranker.exact_match_margin
         token = next(
@@ -124,21 +123,17 @@ def decide_rerank(
             None,
         )
         if token is not None:
-            return RerankDecision(
-                enabled=False,
-                setting=setting["setting"],
-                reason="exact-match",
-                mode=None,
-                token=token,
-            )
+            return {**floor, "reason": "exact-match", "token": token}
         reason = "conditional: no exact match"
+    else:
+        reason = setting["reason"]
     affordable = quota["available"] and quota["rerank_left"] > 0
-    return RerankDecision(
-        enabled=True,
-        setting=setting["setting"],
-        reason=reason,
-        mode="ceiling" if has_ceiling and affordable else "floor",
-    )
+    return {**floor, "reason": reason, "mode": "ceiling" if has_ceiling and affordable else "floor"}
+
+
+def ceiling_wanted(plan: RerankDecision) -> bool:
+    """Whether the route would have the ceiling order this turn (the quota permitting)."""
+    return plan["setting"] != "false" and plan["reason"] not in ("exact-match", "no-candidates")
 
 
 def plan_tiers(

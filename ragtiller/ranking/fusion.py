@@ -18,15 +18,11 @@ from typing import Literal, TypeVar
 
 from ragtiller.core.tiers import Candidate, Hit
 
-FusionMethod = Literal["rrf", "zscore", "minmax", "margin"]
+FusionMethod = Literal["rrf", "zscore", "minmax"]
 K = TypeVar("K", bound=Hashable)
 """What is fused: chunk ids in a turn, document keys in a feedback first pass."""
-Key = TypeVar("Key", str, tuple[str, str])
-"""A key :func:`fused_order` sorts: a chunk or unit id, or a document key."""
 MISSING_Z_FLAT = -1.0
 """z given to a miss in a tier whose scores are all equal (no spread to measure against)."""
-DEFAULT_MARGIN = 1.0
-"""``margin`` fusion's default threshold: a top score one standard deviation above the next."""
 
 
 def zscores(scores: Sequence[float]) -> list[float]:
@@ -49,32 +45,6 @@ def _spread(scores: Sequence[float]) -> tuple[float, float]:
     n = len(scores)
     mean = math.fsum(scores) / n
     return mean, math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
-
-
-def scaled_zscores(
-    scores: Mapping[K, float], scale: int | None = None, extra: Mapping[K, float] | None = None
-) -> tuple[dict[K, float], dict[K, float]]:
-    """z of a tier's ``scores`` (best first) and of its ``extra`` scores (keys it did not
-    return, scored by the tier on request), both against the mean and spread of its first
-    ``scale`` scores (None: all of them). Returns ``(z of scores, z of extra)``.
-
-    With no ``scale`` and no ``extra`` this is :func:`zscores`. A spread of 0 gives every
-    score z = 0 and drops ``extra`` (a flat list measures nothing).
-
-    Example:
-        >>> scaled_zscores({"a": 3.0, "b": 1.0, "c": -1.0}, scale=2, extra={"d": 0.0})
-        ({'a': 1.0, 'b': -1.0, 'c': -3.0}, {'d': -2.0})
-    """
-    values = list(scores.values())
-    head = values if scale is None else values[:scale]
-    if not head:
-        return {}, {}
-    mean, sigma = _spread(head)
-    if sigma == 0.0 or not math.isfinite(sigma):
-        return dict.fromkeys(scores, 0.0), {}
-    z = dict(zip(scores, ((s - mean) / sigma for s in values), strict=True))
-    more = {k: (v - mean) / sigma for k, v in (extra or {}).items() if k not in scores}
-    return z, more
 
 
 def _missing_z(z_values: Sequence[float]) -> float:
@@ -109,21 +79,12 @@ def zscore_fusion(
     scored_lists: Mapping[str, Mapping[K, float]],
     *,
     weights: Mapping[str, float] | None = None,
-    scale: int | None = None,
-    extra: Mapping[str, Mapping[K, float]] | None = None,
 ) -> dict[K, float]:
-    """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes).
-
-    ``scale``: each list's mean and spread come from its first ``scale`` scores (None: all).
-    ``extra``: per list, scores of keys it did not return, scored by its tier on request
-    (``fusion.misses: exact``); such a key gets its own z instead of the floor, and the floor
-    is the lowest z of the list and its extra scores together.
-    """
+    """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes)."""
     all_ids = {i for s in scored_lists.values() for i in s}
     fused: dict[K, float] = {}
     for tier, s in scored_lists.items():
-        zs, more = scaled_zscores(s, scale, (extra or {}).get(tier))
-        zs.update(more)
+        zs = dict(zip(s, zscores(list(s.values())), strict=True))
         weight = 1.0 if weights is None else weights.get(tier, 1.0)
         floor = _missing_z(list(zs.values()))
         for doc_id in all_ids:
@@ -149,97 +110,27 @@ def minmax_fusion(
     return fused
 
 
-def top_margin(scores: Sequence[float]) -> float:
-    """How far a list's best score stands above its second, in the list's standard deviations.
-
-    0 when the list has fewer than two scores or no spread. Scores need not be sorted.
-
-    Example:
-        >>> top_margin([4.0, 1.0, 1.0, 2.0])  # sigma 1.22..., (4 - 2) / sigma
-        1.6329931618554523
-    """
-    if len(scores) < 2:
-        return 0.0
-    _, sigma = _spread(scores)
-    if sigma == 0.0 or not math.isfinite(sigma):
-        return 0.0
-    first, second = sorted(scores, reverse=True)[:2]
-    return (first - second) / sigma
-
-
-def margin_method(
-    scored_lists: Mapping[str, Mapping[K, float]],
-    *,
-    margin: float = DEFAULT_MARGIN,
-    weights: Mapping[str, float] | None = None,
-) -> Literal["rrf", "zscore"]:
-    """``margin`` fusion's choice for one query: z-score when some tier is sure, else RRF.
-
-    A tier is sure when its best score stands at least ``margin`` standard deviations above its
-    second (:func:`top_margin`): that gap is evidence rank fusion throws away. When no tier's
-    top stands out, scores carry little beyond their order, and a single tier's noisy outliers
-    would decide a z-score sum, so ranks are fused. Tiers of weight 0 do not vote.
-    """
-    for tier, scores in scored_lists.items():
-        if weights is not None and weights.get(tier, 1.0) == 0.0:
-            continue
-        if top_margin(list(scores.values())) >= margin:
-            return "zscore"
-    return "rrf"
-
-
 def fuse_scores(
     scored_lists: Mapping[str, Mapping[K, float]],
     *,
     method: FusionMethod = "rrf",
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
-    margin: float = DEFAULT_MARGIN,
-    scale: int | None = None,
-    extra: Mapping[str, Mapping[K, float]] | None = None,
 ) -> dict[K, float]:
     """Fused score per key of tier -> (key -> score) lists, each in its tier's order, best first.
-
-    ``scale`` and ``extra`` are :func:`zscore_fusion`'s; the other methods ignore them.
 
     Example:
         >>> fuse_scores({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 5.0}}, method="minmax")
         {'x': 1.0, 'y': 1.0}
     """
-    if method == "margin":
-        method = margin_method(scored_lists, margin=margin, weights=weights)
     if method == "rrf":
         ranked = {tier: list(s) for tier, s in scored_lists.items()}
         return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
     if method == "zscore":
-        return zscore_fusion(scored_lists, weights=weights, scale=scale, extra=extra)
+        return zscore_fusion(scored_lists, weights=weights)
     if method == "minmax":
         return minmax_fusion(scored_lists, weights=weights)
-    raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax, margin")
-
-
-def fused_order(
-    scored_lists: Mapping[str, Mapping[Key, float]],
-    *,
-    method: FusionMethod,
-    rrf_k: int,
-    weights: Mapping[str, float] | None,
-    margin: float = DEFAULT_MARGIN,
-) -> list[Key]:
-    """The keys of :func:`fuse_scores`, best first; ties by the best rank any tier gave the
-    key, then the key, so the order never depends on the order the fusion returns them in.
-
-    Example:
-        >>> fused_order({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 3.0, "x": 1.0}},
-        ...             method="rrf", rrf_k=60, weights=None)
-        ['x', 'y']
-    """
-    fused = fuse_scores(scored_lists, method=method, rrf_k=rrf_k, weights=weights, margin=margin)
-    first: dict[Key, int] = {}
-    for scored in scored_lists.values():
-        for rank, key in enumerate(scored):
-            first[key] = min(first.get(key, rank), rank)
-    return sorted(fused, key=lambda key: (-fused[key], first[key], key))
+    raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
 
 
 def fuse_hits(
@@ -249,27 +140,16 @@ def fuse_hits(
     cap: int,
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
-    margin: float = DEFAULT_MARGIN,
-    scale: int | None = None,
-    extra: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Candidate]:
     """Merge tier hit lists into at most ``cap`` candidates, best first.
 
     Each candidate keeps every tier's raw score, 1-based rank and z-score (within that tier's
-    whole hit list, or against its first ``scale`` hits). Equal fused scores break by the best
-    rank any tier gave the candidate, then by tier order (the order of ``hits_by_tier``), then
-    by id, so the order is deterministic. ``scale`` and ``extra``: see :func:`zscore_fusion`.
+    whole hit list). Equal fused scores break by the best rank any tier gave the candidate,
+    then by tier order (the order of ``hits_by_tier``), then by id, so the order is
+    deterministic.
     """
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
-    fused = fuse_scores(
-        scored,
-        method=method,
-        rrf_k=rrf_k,
-        weights=weights,
-        margin=margin,
-        scale=scale,
-        extra=extra,
-    )
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():
         for hit in hits:
@@ -281,7 +161,7 @@ def fuse_hits(
     seen: dict[str, list[tuple[str, float, int, float]]] = {}
     best: dict[str, tuple[int, int]] = {}
     for position, (tier, s) in enumerate(scored.items()):
-        z_of = scaled_zscores(s, scale)[0]
+        z_of = dict(zip(s, zscores(list(s.values())), strict=True))
         for rank, (doc_id, score) in enumerate(s.items(), start=1):
             z = z_of[doc_id]
             seen.setdefault(doc_id, []).append((tier, score, rank, z))
@@ -308,31 +188,6 @@ def fuse_hits(
             )
         )
     return candidates
-
-
-def zscore_combine(
-    candidates: Sequence[Candidate],
-    *,
-    weights: Mapping[str, float] | None = None,
-) -> list[Candidate]:
-    """The z-score floor: order candidates by the weighted sum of their per-tier z-scores.
-
-    Uses each candidate's ``tier_z`` (z within the tier's whole hit list, set by
-    :func:`fuse_hits`); a tier that missed a candidate contributes its lowest z among the
-    candidates (-1 when the tier's scores were flat). Sets ``final_score``; ties keep fusion order.
-    """
-    tiers = sorted({t for c in candidates for t in c.get("tier_z", {})})
-    floors = {
-        t: _missing_z([c["tier_z"][t] for c in candidates if t in c["tier_z"]]) for t in tiers
-    }
-    scored: list[Candidate] = []
-    for cand in candidates:
-        total = 0.0
-        for tier in tiers:
-            weight = 1.0 if weights is None else weights.get(tier, 1.0)
-            total += weight * cand["tier_z"].get(tier, floors[tier])
-        scored.append({**cand, "final_score": total})
-    return sorted(scored, key=lambda c: -c["final_score"])
 
 
 def _best_scores(hits: Sequence[Hit]) -> dict[str, float]:

@@ -32,7 +32,6 @@ def reranker_from_policy(
     cross_encoder: CrossEncoderLike | None = None,
     cohere: Reranker | None = None,
     env: Mapping[str, str] = os.environ,
-    tier_weights: Mapping[str, float] | None = None,
 ) -> Reranker:
     """The reranker for ``config``: the floor, wrapped in a :class:`CeilingReranker` if asked.
 
@@ -57,8 +56,6 @@ def reranker_from_policy(
         cohere: A ready Cohere ceiling (e.g. pointed at a test server); default: a
             :class:`CohereReranker` reading ``COHERE_API_KEY`` from ``env``.
         env: Environment the Cohere key is read from.
-        tier_weights: The policy's `fusion.tier_weights`, so the z-score floor weighs tiers as
-            fusion does.
 
     Returns:
         A reranker that never raises.
@@ -75,7 +72,7 @@ def reranker_from_policy(
         >>> ceiling.rerank("q", [], top_n=3).detail["ceiling_reason"]
         'no-eval-lift'
     """
-    floor = _floor(config, cross_encoder, tier_weights)
+    floor = _floor(config, cross_encoder)
     ceiling_name = "cohere" if config.provider == "cohere" else config.ceiling
     if ceiling_name == "none":
         return floor
@@ -99,16 +96,12 @@ def reranker_from_policy(
     )
 
 
-def _floor(
-    config: RerankerConfig,
-    cross_encoder: CrossEncoderLike | None,
-    tier_weights: Mapping[str, float] | None,
-) -> Reranker:
+def _floor(config: RerankerConfig, cross_encoder: CrossEncoderLike | None) -> Reranker:
     if config.provider == "identity":
         return IdentityReranker()
     if config.provider == "cross-encoder":
-        return _cross_encoder(cross_encoder, ZScoreReranker(tier_weights))
-    return ZScoreReranker(tier_weights)
+        return _cross_encoder(cross_encoder, ZScoreReranker())
+    return ZScoreReranker()
 
 
 def _cross_encoder(model: CrossEncoderLike | None, floor: Reranker) -> Reranker:

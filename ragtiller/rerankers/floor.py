@@ -1,12 +1,12 @@
-"""The free floors: the z-score combination of tier scores, and the plain fusion order."""
+"""The free floors: the shipped recipe's narrowing of the fused passages, and the plain fusion order."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ragtiller.core.tiers import Candidate
-from ragtiller.ranking.fusion import zscore_combine
+from ragtiller.ranking.recipe import narrow
 from ragtiller.rerankers._common import BaseReranker, describe_error
 from ragtiller.rerankers.base import RerankResult
 
@@ -39,15 +39,13 @@ class IdentityReranker(BaseReranker):
 
 
 class ZScoreReranker(BaseReranker):
-    """The default floor: orders by the sum of each candidate's per-tier z-scores.
+    """The default floor: the shipped recipe's narrowing (:func:`ragtiller.ranking.recipe.narrow`).
 
-    ``final_score`` is unbounded and centred on 0 (0 = an average candidate in every tier); a
-    tier that missed a candidate contributes that tier's lowest z (see
-    :func:`ragtiller.ranking.fusion.zscore_combine`). Malformed candidates fall back to the fusion order,
-    with ``error`` set.
-
-    Args:
-        weights: Weight per tier name; tiers not listed weigh 1.
+    The fuse stage fused the passages (``fusion.method``, z-score by default) and placed them;
+    this orders the best ``top_n``: documents by their best fused passage, each in the positions
+    its passages hold in the question's own fusion, filled with its passages best first by
+    their fused score and best-sentence coverage. ``final_score`` is the fused score. Malformed
+    candidates fall back to the fusion order, with ``error`` set.
 
     Example:
         >>> from ragtiller.rerankers import ZScoreReranker
@@ -57,15 +55,12 @@ class ZScoreReranker(BaseReranker):
 
     name = "zscore"
 
-    def __init__(self, weights: Mapping[str, float] | None = None) -> None:
-        self.weights = dict(weights) if weights is not None else None
-
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
-        """Return the best ``top_n`` candidates by summed z-score; never raise."""
+        """Return the best ``top_n`` candidates, narrowed; never raise."""
         try:
-            ordered = zscore_combine(candidates, weights=self.weights)
+            ordered = narrow(candidates, max(top_n, 0))
         except Exception as e:
             logger.warning("z-score floor failed; using the fusion order", exc_info=True)
             return RerankResult(
@@ -74,4 +69,6 @@ class ZScoreReranker(BaseReranker):
                 {"provider": self.name, "fallback": IdentityReranker.name},
                 error=describe_error(e),
             )
-        return RerankResult(ordered[: max(top_n, 0)], self.name, {"provider": self.name})
+        return RerankResult(
+            identity_order(ordered, len(ordered)), self.name, {"provider": self.name}
+        )
