@@ -152,8 +152,9 @@ async def test_tier_tasks_rewritten_while_paused_cannot_widen_a_pinned_assistant
         )
         assert errors == []
         paused = await client.threads.get_state(thread)
+        values: Any = paused["values"]
         assert paused["next"] and set(paused["next"]) == {"tier_search"}
-        tasks = [dict(task, namespaces=None) for task in paused["values"]["tier_tasks"]]
+        tasks = [dict(task, namespaces=None) for task in values["tier_tasks"]]
         await client.threads.update_state(thread, {"tier_tasks": tasks}, as_node="embed")
         refused_or_clean(
             await streamed(client, thread, assistant, input=None), "WOMBAT", "PLATYPUS"
@@ -169,7 +170,8 @@ async def test_a_route_whose_tenant_is_erased_while_paused_cannot_search_every_t
             client, thread, GRAPH, input={"query": Q, "tenant": "acme"}, interrupt_before=["embed"]
         )
         assert errors == []
-        route = (await client.threads.get_state(thread))["values"]["route"]
+        values: Any = (await client.threads.get_state(thread))["values"]
+        route = values["route"]
         await client.threads.update_state(thread, {"route": {**route, "tenant": None}})
         refused_or_clean(await streamed(client, thread, GRAPH, input=None), "PLATYPUS")
 
