@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from langchain_core.documents import Document
 from langchain_core.indexing import InMemoryRecordManager
 from langchain_core.vectorstores import InMemoryVectorStore
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Send
 
-from ragtiller import InputError, build_graph
+from ragtiller import InputError, build_graph, load_policy
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.ingest.to_store import ingest_to_store
@@ -299,7 +301,7 @@ async def test_an_unscoped_turn_over_a_store_of_several_tenants_is_refused(mode:
     """Default deny on any store: a graph cannot tell how many tenants a store holds, so an
     unscoped turn is refused unless the operator says it holds one (``require_tenant=False``)."""
     store = both_tenants_store()
-    graph = build_graph(tiers=[store], embedder=EMBEDDER)
+    graph: Any = build_graph(tiers=[store], embedder=EMBEDDER)
     with pytest.raises(InputError, match="this graph serves several tenants"):
         await Caller(graph, mode).run({"query": Q})
     retriever = as_retriever(graph)
@@ -310,7 +312,7 @@ async def test_an_unscoped_turn_over_a_store_of_several_tenants_is_refused(mode:
             await retriever.ainvoke(Q)
     scoped = await Caller(graph, mode).run({"query": Q, "tenant": "globex"})
     assert "PLATYPUS" in scoped and "ZEBRAFISH" not in scoped
-    everyone = build_graph(tiers=[store], embedder=EMBEDDER, require_tenant=False)
+    everyone: Any = build_graph(tiers=[store], embedder=EMBEDDER, require_tenant=False)
     assert "PLATYPUS" in dump(everyone.invoke({"query": Q}))  # the operator's own choice
 
 
@@ -323,8 +325,234 @@ def test_a_store_written_by_ingest_to_store_with_tenants_refuses_an_unscoped_tur
     ingest_to_store(
         [Document(d.page_content, metadata=dict(d.metadata)) for d in DOCS], store, records
     )
-    graph = build_graph(tiers=[store], embedder=EMBEDDER)
+    graph: Any = build_graph(tiers=[store], embedder=EMBEDDER)
     with pytest.raises(InputError, match="this graph serves several tenants"):
         graph.invoke({"query": Q})
     with pytest.raises(InputError, match="this graph serves several tenants"):
         as_retriever(graph).invoke(Q)
+
+
+# --- 5. a daily LLM quota per tenant, and a quota_remaining that shows only the tenant's -------
+
+BROAD = "give me an overview of the servers"
+
+
+def test_per_tenant_daily_llm_limits_keep_one_tenants_turns_out_of_anothers_budget(
+    index: EmbeddedIndex,
+) -> None:
+    """The expected API: ``quota.chat_gen_per_tenant_per_day`` beside the shared
+    ``chat_gen_per_day``. A turn spends from its tenant's budget (and the shared one); its
+    ``manifest.quota_remaining`` shows what is left of the budget that applies to it, so it
+    never moves with another tenant's turns, and a label says which budget ran out."""
+    from fixtures.fakes import ScriptedChatModel
+
+    from ragtiller.policies.schema import RetrievalPolicy
+
+    base = load_policy().model_dump(mode="json")
+    policy = RetrievalPolicy.model_validate(
+        {
+            **base,
+            "quota": {**base["quota"], "chat_gen_per_day": 10, "chat_gen_per_tenant_per_day": 3},
+        }
+    )
+    g: Any = build_graph(policy, index=index, chat_model=ScriptedChatModel())
+    before = g.invoke({"query": Q, "tenant": "globex"})["manifest"].quota_remaining
+    for _ in range(3):
+        assert g.invoke({"query": BROAD, "tenant": "acme"})["manifest"].step_back.status == "done"
+    spent = g.invoke({"query": BROAD, "tenant": "acme"})["manifest"]
+    assert spent.step_back.reason == "quota"
+    assert any("tenant" in label and "quota" in label for label in spent.degraded)
+    assert g.invoke({"query": Q, "tenant": "globex"})["manifest"].quota_remaining == before
+    assert g.invoke({"query": BROAD, "tenant": "globex"})["manifest"].step_back.status == "done"
+
+
+# --- 6. the LLM router's cache is kept per tenant ---------------------------------------------
+
+
+def test_the_llm_routers_cache_tells_globex_nothing_of_acmes_question(index: EmbeddedIndex) -> None:
+    """As step-back's: a globex turn's route is read by the model from globex's own text,
+    never from acme's cached reading of a casefold-equal question."""
+    from test_llm_router import StructuredRouterModel
+
+    from ragtiller.policies.schema import RouterConfig
+    from ragtiller.routing.llm import make_llm_router
+    from ragtiller.stores import MemoryCache, MemoryQuotaLedger
+
+    model, cache = StructuredRouterModel(), MemoryCache()
+    quota = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 10})
+    router = make_llm_router(
+        RouterConfig(llm_router="on"), chat_model=model, quota=quota, cache=cache
+    )
+    g: Any = build_graph(index=index, llm_router=router, quota=quota, cache=cache)
+    acme = g.invoke({"query": Q.upper(), "tenant": "acme"})["manifest"]
+    globex = g.invoke({"query": Q, "tenant": "globex"})["manifest"]
+    assert acme.router_detail["from_cache"] is False
+    assert globex.router_detail["from_cache"] is False
+    assert model.calls == 2 and model.prompts[-1].count(Q) >= 1
+
+
+# --- 7. filters ---------------------------------------------------------------------------------
+
+
+FLAGGED = [
+    _doc("bool.md", "BOOLEAN: the flagged server listens on port 1.", tenant="acme", flag=True),
+    _doc("int.md", "INTEGER: the flagged server listens on port 2.", tenant="acme", flag=1),
+    _doc("float.md", "FLOATING: the flagged server listens on port 3.", tenant="acme", flag=1.0),
+]
+
+
+def sources(graph: Any, **context: Any) -> list[str] | InputError:
+    try:
+        out = graph.invoke({"query": Q}, context={"tenant": "acme", **context})
+    except InputError as refused:
+        return refused
+    return sorted(d.metadata["source"] for d in out["documents"])
+
+
+def test_a_filter_on_true_1_or_1_0_finds_the_same_documents_on_every_store() -> None:
+    from langchain_chroma import Chroma
+
+    embedded: Any = build_graph(index=build_index(FLAGGED, embedder=EMBEDDER, progress=False))
+    chroma = Chroma(f"flags-{uuid.uuid4().hex}", embedding_function=EMBEDDER)
+    chroma.add_documents(FLAGGED)
+    over_chroma: Any = build_graph(tiers=[chroma], embedder=EMBEDDER, require_tenant=True)
+    for value in (True, 1, 1.0):
+        on_index, on_chroma = (sources(g, filter={"flag": value}) for g in (embedded, over_chroma))
+        if isinstance(on_index, InputError) or isinstance(on_chroma, InputError):
+            assert type(on_index) is type(on_chroma), (value, on_index, on_chroma)
+        else:
+            assert on_index == on_chroma, value
+
+
+def test_a_filter_on_the_doc_id_a_document_shows_finds_it_on_an_in_memory_store() -> None:
+    graph: Any = build_graph(tiers=[both_tenants_store()], embedder=EMBEDDER, require_tenant=True)
+    shown = graph.invoke({"query": Q, "tenant": "acme"})["documents"]
+    doc_id = shown[0].metadata["doc_id"]
+    found = graph.invoke({"query": Q}, context={"tenant": "acme", "filter": {"doc_id": doc_id}})
+    assert [d.metadata["doc_id"] for d in found["documents"]] == [doc_id]
+    assert not any("acme" in label for label in found["manifest"].degraded)
+
+
+@pytest.mark.parametrize(
+    "filter",
+    [{"audience": "x" * 2_000_000}, {"k" * 100_000: "public"}, {"level": 10**5000}],
+    ids=["2MB-value", "100k-key", "huge-int"],
+)
+def test_a_filter_of_unbounded_size_is_an_input_error(index: EmbeddedIndex, filter: Any) -> None:
+    """Refused before the turn: not copied into a 4 MB manifest, nor failing the checkpointer
+    (or the server's JSON) with a raw ``TypeError`` / ``ValueError`` on a 5,000-digit int."""
+    graph: Any = build_graph(index=index, checkpointer=InMemorySaver())
+    with pytest.raises(InputError) as refused:
+        graph.invoke({"query": Q}, thread(), context={"tenant": "acme", "filter": filter})
+    assert len(str(refused.value)) < 2_000
+
+
+# --- 8. oracles: what a tenant's turn tells of another tenant's documents ----------------------
+
+
+def globex_sees(acme_word: str) -> list[Any]:
+    """Globex's documents (text and metadata) for its own question, over an index where acme's
+    two documents hold ``acme_word`` (the indexes differ in nothing else)."""
+    docs = [
+        _doc("g.md", "PLATYPUS: the globex kestrel feeder sits by the server.", tenant="globex"),
+        *(
+            _doc(f"a{i}.md", f"The acme {acme_word} nest sits by gate {i}.", tenant="acme")
+            for i in range(2)
+        ),
+    ]
+    out = build_graph(index=build_index(docs, embedder=EMBEDDER, progress=False)).invoke(
+        {"query": "where is the kestrel feeder", "tenant": "globex"}
+    )
+    return [(d.page_content, d.metadata) for d in out["documents"]]
+
+
+def test_globexs_scores_do_not_tell_whether_acmes_documents_hold_a_word() -> None:
+    """BM25's corpus-wide statistics make a globex document's score depend on acme's words,
+    and the raw tier scores are in every document's metadata. The target: nothing a globex
+    turn returns differs with what acme's documents hold (per-tenant statistics, or no raw
+    score shown). Documenting the oracle instead would have to replace this test."""
+    assert globex_sees("kestrel") == globex_sees("heron")
+
+
+def test_another_tenants_namespace_looks_like_one_that_does_not_exist(
+    index: EmbeddedIndex,
+) -> None:
+    """Globex asks for acme's ``private`` and for ``nosuch``: the labels and context are
+    the same but for the name, so a tenant cannot tell another's namespace exists."""
+    graph: Any = build_graph(index=index)
+
+    def seen(namespace: str) -> str:
+        out = graph.invoke({"query": Q, "namespace": namespace, "tenant": "globex"})
+        return dump([out["context"], out["manifest"].degraded]).replace(namespace, "NS")
+
+    assert seen("private") == seen("nosuch")
+
+
+# --- 9. errors a remote caller reads -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["nosuch", "broken"])
+def test_a_refused_policy_name_lists_no_operator_policy_and_names_no_path(
+    index: EmbeddedIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """An unknown name is refused without the list of ``RAGTILLER_POLICY_DIR`` (its names may
+    be customers'); an invalid file there is refused without the server's path."""
+    policy = load_policy().model_dump(mode="json") | {"policy_id": "initech-prod"}
+    (tmp_path / "initech-prod.yaml").write_text(yaml.safe_dump(policy), "utf-8")
+    (tmp_path / "broken.yaml").write_text("routes: 5\n", "utf-8")
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
+    graph: Any = build_graph(index=index)
+    with pytest.raises(InputError) as refused:
+        graph.invoke({"query": Q, "tenant": "acme"}, context={"policy": name})
+    message = str(refused.value)
+    assert "initech" not in message and str(tmp_path) not in message, message
+    assert graph.invoke({"query": Q, "tenant": "acme"}, context={"policy": "initech-prod"})
+
+
+@pytest.mark.parametrize("path", ["docs\x00.md", "d" * 5_000], ids=["nul", "5000-chars"])
+def test_an_indexer_path_it_cannot_open_is_an_input_error(tmp_path: Path, path: str) -> None:
+    from ragtiller.integrations.indexing_graph import IndexingTarget, build_indexing_graph
+
+    (tmp_path / "root").mkdir()
+    indexer = build_indexing_graph(
+        IndexingTarget(tmp_path / "index", ingest_root=tmp_path / "root")
+    )
+    with pytest.raises(InputError) as refused:
+        indexer.invoke({"path": path})
+    assert str(tmp_path) not in str(refused.value) and len(str(refused.value)) < 2_000
+
+
+def test_the_indexers_duplicate_id_error_names_no_server_path(tmp_path: Path) -> None:
+    from ragtiller.errors import RagtillerError
+    from ragtiller.integrations.indexing_graph import IndexingTarget, build_indexing_graph
+
+    root = tmp_path / "root"
+    root.mkdir()
+    record = json.dumps({"_id": "same", "title": "Ports", "text": "The server listens on 8000."})
+    (root / "corpus.jsonl").write_text(f"{record}\n{record}\n", "utf-8")
+    indexer = build_indexing_graph(IndexingTarget(tmp_path / "index", ingest_root=root))
+    with pytest.raises(RagtillerError, match="more than one source") as refused:
+        indexer.invoke({"path": "corpus.jsonl"})
+    assert str(tmp_path) not in str(refused.value), str(refused.value)
+
+
+# --- 11. lone surrogates ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "context",
+    [{"tenant": "acme\udc80"}, {"tenant": "acme", "namespace": "default\udc80"},
+     {"tenant": "acme", "filter": {"audience": "public\udc80"}}],
+    ids=["tenant", "namespace", "filter"],
+)  # fmt: skip
+def test_a_lone_surrogate_in_the_scope_gives_a_manifest_json_can_carry(
+    index: EmbeddedIndex, context: dict[str, Any]
+) -> None:
+    try:
+        graph: Any = build_graph(index=index)
+        out = graph.invoke({"query": Q}, context=context)
+    except InputError:
+        return
+    manifest = out["manifest"]
+    json.loads(manifest.model_dump_json())
+    json.dumps(manifest.model_dump(mode="json"), ensure_ascii=False).encode("utf-8")
