@@ -115,7 +115,9 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         cls: Classification = classify(embed_text, policy)
         router_name, router_detail = "deterministic", {}
         if deps.llm_router is not None and cls.query_type is not None:
-            cls, router_name, router_detail = await deps.llm_router(embed_text, cls)
+            cls, router_name, router_detail = await deps.llm_router(
+                embed_text, cls, scope["tenant"]
+            )
         quota = await read_quota(deps)
 
         step_back = StepBack(
