@@ -155,7 +155,9 @@ def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:
-    """A label when a tenant filter left every tier that ran without a hit."""
+    """A label when a tenant's turn left every tier that ran without a hit. It blames the
+    whole scope, not the tenant: its namespaces or its filter may be what matched nothing."""
     if tenant and tier_hits and not any(tier_hits.values()):
-        return [f"tenant {tenant!r} matched nothing in {', '.join(sorted(tier_hits))}"]
+        tiers = ", ".join(sorted(tier_hits))
+        return [f"no hit in {tiers} within the turn's tenant {tenant!r}, namespaces and filter"]
     return []

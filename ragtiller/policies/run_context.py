@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragtiller.core.filters import filter_problem
+from ragtiller.core.filters import filter_problem, shown
 from ragtiller.errors import InputError, RagtillerError
 from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
@@ -169,7 +169,7 @@ def _describe(error: ValidationError) -> str:
     lines = ["invalid run context:"]
     for item in error.errors():
         path = ".".join(str(p) for p in item["loc"]) or "<root>"
-        lines.append(f"  {path}: {item['msg']} (got {item.get('input')!r:.80})")
+        lines.append(f"  {path}: {item['msg']} (got {shown(item.get('input'))})")
     lines.append(f"  accepted fields: {fields}")
     return "\n".join(lines)
 
