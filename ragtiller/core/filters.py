@@ -12,6 +12,7 @@ its store's own syntax, or applies it to results with :func:`matches` (see ``doc
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +29,10 @@ MAX_FILTER_STR_CHARS = 1024
 (the manifest and the checkpoint copy it)."""
 INT_BITS = 64
 """A filter's int is a signed 64-bit one: what stores, checkpointers and JSON parsers hold."""
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: an undecodable byte from argv or a file name, which no UTF-8 encoder (JSON,
+a checkpointer, a store) can take."""
 
 DEFAULT_NAMESPACE = "default"
 """The namespace of a document whose metadata names none."""
@@ -169,6 +174,8 @@ def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> st
             return f"key {shown(key)} must be a non-blank str not starting with '$'"
         if len(key) > MAX_FILTER_KEY_CHARS:
             return f"a key is {len(key)} characters long; at most {MAX_FILTER_KEY_CHARS}"
+        if SURROGATE.search(key):
+            return f"key {key!r} holds an undecodable character (a lone surrogate)"
         if key in reserved:
             return f"key {key!r} has its own field: pass {key}=... instead"
         values = value if isinstance(value, list) else [value]
@@ -186,6 +193,8 @@ def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> st
 def _value_problem(item: object) -> str | None:
     if isinstance(item, str) and len(item) > MAX_FILTER_STR_CHARS:
         return f"a str value is {len(item)} characters long; at most {MAX_FILTER_STR_CHARS}"
+    if isinstance(item, str) and SURROGATE.search(item):
+        return f"value {item!r} holds an undecodable character (a lone surrogate)"
     if isinstance(item, int) and not -(2 ** (INT_BITS - 1)) <= item < 2 ** (INT_BITS - 1):
         return f"an int value does not fit in {INT_BITS} bits"
     if not isinstance(item, Scalar) or (isinstance(item, float) and not math.isfinite(item)):
@@ -210,6 +219,7 @@ __all__ = (
     "MAX_FILTER_KEY_CHARS",
     "MAX_FILTER_STR_CHARS",
     "MAX_FILTER_VALUES",
+    "SURROGATE",
     "MetadataFilter",
     "Scalar",
     "allowed",

@@ -3,12 +3,12 @@ quota once, and decide the step-back edge from the policy and that quota view.""
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ragtiller.core.filters import SURROGATE
 from ragtiller.core.tiers import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
 from ragtiller.core.turn import QuotaView, Route, StepBack
 from ragtiller.errors import InputError
@@ -55,13 +55,10 @@ def _refuse_blank_names(state: RetrievalState) -> None:
             raise InputError(f"input {field!r} {problem}: {value!r:.80}; pass {ACCEPTED_SHAPES}")
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def encodable(text: str) -> str:
     """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
     U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
-    return _SURROGATE.sub("\ufffd", text)
+    return SURROGATE.sub("\ufffd", text)
 
 
 async def read_quota(deps: Components) -> QuotaView:

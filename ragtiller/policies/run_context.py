@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragtiller.core.filters import filter_problem, shown
+from ragtiller.core.filters import SURROGATE, filter_problem, shown
 from ragtiller.errors import InputError, RagtillerError
 from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
@@ -73,6 +73,8 @@ def scope_problem(field: str, value: object) -> str | None:
             )
         if len(name) > MAX_NAME_CHARS:
             return f"is {len(name)} characters long; a name has at most {MAX_NAME_CHARS}"
+        if SURROGATE.search(name):
+            return "holds an undecodable character (a lone surrogate); pass valid text"
     return None
 
 
