@@ -30,9 +30,8 @@ def cached_policy(name: str) -> RetrievalPolicy:
     ``<name>.yaml`` in the operator's ``RAGTILLER_POLICY_DIR`` (read on each call), never a path.
 
     Raises:
-        InputError: ``name`` is not an allowed policy (the message lists the allowed ones).
+        InputError: ``name`` is not an allowed policy (the message lists the shipped ones).
         PolicyError: The operator's file is invalid or takes a shipped name.
-        ConfigurationError: ``RAGTILLER_POLICY_DIR`` cannot be listed.
     """
     return _cached_policy(name, policy_dir())
 
