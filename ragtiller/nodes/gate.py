@@ -164,7 +164,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         else:
             config = policy.route(cls.query_type)
             namespaces = scope["namespaces"] or config.namespaces
-            labels.extend(unknown_namespace_labels(namespaces, known_namespaces))
+            labels.extend(unknown_namespace_labels(namespaces, known_namespaces, scope["tenant"]))
             top_k, capped = _top_k(config.top_k, context, policy.budgets.max_chunks)
             labels.extend(capped)
             route = Route(

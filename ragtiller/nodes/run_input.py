@@ -131,14 +131,18 @@ def current_context() -> RunContext:
     return context_from(getattr(get_runtime(), "context", None), config.get("configurable"))
 
 
-def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) -> list[str]:
+def unknown_namespace_labels(
+    asked: Sequence[str], known: Sequence[str] | None, tenant: str | None
+) -> list[str]:
     """A label per asked namespace the index does not hold (none when ``known`` is unknown).
 
     The label reaches the caller (context, manifest, tool output), so it names only what the
     caller asked for: the index's other namespaces may be other tenants' (default deny). The
     operator sees them in ``build_graph``'s error for a policy route, and in the index manifest.
+    A tenant's turn gets none: a namespace only another tenant's documents fill would go
+    unlabelled, and so tell that it exists (its "no hit" label says nothing matched).
     """
-    if known is None:
+    if known is None or tenant is not None:
         return []
     return [f"namespace {name!r} not in the index" for name in asked if name not in known]
 
