@@ -236,6 +236,46 @@ def test_no_push_down_still_never_returns_another_tenant(tmp_path: Path) -> None
         assert hits and {h["metadata"]["tenant"] for h in hits} == {"acme"}
 
 
+@pytest.mark.parametrize("store", ["memory", "chroma"])
+def test_a_filter_on_a_hit_field_finds_what_the_hit_shows(tmp_path: Path, store: str) -> None:
+    """``doc_id`` (here the store's own id: no metadata names one), ``parent_id`` and
+    ``source`` are filtered as the hit shows them, whatever the store holds as metadata."""
+    docs = [
+        Document(d.page_content, id=d.id, metadata=without(d.metadata, "doc_id"))
+        for d in contract_corpus()
+    ]
+    if store == "memory":
+        tier = VectorStoreTier(memory_store(docs))
+    else:
+        chroma = Chroma("bare", embedding_function=EMB, persist_directory=str(tmp_path))
+        chroma.add_documents(docs, ids=[str(d.id) for d in docs])
+        tier = VectorStoreTier(chroma)
+    shown = {h["id"]: h for h in tier.search(request(text_of("t2"), k=10))}["t2"]
+    assert shown["doc_id"] == "t2" and "doc_id" not in shown["metadata"]
+    for field, value, ids in [("doc_id", "t2", {"t2"}), ("parent_id", "p1", {"t1", "t2"})]:
+        hits = tier.search(request(text_of("t2"), k=3, filter={field: value, "tenant": "acme"}))
+        assert {h["id"] for h in hits} == ids, field
+
+
+@pytest.mark.parametrize("value", [True, 1, 1.0])
+def test_a_flag_filter_is_compared_as_chroma_compares_it(tmp_path: Path, value: Any) -> None:
+    """A bool never matches a number; an int matches the float of its value."""
+    flagged = [Document(id=n, page_content=n, metadata={"flag": v}) for n, v in FLAGS.items()]
+    memory = VectorStoreTier(memory_store(flagged))
+    chroma = Chroma("flags", embedding_function=EMB, persist_directory=str(tmp_path))
+    chroma.add_documents(flagged, ids=list(FLAGS))
+    asked = request("flag", k=10, filter={"flag": value})
+    found = [{h["id"] for h in tier.search(asked)} for tier in (memory, VectorStoreTier(chroma))]
+    assert found == [{"bool"} if value is True else {"int", "float"}] * 2
+
+
+FLAGS: dict[str, Any] = {"bool": True, "int": 1, "float": 1.0, "zero": 0}
+
+
+def without(metadata: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k != key}
+
+
 def test_a_run_filter_reaches_every_tier_with_the_tenant(tmp_path: Path) -> None:
     graph = build_graph(
         tiers=[

@@ -84,7 +84,7 @@ def test_ask_context_top_k_namespace_and_tenant(index_dir: Path) -> None:
     assert "namespace 'wiki' not in the index" in elsewhere.stdout
     assert "known" not in elsewhere.stdout  # the index's other namespaces are not the caller's
     nobody = ragtiller("ask", question, "--index", str(index_dir), "--tenant", "zed")
-    assert "tenant 'zed' matched nothing" in nobody.stdout
+    assert "within the turn's tenant 'zed', namespaces and filter" in nobody.stdout
     assert "overrides: tenant=zed" in nobody.stdout
 
 

@@ -297,10 +297,10 @@ def test_documents_carry_scores_and_citations() -> None:
         "doc_id",
         "source",
         "parent_id",
-        "tier_scores",
         "fused_score",
         "final_score",
     } <= set(doc.metadata)
+    assert "tier_scores" not in doc.metadata  # raw scores tell of other tenants' words
     assert out["context"].startswith("[1] ")
 
 

@@ -114,11 +114,13 @@ def test_shared_results_are_read_only(store: NumpyVectorStore) -> None:
         rows[0] = 0
 
 
-def test_an_unhashable_filter_still_searches(store: NumpyVectorStore, scans: list[int]) -> None:
+def test_a_scan_is_shared_only_by_filters_that_match_the_same_values(
+    store: NumpyVectorStore, scans: list[int]
+) -> None:
     vector = np.ones(DIM).tolist()
-    store.score_rows(vector, filter={"lang": ["en"]})  # unhashable value: not shared
-    store.score_rows(vector, filter={"lang": ["en"]})
-    assert len(scans) == 2
+    for value in (["en"], ["en"], 1, 1.0, True):  # a list is shared too; True is not 1
+        store.score_rows(vector, filter={"lang": value})
+    assert len(scans) == 3
 
 
 def test_concurrent_askers_wait_for_one_scan() -> None:

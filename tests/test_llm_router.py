@@ -26,14 +26,9 @@ from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_
 from ragtiller.eval.promotion import ARTIFACT_KIND, write_decision
 from ragtiller.policies.evidence import read_eval_evidence
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
-from ragtiller.routing.llm import (
-    ROUTER_PROMPT,
-    LLMRouter,
-    RouteChoice,
-    make_llm_router,
-)
+from ragtiller.routing.llm import LLMRouter, RouteChoice, make_llm_router, router_key
 from ragtiller.routing.rules import Classification, classify, trigger_kind
-from ragtiller.stores import MemoryCache, MemoryQuotaLedger, cache_key
+from ragtiller.stores import MemoryCache, MemoryQuotaLedger
 from ragtiller.stores._quota import QuotaWindow
 
 FACTUAL = "which port does the gateway-server listen on by default"
@@ -334,11 +329,25 @@ def test_second_identical_query_is_served_from_cache() -> None:
     model, quota, cache = StructuredRouterModel(), ledger(), MemoryCache()
     r = router(model, quota=quota, cache=cache)
     first = route(r)
-    second = route(r, "  Which port does the   gateway-server listen on by default ")
+    second = route(r)
     assert (first[1], first[2]["from_cache"], first[2]["llm_calls"]) == ("llm", False, 1)
     assert (second[1], second[2]["from_cache"], second[2]["llm_calls"]) == ("llm", True, 0)
     assert second[0].trigger_labels == ["identifier:gateway-server"]
     assert model.calls == 1 and asyncio.run(quota.aremaining("chat_gen")) == 19
+
+
+def test_the_cache_is_kept_per_tenant_and_on_the_exact_text() -> None:
+    """The model read one tenant's text as written: another tenant, or another casing or
+    spacing of the same question, is asked afresh."""
+    model, cache = StructuredRouterModel(), MemoryCache()
+    r = router(model, cache=cache)
+    recased = FACTUAL.upper()
+    asked = [(FACTUAL, "acme"), (FACTUAL, "globex"), (recased, "acme"), (f" {FACTUAL}", "acme")]
+    for query, tenant in asked:
+        _, _, detail = asyncio.run(r(query, classify(query, POLICY), tenant))
+        assert detail["from_cache"] is False, (query, tenant)
+    _, _, again = asyncio.run(r(FACTUAL, classify(FACTUAL, POLICY), "acme"))
+    assert again["from_cache"] is True and model.calls == len(asked)
 
 
 def test_low_confidence_answer_is_cached_too() -> None:
@@ -369,7 +378,7 @@ def test_a_corrupt_cache_entry_is_a_miss_and_is_replaced() -> None:
     model, cache = StructuredRouterModel(), MemoryCache()
     r = router(model, cache=cache)
     route(r)
-    key = cache_key("llm-router", ROUTER_PROMPT, "fake-router", FACTUAL)
+    key = router_key("fake-router", FACTUAL)
     assert asyncio.run(cache.aget(key)) == LEXICAL_CHOICE.model_dump(mode="json")
     asyncio.run(cache.aset(key, {"route": "synthesis"}, ttl_s=60))
     _, name, detail = route(r)

@@ -304,11 +304,12 @@ def graph() -> Any:
 def test_a_per_run_policy_is_never_a_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
 ) -> None:
-    monkeypatch.setenv(POLICY_DIR_ENV, str(policy_dir(tmp_path, strict=variant_text("strict"))))
+    monkeypatch.setenv(POLICY_DIR_ENV, str(policy_dir(tmp_path, initech=variant_text("i"))))
     message = refused(lambda: RunContext(policy=given), InputError)
-    assert "a per-run policy is a policy name, not a path; allowed: default, no-llm, strict" in (
+    assert "a per-run policy is a policy name, not a path; allowed: default, no-llm, or one" in (
         message
     )
+    assert "initech" not in message  # the operator's names may be customers'"
 
 
 @pytest.mark.parametrize("kind", ["creds", "fifo", "device"])
@@ -322,7 +323,7 @@ def test_a_remote_client_cannot_name_a_file_on_the_server(tmp_path: Path, kind: 
     assert "not a path; allowed: default, no-llm" in message and SECRET not in message
 
 
-def test_an_unknown_name_lists_the_allowed_ones(
+def test_an_unknown_name_lists_the_shipped_ones_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(POLICY_DIR_ENV, raising=False)
@@ -333,7 +334,10 @@ def test_an_unknown_name_lists_the_allowed_ones(
     os.mkfifo(folder / "pipe.yaml")  # not a regular file: not listed
     monkeypatch.setenv(POLICY_DIR_ENV, str(folder))
     listed = refused(lambda: RunContext(policy="silver"), InputError)
-    assert "unknown policy 'silver'; allowed: default, gold, no-llm, strict (got" in listed
+    assert f"'silver'; allowed: default, no-llm, or one the operator added to {POLICY_DIR_ENV}" in (
+        listed
+    )
+    assert "gold" not in listed and "strict" not in listed and str(folder) not in listed
     assert "is a FIFO, not a regular file" in refused(lambda: RunContext(policy="pipe"), InputError)
 
 
@@ -357,11 +361,25 @@ def test_a_directory_file_cannot_take_a_shipped_name(
     assert "takes the name of the shipped policy 'default'; rename the file" in message
 
 
-def test_an_unlistable_directory_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_directory_is_logged_for_the_operator_not_told_to_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv(POLICY_DIR_ENV, str(tmp_path / "missing"))
-    assert RunContext(policy="default").policy == "default"  # shipped names need no listing
+    assert RunContext(policy="default").policy == "default"  # shipped names need no directory
     message = refused(lambda: RunContext(policy="strict"), InputError)
-    assert f"{POLICY_DIR_ENV}={tmp_path / 'missing'} cannot be listed" in message
+    assert "unknown policy 'strict'" in message and str(tmp_path) not in message
+    assert f"{POLICY_DIR_ENV}={tmp_path / 'missing'} is not a directory" in caplog.text
+
+
+def test_an_invalid_operator_policy_is_named_without_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = policy_dir(tmp_path, default=variant_text("mine"))
+    (folder / "broken.yaml").write_text("routes: 5\n", "utf-8")
+    monkeypatch.setenv(POLICY_DIR_ENV, str(folder))
+    for name in ("broken", "default"):
+        message = refused(lambda: RunContext(policy=name), InputError)  # noqa: B023
+        assert f"policy '{name}' in {POLICY_DIR_ENV}" in message and str(tmp_path) not in message
 
 
 def test_the_graph_policy_may_still_be_a_path(tmp_path: Path) -> None:
@@ -418,14 +436,12 @@ async def test_langgraph_dev_refuses_paths_and_serves_allowed_names(tmp_path: Pa
     try:
         url = server.url(timeout_s=120)
         server.wait_ready(url, timeout_s=120)
-        not_a_path = (
-            "a per-run policy is a policy name, not a path; allowed: default, no-llm, strict"
-        )
+        not_a_path = "a per-run policy is a policy name, not a path; allowed: default, no-llm, or"
         for given, said in (
             (str(creds), not_a_path),
             (str(tmp_path / "fifo.yaml"), not_a_path),
             ("/dev/zero", not_a_path),
-            ("nope", "unknown policy 'nope'; allowed: default, no-llm, strict"),  # lists the dir
+            ("nope", "unknown policy 'nope'; allowed: default, no-llm, or one the operator"),
         ):
             errors = await errors_of(url, input={"query": FACTUAL}, context={"policy": given})
             assert [e["error"] for e in errors] == ["InputError"], errors

@@ -26,7 +26,7 @@ from ragtiller.models import HashingEmbedder
 
 QUESTION = "how do I pretty print json with indent?"
 PROVENANCE = ("id", "citation", "doc_id", "source", "parent_id")
-SCORES = ("tier_scores", "fused_score", "final_score")
+SCORES = ("fused_score", "final_score")
 METADATA_BYTES = 1_500
 """Ceiling on one document's metadata as JSON; one manifest alone is over 9 KB here."""
 

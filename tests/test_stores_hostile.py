@@ -23,8 +23,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from ragtiller import build_graph, load_policy
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterConfig
-from ragtiller.routing.llm import ROUTER_PROMPT
-from ragtiller.stores import QuotaSnapshot, RedisCache, RedisQuotaLedger, SpendResult, cache_key
+from ragtiller.routing.llm import router_key
+from ragtiller.stores import QuotaSnapshot, RedisCache, RedisQuotaLedger, SpendResult
 from ragtiller.stores import _quota as quota_module
 from ragtiller.stores._cache_redis import MAX_ENTRY_BYTES
 
@@ -273,7 +273,7 @@ def turn(
 
 def cache_entries(prefix: str) -> dict[str, str]:
     """The cache entries (and, with ``-lock``, the locks) a broad turn reads."""
-    router = cache_key("llm-router", ROUTER_PROMPT, "SyncChatModel", BROAD)
+    router = router_key("SyncChatModel", BROAD)
     step_back = step_back_key(BROAD)
     return {
         "step-back entry": f"{prefix}cache:{step_back}",

@@ -130,6 +130,9 @@ def test_full_cleanup_leaves_exactly_what_the_run_sent(place: dict[str, str]) ->
         ("handbook/leak.md", "leads out of RAGTILLER_INGEST_ROOT"),
         ("settings.yaml", "only .md, .markdown, .rst, .txt, .jsonl files"),
         ("handbook/missing.md", "no such file or folder"),
+        ("handbook/\x00.md", "holds a NUL character"),
+        ("h" * 1025, "1025 characters long; at most 1024"),
+        ("h" * 300, "cannot be opened: File name too long"),
     ],
 )
 def test_a_path_outside_the_root_or_not_a_document_is_refused(

@@ -168,6 +168,13 @@ def test_a_blank_tenant_or_namespace_in_the_context_is_an_input_error(
         graph.invoke({"query": FACTUAL}, context={field: value})
 
 
+@pytest.mark.parametrize("field", ["tenant", "namespace"])
+def test_a_lone_surrogate_in_an_input_name_is_an_input_error(graph: Any, field: str) -> None:
+    """A name no JSON encoder can carry never reaches the manifest or the checkpoint."""
+    with pytest.raises(InputError, match=f"input '{field}' holds an undecodable character"):
+        graph.invoke({"query": FACTUAL, field: "acme\udc80"})
+
+
 def test_an_empty_namespace_list_is_an_input_error(graph: Any) -> None:
     with pytest.raises(InputError, match="must name at least one namespace"):
         graph.invoke({"query": FACTUAL, "namespace": []})

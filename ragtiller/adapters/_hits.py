@@ -26,6 +26,7 @@ ScoreKind = Literal["similarity", "distance", "none"]
 SCORE_KINDS: tuple[ScoreKind, ...] = ("similarity", "distance", "none")
 HIT_FIELDS = ("doc_id", "parent_id", "source")
 """Metadata keys lifted into a hit's own fields, as the embedded index does."""
+LIFTED = frozenset(HIT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ def to_hit(doc: Document, score: float) -> Hit:
         source=str(md.get("source") or ""),
         metadata={k: v for k, v in md.items() if k not in HIT_FIELDS},
     )
+
+
+def filterable(doc: Document) -> dict[str, Any]:
+    """The metadata a filter reads of ``doc``: its own, with the lifted fields its hit shows."""
+    hit = to_hit(doc, 0.0)
+    return {**hit["metadata"], **{key: hit[key] for key in LIFTED}}  # type: ignore[literal-required]
 
 
 def to_hits(

@@ -2,14 +2,17 @@
 
 A filter maps a metadata key to a required value (``{"tenant": "acme"}``: equality) or to a
 list of allowed values (``{"year": [2023, 2024]}``: membership). All keys must match. A
-document without the key never matches, so a filter is default deny. Values are str, int,
-float or bool. Each tier pushes the filter down in its store's own syntax, or applies it to
-results with :func:`matches` (see ``docs/usage.md``, "Bring your own store").
+document without the key never matches, so a filter is default deny. Values are str, int
+(64-bit), finite float or bool, compared as Chroma compares them (:func:`comparable`): a bool
+is never a number, an int equals the float of its value. Each tier pushes the filter down in
+its store's own syntax, or applies it to results with :func:`matches` (see ``docs/usage.md``,
+"Bring your own store").
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,7 +23,16 @@ MetadataFilter = Mapping[str, Scalar | list[Scalar]]
 
 MAX_FILTER_KEYS = 16
 MAX_FILTER_VALUES = 256
-"""Bounds on one filter, so a turn's filter stays cheap to push down and to check."""
+MAX_FILTER_KEY_CHARS = 256
+MAX_FILTER_STR_CHARS = 1024
+"""Bounds on one filter, so a turn's filter stays cheap to push down, to check and to record
+(the manifest and the checkpoint copy it)."""
+INT_BITS = 64
+"""A filter's int is a signed 64-bit one: what stores, checkpointers and JSON parsers hold."""
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: an undecodable byte from argv or a file name, which no UTF-8 encoder (JSON,
+a checkpointer, a store) can take."""
 
 DEFAULT_NAMESPACE = "default"
 """The namespace of a document whose metadata names none."""
@@ -66,14 +78,36 @@ def allowed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
 
 
+def comparable(value: Any) -> tuple[bool, Any]:
+    """``value`` as a filter compares it, as Chroma does: a bool never equals a number
+    (``True`` is not ``1``), and an int equals a float of the same value (``1`` is ``1.0``).
+
+    Example:
+        >>> comparable(True) == comparable(1), comparable(1) == comparable(1.0)
+        (False, True)
+    """
+    return (isinstance(value, bool), value)
+
+
+def allowed_values(expected: Any) -> list[tuple[bool, Any]]:
+    """The values a filter entry accepts, each :func:`comparable`."""
+    return [comparable(value) for value in allowed(expected)]
+
+
+def filter_key(filter: Mapping[str, Any] | None) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """``filter`` as a key for a cache of its results: two filters share one only when they
+    match the same values (``{"flag": True}`` and ``{"flag": 1}`` do not)."""
+    return tuple(sorted((key, tuple(allowed_values(v))) for key, v in (filter or {}).items()))
+
+
 def predicate(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool]:
     """``filter`` as a test of one metadata dict, its value lists built once (for scans)."""
-    items = [(key, allowed(expected)) for key, expected in (filter or {}).items()]
+    items = [(key, allowed_values(expected)) for key, expected in (filter or {}).items()]
 
     def test(metadata: Mapping[str, Any]) -> bool:
         for key, values in items:
             value = metadata.get(key, _MISSING)
-            if value is _MISSING or value not in values:
+            if value is _MISSING or comparable(value) not in values:
                 return False
         return True
 
@@ -88,6 +122,8 @@ def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bo
         True
         >>> matches({"year": 2024}, {"tenant": "acme"})
         False
+        >>> matches({"flag": 1}, {"flag": True}), matches({"flag": 1}, {"flag": 1.0})
+        (False, True)
     """
     return predicate(filter)(metadata)
 
@@ -135,7 +171,11 @@ def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> st
         return f"names {len(filter)} keys; at most {MAX_FILTER_KEYS}"
     for key, value in filter.items():
         if not isinstance(key, str) or not key.strip() or key.startswith("$"):
-            return f"key {key!r} must be a non-blank str not starting with '$'"
+            return f"key {shown(key)} must be a non-blank str not starting with '$'"
+        if len(key) > MAX_FILTER_KEY_CHARS:
+            return f"a key is {len(key)} characters long; at most {MAX_FILTER_KEY_CHARS}"
+        if SURROGATE.search(key):
+            return f"key {key!r} holds an undecodable character (a lone surrogate)"
         if key in reserved:
             return f"key {key!r} has its own field: pass {key}=... instead"
         values = value if isinstance(value, list) else [value]
@@ -144,20 +184,48 @@ def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> st
         if len(values) > MAX_FILTER_VALUES:
             return f"{key!r}: {len(values)} values; at most {MAX_FILTER_VALUES}"
         for item in values:
-            if not isinstance(item, Scalar) or (
-                isinstance(item, float) and not math.isfinite(item)
-            ):
-                return f"{key!r}: value {item!r} is not a str, int, finite float or bool"
+            problem = _value_problem(item)
+            if problem is not None:
+                return f"{key!r}: {problem}"
     return None
+
+
+def _value_problem(item: object) -> str | None:
+    if isinstance(item, str) and len(item) > MAX_FILTER_STR_CHARS:
+        return f"a str value is {len(item)} characters long; at most {MAX_FILTER_STR_CHARS}"
+    if isinstance(item, str) and SURROGATE.search(item):
+        return f"value {item!r} holds an undecodable character (a lone surrogate)"
+    if isinstance(item, int) and not -(2 ** (INT_BITS - 1)) <= item < 2 ** (INT_BITS - 1):
+        return f"an int value does not fit in {INT_BITS} bits"
+    if not isinstance(item, Scalar) or (isinstance(item, float) and not math.isfinite(item)):
+        return f"value {shown(item)} is not a str, int, finite float or bool"
+    return None
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``value``'s repr for a message, cut to ``limit`` characters (an int too long for Python
+    to print shows as its type)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<{type(value).__name__}>"
+    return text[:limit]
 
 
 __all__ = (
     "DEFAULT_NAMESPACE",
+    "INT_BITS",
     "MAX_FILTER_KEYS",
+    "MAX_FILTER_KEY_CHARS",
+    "MAX_FILTER_STR_CHARS",
     "MAX_FILTER_VALUES",
+    "SURROGATE",
     "MetadataFilter",
     "Scalar",
     "allowed",
+    "allowed_values",
+    "comparable",
+    "filter_key",
     "filter_problem",
     "in_scope",
     "join_where",
@@ -165,6 +233,7 @@ __all__ = (
     "namespace_of",
     "predicate",
     "scope_predicate",
+    "shown",
     "to_where",
     "where_clause",
 )

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from langchain_core.documents import Document
 
 from ragtiller.core.filters import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # re-exported
-from ragtiller.core.filters import allowed
+from ragtiller.core.filters import allowed_values, comparable, filter_key
 from ragtiller.core.filters import namespace_of as namespace_of  # re-exported
 from ragtiller.core.tiers import Hit
 from ragtiller.index._lazy_rows import Field, JsonlRows
@@ -163,7 +163,7 @@ class RecordTable:
         try:
             key = (
                 None if namespaces is None else tuple(namespaces),
-                tuple((k, tuple(allowed(v))) for k, v in (filter or {}).items()),
+                filter_key(filter),
             )
             hash(key)
         except TypeError:  # an unhashable value: computed, not kept
@@ -188,9 +188,9 @@ class RecordTable:
                 wanted = [known[n] for n in namespaces if n in known]
                 mask = np.isin(codes, np.asarray(wanted, dtype=np.int32))
         for name, expected in (filter or {}).items():  # as ragtiller.core.filters.predicate tests
-            values = allowed(expected)
+            values = allowed_values(expected)
             matches = np.fromiter(
-                (v is not _MISSING and v in values for v in self.column(name)),
+                (v is not _MISSING and comparable(v) in values for v in self.column(name)),
                 dtype=np.bool_,
                 count=len(self),
             )

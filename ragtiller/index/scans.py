@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ragtiller.core.filters import filter_key
+
 T = TypeVar("T")
 
 KEPT_SCANS = 8
@@ -34,7 +36,7 @@ def scan_key(
     key = (
         query if isinstance(query, tuple) else query.tobytes(),
         None if namespaces is None else tuple(namespaces),
-        None if not filter else tuple(sorted(filter.items())),
+        None if not filter else filter_key(filter),
     )
     try:
         hash(key)

@@ -24,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
-from ragtiller.errors import ConfigurationError, IndexStoreError, InputError
+from ragtiller.errors import ConfigurationError, IndexStoreError, IngestError, InputError
 from ragtiller.graph.langgraph_internals import check_input_first
 from ragtiller.index import ChunkingConfig, EmbeddedIndex, SourceDocument, embedder_for
 from ragtiller.index.embedded import read_manifest
@@ -36,6 +36,8 @@ from ragtiller.ingest.sources import JSONL_SUFFIX, SUFFIX_FORMATS
 from ragtiller.models import HashingEmbedder
 
 INGESTED_SUFFIXES = (*SUFFIX_FORMATS, JSONL_SUFFIX)
+MAX_PATH_CHARS = 1024
+"""Longest ``path`` a client may send (Linux's PATH_MAX is 4096 bytes)."""
 """The only files a client may name or a folder walk reads."""
 CLEANUP_DEFAULT: Literal["incremental"] = "incremental"
 """Documents already indexed but not sent stay: an ingest adds and updates, never empties."""
@@ -219,7 +221,10 @@ def _files(
     """The documents under ``path``, confined to the root, named relative to it."""
     root = _root(target)
     named = _confined(root, path, target.root_name)
-    read, skipped = load_sources([named], **options)
+    try:
+        read, skipped = load_sources([named], **options)
+    except IngestError as e:  # it names the server's paths: name them from the root
+        raise IngestError(str(e).replace(f"{root}/", "")) from e
     base = named if named.is_dir() else named.parent
     documents: list[Document] = []
     for source in read:
@@ -245,6 +250,17 @@ def _root(target: IndexingTarget) -> Path:
 
 def _confined(root: Path, path: str, root_name: str) -> Path:
     """``path`` resolved inside ``root``, or an :class:`InputError` saying why not."""
+    if len(path) > MAX_PATH_CHARS:
+        raise InputError(f"path is {len(path)} characters long; at most {MAX_PATH_CHARS}")
+    if "\x00" in path:
+        raise InputError(f"path {path!r} holds a NUL character, which no file name can")
+    try:
+        return _resolved(root, path, root_name)
+    except OSError as e:  # a name too long for the file system, say
+        raise InputError(f"path {path!r} cannot be opened: {e.strerror or type(e).__name__}") from e
+
+
+def _resolved(root: Path, path: str, root_name: str) -> Path:
     relative = PurePosixPath(path.replace("\\", "/"))
     if relative.is_absolute() or ".." in relative.parts:
         raise InputError(

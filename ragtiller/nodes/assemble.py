@@ -29,7 +29,9 @@ NOT_BUILT_LABEL = "[designed, not built]"
 
 
 def to_document(rank: int, chunk: Candidate) -> Document:
-    """A selected chunk as a LangChain document, scores and provenance in metadata."""
+    """A selected chunk as a LangChain document, scores and provenance in metadata. Not the
+    raw tier scores: a BM25 score carries the corpus-wide IDF, which would tell a tenant
+    whether other tenants' documents hold a word (the manifest keeps them, for the operator)."""
     metadata = {
         **chunk["metadata"],
         "id": chunk["id"],
@@ -37,7 +39,6 @@ def to_document(rank: int, chunk: Candidate) -> Document:
         "doc_id": chunk["doc_id"],
         "source": chunk["source"],
         "parent_id": chunk["parent_id"],
-        "tier_scores": chunk["tier_scores"],
         "fused_score": chunk["fused_score"],
         "final_score": chunk.get("final_score", chunk["fused_score"]),
     }

@@ -3,12 +3,12 @@ quota once, and decide the step-back edge from the policy and that quota view.""
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ragtiller.core.filters import SURROGATE
 from ragtiller.core.tiers import CHAT_RESOURCE, RERANK_RESOURCE, STAGES, StageRecord
 from ragtiller.core.turn import QuotaView, Route, StepBack
 from ragtiller.errors import InputError
@@ -55,13 +55,10 @@ def _refuse_blank_names(state: RetrievalState) -> None:
             raise InputError(f"input {field!r} {problem}: {value!r:.80}; pass {ACCEPTED_SHAPES}")
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def encodable(text: str) -> str:
     """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
     U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
-    return _SURROGATE.sub("\ufffd", text)
+    return SURROGATE.sub("\ufffd", text)
 
 
 async def read_quota(deps: Components) -> QuotaView:
@@ -115,7 +112,9 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         cls: Classification = classify(embed_text, policy)
         router_name, router_detail = "deterministic", {}
         if deps.llm_router is not None and cls.query_type is not None:
-            cls, router_name, router_detail = await deps.llm_router(embed_text, cls)
+            cls, router_name, router_detail = await deps.llm_router(
+                embed_text, cls, scope["tenant"]
+            )
         quota = await read_quota(deps)
 
         step_back = StepBack(
@@ -165,7 +164,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         else:
             config = policy.route(cls.query_type)
             namespaces = scope["namespaces"] or config.namespaces
-            labels.extend(unknown_namespace_labels(namespaces, known_namespaces))
+            labels.extend(unknown_namespace_labels(namespaces, known_namespaces, scope["tenant"]))
             top_k, capped = _top_k(config.top_k, context, policy.budgets.max_chunks)
             labels.extend(capped)
             route = Route(

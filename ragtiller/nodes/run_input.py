@@ -131,14 +131,18 @@ def current_context() -> RunContext:
     return context_from(getattr(get_runtime(), "context", None), config.get("configurable"))
 
 
-def unknown_namespace_labels(asked: Sequence[str], known: Sequence[str] | None) -> list[str]:
+def unknown_namespace_labels(
+    asked: Sequence[str], known: Sequence[str] | None, tenant: str | None
+) -> list[str]:
     """A label per asked namespace the index does not hold (none when ``known`` is unknown).
 
     The label reaches the caller (context, manifest, tool output), so it names only what the
     caller asked for: the index's other namespaces may be other tenants' (default deny). The
     operator sees them in ``build_graph``'s error for a policy route, and in the index manifest.
+    A tenant's turn gets none: a namespace only another tenant's documents fill would go
+    unlabelled, and so tell that it exists (its "no hit" label says nothing matched).
     """
-    if known is None:
+    if known is None or tenant is not None:
         return []
     return [f"namespace {name!r} not in the index" for name in asked if name not in known]
 
@@ -155,7 +159,9 @@ def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:
-    """A label when a tenant filter left every tier that ran without a hit."""
+    """A label when a tenant's turn left every tier that ran without a hit. It blames the
+    whole scope, not the tenant: its namespaces or its filter may be what matched nothing."""
     if tenant and tier_hits and not any(tier_hits.values()):
-        return [f"tenant {tenant!r} matched nothing in {', '.join(sorted(tier_hits))}"]
+        tiers = ", ".join(sorted(tier_hits))
+        return [f"no hit in {tiers} within the turn's tenant {tenant!r}, namespaces and filter"]
     return []

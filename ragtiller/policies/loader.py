@@ -8,6 +8,7 @@ and no error ever quotes a string value from the file (it may hold a credential)
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -23,8 +24,10 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent, Event
 from yaml.nodes import Node
 
-from ragtiller.errors import ConfigurationError, InputError, PolicyError
+from ragtiller.errors import InputError, PolicyError
 from ragtiller.policies.schema import SCHEMA_VERSION, RetrievalPolicy
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_POLICY = "default"
 """Name of the shipped policy used when none is given."""
@@ -77,16 +80,20 @@ def _check_file(info: os.stat_result, source: str) -> None:
         )
 
 
-def read_policy_file(file: Path) -> str:
+def read_policy_file(file: Path, source: str | None = None) -> str:
     """The text of a policy file, read only if it is a regular file within the size limit.
 
     The type is checked with ``stat`` before opening (a FIFO would block, a device never ends)
     and again on the open descriptor (opened non-blocking), in case the path changed between.
 
+    Args:
+        file: The file.
+        source: What errors call it; default: its path.
+
     Raises:
         PolicyError: Missing, not a regular file, too large, unreadable or not UTF-8.
     """
-    source = str(file)
+    source = str(file) if source is None else source
     try:
         _check_file(os.stat(file), source)
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -360,31 +367,13 @@ def policy_dir(env: Mapping[str, str] = os.environ) -> Path | None:
     return Path(value) if value else None
 
 
-def _directory_policies(directory: Path) -> list[str]:
-    # os.listdir, not os.scandir: `langgraph dev` raises BlockingError for scandir on its loop
-    try:
-        names = os.listdir(directory)
-    except OSError as e:
-        raise ConfigurationError(
-            f"{POLICY_DIR_ENV}={directory} cannot be listed: {e.strerror or type(e).__name__}"
-        ) from e
-    stems = (name.removesuffix(".yaml") for name in names if name.endswith(".yaml"))
-    return [
-        stem
-        for stem in stems
-        if POLICY_NAME.fullmatch(stem) and (directory / f"{stem}.yaml").is_file()
-    ]
-
-
-def allowed_policies(directory: Path | None = None) -> list[str]:
-    """The names a per-run ``policy`` may take: the shipped ones, then ``directory``'s
-    ``<name>.yaml`` regular files whose stem is a :data:`POLICY_NAME`.
-
-    Raises:
-        ConfigurationError: ``directory`` cannot be listed.
-    """
-    extra = _directory_policies(directory) if directory is not None else []
-    return sorted(set(shipped_policies()) | set(extra))
+def _allowed(directory: Path | None) -> str:
+    """The allowed names as a refusal tells a remote caller: the shipped ones, never the
+    directory's (its names may be customers'; listing it would cost a read per refusal)."""
+    shipped = ", ".join(shipped_policies())
+    if directory is None:
+        return f"{shipped} (set {POLICY_DIR_ENV} to allow more)"
+    return f"{shipped}, or one the operator added to {POLICY_DIR_ENV}"
 
 
 def load_allowed_policy(name: str, directory: Path | None = None) -> RetrievalPolicy:
@@ -392,29 +381,31 @@ def load_allowed_policy(name: str, directory: Path | None = None) -> RetrievalPo
 
     A caller's run context picks among what the deployment allows; it cannot make the server
     read a file of its choosing. Shipped names are reserved: a file in ``directory`` that takes
-    one is refused rather than silently ignored or preferred.
+    one is refused rather than silently ignored or preferred. Every error may reach a remote
+    caller, so it names the policy, never the server's path, and lists only shipped names.
 
     Raises:
-        InputError: ``name`` is not an allowed policy (the message lists the allowed ones).
+        InputError: ``name`` is not an allowed policy.
         PolicyError: The directory's file is invalid, or takes a shipped name.
-        ConfigurationError: ``directory`` cannot be listed.
     """
-    candidate = directory / f"{name}.yaml" if directory is not None else None
     if not POLICY_NAME.fullmatch(name):
         raise InputError(
-            f"a per-run policy is a policy name, not a path; allowed: "
-            f"{', '.join(allowed_policies(directory))}"
+            f"a per-run policy is a policy name, not a path; allowed: {_allowed(directory)}"
         )
+    candidate = directory / f"{name}.yaml" if directory is not None else None
+    source = f"{name!r} in {POLICY_DIR_ENV}"
     if name in shipped_policies():
         if candidate is not None and os.path.lexists(candidate):
             raise PolicyError(
-                f"{candidate} takes the name of the shipped policy {name!r}; rename the file "
-                f"(per-run policy names must be unique)"
+                f"the policy {source} takes the name of the shipped policy {name!r}; rename "
+                f"the file (per-run policy names must be unique)"
             )
         return _shipped(name)
     if candidate is None or not os.path.lexists(candidate):
-        raise InputError(
-            f"unknown policy {name!r}; allowed: {', '.join(allowed_policies(directory))}"
-            + ("" if directory is not None else f" (set {POLICY_DIR_ENV} to allow more)")
-        )
-    return load_policy(candidate)
+        if directory is not None and not directory.is_dir():
+            logger.warning(
+                "%s=%s is not a directory: no operator policy", POLICY_DIR_ENV, directory
+            )
+        raise InputError(f"unknown policy {name!r}; allowed: {_allowed(directory)}")
+    text = read_policy_file(candidate, source=source)
+    return parse_policy(load_yaml(text, source=source), source=source)

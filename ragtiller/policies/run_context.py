@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragtiller.core.filters import filter_problem
+from ragtiller.core.filters import SURROGATE, filter_problem, shown
 from ragtiller.errors import InputError, RagtillerError
 from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
@@ -30,9 +30,8 @@ def cached_policy(name: str) -> RetrievalPolicy:
     ``<name>.yaml`` in the operator's ``RAGTILLER_POLICY_DIR`` (read on each call), never a path.
 
     Raises:
-        InputError: ``name`` is not an allowed policy (the message lists the allowed ones).
+        InputError: ``name`` is not an allowed policy (the message lists the shipped ones).
         PolicyError: The operator's file is invalid or takes a shipped name.
-        ConfigurationError: ``RAGTILLER_POLICY_DIR`` cannot be listed.
     """
     return _cached_policy(name, policy_dir())
 
@@ -73,6 +72,8 @@ def scope_problem(field: str, value: object) -> str | None:
             )
         if len(name) > MAX_NAME_CHARS:
             return f"is {len(name)} characters long; a name has at most {MAX_NAME_CHARS}"
+        if SURROGATE.search(name):
+            return "holds an undecodable character (a lone surrogate); pass valid text"
     return None
 
 
@@ -169,7 +170,7 @@ def _describe(error: ValidationError) -> str:
     lines = ["invalid run context:"]
     for item in error.errors():
         path = ".".join(str(p) for p in item["loc"]) or "<root>"
-        lines.append(f"  {path}: {item['msg']} (got {item.get('input')!r:.80})")
+        lines.append(f"  {path}: {item['msg']} (got {shown(item.get('input'))})")
     lines.append(f"  accepted fields: {fields}")
     return "\n".join(lines)
 

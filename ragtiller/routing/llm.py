@@ -110,6 +110,21 @@ def _is_choice(value: object) -> bool:
     return True
 
 
+def router_key(model: str, query: str, tenant: str | None = None) -> str:
+    """The cache key of ``model``'s route choice for ``query`` asked by ``tenant`` (hashed: no
+    query text in the store). Per tenant, so one tenant's reading never routes another's turn
+    nor shows in its ``from_cache``; on the exact text, as the model read it (its casing makes
+    an acronym, its spelling the triggers), so the query and tenant go in as hex, which the
+    key's casefolding cannot merge.
+
+    Example:
+        >>> router_key("m", "TLS setup", "acme") == router_key("m", "tls setup", "acme")
+        False
+    """
+    exact = (text.encode("utf-8", "surrogatepass").hex() for text in (query, tenant or ""))
+    return cache_key("llm-router", ROUTER_PROMPT, model, *exact)
+
+
 def _describe(error: BaseException) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
@@ -124,10 +139,10 @@ class LLMRouter:
     2. the eval gate refused the LLM router -> ``no-eval-evidence``, ``eval-rejected`` or
        ``eval-artifact-unreadable`` (with ``note``);
     3. no chat model -> ``no-llm``;
-    4. the cache, keyed by the normalized query (casefolded, whitespace collapsed), the prompt
-       and the model name, kept ``config.cache_ttl_s``: a hit costs nothing (``from_cache``), and
-       concurrent identical queries share one call (single-flight); an entry that is not a
-       route choice is a miss;
+    4. the cache, keyed by the turn's tenant, the exact query text, the prompt and the model
+       name (:func:`router_key`), kept ``config.cache_ttl_s``: a hit costs nothing
+       (``from_cache``), and concurrent identical queries share one call (single-flight); an
+       entry that is not a route choice is a miss;
     5. one unit of the ledger's ``chat_gen`` (the step-back budget): refused -> ``quota``, or
        ``quota-store-unavailable`` when the store failed (quotas fail closed);
     6. ONE structured-output call, no retry -> ``llm-error`` (any exception) or
@@ -223,13 +238,14 @@ class LLMRouter:
         return self._structured is not None
 
     async def __call__(
-        self, query: str, deterministic: Classification
+        self, query: str, deterministic: Classification, tenant: str | None = None
     ) -> tuple[Classification, RouterName, dict[str, Any]]:
         """Classify ``query``; never raises for a model, quota or cache problem.
 
         Args:
             query: The query, already truncated to the policy's ``max_query_chars``.
             deterministic: The deterministic router's classification of ``query``.
+            tenant: The turn's tenant: its cache entries are its own.
 
         Returns:
             The classification to use, the router that made it, and the detail for the manifest.
@@ -244,7 +260,7 @@ class LLMRouter:
             return self._fall_back(deterministic, detail, "no-llm")
 
         made: list[str] = []  # this call's own model calls; single-flight waiters make none
-        key = cache_key("llm-router", ROUTER_PROMPT, self.model_label or "", query)
+        key = router_key(self.model_label or "", query, tenant)
         try:
             raw, from_cache = await within(
                 self.cache.aget_or_compute(
