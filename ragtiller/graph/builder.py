@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
@@ -31,7 +32,7 @@ from ragtiller.nodes.state import InputState, OutputState, RetrievalState
 from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
-from ragtiller.policies.run_context import RunContext
+from ragtiller.policies.run_context import RunContext, pinned
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.ranking.query_tiers import apply_query_options
@@ -352,5 +353,17 @@ def compile_graph(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name=name,
     )
-    check_input_first(compiled, check_turn_input, THREAD_READS)
-    return RetrievalGraph(compiled)
+    check_input_first(
+        compiled, lambda given, thread: check_turn_input(given, thread, deps.pin), THREAD_READS
+    )
+
+    def pinning(added: RunContext) -> RetrievalGraph:
+        return compile_graph(
+            dataclasses.replace(deps, pin=pinned(deps.pin, added)),
+            checkpointer=checkpointer,
+            interrupt_before=interrupt_before,
+            name=name,
+            namespaces=namespaces,
+        )
+
+    return RetrievalGraph(compiled, pinning)
