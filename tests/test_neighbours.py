@@ -192,7 +192,11 @@ def test_neighbours_on_a_thread_and_through_a_breakpoint_equal_a_plain_invoke(
 def test_over_a_langchain_store_the_neighbours_are_skipped_and_the_turn_says_why() -> None:
     store = InMemoryVectorStore(EMBEDDER)
     store.add_documents(topic_corpus())
-    plain = build_graph(tiers=[store], embedder=EMBEDDER).invoke({"query": QUERY})
-    out = build_graph(policy(), tiers=[store], embedder=EMBEDDER).invoke({"query": QUERY})
+    plain = build_graph(require_tenant=False, tiers=[store], embedder=EMBEDDER).invoke(
+        {"query": QUERY}
+    )
+    out = build_graph(policy(), require_tenant=False, tiers=[store], embedder=EMBEDDER).invoke(
+        {"query": QUERY}
+    )
     assert fuse_detail(out)["neighbours"] == "skipped: no dense vectors for this turn's passages"
     assert documents(out) == documents(plain)

@@ -72,7 +72,7 @@ def pinecone_dense(emulator: PineconeEmulator, embedded: EmbeddedIndex) -> Itera
 
 def graph(dense: Any, embedded: EmbeddedIndex, pol: RetrievalPolicy, **kw: Any) -> Any:
     others = [t for t in embedded.tiers if t.name != "dense"]
-    return build_graph(pol, tiers=[dense, *others], embedder=EMBEDDER, **kw)
+    return build_graph(pol, require_tenant=False, tiers=[dense, *others], embedder=EMBEDDER, **kw)
 
 
 def fuse_detail(out: dict[str, Any]) -> dict[str, Any]:

@@ -66,15 +66,17 @@ def _overview(
 
 def _tenant_required(given: bool | None, index: IndexLike | None) -> bool:
     """``given``, else whether the index's documents carry tenants: as its manifest records,
-    or, for an index saved before the manifest recorded it, as its chunks' metadata say."""
+    or, for an index saved before the manifest recorded it, as its chunks' metadata say. True
+    (default deny) when nothing can tell: any other store or tiers may hold several tenants."""
     if given is not None:
         return given
     recorded = getattr(getattr(index, "manifest", None), "tenanted", None)
     if recorded is not None:
         return bool(recorded)
     records = getattr(getattr(index, "store", None), "records", None)
-    metadatas = getattr(records, "metadatas", ())
-    return any(TENANT_KEY in metadata for metadata in metadatas)
+    if records is None:
+        return True
+    return any(TENANT_KEY in metadata for metadata in records.metadatas)
 
 
 def _known_namespaces(
@@ -262,10 +264,11 @@ def build_graph(
         namespaces: The namespaces the tiers hold; default: the index manifest's. Every
             namespace a policy route names must be one of them; a turn asking for another is
             labelled. None (and no index manifest): not checked.
-        require_tenant: Refuse turns that name no tenant (default deny on an index of several
-            tenants). Default: whether the index manifest says its documents carry a
-            ``tenant`` key (``ragtiller ingest`` records it); False without a manifest, so a
-            graph over another store that holds several tenants' documents should pass True.
+        require_tenant: Refuse turns that name no tenant (default deny). Default: whether the
+            index manifest says its documents carry a ``tenant`` key (``ragtiller ingest``
+            records it); True without an index manifest (your own stores and tiers), unless
+            you pass False for a store of one tenant, or what ``ingest_to_store`` recorded
+            (``require_tenant=records.tenanted()`` with its ``SQLiteRecordManager``).
         **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
             ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
