@@ -59,7 +59,9 @@ def components() -> tuple[Any, Any]:
     policy = load_policy()  # with rerank on for synthesis, so the turn runs every stage
     synthesis = policy.routes["synthesis"].model_copy(update={"rerank": True})
     policy = policy.model_copy(update={"routes": {**policy.routes, "synthesis": synthesis}})
-    deps = build_components(policy, tiers=tiers(), embedder=DeterministicFakeEmbedding(size=32))
+    deps = build_components(
+        policy, require_tenant=False, tiers=tiers(), embedder=DeterministicFakeEmbedding(size=32)
+    )
     return compile_graph(deps), deps
 
 

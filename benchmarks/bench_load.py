@@ -86,7 +86,11 @@ def make_graph(latency_s: float) -> Any:
         def search(self, request: SearchRequest) -> list[Hit]:
             return self.hits[: request.k]
 
-    return build_graph(embedder=Embedder(), tiers=[Tier("dense", True), Tier("lexical", False)])
+    return build_graph(
+        require_tenant=False,
+        embedder=Embedder(),
+        tiers=[Tier("dense", True), Tier("lexical", False)],
+    )
 
 
 async def batch(graph: Any, in_flight: int, start: int) -> tuple[float, list[float], int]:

@@ -90,7 +90,9 @@ def setup(rows: int) -> tuple[Any, Any, Callable[[], str]]:
 
     tiers = bench_turn.load_tiers(bench_turn.corpus_dir(rows))
     embedder = DeterministicFakeEmbedding(size=bench_turn.DIM)
-    deps = build_components(None, tiers=tiers, embedder=embedder)  # in-process stores
+    deps = build_components(
+        None, require_tenant=False, tiers=tiers, embedder=embedder
+    )  # in-process stores
     return compile_graph(deps), deps, bench_turn.next_query
 
 

@@ -177,7 +177,7 @@ class Tree:
 
             policy = with_depth(load_policy(), top_k)
         # in-process stores
-        deps = build_components(policy, tiers=tiers, embedder=self.embedder)
+        deps = build_components(policy, require_tenant=False, tiers=tiers, embedder=self.embedder)
         self.deps = deps
         self.graph = compile_graph(deps)
         self.edges = edges

@@ -79,7 +79,7 @@ def tier_stages(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_a_bare_in_memory_store_is_a_tier_of_build_graph() -> None:
     """Regression: this raised ``AttributeError: ... has no attribute 'name'``."""
-    graph = build_graph(tiers=[memory_store()], embedder=EMB)
+    graph = build_graph(require_tenant=False, tiers=[memory_store()], embedder=EMB)
     out = graph.invoke({"query": QUESTION})
     assert doc_ids(out)[0] == "t1"
     assert tier_stages(out)["dense"]["status"] == "done"
@@ -90,7 +90,7 @@ def test_an_index_may_hold_a_store_and_a_retriever() -> None:
         embedder = EMB
         tiers = (memory_store(), BM25Retriever.from_documents(contract_corpus()))
 
-    out = build_graph(index=MyIndex()).invoke({"query": QUESTION})
+    out = build_graph(index=MyIndex(), require_tenant=False).invoke({"query": QUESTION})
     assert {"dense", "lexical"} <= set(tier_stages(out))
     assert doc_ids(out)[0] == "t1"
 
@@ -278,6 +278,7 @@ def without(metadata: dict[str, Any], key: str) -> dict[str, Any]:
 
 def test_a_run_filter_reaches_every_tier_with_the_tenant(tmp_path: Path) -> None:
     graph = build_graph(
+        require_tenant=False,
         tiers=[
             VectorStoreTier(chroma_store(tmp_path), name="chroma"),
             RetrieverTier(BM25Retriever.from_documents(contract_corpus()), name="bm25"),
@@ -318,11 +319,15 @@ def test_hybrid_switches_a_text_role_retriever_whatever_its_name(tmp_path: Path)
     ]
     assert [tier_role(t) for t in tiers] == ["dense", "lexical", "web"]
     stages = tier_stages(
-        build_graph(no_hybrid_policy(), tiers=tiers, embedder=EMB).invoke({"query": QUESTION})
+        build_graph(no_hybrid_policy(), require_tenant=False, tiers=tiers, embedder=EMB).invoke(
+            {"query": QUESTION}
+        )
     )
     assert stages["bm25"]["status"] == "skipped" and stages["bm25"]["reason"] == "hybrid-off"
     assert stages["chroma"]["status"] == "done" and stages["web"]["status"] == "done"
-    stages = tier_stages(build_graph(tiers=tiers, embedder=EMB).invoke({"query": QUESTION}))
+    stages = tier_stages(
+        build_graph(require_tenant=False, tiers=tiers, embedder=EMB).invoke({"query": QUESTION})
+    )
     assert {n: s["status"] for n, s in stages.items()} == {
         "chroma": "done",
         "bm25": "done",
@@ -382,7 +387,9 @@ def test_a_store_with_its_own_async_twin_is_awaited_under_ainvoke(
     tier = VectorStoreTier(store)
     assert tier.native_async
     calls = spy(monkeypatch, store, "similarity_search_with_score_by_vector")
-    out = asyncio.run(build_graph(tiers=[tier], embedder=EMB).ainvoke({"query": QUESTION}))
+    out = asyncio.run(
+        build_graph(require_tenant=False, tiers=[tier], embedder=EMB).ainvoke({"query": QUESTION})
+    )
     assert doc_ids(out)[0] == "t1"
     assert AsyncMemoryStore.async_calls == 1
     assert calls and not calls[-1]["thread"].startswith("ragtiller-tier")  # on the loop
@@ -393,7 +400,9 @@ def test_a_sync_only_store_runs_on_its_own_worker_threads(monkeypatch: pytest.Mo
     tier = VectorStoreTier(store, name="memory")
     assert not tier.native_async
     calls = spy(monkeypatch, store, "similarity_search_with_score_by_vector")
-    out = asyncio.run(build_graph(tiers=[tier], embedder=EMB).ainvoke({"query": QUESTION}))
+    out = asyncio.run(
+        build_graph(require_tenant=False, tiers=[tier], embedder=EMB).ainvoke({"query": QUESTION})
+    )
     assert doc_ids(out)[0] == "t1"
     assert calls[-1]["thread"].startswith("ragtiller-tier-memory")
 

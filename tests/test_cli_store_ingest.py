@@ -10,6 +10,7 @@ from pathlib import Path
 from langchain_chroma import Chroma
 
 from ragtiller import build_graph
+from ragtiller.ingest import SQLiteRecordManager
 from ragtiller.integrations.demo import demo_embedder
 
 FACTORY = """from langchain_chroma import Chroma
@@ -58,9 +59,12 @@ def test_ingest_writes_a_folder_to_your_store_then_only_what_changed(tmp_path: P
         embedding_function=demo_embedder("hashing"),
         persist_directory=str(tmp_path / "chroma"),
     )
-    out = build_graph(tiers=[store], embedder=demo_embedder("hashing")).invoke(
-        {"query": "which port does the server listen on"}
+    records = SQLiteRecordManager("stores:chroma", tmp_path / "records.sqlite")
+    assert records.tenanted() is False  # the store's manifest: no chunk carries a tenant
+    graph = build_graph(
+        tiers=[store], embedder=demo_embedder("hashing"), require_tenant=records.tenanted()
     )
+    out = graph.invoke({"query": "which port does the server listen on"})
     assert "port 8000" in out["documents"][0].page_content
 
 

@@ -45,7 +45,7 @@ def tiers() -> list[StaticTier]:
 def graph(**kwargs: Any) -> Any:
     kwargs.setdefault("tiers", tiers())
     kwargs.setdefault("embedder", DeterministicFakeEmbedding(size=16))
-    return build_graph(kwargs.pop("policy", None), **kwargs)
+    return build_graph(kwargs.pop("policy", None), require_tenant=False, **kwargs)
 
 
 def run(g: Any, query: str, **inputs: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -386,7 +386,7 @@ def test_tier_weights_may_name_index_tiers_but_not_misspellings() -> None:
     tiers = [StaticTier("lexical", [])]
     embedder = DeterministicFakeEmbedding(size=8)
     # the shipped default weighs parent_child: a graph of other tiers still builds with it
-    build_graph(tiers=tiers, embedder=embedder)
+    build_graph(require_tenant=False, tiers=tiers, embedder=embedder)
     misspelled = with_overrides(load_policy(), {"fusion.tier_weights": {"lexcial": 1.0}})
     with pytest.raises(ConfigurationError, match=r"does not have: \['lexcial'\]"):
         build_graph(misspelled, tiers=tiers, embedder=embedder)

@@ -42,7 +42,9 @@ def graph(**kwargs: Any) -> Any:
         StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 10) for i in range(4)]),
         StaticTier("lexical", [hit("lexical", "c2", 3.0)], needs_vector=False),
     ]
-    return build_graph(tiers=tiers, embedder=DeterministicFakeEmbedding(size=8), **kwargs)
+    return build_graph(
+        require_tenant=False, tiers=tiers, embedder=DeterministicFakeEmbedding(size=8), **kwargs
+    )
 
 
 def comparable(out: dict[str, Any]) -> dict[str, Any]:

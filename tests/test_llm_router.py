@@ -609,7 +609,13 @@ def tiers() -> list[StaticTier]:
 
 
 def run_turn(**kwargs: Any) -> tuple[RunManifest, list[dict[str, Any]]]:
-    g = build_graph(POLICY, tiers=tiers(), embedder=DeterministicFakeEmbedding(size=8), **kwargs)
+    g = build_graph(
+        POLICY,
+        require_tenant=False,
+        tiers=tiers(),
+        embedder=DeterministicFakeEmbedding(size=8),
+        **kwargs,
+    )
     events: list[dict[str, Any]] = []
     out: dict[str, Any] = {}
     for mode, chunk in g.stream({"query": FACTUAL}, stream_mode=["custom", "values"]):

@@ -144,7 +144,7 @@ def test_the_context_budget_bounds_text_without_spaces(text: str) -> None:
     and a run without spaces as one word per 20 characters."""
     tier = StaticTier("dense", [hit("dense", "long", 0.9, text=text)])
     policy = with_overrides(load_policy(), {"budgets.context_words": 1500})
-    out = build_graph(policy, tiers=[tier], embedder=EMBEDDER).invoke(
+    out = build_graph(policy, require_tenant=False, tiers=[tier], embedder=EMBEDDER).invoke(
         {"query": "how do I rotate the keys?"}
     )
     assert len(out["context"]) < 1500 * 20 + 2_000

@@ -53,7 +53,7 @@ def pinecone_dense(emulator: PineconeEmulator, embedded: EmbeddedIndex) -> Itera
 def run(dense: Tier, embedded: EmbeddedIndex) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Run one turn with ``dense`` beside the embedded parent-child and lexical tiers."""
     others = [t for t in embedded.tiers if t.name != "dense"]
-    graph = build_graph(tiers=[dense, *others], embedder=EMBEDDER)
+    graph = build_graph(require_tenant=False, tiers=[dense, *others], embedder=EMBEDDER)
     out: dict[str, Any] = {}
     tier_events: dict[str, dict[str, Any]] = {}
     for mode, chunk in graph.stream({"query": QUERY}, stream_mode=["custom", "values"]):

@@ -294,7 +294,9 @@ def variant_text(policy_id: str) -> str:
 
 def graph() -> Any:
     docs = [hit("dense", f"c{i}", 0.9 - i / 100, text=f"port {i}") for i in range(8)]
-    return build_graph(embedder=HashingEmbedder(dim=16), tiers=[StaticTier("dense", docs)])
+    return build_graph(
+        require_tenant=False, embedder=HashingEmbedder(dim=16), tiers=[StaticTier("dense", docs)]
+    )
 
 
 @pytest.mark.parametrize(
@@ -386,9 +388,9 @@ def test_the_graph_policy_may_still_be_a_path(tmp_path: Path) -> None:
     path = tmp_path / "own.yaml"
     path.write_text(variant_text("own-path"), "utf-8")
     tiers = [StaticTier("dense", [hit("dense", f"c{i}", 0.9, text="port") for i in range(4)])]
-    out = build_graph(path, embedder=HashingEmbedder(dim=16), tiers=tiers).invoke(
-        {"query": FACTUAL}
-    )
+    out = build_graph(
+        path, require_tenant=False, embedder=HashingEmbedder(dim=16), tiers=tiers
+    ).invoke({"query": FACTUAL})
     assert out["manifest"].policy_id == "own-path" and len(out["documents"]) == 1
 
 

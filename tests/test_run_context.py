@@ -39,7 +39,7 @@ def tiers(n: int = 12) -> list[StaticTier]:
 
 def graph(**kwargs: Any) -> Any:
     kwargs.setdefault("tiers", tiers())
-    return build_graph(embedder=HashingEmbedder(dim=16), **kwargs)
+    return build_graph(require_tenant=False, embedder=HashingEmbedder(dim=16), **kwargs)
 
 
 # --- the context ---------------------------------------------------------------------------

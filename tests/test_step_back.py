@@ -27,7 +27,11 @@ def graph(model: ScriptedChatModel | None, *, budget: int = 20, **kwargs: Any) -
     kwargs.setdefault("quota", MemoryQuotaLedger({"chat_gen": budget, "rerank_calls": 10}))
     kwargs.setdefault("cache", MemoryCache())
     return build_graph(
-        tiers=tiers(), embedder=DeterministicFakeEmbedding(size=8), chat_model=model, **kwargs
+        require_tenant=False,
+        tiers=tiers(),
+        embedder=DeterministicFakeEmbedding(size=8),
+        chat_model=model,
+        **kwargs,
     )
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from langchain_chroma import Chroma
 from langchain_community.retrievers import BM25Retriever
+from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from ragtiller import build_graph
+from ragtiller import InputError, build_graph
 from ragtiller.adapters import RetrieverTier, VectorStoreTier
 from ragtiller.errors import IngestError
 from ragtiller.ingest import SQLiteRecordManager, build_index, chunk_sources, ingest_to_store
@@ -49,7 +50,9 @@ def test_folder_to_chroma_to_graph_incrementally(folder: Path, tmp_path: Path) -
 
     store = chroma(tmp_path / "chroma")  # a new client on the same files
     assert store._collection.count() == total
+    assert records.tenanted() is False  # a new store, and no chunk carries a tenant
     graph = build_graph(
+        require_tenant=records.tenanted(),
         tiers=[
             VectorStoreTier(store, name="chroma"),
             RetrieverTier(BM25Retriever.from_documents(chunk_sources([folder])), name="bm25"),
@@ -65,6 +68,38 @@ def test_folder_to_chroma_to_graph_incrementally(folder: Path, tmp_path: Path) -
     pruned = ingest_to_store([folder], chroma(tmp_path / "chroma"), records, cleanup="full")
     assert pruned.documents.deleted == 1
     assert chroma(tmp_path / "chroma")._collection.count() == total - 1
+
+
+def tenant_doc(source: str, text: str, **metadata: str) -> Document:
+    return Document(text, metadata={"source": source, **metadata})
+
+
+def test_the_records_file_says_whether_the_store_holds_tenants(tmp_path: Path) -> None:
+    """What ``build_graph(require_tenant=records.tenanted())`` reads: True once a run wrote a
+    chunk with a tenant, and kept by later untenanted incremental runs; False only for a store
+    that holds what untenanted runs wrote; None (default deny) when it cannot tell."""
+    store, records = InMemoryVectorStore(EMB), SQLiteRecordManager("m", tmp_path / "r.sqlite")
+    plain = [tenant_doc("a.md", "# A\n\nThe server listens on port 8000.")]
+    tenanted = [tenant_doc("b.md", "# B\n\nThe acme server listens on 7000.", tenant="acme")]
+    ingest_to_store(plain, store, records)
+    assert records.tenanted() is False
+    ingest_to_store(tenanted, store, records)
+    assert records.tenanted() is True
+    ingest_to_store(plain, store, records)  # incremental: b.md's chunks are still there
+    assert records.tenanted() is True
+    graph = build_graph(tiers=[store], embedder=EMB, require_tenant=records.tenanted())
+    with pytest.raises(InputError, match="serves several tenants"):
+        graph.invoke({"query": "which port does the server listen on"})
+    ingest_to_store(plain, store, records, cleanup="full")  # the store holds a.md alone
+    assert records.tenanted() is False
+    assert build_graph(tiers=[store], embedder=EMB, require_tenant=records.tenanted()).invoke(
+        {"query": "which port does the server listen on"}
+    )["documents"]
+    older = SQLiteRecordManager("older", tmp_path / "r.sqlite")  # written before it was recorded
+    older.create_schema()
+    older.update(["x"], group_ids=["g"])
+    ingest_to_store(plain, InMemoryVectorStore(EMB), older)
+    assert older.tenanted() is None
 
 
 def test_chunk_ids_are_the_embedded_index_chunk_ids(folder: Path) -> None:

@@ -41,6 +41,7 @@ def test_a_frozen_redis_costs_the_first_turns_a_timeout_then_nothing(
     quota = RedisQuotaLedger({"chat_gen": 20, "rerank_calls": 10}, url=url, breaker=breaker)
     cache = RedisCache(url=url, breaker=breaker)
     graph = build_graph(
+        require_tenant=False,
         tiers=[StaticTier("dense", [hit("dense", f"c{i}", 1 - i / 10) for i in range(4)])],
         embedder=DeterministicFakeEmbedding(size=8),
         chat_model=ScriptedChatModel(reply=GENERAL),

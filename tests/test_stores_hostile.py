@@ -250,6 +250,7 @@ def turn(
     store = RedisCache(url=redis_url, prefix=prefix, **cache)
     graph = build_graph(
         policy(),
+        require_tenant=False,
         embedder=DeterministicFakeEmbedding(size=16),
         tiers=[
             StaticTier("dense", [hit("dense", "d0", 1.0)]),

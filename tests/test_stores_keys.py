@@ -83,6 +83,7 @@ def test_a_broad_turn_with_an_undecodable_byte_is_cached_in_redis(
     cache = RedisCache(url=redis_url, prefix=redis_prefix)
     model = ScriptedChatModel(reply="What is lift in association rule mining?")
     graph = build_graph(
+        require_tenant=False,
         tiers=[StaticTier("dense", [hit("dense", "c1", 0.9)])],
         embedder=DeterministicFakeEmbedding(size=8),
         chat_model=model,

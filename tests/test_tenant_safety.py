@@ -357,6 +357,90 @@ def test_a_route_rewritten_while_paused_is_refused_for_a_run_pinned_to_globex(
         g.invoke(None, config, context=pinned)
 
 
+# --- pins: RetrievalGraph.with_config(configurable={"ragtiller": ...}) -----------------------
+
+PINNED = "this graph pins"
+
+
+def pinned_graph(index: EmbeddedIndex, **parts: Any) -> Any:
+    return build_graph(index=index, **parts).with_config(
+        configurable={"ragtiller": {"tenant": "globex", "namespace": "default"}}
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "door",
+    [
+        {"input": {"tenant": "acme"}},
+        {"input": {"namespace": "vault"}},
+        {"context": {"tenant": "acme"}},
+        {"context": {"namespace": ["default", "vault"]}},
+        {"config": {"configurable": {"ragtiller": {"tenant": "acme"}}}},
+        {"config": {"configurable": {"ragtiller": {"namespace": "vault", "top_k": 2}}}},
+    ],
+    ids=["input-tenant", "input-namespace", "context", "context-namespace", "configurable",
+         "configurable-namespace"],
+)  # fmt: skip
+@pytest.mark.parametrize("served", [False, True], ids=["graph", "compiled"])
+async def test_a_pinned_scope_refuses_a_callers_other_one_through_every_door(
+    index: EmbeddedIndex, mode: str, door: dict[str, Any], served: bool
+) -> None:
+    """The pin is built into the graph's nodes, so it holds on the compiled graph the Studio
+    factories serve (``.graph``) too, and a caller's ``configurable["ragtiller"]``, which
+    LangGraph's shallow merge would put in the place of a bound one, is refused."""
+    g = pinned_graph(index)
+    runner = g.graph if served else g
+    payload = {"query": FACTUAL, **door.get("input", {})}
+    kwargs = {"context": door["context"]} if "context" in door else {}
+    with pytest.raises(InputError, match=PINNED) as refused:
+        if mode == "sync":
+            runner.invoke(payload, door.get("config"), **kwargs)
+        else:
+            await runner.ainvoke(payload, door.get("config"), **kwargs)
+    assert leaked(str(refused.value)) == [] and "globex" not in str(refused.value)
+
+
+def test_a_pinned_graph_takes_the_callers_other_settings_and_more_filter_keys(
+    index: EmbeddedIndex,
+) -> None:
+    g = build_graph(index=index).with_config(
+        configurable={"ragtiller": {"tenant": "globex", "filter": {"source": "globex.md"}}}
+    )
+    own = g.invoke({"query": FACTUAL, "tenant": "globex"}, context={"top_k": 1})
+    assert tenants(own) == {"globex"} and len(own["documents"]) == 1
+    assert own["manifest"].overrides["filter"] == {"source": "globex.md"}
+    added = {"source": "globex.md", "doc_id": "globex.md"}
+    narrower = g.invoke({"query": FACTUAL}, context={"filter": added})
+    assert narrower["manifest"].overrides["filter"] == added and tenants(narrower) == {"globex"}
+    with pytest.raises(InputError, match=PINNED):
+        g.invoke({"query": FACTUAL}, context={"filter": {"source": "acme.md"}})
+    more = g.with_config(configurable={"ragtiller": {"top_k": 1}})
+    assert more.invoke({"query": FACTUAL})["manifest"].overrides["top_k"] == 1
+    with pytest.raises(InputError, match=PINNED):
+        more.invoke({"query": FACTUAL}, context={"top_k": 2})
+    with pytest.raises(InputError, match=PINNED):
+        g.with_config(configurable={"ragtiller": {"tenant": "acme"}})  # a pin is never moved
+
+
+def test_a_pinned_turn_on_a_thread_and_resumed_from_a_breakpoint_keeps_its_pin(
+    index: EmbeddedIndex,
+) -> None:
+    """Every node applies the pin, so a later turn and a resume that pass nothing run under
+    it, and a caller cannot reach the gate with a tenant of its own through a ``Command``."""
+    from langgraph.types import Command
+
+    g = pinned_graph(index, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "pinned"}}
+    assert tenants(g.invoke({"query": FACTUAL}, config)) == {"globex"}
+    g.invoke({"query": BROAD}, config, interrupt_before=["tier_search"])
+    resumed = g.invoke(None, config)
+    assert tenants(resumed) == {"globex"} and resumed["manifest"].tenant == "globex"
+    assert leaked(everything(resumed)) == []
+    with pytest.raises(InputError, match=PINNED):
+        g.invoke(Command(update={"query": FACTUAL, "tenant": "acme"}, goto="gate"), config)
+
+
 def test_the_context_wins_over_the_input_and_the_manifest_says_what_was_used(
     graph: Any,
 ) -> None:

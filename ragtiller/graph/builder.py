@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
@@ -30,7 +31,7 @@ from ragtiller.nodes.state import InputState, OutputState, RetrievalState
 from ragtiller.nodes.step_back import make_step_back
 from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
-from ragtiller.policies.run_context import RunContext
+from ragtiller.policies.run_context import RunContext, pinned
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.query_tiers import apply_query_options
 from ragtiller.rerankers.base import Reranker
@@ -62,10 +63,12 @@ def _overview(
 
 
 def _tenant_required(given: bool | None, index: IndexLike | None) -> bool:
-    """``given``, else whether the index manifest says its documents carry tenants."""
+    """``given``, else whether the index manifest says its documents carry tenants; True
+    (default deny) without an index manifest: any other store or tiers may hold several."""
     if given is not None:
         return given
-    return bool(getattr(getattr(index, "manifest", None), "tenanted", False))
+    manifest = getattr(index, "manifest", None)
+    return True if manifest is None else bool(manifest.tenanted)
 
 
 def _known_namespaces(
@@ -247,10 +250,11 @@ def build_graph(
         namespaces: The namespaces the tiers hold; default: the index manifest's. Every
             namespace a policy route names must be one of them; a turn asking for another is
             labelled. None (and no index manifest): not checked.
-        require_tenant: Refuse turns that name no tenant (default deny on an index of several
-            tenants). Default: whether the index manifest says its documents carry a
-            ``tenant`` key (``ragtiller ingest`` records it); False without a manifest, so a
-            graph over another store that holds several tenants' documents should pass True.
+        require_tenant: Refuse turns that name no tenant (default deny). Default: whether the
+            index manifest says its documents carry a ``tenant`` key (``ragtiller ingest``
+            records it); True without an index manifest (your own stores and tiers), unless
+            you pass False for a store of one tenant, or what ``ingest_to_store`` recorded
+            (``require_tenant=records.tenanted()`` with its ``SQLiteRecordManager``).
         **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
             ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
 
@@ -338,5 +342,17 @@ def compile_graph(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         name=name,
     )
-    check_input_first(compiled, check_turn_input, THREAD_READS)
-    return RetrievalGraph(compiled)
+    check_input_first(
+        compiled, lambda given, thread: check_turn_input(given, thread, deps.pin), THREAD_READS
+    )
+
+    def pinning(added: RunContext) -> RetrievalGraph:
+        return compile_graph(
+            dataclasses.replace(deps, pin=pinned(deps.pin, added)),
+            checkpointer=checkpointer,
+            interrupt_before=interrupt_before,
+            name=name,
+            namespaces=namespaces,
+        )
+
+    return RetrievalGraph(compiled, pinning)

@@ -26,7 +26,7 @@ from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
 from ragtiller.nodes.scope import check_resumed_scope, turn_context
 from ragtiller.nodes.stage import EVENT_TYPE, final_event
-from ragtiller.policies.run_context import EMPTY, RunContext, run_policy
+from ragtiller.policies.run_context import EMPTY, RunContext, pinned, run_policy
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.stores import spend_caps
@@ -187,7 +187,7 @@ class PerRunNodes:
         """The node ``name``: finds this run's variant, runs it, announces its records."""
 
         async def run(state: Any) -> dict[str, Any]:
-            context = current_context()
+            context = pinned(self.deps.pin, current_context())
             if name != "gate":  # a run resumed from a breakpoint starts past the gate
                 context = turn_context(state, context)
                 check_resumed_scope(state, context)

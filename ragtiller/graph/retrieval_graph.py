@@ -6,15 +6,18 @@ the LangGraph server, which gets ``.graph`` from the Studio factories, is checke
 in-process one is. The holder adds the sync path: a top-level ``invoke``/``stream`` runs the
 async path on the node loop in one hop (:mod:`ragtiller.graph._dual`). Everything else passes
 straight to the compiled graph. It is a LangChain ``Runnable``, so it can be a node of a parent
-graph, a retriever's or a tool's graph, and ``batch``/``with_config`` work as on any runnable.
+graph, a retriever's or a tool's graph, and ``batch``/``with_config`` work as on any runnable;
+``with_config`` also pins the run-context fields under ``configurable["ragtiller"]``, in a
+graph recompiled with them in its nodes (:meth:`RetrievalGraph.with_config`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langchain_core.runnables.graph import Graph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
@@ -23,27 +26,31 @@ from pydantic import BaseModel
 from ragtiller.graph._dual import invoke_sync, stream_sync
 from ragtiller.nodes.run_input import check_keys, current_context
 from ragtiller.nodes.scope import asked_scope, check_thread_scope
+from ragtiller.policies.run_context import CONFIG_KEY, RunContext, context_from, pinned
 
 THREAD_READS = ("scope",)
 """The thread's channels :func:`check_turn_input` reads."""
 
 
-def check_turn_input(input: Any, thread: Mapping[str, Any]) -> None:
+def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | None = None) -> None:
     """Refuse a turn's input before the graph writes it to the state.
 
     LangGraph keeps only the input keys its schema names, so ``{"question": ...}`` would run as
-    an empty turn: it fails instead, with the key and the accepted shapes. A new turn on a
+    an empty turn: it fails instead, with the key and the accepted shapes. A turn that sets a
+    field the graph pins (``pin``) differently is refused (:func:`pinned`). A new turn on a
     checkpointed thread is refused when it asks for another scope than the thread's
-    (:mod:`ragtiller.nodes.scope`), before its question joins the thread's transcript and
+    (:mod:`ragtiller.nodes.scope`). Both before its question joins the thread's transcript and
     before the thread's earlier values are streamed to it.
 
     Raises:
-        InputError: An input the graph would not read, or a scope other than the thread's.
+        InputError: An input the graph would not read, a pinned field set differently, or a
+            scope other than the thread's.
     """
     check_keys(input)
+    context = pinned(pin, current_context(), input)
     previous = thread.get("scope")
     if previous is not None:
-        check_thread_scope(previous, asked_scope(input, current_context()))
+        check_thread_scope(previous, asked_scope(input, context))
 
 
 class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
@@ -54,9 +61,14 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         graph: The compiled LangGraph graph (for the LangGraph server, or any API not here).
     """
 
-    def __init__(self, graph: CompiledStateGraph[Any, Any, Any, Any]) -> None:
+    def __init__(
+        self,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        pinning: Callable[[RunContext], RetrievalGraph],
+    ) -> None:
         self.graph = graph
         self.name = graph.name
+        self._pinning = pinning
 
     # --- runs --------------------------------------------------------------------------------
 
@@ -94,8 +106,23 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         return events
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> RetrievalGraph:
-        """This graph with ``config`` merged into every run's."""
-        return RetrievalGraph(self.graph.with_config(config, **kwargs))
+        """This graph with ``config`` merged into every run's, and the run-context fields under
+        ``configurable["ragtiller"]`` pinned: built into the new graph's nodes, so a run that
+        sets one differently, through any door, is refused (:func:`pinned`); a later
+        ``with_config`` may pin more fields, never change one.
+
+        Raises:
+            InputError: A bad run-context field, or one this graph already pins differently.
+        """
+        merged = merge_configs(config, cast(RunnableConfig, kwargs))
+        configurable = dict(merged.get("configurable") or {})
+        settings = configurable.pop(CONFIG_KEY, None)
+        rest = cast(RunnableConfig, {**merged, "configurable": configurable})
+        if settings is None:
+            return RetrievalGraph(self.graph.with_config(rest), self._pinning)
+        held = self._pinning(context_from(None, {CONFIG_KEY: settings}))
+        bound = held.graph.with_config(merge_configs(self.graph.config, rest))
+        return RetrievalGraph(bound, held._pinning)
 
     # --- a thread's state ---------------------------------------------------------------------
 

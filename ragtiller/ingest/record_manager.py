@@ -25,6 +25,10 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (namespace, key)
 );
 CREATE INDEX IF NOT EXISTS records_group ON records (namespace, group_id);
+CREATE TABLE IF NOT EXISTS tenancy (
+    namespace TEXT PRIMARY KEY,
+    tenanted INTEGER NOT NULL
+);
 """
 _BATCH = 500
 """Keys per SQL statement (SQLite allows 999 host parameters by default)."""
@@ -186,6 +190,25 @@ class SQLiteRecordManager(RecordManager):
     async def adelete_keys(self, keys: Sequence[str]) -> None:
         """Async twin of :meth:`delete_keys`."""
         await asyncio.to_thread(self.delete_keys, keys)
+
+    def tenanted(self) -> bool | None:
+        """Whether the store's chunks carry a ``tenant`` key, as
+        :func:`~ragtiller.ingest.to_store.ingest_to_store` recorded it; None: not recorded.
+        It is what ``build_graph(tiers=[store], require_tenant=...)`` takes (None: default deny).
+        """
+        with self._lock:
+            row = self._db.execute(
+                "SELECT tenanted FROM tenancy WHERE namespace = ?", (self.namespace,)
+            ).fetchone()
+        return None if row is None else bool(row[0])
+
+    def record_tenanted(self, tenanted: bool) -> None:
+        """Record whether the store's chunks carry a ``tenant`` key (see :meth:`tenanted`)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO tenancy (namespace, tenanted) VALUES (?, ?)",
+                (self.namespace, int(tenanted)),
+            )
 
     def close(self) -> None:
         """Close the database connection."""

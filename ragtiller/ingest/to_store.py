@@ -17,12 +17,13 @@ from langchain_core.documents import Document
 from langchain_core.indexing import RecordManager
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.core.filters import DEFAULT_NAMESPACE
+from ragtiller.core.filters import DEFAULT_NAMESPACE, TENANT_KEY
 from ragtiller.errors import IngestError
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
 from ragtiller.ingest.builder import _chunk_metadata as chunk_metadata
 from ragtiller.ingest.chunking import ModelWindow, chunk_documents
 from ragtiller.ingest.progress import IngestProgress
+from ragtiller.ingest.record_manager import SQLiteRecordManager
 from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source, load_sources
 from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
 from ragtiller.models.embedders import embedder_identity
@@ -102,7 +103,11 @@ def ingest_to_store(
             part of every record, so a new embedder rewrites everything.
         record_manager: Remembers what was written between runs, e.g.
             :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` in a file beside the
-            store.
+            store. A ``SQLiteRecordManager`` also records whether the store's chunks carry a
+            ``tenant`` key (its :meth:`~ragtiller.ingest.record_manager.SQLiteRecordManager.tenanted`,
+            which a graph over the store takes as ``require_tenant``): True as soon as a run
+            writes one; False only when no run wrote one and the store holds what these runs
+            wrote (a new store, or ``cleanup="full"``); otherwise unrecorded (None).
         cleanup: ``incremental`` (default): chunks of the documents read are brought up to
             date, other documents stay; ``full``: documents not among ``sources`` are deleted.
         chunking: As for ``ragtiller ingest``.
@@ -122,7 +127,17 @@ def ingest_to_store(
     name, dimension = embedder_identity(store.embeddings)
     window = ModelWindow.of(store.embeddings)
     documents = chunk_sources(sources, chunking=chunking, namespace=namespace, window=window)
-    return sync_vector_store(
+    tenanted = any(TENANT_KEY in doc.metadata for doc in documents)
+    manifest = record_manager if isinstance(record_manager, SQLiteRecordManager) else None
+    held: bool | None = None
+    if manifest is not None:
+        manifest.create_schema()
+        held = manifest.tenanted()
+        if held is None and not manifest.list_keys(limit=1):
+            held = False  # a new store: it will hold only what this run writes
+        if tenanted:  # before any chunk is written: a run killed midway still says so
+            manifest.record_tenanted(True)
+    done = sync_vector_store(
         documents,
         record_manager=record_manager,
         vector_store=store,
@@ -130,3 +145,6 @@ def ingest_to_store(
         cleanup=cleanup,
         batch_size=batch_size,
     )
+    if manifest is not None and not tenanted and (cleanup == "full" or held is False):
+        manifest.record_tenanted(False)
+    return done

@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 
 from ragtiller.core.tiers import Tier, TierRole, tier_role
 from ragtiller.errors import TierUnavailable
+from ragtiller.policies.run_context import RunContext
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.fusion import weights_by_name
 from ragtiller.rerankers.base import Reranker
@@ -79,6 +80,8 @@ class Components:
             stay these.
         require_tenant: Refuse a turn that names no tenant (an index of several tenants).
         fallbacks: By tier name, what answers when that tier cannot (:class:`Fallback`).
+        pin: Run-context fields fixed for every run (``RetrievalGraph.with_config``): a run
+            that sets one differently is refused (:func:`~ragtiller.policies.run_context.pinned`).
     """
 
     policy: RetrievalPolicy
@@ -93,6 +96,7 @@ class Components:
     variant: Callable[[RetrievalPolicy], tuple[dict[str, Tier], Reranker]] | None = None
     require_tenant: bool = False
     fallbacks: Mapping[str, Fallback] = field(default_factory=dict)
+    pin: RunContext | None = None
 
     @property
     def has_ceiling(self) -> bool:

@@ -30,7 +30,7 @@ from ragtiller.policies.decisions import (
     decide_rerank_setting,
     decide_step_back,
 )
-from ragtiller.policies.run_context import RunContext, scope_problem
+from ragtiller.policies.run_context import RunContext, pinned, scope_problem
 from ragtiller.routing.rules import Classification, classify
 
 AFTER_GATE = STAGES[1:-1]
@@ -97,7 +97,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
         started = time.perf_counter()
         raw = query_of(state)
         query = encodable(raw)
-        context = current_context()
+        context = pinned(deps.pin, current_context(), state)
         _refuse_blank_names(state)
         scope = asked_scope(state, context)
         if deps.require_tenant and scope["tenant"] is None:

@@ -206,10 +206,11 @@ def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> R
     """This run's context: LangGraph's ``context`` when it is ours, together with the settings
     under ``configurable["ragtiller"]``.
 
-    Both are read, so a tenant pinned in one (by ``as_retriever``, ``as_tool`` or an auth layer
-    through ``with_config``) holds when the caller also passes the other. A field the two set
-    to different values is refused rather than resolved: either side may be the one pinning the
-    caller's scope (default deny).
+    Both are read, so a tenant set in one (by ``as_retriever`` or ``as_tool``) holds when the
+    caller also passes the other. A field the two set to different values is refused rather
+    than resolved: either side may be the one limiting the caller's scope (default deny). A
+    graph's own pins (``RetrievalGraph.with_config``) are applied over the result by
+    :func:`pinned`.
 
     LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it).
     Any other context object is a parent graph's, and a parent's generic ``configurable`` keys
@@ -235,6 +236,59 @@ def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> R
     return RunContext(**{**theirs, **mine})
 
 
+PINNED_MESSAGE = (
+    "this graph pins {fields}: a run may not set {them} differently (a run's filter may only "
+    "add keys the pinned one does not set); leave {them} out, or pass the pinned value"
+)
+
+
+def pinned(
+    pin: RunContext | None, asked: RunContext, given: Mapping[str, Any] | None = None
+) -> RunContext:
+    """``asked`` under the graph's ``pin``: every field the pin sets holds, the others are the
+    run's own.
+
+    A run value that differs from a pinned one is refused, never taken: a run's context
+    (``context`` or ``configurable["ragtiller"]``) and, in ``given``, the turn input's
+    ``tenant`` and ``namespace`` must equal the pin's where the pin sets them; a run's ``filter``
+    may add keys the pinned filter does not set. The message names the fields, never the values
+    (either may be another tenant's).
+
+    Raises:
+        InputError: The run sets a pinned field differently.
+    """
+    if pin is None:
+        return asked
+    fixed, mine = pin.overrides(), asked.overrides()
+    clash = {key for key in fixed.keys() & mine.keys() if not _agrees(key, fixed[key], mine[key])}
+    for key in ("tenant", "namespace"):
+        value = (given or {}).get(key)
+        if key in fixed and value is not None and not _agrees(key, fixed[key], value):
+            clash.add(key)
+    if clash:
+        fields = ", ".join(sorted(clash))
+        them = "it" if len(clash) == 1 else "them"
+        raise InputError(PINNED_MESSAGE.format(fields=fields, them=them))
+    if not mine:
+        return pin
+    if "filter" in fixed and "filter" in mine:
+        fixed["filter"] = {**mine["filter"], **fixed["filter"]}
+    return RunContext(**{**mine, **fixed})
+
+
+def _agrees(key: str, pinned: Any, value: Any) -> bool:
+    """Whether a run's ``value`` for ``key`` keeps the pinned one."""
+    if key == "filter":
+        return all(value[name] == pinned[name] for name in value.keys() & pinned.keys())
+    if key == "namespace":
+        return _names(value) == _names(pinned)
+    return bool(value == pinned)
+
+
+def _names(namespace: str | list[str]) -> list[str]:
+    return [namespace] if isinstance(namespace, str) else list(namespace)
+
+
 def _configured(ours: Any) -> RunContext:
     """The run context held under ``configurable["ragtiller"]`` (empty when none)."""
     if ours is None:
@@ -256,6 +310,7 @@ __all__ = (
     "RunContext",
     "cached_policy",
     "context_from",
+    "pinned",
     "run_policy",
     "scope_problem",
 )

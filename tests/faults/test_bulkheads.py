@@ -64,7 +64,10 @@ def tiers() -> list[StaticTier]:
 def test_twenty_hung_turns_leave_another_graph_answering(healthy: Embeddings) -> None:
     slow = DeadlinesConfig(embed_s=60, tier_s=60, rerank_s=60, step_back_s=60, turn_s=120)
     hung = build_graph(
-        load_policy().model_copy(update={"deadlines": slow}), embedder=HungEmbedder(), tiers=tiers()
+        load_policy().model_copy(update={"deadlines": slow}),
+        require_tenant=False,
+        embedder=HungEmbedder(),
+        tiers=tiers(),
     )
     in_flight = [
         threading.Thread(
@@ -77,7 +80,7 @@ def test_twenty_hung_turns_leave_another_graph_answering(healthy: Embeddings) ->
     time.sleep(0.5)
     assert all(t.is_alive() for t in in_flight), "the hung turns must still be in flight"
 
-    other = build_graph(embedder=healthy, tiers=tiers())
+    other = build_graph(require_tenant=False, embedder=healthy, tiers=tiers())
     started = time.perf_counter()
     out = other.invoke({"query": "which port does it use"})
     sync_s = time.perf_counter() - started

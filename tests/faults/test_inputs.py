@@ -19,7 +19,7 @@ def graph(**parts: Any) -> Any:
         StaticTier("dense", [hit("dense", "a", 0.5)]),
         StaticTier("lexical", [hit("lexical", "b", 1.0)], needs_vector=False),
     ]
-    return build_graph(embedder=HashingEmbedder(), tiers=tiers, **parts)
+    return build_graph(require_tenant=False, embedder=HashingEmbedder(), tiers=tiers, **parts)
 
 
 @pytest.mark.redis

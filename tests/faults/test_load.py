@@ -115,7 +115,12 @@ def test_concurrent_turns_with_healthy_providers_are_never_degraded(
     # the policy's daily limit is the ledger's: the spend is checked against both
     policy = with_overrides(load_policy(), {"quota.chat_gen_per_day": 100_000})
     graph = build_graph(
-        policy, embedder=Embedder(latency_s), tiers=tiers(), chat_model=model, quota=ledger()
+        policy,
+        require_tenant=False,
+        embedder=Embedder(latency_s),
+        tiers=tiers(),
+        chat_model=model,
+        quota=ledger(),
     )
     outs = run_turns(graph, [broad(i) for i in range(turns)])
     assert [out["manifest"].degraded for out in outs] == [[]] * turns
@@ -130,7 +135,7 @@ def test_a_saturated_provider_is_labelled_overloaded_not_failed() -> None:
     # scheduling stall of the second call on a loaded machine made it a timeout (seen in CI).
     embedder = Embedder(latency_s=0.3)
     pool = bulkhead_for(embedder, "embedder", workers=1)  # truly saturated: one at a time
-    graph = build_graph(quick(stage_s=0.8), embedder=embedder, tiers=tiers())
+    graph = build_graph(quick(stage_s=0.8), require_tenant=False, embedder=embedder, tiers=tiers())
     outs = run_turns(graph, [f"which port does it use {i}" for i in range(10)])
     embeds = [stage(out, "embed") for out in outs]
     assert set(embeds) == {("done", None), ("skipped", "overloaded")}, embeds
@@ -153,7 +158,9 @@ def test_a_healthy_provider_cut_after_queueing_is_overloaded_and_its_breaker_sta
     # `embed failed: timeout` and opened the breaker, so idle turns after were refused `hung`.
     embedder = Embedder(latency_s=0.7)
     pool = bulkhead_for(embedder, "embedder", workers=4)
-    graph = build_graph(quick(stage_s=1.0, turn_s=10), embedder=embedder, tiers=tiers())
+    graph = build_graph(
+        quick(stage_s=1.0, turn_s=10), require_tenant=False, embedder=embedder, tiers=tiers()
+    )
 
     async def waves() -> list[dict[str, Any]]:
         first = [
@@ -184,7 +191,9 @@ def test_a_rate_limited_embedder_is_overloaded_not_failed_and_spends_no_rate_lat
     service = Embedder(latency_s=0.01)
     embedder = ServiceEmbeddings(service, concurrency=4, requests_per_s=20)
     pool = bulkhead_for(embedder, "embedder")
-    graph = build_graph(quick(stage_s=1.0, turn_s=10), embedder=embedder, tiers=tiers())
+    graph = build_graph(
+        quick(stage_s=1.0, turn_s=10), require_tenant=False, embedder=embedder, tiers=tiers()
+    )
     outs = run_turns(graph, [f"which port does it use {i}" for i in range(60)])
     calls = service.calls
     embeds = [stage(out, "embed") for out in outs]
@@ -207,7 +216,7 @@ def test_an_embedder_that_hung_then_recovered_serves_again_within_a_bounded_time
     embedder = Embedder(hang_first=4)
     pool = bulkhead_for(embedder, "embedder", probe_after_s=0.3)
     graph = build_graph(
-        quick(stage_s=0.5), embedder=embedder, tiers=tiers()
+        quick(stage_s=0.5), require_tenant=False, embedder=embedder, tiers=tiers()
     )  # slack for a loaded CI
     first = run_turns(graph, [f"which port does it use {i}" for i in range(4)])
     assert {stage(out, "embed") for out in first} == {("error", "timeout")}
@@ -229,7 +238,7 @@ def test_a_burst_during_a_hang_leaves_threads_for_a_probe_and_the_provider_recov
     # workers + spare threads were held: the healed embedder was refused `hung` for good.
     embedder = Embedder(hang_first=10**9)
     pool = bulkhead_for(embedder, "embedder", workers=4, probe_after_s=0.3)
-    graph = build_graph(quick(stage_s=0.3), embedder=embedder, tiers=tiers())
+    graph = build_graph(quick(stage_s=0.3), require_tenant=False, embedder=embedder, tiers=tiers())
     episode = run_turns(graph, [f"which port does it use {i}" for i in range(40)])
     outcomes = {stage(out, "embed") for out in episode}
     assert outcomes <= {("error", "timeout"), ("skipped", "overloaded")}, outcomes
@@ -283,7 +292,9 @@ def test_threads_stay_bounded_over_a_thousand_turns_with_a_hung_provider(kind: s
     # The probe: a hung slotted tier got a fresh pool per call, 8 -> 308 threads in 300
     # turns. Here each kind of provider keeps its one pool, and the pool its bound.
     parts = HUNG_PROVIDERS[kind]()
-    graph = build_graph(quick(stage_s=0.05, turn_s=1.0), quota=ledger(), **parts)
+    graph = build_graph(
+        quick(stage_s=0.05, turn_s=1.0), require_tenant=False, quota=ledger(), **parts
+    )
     pool = hung_pool(kind, parts)
     before = threading.active_count()
     most = 0
@@ -339,7 +350,12 @@ def test_a_hung_sync_chat_model_never_reaches_a_loops_default_executor() -> None
     model = SyncChatModel(hang_until=RELEASE)
     policy = quick(llm_router="on", llm_timeout_s=0.2)
     graph = build_graph(
-        policy, embedder=Embedder(), tiers=tiers(), chat_model=model, quota=ledger()
+        policy,
+        require_tenant=False,
+        embedder=Embedder(),
+        tiers=tiers(),
+        chat_model=model,
+        quota=ledger(),
     )
     executor = RecordingExecutor()
 
@@ -368,7 +384,9 @@ def test_a_hung_sync_chat_model_never_reaches_a_loops_default_executor() -> None
     for i in range(15):
         graph.invoke({"query": broad(100 + i)})
     handler = SyncHandler()
-    other = build_graph(embedder=Embedder(), tiers=tiers(), cache=MemoryCache())
+    other = build_graph(
+        require_tenant=False, embedder=Embedder(), tiers=tiers(), cache=MemoryCache()
+    )
     out = answers_within(
         5, lambda: other.invoke({"query": broad(0)}, config={"callbacks": [handler]})
     )
