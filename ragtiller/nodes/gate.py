@@ -20,7 +20,7 @@ from ragtiller.nodes.run_input import (
     query_of,
     unknown_namespace_labels,
 )
-from ragtiller.nodes.scope import asked_scope, check_thread_scope, sealed_turn
+from ragtiller.nodes.scope import asked_scope, check_thread_scope, sealed_thread, sealed_turn
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.step_back import step_back_key
@@ -222,7 +222,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "asked_by": asked_by(state),
             },
             "route": route,
-            "scope": scope,
+            "scope": sealed_thread(scope),
             "embed_query": embed_text,
             "rerank_query": query,
             "step_back": step_back,

@@ -43,20 +43,6 @@ def asked_scope(state: Mapping[str, Any], context: RunContext) -> Scope:
     return Scope(tenant=tenant, namespaces=_listed(namespace), filter=context.filter)
 
 
-def check_thread_scope(previous: Scope | None, current: Scope) -> None:
-    """Refuse a turn whose scope differs from the one its thread was started with.
-
-    Raises:
-        InputError: The thread's earlier turns had another tenant, namespace or filter.
-    """
-    if previous is not None and dict(previous) != dict(current):
-        raise InputError(
-            "this thread was started with another tenant, namespace or filter, and a turn "
-            "may not change it (the thread keeps its earlier turns' answers): pass the same "
-            "scope on every turn, or use a new thread_id"
-        )
-
-
 Kind = Literal["thread", "turn"]
 """What a seal is for: the scope a thread's turns asked for (its ``scope`` channel), or the
 scope one turn searches (its route and tier tasks, namespaces resolved). The kind is sealed
@@ -66,6 +52,23 @@ SENT_FROM_OUTSIDE = (
     "this turn's tenant, namespace or filter is not the one its gate decided (the thread's "
     "state was edited, or a task was sent from outside the turn); start a new turn"
 )
+
+
+EDITED_THREAD = (
+    "this thread's tenant, namespace or filter was not written by one of its turns (its state "
+    "was edited, or copied from another thread); use a new thread_id"
+)
+
+
+class SealedScope(Scope):
+    """A thread's scope and its seal (HMAC-SHA256 of the scope, its kind and the thread id)."""
+
+    seal: str
+
+
+def sealed_thread(scope: Scope) -> SealedScope:
+    """The scope a thread's turns ask for, sealed for this run's thread (the gate's to call)."""
+    return SealedScope(**scope, seal=seal(_record(scope, "thread")))
 
 
 def thread_id() -> str:
@@ -126,6 +129,22 @@ def verified(holder: Any, kind: Kind, refusal: str = SENT_FROM_OUTSIDE) -> Scope
     return scope
 
 
+def check_thread_scope(previous: Any, current: Scope) -> None:
+    """Refuse a turn whose scope differs from the one its thread was started with
+    (``previous``: the thread's sealed ``scope``, None on a new thread).
+
+    Raises:
+        InputError: The thread's earlier turns had another tenant, namespace or filter, or
+            its scope was not written by one of its turns.
+    """
+    if previous is not None and dict(verified(previous, "thread", EDITED_THREAD)) != dict(current):
+        raise InputError(
+            "this thread was started with another tenant, namespace or filter, and a turn "
+            "may not change it (the thread keeps its earlier turns' answers): pass the same "
+            "scope on every turn, or use a new thread_id"
+        )
+
+
 def turn_scope(node: str, state: Any) -> Scope:
     """The verified scope node ``node`` acts on: its own task's for ``tier_search``, else the
     route's.
@@ -135,12 +154,20 @@ def turn_scope(node: str, state: Any) -> Scope:
     """
     if node == "tier_search":
         return verified(state, "turn")
-    route = state.get("route") or {}
-    return Scope(
-        tenant=route.get("tenant"),
-        namespaces=route.get("namespaces", []),
-        filter=route.get("filter"),
-    )
+    return verified(state.get("route") if isinstance(state, Mapping) else None, "turn")
+
+
+def check_tasks_scope(tasks: list[Any], route: Mapping[str, Any]) -> None:
+    """Refuse tier tasks that do not carry the (verified) route's scope and seal: a node that
+    reads them (fuse builds its vector reads from them) acts on the scope the turn searched.
+
+    Raises:
+        InputError: A task carries another scope or seal.
+    """
+    fields = ("tenant", "namespaces", "filter", "seal")
+    for task in tasks:
+        if not isinstance(task, Mapping) or any(task.get(f) != route[f] for f in fields):
+            raise InputError(SENT_FROM_OUTSIDE)
 
 
 def check_resumed_scope(scope: Scope, context: RunContext) -> None:
@@ -202,13 +229,17 @@ def _listed(namespace: str | list[str] | None) -> list[str] | None:
 
 
 __all__ = (
+    "EDITED_THREAD",
     "SENT_FROM_OUTSIDE",
     "Kind",
     "Scope",
+    "SealedScope",
     "TurnScope",
     "asked_scope",
     "check_resumed_scope",
+    "check_tasks_scope",
     "check_thread_scope",
+    "sealed_thread",
     "sealed_turn",
     "thread_id",
     "turn_context",
