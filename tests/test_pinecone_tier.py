@@ -24,6 +24,7 @@ from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.nodes.components import Fallback
+from ragtiller.nodes.scope import sealed_turn
 from ragtiller.nodes.tier_search import served
 from ragtiller.pinecone import (
     PineconeTier,
@@ -478,8 +479,7 @@ def task(text: str, k: int = 3) -> TierTask:
         query=text,
         vector=EMBEDDER.embed_query(text),
         k=k,
-        namespaces=["default"],
-        filter=None,
+        **sealed_turn(None, ["default"], None),
         deadline_s=5.0,
         turn_bound=False,
     )

@@ -11,6 +11,7 @@ path.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.integrations.langchain import ManifestCollector, as_retriever, as_tool
 from ragtiller.models import HashingEmbedder
+from ragtiller.nodes.scope import SENT_FROM_OUTSIDE
 
 BROAD = "give me an overview of the handbook"
 FACTUAL = "which port does the server listen on"
@@ -342,19 +344,22 @@ def test_a_paused_acme_turn_resumed_as_globex_is_refused(index: EmbeddedIndex, n
     [{"tenant": "acme"}, {"tenant": None, "namespaces": ["default", "vault"]}],
     ids=["other-tenant", "unscoped-every-namespace"],
 )
-def test_a_route_rewritten_while_paused_is_refused_for_a_run_pinned_to_globex(
-    index: EmbeddedIndex, edit: dict[str, Any]
+@pytest.mark.parametrize("pinned", [{"tenant": "globex"}, None], ids=["pinned", "not-pinned"])
+def test_a_route_rewritten_while_paused_is_refused(
+    index: EmbeddedIndex, edit: dict[str, Any], pinned: dict[str, Any] | None
 ) -> None:
     """A client that may write a thread's state (``update_state``, Studio's state editor)
-    cannot widen a run whose tenant the deployment pins in its context."""
+    cannot widen a paused turn, whether or not the deployment pins its tenant: the route's
+    scope is sealed by the gate, and the resume is refused naming neither scope."""
     g = build_graph(index=index, checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "edited"}}
-    pinned = {"tenant": "globex"}
-    g.invoke({"query": FACTUAL}, config, context=pinned, interrupt_before=["embed"])
+    config: Any = {"configurable": {"thread_id": f"edited-{pinned is None}"}}
+    payload = {"query": FACTUAL, **({} if pinned else {"tenant": "globex"})}
+    g.invoke(payload, config, context=pinned, interrupt_before=["embed"])
     route = g.get_state(config).values["route"]
     g.update_state(config, {"route": {**route, **edit}})
-    with pytest.raises(InputError, match=RESUME_REFUSED):
+    with pytest.raises(InputError, match=re.escape(SENT_FROM_OUTSIDE)) as refused:
         g.invoke(None, config, context=pinned)
+    assert "globex" not in str(refused.value) and "acme" not in str(refused.value)
 
 
 # --- pins: RetrievalGraph.with_config(configurable={"ragtiller": ...}) -----------------------

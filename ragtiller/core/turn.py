@@ -57,8 +57,11 @@ class Route(TypedDict):
     """The namespaces this turn searches: the context's, else the input's, else the route's."""
     tenant: str | None
     """The tenant filter of this turn: the context's, else the input's; None: unscoped."""
-    filter: NotRequired[dict[str, Any] | None]
+    filter: dict[str, Any] | None
     """The run context's metadata filter (:mod:`ragtiller.core.filters`), applied with the tenant's."""
+    seal: str
+    """The seal of ``tenant``, ``namespaces`` and ``filter`` for the turn's thread, made by the
+    gate (``ragtiller.nodes.scope``): the nodes after it refuse a route that lost it."""
     top_k: int
     truncated: bool
     """Whether the query was cut to ``budgets.max_query_chars`` for embedding."""
@@ -87,8 +90,13 @@ class TierTask(TypedDict):
     query: str
     vector: list[float] | None
     k: int
+    tenant: str | None
     namespaces: list[str]
     filter: dict[str, Any] | None
+    """The run's metadata filter; the tier is asked for it and the tenant's."""
+    seal: str
+    """The route's seal of ``tenant``, ``namespaces`` and ``filter``: the branch refuses a task
+    whose scope it does not seal (one a caller wrote or edited)."""
     deadline_s: float
     """How long the branch may wait for its tier (its deadline, cut to the turn's)."""
     turn_bound: bool

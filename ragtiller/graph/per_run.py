@@ -24,7 +24,7 @@ from ragtiller.core.tiers import CHAT_RESOURCE, RERANK_RESOURCE
 from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import current_context
-from ragtiller.nodes.scope import check_resumed_scope, turn_context
+from ragtiller.nodes.scope import check_resumed_scope, turn_context, turn_scope
 from ragtiller.nodes.stage import EVENT_TYPE, final_event
 from ragtiller.policies.run_context import EMPTY, RunContext, pinned, run_policy
 from ragtiller.policies.schema import RetrievalPolicy
@@ -188,9 +188,9 @@ class PerRunNodes:
 
         async def run(state: Any) -> dict[str, Any]:
             context = pinned(self.deps.pin, current_context())
-            if name != "gate":  # a run resumed from a breakpoint starts past the gate
+            if name != "gate":  # a run resumed, or sent to a node, starts past the gate
                 context = turn_context(state, context)
-                check_resumed_scope(state, context)
+                check_resumed_scope(turn_scope(name, state), context)
             nodes, caps = self.nodes(context)
             with spend_caps(caps):  # a run policy's lower daily limits hold in every spend
                 update = await nodes[name](state)

@@ -9,13 +9,14 @@ So any checkpointer works as it comes, with no serializer to configure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ragtiller.core.run_manifest import RunManifest
+from ragtiller.errors import InputError
 
 CHECKPOINT_TYPES: tuple[tuple[str, str], ...] = (("ragtiller.core.run_manifest", "RunManifest"),)
 """(module, class) pairs a parent graph's own state may hold beyond plain data and documents."""
@@ -65,6 +66,26 @@ class ManifestValue(LastValue[Any]):
         if self.model is None:
             self.model = RunManifest.model_validate(super().get())
         return self.model
+
+
+class ScopeValue(LastValue[Any]):
+    """The ``scope`` channel: a thread's sealed scope (:mod:`ragtiller.nodes.scope`).
+
+    It refuses a write that is not a mapping, None above all: ``update_state`` could otherwise
+    erase a thread's scope, and the thread would take a turn of any other scope and hand it the
+    thread's answers. Any other value it keeps; the graph's input step refuses the thread's next
+    turn when the value's seal does not verify.
+    """
+
+    __slots__ = ()
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if any(not isinstance(value, Mapping) for value in values):
+            raise InputError(
+                "a thread's scope can be written only by its turns, and never erased; "
+                "use a new thread_id"
+            )
+        return super().update(values)
 
 
 def checkpoint_serde() -> JsonPlusSerializer:

@@ -11,7 +11,6 @@ from ragtiller.core.turn import TierTask
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, deadline
-from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import plan_tiers
@@ -105,8 +104,10 @@ def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
                 query=text,
                 vector=vector,
                 k=depth,
+                tenant=route["tenant"],
                 namespaces=route["namespaces"],
-                filter=turn_filter(route),
+                filter=route["filter"],
+                seal=route["seal"],
                 deadline_s=limit.seconds,
                 turn_bound=limit.turn_bound,
                 overrides=state["turn"].get("overrides", {}),

@@ -17,6 +17,7 @@ from ragtiller.core.tiers import DENSE, LEXICAL, StageRecord
 from ragtiller.index.dense import DenseTier
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
+from ragtiller.nodes.scope import check_tasks_scope
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.tier_search import request_for
@@ -75,6 +76,7 @@ def make_fuse(deps: Components) -> NodeFn:
 
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
+        check_tasks_scope(state.get("tier_tasks") or [], route)  # its vector reads' scope
         hits = {tier: h for tier, h in (state.get("tier_hits") or {}).items() if h}
         records: list[StageRecord] = []
         if not hits:

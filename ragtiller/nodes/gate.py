@@ -20,7 +20,7 @@ from ragtiller.nodes.run_input import (
     query_of,
     unknown_namespace_labels,
 )
-from ragtiller.nodes.scope import asked_scope, check_thread_scope
+from ragtiller.nodes.scope import asked_scope, check_thread_scope, sealed_thread, sealed_turn
 from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.step_back import step_back_key
@@ -140,8 +140,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 no_retrieval_reason=reason,
                 is_broad=False,
                 triggers=[],
-                namespaces=[],
-                tenant=scope["tenant"],
+                **sealed_turn(scope["tenant"], [], context.filter),
                 top_k=0,
                 truncated=truncated,
                 hybrid=None,
@@ -172,9 +171,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 no_retrieval_reason=None,
                 is_broad=cls.is_broad,
                 triggers=cls.trigger_labels,
-                namespaces=namespaces,
-                tenant=scope["tenant"],
-                filter=context.filter,
+                **sealed_turn(scope["tenant"], namespaces, context.filter),
                 top_k=top_k,
                 truncated=truncated,
                 hybrid=decide_hybrid(config, cls.trigger_labels),
@@ -224,7 +221,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 "asked_by": asked_by(state),
             },
             "route": route,
-            "scope": scope,
+            "scope": sealed_thread(scope),
             "embed_query": embed_text,
             "rerank_query": query,
             "step_back": step_back,

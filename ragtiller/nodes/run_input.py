@@ -153,7 +153,8 @@ def tenant_filter(tenant: str | None) -> dict[str, str] | None:
 
 
 def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The metadata filter every tier applies this turn: the run's ``filter`` and its tenant."""
+    """The metadata filter every tier applies this turn: the run's ``filter`` and its tenant
+    (of ``route``, or of a tier task)."""
     merged = {**(route.get("filter") or {}), **(tenant_filter(route["tenant"]) or {})}
     return merged or None
 

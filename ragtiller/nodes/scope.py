@@ -1,22 +1,29 @@
-"""A turn's scope (its tenant, the namespaces it asked for, its metadata filter), and the two
-checks that keep a checkpointed thread inside one scope.
+"""A turn's scope (its tenant, the namespaces it asked for, its metadata filter), its seal,
+and the checks that keep a checkpointed thread inside one scope.
 
 A thread keeps what its turns returned (``messages`` above all), so a turn of one scope on a
 thread another scope started would be handed that scope's text. The gate therefore refuses a
-turn whose scope differs from the thread's. A run resumed from a breakpoint does not pass the
-gate again: every later node refuses to go on when the resuming run's context pins a scope the
-paused turn's route does not have (default deny). The error names neither scope, since either
+turn whose scope differs from the thread's.
+
+Whoever can run or edit a thread can also write any of its channels (``update_state``) and
+send any node any input (``Command(goto=Send(...))``), so the scope a node acts on is sealed:
+the gate decides it once and seals it for its thread (:mod:`ragtiller.core.seal`). The route,
+every tier task and the thread's ``scope`` carry their seal; each node after the gate refuses
+a scope whose seal does not verify, and searches exactly the scope it sealed. A run resumed
+from a breakpoint does not pass the gate again: it is also refused when its context pins a
+scope the paused turn's does not have (default deny). The errors name no scope, since either
 may be another tenant's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
+from langgraph.config import get_config
 from typing_extensions import TypedDict
 
-from ragtiller.core.filters import TENANT_KEY
+from ragtiller.core.seal import seal, verifies
 from ragtiller.errors import InputError
 from ragtiller.policies.run_context import RunContext
 
@@ -36,13 +43,101 @@ def asked_scope(state: Mapping[str, Any], context: RunContext) -> Scope:
     return Scope(tenant=tenant, namespaces=_listed(namespace), filter=context.filter)
 
 
-def check_thread_scope(previous: Scope | None, current: Scope) -> None:
-    """Refuse a turn whose scope differs from the one its thread was started with.
+Kind = Literal["thread", "turn"]
+"""What a seal is for: the scope a thread's turns asked for (its ``scope`` channel), or the
+scope one turn searches (its route and tier tasks, namespaces resolved). The kind is sealed
+too, so a thread's scope (namespaces None: the route's) never passes for a turn's."""
+
+SENT_FROM_OUTSIDE = (
+    "this turn's tenant, namespace or filter is not the one its gate decided (the thread's "
+    "state was edited, or a task was sent from outside the turn); start a new turn"
+)
+
+
+EDITED_THREAD = (
+    "this thread's tenant, namespace or filter was not written by one of its turns (its state "
+    "was edited, or copied from another thread); use a new thread_id"
+)
+
+
+class SealedScope(Scope):
+    """A thread's scope and its seal (HMAC-SHA256 of the scope, its kind and the thread id)."""
+
+    seal: str
+
+
+def sealed_thread(scope: Scope) -> SealedScope:
+    """The scope a thread's turns ask for, sealed for this run's thread (the gate's to call)."""
+    return SealedScope(**scope, seal=seal(_record(scope, "thread")))
+
+
+def thread_id() -> str:
+    """The run's ``thread_id`` ("" outside a threaded run): what a seal is bound to, so a scope
+    sealed for one thread does not verify on another."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # a node function called directly, outside a run
+        return ""
+    return str(configurable.get("thread_id") or "")
+
+
+def _record(scope: Scope, kind: Kind) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "thread": thread_id(),
+        "tenant": scope["tenant"],
+        "namespaces": scope["namespaces"],
+        "filter": scope["filter"],
+    }
+
+
+class TurnScope(TypedDict):
+    """The scope one turn searches, sealed: what its route and each of its tier tasks carry."""
+
+    tenant: str | None
+    namespaces: list[str]
+    filter: dict[str, Any] | None
+    seal: str
+
+
+def sealed_turn(
+    tenant: str | None, namespaces: list[str], filter: dict[str, Any] | None
+) -> TurnScope:
+    """The scope a turn searches, sealed for this run's thread (the gate's to call)."""
+    scope = Scope(tenant=tenant, namespaces=namespaces, filter=filter)
+    return TurnScope(
+        tenant=tenant, namespaces=namespaces, filter=filter, seal=seal(_record(scope, "turn"))
+    )
+
+
+def verified(holder: Any, kind: Kind, refusal: str = SENT_FROM_OUTSIDE) -> Scope:
+    """The scope ``holder`` (a route, a tier task, a thread's ``scope``) carries, when its seal
+    is the one the gate made for it on this thread.
 
     Raises:
-        InputError: The thread's earlier turns had another tenant, namespace or filter.
+        InputError: ``refusal``: the holder is not a sealed scope, or its seal does not verify.
     """
-    if previous is not None and dict(previous) != dict(current):
+    try:
+        scope = Scope(
+            tenant=holder["tenant"], namespaces=holder["namespaces"], filter=holder["filter"]
+        )
+        given = holder["seal"]
+    except (KeyError, TypeError, IndexError):
+        raise InputError(refusal) from None
+    if not verifies(_record(scope, kind), given):
+        raise InputError(refusal)
+    return scope
+
+
+def check_thread_scope(previous: Any, current: Scope) -> None:
+    """Refuse a turn whose scope differs from the one its thread was started with
+    (``previous``: the thread's sealed ``scope``, None on a new thread).
+
+    Raises:
+        InputError: The thread's earlier turns had another tenant, namespace or filter, or
+            its scope was not written by one of its turns.
+    """
+    if previous is not None and dict(verified(previous, "thread", EDITED_THREAD)) != dict(current):
         raise InputError(
             "this thread was started with another tenant, namespace or filter, and a turn "
             "may not change it (the thread keeps its earlier turns' answers): pass the same "
@@ -50,33 +145,48 @@ def check_thread_scope(previous: Scope | None, current: Scope) -> None:
         )
 
 
-def check_resumed_scope(state: Mapping[str, Any], context: RunContext) -> None:
-    """Refuse to go on when this run's context pins a scope the paused turn does not have.
+def turn_scope(node: str, state: Any) -> Scope:
+    """The verified scope node ``node`` acts on: its own task's for ``tier_search``, else the
+    route's.
 
-    ``state`` is the node's input: the graph state, or a tier branch's ``TierTask``.
+    Raises:
+        InputError: It is not the scope the gate sealed for this thread.
+    """
+    if node == "tier_search":
+        return verified(state, "turn")
+    return verified(state.get("route") if isinstance(state, Mapping) else None, "turn")
+
+
+def check_tasks_scope(tasks: list[Any], route: Mapping[str, Any]) -> None:
+    """Refuse tier tasks that do not carry the (verified) route's scope and seal: a node that
+    reads them (fuse builds its vector reads from them) acts on the scope the turn searched.
+
+    Raises:
+        InputError: A task carries another scope or seal.
+    """
+    fields = ("tenant", "namespaces", "filter", "seal")
+    for task in tasks:
+        if not isinstance(task, Mapping) or any(task.get(f) != route[f] for f in fields):
+            raise InputError(SENT_FROM_OUTSIDE)
+
+
+def check_resumed_scope(scope: Scope, context: RunContext) -> None:
+    """Refuse to go on when this run's context pins a scope other than the turn's ``scope``
+    (a resume that passes another tenant's pins).
+
+    A turn that searches no namespace (``[]``: a no-retrieval route) passes any pinned
+    namespace: it searches nothing.
 
     Raises:
         InputError: The context's tenant, namespace or filter differs from the turn's.
     """
-    if context.tenant is None and context.namespace is None and context.filter is None:
-        return
-    if "tier" in state:  # a tier branch: its filter holds the tenant's
-        task_filter = dict(state.get("filter") or {})
-        tenant = task_filter.pop(TENANT_KEY, None)
-        scope = (tenant, state.get("namespaces"), task_filter or None)
-    else:
-        route = state.get("route")
-        if route is None:
-            return
-        namespaces = route["namespaces"] if route["query_type"] != "no_retrieval" else None
-        scope = (route["tenant"], namespaces, route.get("filter"))
-    tenant, namespaces, run_filter = scope
+    namespaces = scope["namespaces"]
     differs = (
-        (context.tenant is not None and context.tenant != tenant)
-        or (context.filter is not None and context.filter != run_filter)
+        (context.tenant is not None and context.tenant != scope["tenant"])
+        or (context.filter is not None and context.filter != scope["filter"])
         or (
             context.namespace is not None
-            and namespaces is not None
+            and namespaces != []
             and _listed(context.namespace) != namespaces
         )
     )
@@ -119,9 +229,20 @@ def _listed(namespace: str | list[str] | None) -> list[str] | None:
 
 
 __all__ = (
+    "EDITED_THREAD",
+    "SENT_FROM_OUTSIDE",
+    "Kind",
     "Scope",
+    "SealedScope",
+    "TurnScope",
     "asked_scope",
     "check_resumed_scope",
+    "check_tasks_scope",
     "check_thread_scope",
+    "sealed_thread",
+    "sealed_turn",
+    "thread_id",
     "turn_context",
+    "turn_scope",
+    "verified",
 )

@@ -13,8 +13,8 @@ from typing_extensions import TypedDict
 from ragtiller.core.run_manifest import RunManifest
 from ragtiller.core.tiers import Candidate, Hit, StageRecord
 from ragtiller.core.turn import QuotaView, RerankDecision, RerankOutcome, Route, StepBack, TierTask
-from ragtiller.nodes.channels import ManifestValue
-from ragtiller.nodes.scope import Scope
+from ragtiller.nodes.channels import ManifestValue, ScopeValue
+from ragtiller.nodes.scope import SealedScope
 
 
 def stage_log(left: list[StageRecord] | None, right: list[StageRecord] | None) -> list[StageRecord]:
@@ -100,9 +100,10 @@ class RetrievalState(InputState, total=False):
     """Written by the gate."""
     route: Route
     """The gate's routing decision."""
-    scope: Scope
-    """The tenant, namespaces and filter the turn asked for. Kept across a thread's turns: the
-    gate refuses a turn that asks for another scope (see :mod:`ragtiller.nodes.scope`)."""
+    scope: Annotated[SealedScope, ScopeValue]
+    """The tenant, namespaces and filter the turn asked for, sealed for the thread. Kept across
+    a thread's turns: the gate refuses a turn that asks for another scope, or whose thread's
+    scope does not verify (see :mod:`ragtiller.nodes.scope`)."""
     embed_query: str
     """Text that is embedded and searched; step-back may generalize it."""
     rerank_query: str

@@ -25,17 +25,18 @@ from ragtiller.errors import TierUnavailable
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
 from ragtiller.nodes.components import Components, Fallback, NodeFn
 from ragtiller.nodes.deadline import HUNG, OVERLOADED, Deadline
+from ragtiller.nodes.run_input import turn_filter
 from ragtiller.nodes.stage import Stage
 
 
 def request_for(task: TierTask) -> SearchRequest:
-    """The search ``task`` asks of its tier."""
+    """The search ``task`` asks of its tier: its namespaces, its filter and its tenant's."""
     return SearchRequest(
         query=task["query"],
         vector=task["vector"],
         k=task["k"],
         namespaces=task["namespaces"],
-        filter=task["filter"],
+        filter=turn_filter(task),
     )
 
 
@@ -94,8 +95,9 @@ def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
     a tier that does not (a custom tier, a store whose filter differs), so no hit of another
     tenant or namespace ever enters the turn (default deny).
     """
-    admits = scope_predicate(task["namespaces"], task["filter"])
-    lifted = LIFTED.intersection(task["filter"] or ())
+    scope = turn_filter(task)
+    admits = scope_predicate(task["namespaces"], scope)
+    lifted = LIFTED.intersection(scope or ())
     kept = [hit for hit in hits if admits(_filterable(hit, lifted) if lifted else hit["metadata"])]
     return kept, len(hits) - len(kept)
 
