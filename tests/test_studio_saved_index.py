@@ -37,7 +37,7 @@ def saved_index_server(tmp_path: Path) -> Iterator[tuple[str, DevServer]]:
     index = tmp_path / "index"
     subprocess.run(
         [sys.executable, "-m", "ragtiller", "ingest", str(docs), "--index", str(index),
-        ],
+        ],  # the default embedder, as a user ingests
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     server = DevServer(tmp_path, env={"RAGTILLER_INDEX": str(index)})

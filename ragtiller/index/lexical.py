@@ -344,10 +344,14 @@ def _column(
 def analyze(
     texts: Sequence[str], config: LexicalConfig, stemmer: Stemmer.Stemmer | None = None
 ) -> list[list[str]]:
-    """The terms BM25 sees in each text: bm25s' tokenizer, ``config``'s stopwords and stemmer.
+    """The terms BM25 sees in each text: bm25s' token pattern, lower-casing, ``config``'s
+    stopwords and stemmer.
 
     The one analysis of the lexical tier, shared by the embedded bm25s index and the BM25 sparse
-    vectors (:mod:`ragtiller.pinecone.sparse_bm25`), so both count the same terms.
+    vectors (:mod:`ragtiller.pinecone.sparse_bm25`), so both count the same terms. It is
+    bm25s' ``tokenize`` without its progress bars: a tqdm bar, even a disabled one, creates a
+    multiprocessing lock on first use, a blocking call that the LangGraph server refuses on its
+    event loop (and that left tqdm's class lock held when refused).
 
     Args:
         texts: Texts to analyse.
@@ -360,14 +364,14 @@ def analyze(
     """
     if stemmer is None and config.stemmer:
         stemmer = Stemmer.Stemmer(config.stemmer)
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts),
-        stopwords=config.stopwords or [],
-        stemmer=stemmer,
-        return_ids=False,
-        show_progress=False,
-    )
-    return tokens
+    stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
+    find = re.compile(_TOKEN_PATTERN).findall
+    split = [[t for t in find(text.lower()) if t not in stop] for text in texts]
+    if stemmer is None:
+        return split
+    vocabulary = list(dict.fromkeys(t for tokens in split for t in tokens))
+    stems = dict(zip(vocabulary, stemmer.stemWords(vocabulary), strict=True))
+    return [[stems[t] for t in tokens] for tokens in split]
 
 
 def lucene_idf(df: float, n: float) -> float:
