@@ -19,6 +19,7 @@ from ragtiller.eval.variants import with_overrides
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.ranking import recipe
+from ragtiller.ranking.documents import interleave
 from ragtiller.ranking.feedback import FEEDBACK_DEPTH, feedback_passages, rocchio_vector
 from ragtiller.ranking.table import CandidateTable
 
@@ -78,10 +79,10 @@ def test_narrow_ranks_documents_by_their_best_passage_and_keeps_the_questions_po
         )  # fmt: skip
 
     # A has the best fused passage; the question's own fusion puts B's passage first, so the
-    # pattern of positions is B A A C: A (first by its best passage) takes B's one position,
-    # B takes A's two but has one passage, C keeps its own, and A's second passage follows
+    # pattern of positions is B A A C: A (first by its best passage) enters at its own first
+    # position and keeps both of its positions, B enters after it, C keeps its own
     fused = [c("a1", 3.0, 1), c("a2", 2.5, 2), c("b1", 2.0, 0), c("c1", 1.0, 3)]
-    assert [x["id"] for x in recipe.narrow(fused, 4)] == ["a1", "b1", "c1", "a2"]
+    assert [x["id"] for x in recipe.narrow(fused, 4)] == ["a1", "b1", "a2", "c1"]
     assert [x["id"] for x in recipe.narrow(fused, 2)] == ["a1", "b1"]
     assert recipe.narrow([], 3) == []
 
@@ -177,3 +178,19 @@ def test_feedback_off_searches_once(index: Any) -> None:
     out = build_graph(policy, index=index).invoke({"query": QUESTION})
     assert stage(out, "fuse")["detail"]["feedback"] == "off"
     assert stage(out, "rerank")["detail"]["method"] == "zscore"
+
+
+def test_a_document_keeps_the_positions_its_own_passages_earned() -> None:
+    """Issue 44, item 4: feedback ranked `topics/calls` above `topics/typesmapping`, whose
+    KeyError passages held four of the question's first five positions; the first-ranked
+    document took those positions and filled them with its own weak passages."""
+
+    def c(id_: str) -> Candidate:
+        return Candidate(
+            id=id_, text=id_, doc_id=id_[0].upper(), parent_id=None, source="", metadata={},
+            tier_scores={}, tier_ranks={}, tier_z={}, fused_score=0.0, position=0,
+        )  # fmt: skip
+
+    passages = [c("b1"), c("b2"), c("a1"), c("b3"), c("a2"), c("a3")]
+    order = interleave(passages, [("", "A"), ("", "B")])
+    assert [p["id"] for p in order] == ["a1", "b1", "b2", "b3", "a2", "a3"]

@@ -22,39 +22,34 @@ def interleave(
 ) -> list[Candidate]:
     """Passages grouped under ranked documents, each document's best passages in its slots.
 
-    ``passages`` is the fused passage order. It decides how many of the leading positions
-    each document holds and where (like Elasticsearch field collapsing with ``inner_hits``,
-    without forcing a document's passages to sit together). ``documents`` decides which
-    document is first, second, ...: the i-th document to appear in ``passages`` hands its
-    positions to ``documents[i]`` (documents without passages are skipped). ``within`` orders one
-    document's passages (default: fused order). Passages a document has beyond its positions
-    follow at the end, in fused order; nothing is dropped or repeated.
+    ``passages`` is the fused passage order: each document holds the positions its own passages
+    hold there (like Elasticsearch field collapsing with ``inner_hits``, without forcing a
+    document's passages to sit together). ``documents`` decides which document comes first: a
+    document enters no earlier than every document ranked above it, so its positions before
+    that entry move to the entry (documents without passages are skipped). ``within`` orders
+    one document's passages (default: fused order). Nothing is dropped or repeated.
 
     Example:
         >>> def c(i, d):
         ...     return {"id": i, "doc_id": d, "metadata": {}}
-        >>> order = interleave([c("a1", "A"), c("b1", "B"), c("a2", "A")], [("", "B"), ("", "A")])
-        >>> [p["id"] for p in order]
-        ['b1', 'a1', 'a2']
+        >>> fused = [c("a1", "A"), c("a2", "A"), c("b1", "B"), c("a3", "A"), c("b2", "B")]
+        >>> [p["id"] for p in interleave(fused, [("", "B"), ("", "A")])]
+        ['b1', 'a1', 'a2', 'a3', 'b2']
     """
     by_doc: dict[DocKey, list[Candidate]] = {}
-    for cand in passages:
+    slots: dict[DocKey, list[int]] = {}
+    for position, cand in enumerate(passages):
         by_doc.setdefault(doc_key(cand), []).append(cand)
+        slots.setdefault(doc_key(cand), []).append(position)
     if within is not None:
         by_doc = {key: within(group) for key, group in by_doc.items()}
     ranked = [key for key in dict.fromkeys(documents) if key in by_doc]
     listed = set(ranked)
     ranked += [key for key in by_doc if key not in listed]
-    pattern = [doc_key(c) for c in passages]
-    rename = dict(zip(dict.fromkeys(pattern), ranked, strict=True))
-    taken: dict[DocKey, int] = {}
-    out: list[Candidate] = []
-    for slot in pattern:
-        key = rename[slot]
-        n = taken.get(key, 0)
-        if n < len(by_doc[key]):
-            out.append(by_doc[key][n])
-            taken[key] = n + 1
-    placed = {id(c) for c in out}
-    out.extend(c for key in ranked for c in by_doc[key] if id(c) not in placed)
-    return out
+    entry = 0
+    placed: list[tuple[int, int, int, Candidate]] = []
+    for rank, key in enumerate(ranked):
+        entry = max(entry, slots[key][0])
+        for n, cand in enumerate(by_doc[key]):
+            placed.append((max(slots[key][n], entry), rank, n, cand))
+    return [cand for *_, cand in sorted(placed, key=lambda p: p[:3])]
