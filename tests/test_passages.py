@@ -14,13 +14,14 @@ import pytest
 from fixtures.fakes import StaticTier, hit
 from langchain_core.documents import Document
 
-from ragtiller import build_graph, load_policy
+from ragtiller import InputError, build_graph, load_policy
 from ragtiller.core.tiers import Candidate, Hit
 from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.index import EmbeddedIndex
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, analyze
 from ragtiller.index.records import RecordTable
 from ragtiller.ingest import build_index
+from ragtiller.integrations.langchain import as_retriever
 from ragtiller.models import HashingEmbedder
 from ragtiller.nodes.context_budget import choose_passages, fit_context
 from ragtiller.policies.schema import BudgetsConfig
@@ -128,7 +129,11 @@ def test_the_context_stays_within_its_budget_and_names_what_it_left_out(
 ) -> None:
     policy = with_overrides(load_policy(), {"budgets.context_words": 150})
     out = ask(index, "the Rhine delta castles barges Basel", policy, top_k=5)
-    assert sum(len(d.page_content.split()) for d in out["documents"]) <= 150
+    shown = [d for d in out["documents"] if d.metadata["in_context"]]
+    assert sum(len(d.page_content.split()) for d in shown) <= 150
+    assert len(out["documents"]) == 5 > len(shown)  # the budget bounds the context, not the list
+    for d in out["documents"]:
+        assert (f"[{d.metadata['citation']}] " in out["context"]) == d.metadata["in_context"]
     labels = [label for label in out["manifest"].notes if label.startswith("context budget")]
     assert labels and "left out" in labels[0]
     assert labels[0] in out["context"]
@@ -233,13 +238,13 @@ def test_fit_context_leaves_out_what_does_not_fit_and_cuts_an_oversized_first() 
 
 def test_choose_passages_caps_each_document_and_labels_the_shortfall() -> None:
     ranked = [cand(f"a{i}", "A") for i in range(4)] + [cand("b0", "B")]
-    chosen, labels = choose_passages(ranked, 5, BudgetsConfig(passages_per_document=2))
+    chosen, _, labels = choose_passages(ranked, 5, BudgetsConfig(passages_per_document=2))
     assert [c["id"] for c in chosen] == ["a0", "a1", "b0"]
     assert labels == [
         "assemble: 3 of 5 passages: only 3 distinct passage(s) matched; "
         "2 more over passages_per_document 2"
     ]
-    chosen, labels = choose_passages(ranked, 3, BudgetsConfig(passages_per_document=2))
+    chosen, _, labels = choose_passages(ranked, 3, BudgetsConfig(passages_per_document=2))
     assert [c["id"] for c in chosen] == ["a0", "a1", "b0"] and labels == []
 
 
@@ -247,9 +252,9 @@ def test_windows_and_the_children_inside_them_are_not_both_returned() -> None:
     window = cand("c1+window", "A")
     window["metadata"]["child_ids"] = ["c0", "c1", "c2"]
     inside, outside = cand("c2", "A"), cand("c5", "A")
-    chosen, _ = choose_passages([window, inside, outside], 3, BudgetsConfig())
+    chosen, _, _ = choose_passages([window, inside, outside], 3, BudgetsConfig())
     assert [c["id"] for c in chosen] == ["c1+window", "c5"]
-    chosen, _ = choose_passages([inside, window, outside], 3, BudgetsConfig())
+    chosen, _, _ = choose_passages([inside, window, outside], 3, BudgetsConfig())
     assert [c["id"] for c in chosen] == ["c2", "c5"]
 
 
@@ -288,3 +293,24 @@ def test_local_coverage_weighs_the_terms_that_tell_the_candidates_apart() -> Non
     query = "broncos practice"
     local = SentenceCoverage(tier).scores(query, article)
     assert local[1] > local[0] and local[1] > local[2]  # local weights: the answer wins
+
+
+def test_k_means_k_up_to_its_hard_maximum() -> None:
+    """Issue 44, item 3: ``as_retriever(graph, k=30)`` returned 11 documents, capped by
+    ``budgets.max_chunks`` (12) and then by the context's word budget."""
+    docs = [
+        Document(
+            page_content=f"Queue {n} leases each job for {n} seconds.\n\n"
+            f"A job of queue {n} is retried with exponential backoff after its lease ends.",
+            metadata={"id": f"queue-{n}"},
+        )
+        for n in range(40)
+    ]
+    index = build_index(docs, embedder=HashingEmbedder(), progress=False)
+    graph = build_graph(index=index)
+    found = as_retriever(graph, k=30).invoke("how long is a job leased by a queue?")
+    assert len(found) == 30 and len({d.id for d in found}) == 30
+    out = graph.invoke({"query": "how long is a job leased by a queue?"}, context={"top_k": 100})
+    assert len(out["documents"]) == len(index.store.records.ids)  # every passage of the index
+    with pytest.raises(InputError, match="top_k"):
+        graph.invoke({"query": "how long is a job leased?"}, context={"top_k": 101})

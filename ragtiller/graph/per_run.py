@@ -149,6 +149,8 @@ class PerRunNodes:
             return self.deps
         base = self.deps.policy
         policy = run_policy(base, context)
+        if policy == base:  # e.g. a top_k within max_chunks
+            return self.deps
         fixed = fixed_changes(base, policy)
         if fixed:
             raise InputError(

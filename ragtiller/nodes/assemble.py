@@ -28,14 +28,16 @@ DESIGNED = "designed"
 NOT_BUILT_LABEL = "[designed, not built]"
 
 
-def to_document(rank: int, chunk: Candidate) -> Document:
-    """A selected chunk as a LangChain document, scores and provenance in metadata. Not the
-    raw tier scores: a BM25 score carries the corpus-wide IDF, which would tell a tenant
+def to_document(rank: int, chunk: Candidate, *, in_context: bool = True) -> Document:
+    """A selected chunk as a LangChain document, scores and provenance in metadata, and
+    whether the turn's ``context`` holds it (the word budget bounds the context, not the list).
+    Not the raw tier scores: a BM25 score carries the corpus-wide IDF, which would tell a tenant
     whether other tenants' documents hold a word (the manifest keeps them, for the operator)."""
     metadata = {
         **chunk["metadata"],
         "id": chunk["id"],
         "citation": rank,
+        "in_context": in_context,
         "doc_id": chunk["doc_id"],
         "source": chunk["source"],
         "parent_id": chunk["parent_id"],
@@ -110,12 +112,21 @@ def make_assemble(deps: Components) -> NodeFn:
         top_k, budgets = route["top_k"], deps.policy.budgets
         ranked = state.get("ranked")
         if ranked:
-            chunks, budget_labels = choose_passages(ranked, top_k, budgets)
+            chunks, shown, budget_labels = choose_passages(ranked, top_k, budgets)
         else:  # the fusion order; the choice never reads final_score, so set it on the chosen
             candidates = state.get("candidates") or []
-            chunks, budget_labels = choose_passages(candidates, top_k, budgets)
+            chunks, shown, budget_labels = choose_passages(candidates, top_k, budgets)
             chunks = identity_order(chunks, len(chunks))
-        documents = [to_document(rank, chunk) for rank, chunk in enumerate(chunks, start=1)]
+        in_context = {c["id"]: c for c in shown}
+        documents = [
+            to_document(rank, chunk, in_context=chunk["id"] in in_context)
+            for rank, chunk in enumerate(chunks, start=1)
+        ]
+        context_documents = [
+            to_document(rank, {**chunk, "text": in_context[chunk["id"]]["text"]}, in_context=True)
+            for rank, chunk in enumerate(chunks, start=1)
+            if chunk["id"] in in_context
+        ]  # a passage longer than the whole budget is cut in the context only
         overview, own = turn_overview(deps, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
         if designed:
@@ -130,7 +141,7 @@ def make_assemble(deps: Components) -> NodeFn:
         stages = [*state.get("stages", []), record]
         manifest = build_manifest(state, stages, documents, deps.policy)
         manifest = manifest.model_copy(update={"notes": budget_labels})
-        context = render_context(documents, manifest.degraded, overview, budget_labels)
+        context = render_context(context_documents, manifest.degraded, overview, budget_labels)
         return {
             "documents": documents,
             "context": context,

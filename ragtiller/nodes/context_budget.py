@@ -85,12 +85,14 @@ def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate]
 
 def choose_passages(
     ranked: list[Candidate], top_k: int, budgets: BudgetsConfig
-) -> tuple[list[Candidate], list[str]]:
-    """The turn's passages and the labels saying why fewer than ``top_k`` (or less text) came back."""
+) -> tuple[list[Candidate], list[Candidate], list[str]]:
+    """The turn's passages (``top_k`` of them, when the ranking has them), those of them the
+    context holds (the word budget bounds the context text, never the list a caller asked for),
+    and the labels saying why fewer came back or what the context left out."""
     per_document = budgets.passages_per_document
     selection = select_distinct(ranked, top_k, per_document)
-    chosen, over = selection.chosen, None
+    chosen, shown, over = selection.chosen, selection.chosen, None
     if budgets.context_words is not None:
-        chosen, over = fit_context(chosen, budgets.context_words)
+        shown, over = fit_context(chosen, budgets.context_words)
     labels = [label for label in (selection.shortfall_label(per_document), over) if label]
-    return chosen, labels
+    return chosen, shown, labels

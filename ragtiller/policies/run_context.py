@@ -98,7 +98,12 @@ class RunContext(BaseModel):
     )
     # strict: "5", 5.0 and True are refused, not read as 5, 5 and 1
     top_k: int | None = Field(
-        None, strict=True, gt=0, le=100, description="Documents returned (capped by max_chunks)."
+        None,
+        strict=True,
+        gt=0,
+        le=100,
+        description="Documents returned, at most 100 (max_chunks rises to it unless the run "
+        "sets max_chunks too).",
     )
     max_chunks: int | None = Field(
         None,
@@ -162,7 +167,7 @@ class RunContext(BaseModel):
 
     def policy_key(self) -> tuple[Any, ...]:
         """What decides this run's policy (the graph caches one set of nodes per key)."""
-        return (self.policy, self.max_chunks, self.step_back, self.rerank)
+        return (self.policy, self.max_chunks, self.top_k, self.step_back, self.rerank)
 
 
 def _describe(error: ValidationError) -> str:
@@ -178,8 +183,12 @@ def _describe(error: ValidationError) -> str:
 def run_policy(base: RetrievalPolicy, context: RunContext) -> RetrievalPolicy:
     """``base`` (or the policy the context names) with the context's switches applied."""
     policy = cached_policy(context.policy) if context.policy else base
-    if context.max_chunks is not None:
-        budgets = policy.budgets.model_copy(update={"max_chunks": context.max_chunks})
+    # k means k: a run that asks for more documents than max_chunks gets them (up to
+    # top_k's hard maximum, 100), and a candidate pool sized for them; only a run's own
+    # max_chunks caps its top_k
+    chunks = context.max_chunks or max(policy.budgets.max_chunks, context.top_k or 0)
+    if chunks != policy.budgets.max_chunks:
+        budgets = policy.budgets.model_copy(update={"max_chunks": chunks})
         policy = policy.model_copy(update={"budgets": budgets})
     if context.step_back is not None:
         step_back = policy.step_back.model_copy(update={"enabled": context.step_back == "on"})
