@@ -11,6 +11,8 @@ here is the equivalence of the two engines, which needs bm25s as the reference.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -183,3 +185,16 @@ def test_k_caps_the_hits_best_first(tier: Tier) -> None:
 async def test_asearch_equals_search(tier: Tier) -> None:
     request = SearchRequest(query="task timeout", vector=None, k=5, namespaces=["default", "api"])
     assert await tier.asearch(request) == tier.search(request)
+
+
+def test_building_an_index_under_a_root_handler_prints_no_bm25s_debug_lines() -> None:
+    """Issue 44, item 7: the first ingest printed ``DEBUG:bm25s`` lines (bm25s sets its logger
+    to DEBUG, and the model export's imports install a root handler)."""
+    code = (
+        "import logging; logging.basicConfig()\n"
+        "from ragtiller.index.lexical import LexicalTier\n"
+        "from ragtiller.index.records import RecordTable\n"
+        "LexicalTier.build(RecordTable(['a'], ['wings flutter'], [{}]), ['wings flutter'])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "bm25s" not in run.stderr + run.stdout

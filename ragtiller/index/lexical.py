@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,10 @@ from ragtiller.index import compute
 from ragtiller.index.compute import CpuTier, top_k_positive
 from ragtiller.index.records import RecordTable
 from ragtiller.index.scans import SharedScans, scan_key
+
+# bm25s sets its own logger to DEBUG; under any root handler (one a first model export's
+# imports install, say) that printed "DEBUG:bm25s:Building index from tokens" on every ingest
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 LEXICAL_DIR = "lexical"
 BM25_FILES = (
