@@ -368,3 +368,16 @@ def test_graph_drops_into_a_messages_state_agent() -> None:
     *history, answer = out["messages"]
     assert [m.text for m in history] == ["hello", "hi", FACTUAL]  # the agent's history is kept
     assert isinstance(answer, AIMessage) and answer.text == out["context"]
+
+
+def test_the_cli_citations_say_which_score_they_print() -> None:
+    """Issue 44, item 7: ``[1] (1.740)`` above ``[2] (4.727)`` read as scores out of order."""
+    from ragtiller.integrations.display import citations
+
+    def doc(n: int, fused: float, final: float) -> Document:
+        meta = {"citation": n, "source": f"s{n}", "doc_id": "d", "fused_score": fused}
+        return Document(page_content="text", metadata={**meta, "final_score": final})
+
+    floor = citations([doc(1, 1.74, 1.74), doc(2, 4.727, 4.727)]).splitlines()
+    assert "(fused 1.740)" in floor[0] and "(fused 4.727)" in floor[1]
+    assert "(rerank 0.900)" in citations([doc(1, 1.74, 0.9)])

@@ -36,14 +36,17 @@ def stage_table(manifest: RunManifest) -> str:
 
 
 def citations(documents: Sequence[Document], *, width: int = 100) -> str:
-    """``[n] source  score  first line`` per document."""
+    """``[n] source  (score)  first line`` per document, best first. The score says what it
+    is: a paid ceiling's ``rerank`` score ranked the list; a ``fused`` score did not alone (the
+    floor ranks documents by their best passage and places each document's passages in the
+    positions they earned), so the list need not be sorted by it."""
     lines = []
     for doc in documents:
         meta = doc.metadata
         first = " ".join(doc.page_content.split())[: max(0, width - 40)]
-        lines.append(
-            f"[{meta['citation']}] {meta['source'] or meta['doc_id']}  ({meta['final_score']:.3f})  {first}"
-        )
+        final, fused = meta["final_score"], meta["fused_score"]
+        score = f"rerank {final:.3f}" if final != fused else f"fused {fused:.3f}"
+        lines.append(f"[{meta['citation']}] {meta['source'] or meta['doc_id']}  ({score})  {first}")
     return "\n".join(lines)
 
 
