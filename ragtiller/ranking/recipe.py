@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragtiller.core.tiers import Candidate
-from ragtiller.index.lexical import indexed_text
 from ragtiller.ranking.coverage import SentenceCoverage
 from ragtiller.ranking.documents import DocKey, doc_key, interleave
 from ragtiller.ranking.fusion import FusionMethod, fuse_hits, zscores
@@ -79,12 +78,11 @@ def rescore(
     fused: Sequence[Candidate], query: str, coverage: SentenceCoverage | None, *, depth: int
 ) -> list[Candidate]:
     """``fused`` with the first ``depth`` passages' best-sentence coverage of ``query`` in
-    ``metadata[RESCORE]`` (coverage among those passages; none with fewer than two), each read
-    as it was indexed: its header (heading path or title) is a sentence of it."""
+    ``metadata[RESCORE]`` (coverage among those passages; none with fewer than two)."""
     head = fused[:depth]
     if coverage is None or len(head) < 2:
         return list(fused)
-    values = coverage.scores(query, [indexed_text(c["text"], c["metadata"]) for c in head])
+    values = coverage.scores(query, [c["text"] for c in head])
     scored: list[Candidate] = [
         {**c, "metadata": {**c["metadata"], RESCORE: value}}
         for c, value in zip(head, values, strict=True)
