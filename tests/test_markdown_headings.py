@@ -99,16 +99,6 @@ def test_the_answering_passage_is_returned(index: EmbeddedIndex, question: str, 
     assert answer_rank(index, question, words) is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ranked first by both tiers, but ranking/passages.py re-orders a document's passages "
-    "by the best-sentence coverage of the chunk text alone, without its heading path",
-)
-def test_the_visibility_timeout_paragraph_comes_first(index: EmbeddedIndex) -> None:
-    question = "What is the default visibility timeout for a job?"
-    assert answer_rank(index, question, "The default is 30 seconds") == 1
-
-
 def test_a_long_table_is_cut_between_rows_and_each_piece_repeats_the_header(
     index: EmbeddedIndex,
 ) -> None:
