@@ -114,7 +114,7 @@ def test_promotion_artifact_records_files_index_and_policy_hashes(
     assert artifact["index"]["chunking"] == {
         "chunk_tokens": 512,
         "overlap_tokens": 2,
-        "header": "title",
+        "header": "path",
         "window": "words",
     }
     digest = policy_sha256(load_policy())

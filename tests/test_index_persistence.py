@@ -137,7 +137,6 @@ def test_missing_directory(tmp_path: Path) -> None:
         "lexical/data.csc.index.npy",
         "parent_rows.npy",
         "corpus_outline.npz",
-        "document_keys.npz",
     ],
 )
 def test_partial_directory_names_the_missing_file(

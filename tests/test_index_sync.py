@@ -249,6 +249,6 @@ def test_pinecone_sync_upserts_changes_and_deletes_stale_ids_per_namespace(
     hits = store.similarity_search("compiled graph", k=10, namespace="api")
     assert {h.id for h in hits} == new_api  # Pinecone ids are the embedded index's chunk ids
     assert (
-        hits[0].metadata["doc_id"] == "api.rst" and "title" not in hits[0].metadata
-    )  # None left out
+        hits[0].metadata["doc_id"] == "api.rst" and hits[0].metadata["title"] == "API"
+    )  # the RST file's one top-level heading is its title
     manager.close()

@@ -21,6 +21,7 @@ from ragtiller.index import (
 )
 from ragtiller.index import compute as _compute
 from ragtiller.index import lexical as _lexical
+from ragtiller.index.lexical import indexed_text
 from ragtiller.index.parent_child import WINDOW_SUFFIX
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
@@ -80,7 +81,10 @@ def test_dense_scores_are_exact_cosines_best_first(index: EmbeddedIndex) -> None
     hits = search(tier(index, "dense"), "cancel a task", k=4)
     query = np.array(EMBEDDER.embed_query("cancel a task"))
     records = index.store.records
-    cosines = [float(query @ np.array(EMBEDDER.embed_query(t))) for t in records.texts]
+    cosines = [
+        float(query @ np.array(EMBEDDER.embed_query(indexed_text(t, md))))
+        for t, md in zip(records.texts, records.metadatas, strict=True)
+    ]  # each chunk is embedded as it is indexed: under its heading path
     expected = sorted(zip(cosines, records.ids, strict=True), reverse=True)[:4]
     assert [h["id"] for h in hits] == [i for _, i in expected]
     assert [h["score"] for h in hits] == pytest.approx([s for s, _ in expected], abs=1e-5)
