@@ -332,40 +332,6 @@ def test_a_store_written_by_ingest_to_store_with_tenants_refuses_an_unscoped_tur
         as_retriever(graph).invoke(Q)
 
 
-# --- 5. a daily LLM quota per tenant, and a quota_remaining that shows only the tenant's -------
-
-BROAD = "give me an overview of the servers"
-
-
-def test_per_tenant_daily_llm_limits_keep_one_tenants_turns_out_of_anothers_budget(
-    index: EmbeddedIndex,
-) -> None:
-    """The expected API: ``quota.chat_gen_per_tenant_per_day`` beside the shared
-    ``chat_gen_per_day``. A turn spends from its tenant's budget (and the shared one); its
-    ``manifest.quota_remaining`` shows what is left of the budget that applies to it, so it
-    never moves with another tenant's turns, and a label says which budget ran out."""
-    from fixtures.fakes import ScriptedChatModel
-
-    from ragtiller.policies.schema import RetrievalPolicy
-
-    base = load_policy().model_dump(mode="json")
-    policy = RetrievalPolicy.model_validate(
-        {
-            **base,
-            "quota": {**base["quota"], "chat_gen_per_day": 10, "chat_gen_per_tenant_per_day": 3},
-        }
-    )
-    g: Any = build_graph(policy, index=index, chat_model=ScriptedChatModel())
-    before = g.invoke({"query": Q, "tenant": "globex"})["manifest"].quota_remaining
-    for _ in range(3):
-        assert g.invoke({"query": BROAD, "tenant": "acme"})["manifest"].step_back.status == "done"
-    spent = g.invoke({"query": BROAD, "tenant": "acme"})["manifest"]
-    assert spent.step_back.reason == "quota"
-    assert any("tenant" in label and "quota" in label for label in spent.degraded)
-    assert g.invoke({"query": Q, "tenant": "globex"})["manifest"].quota_remaining == before
-    assert g.invoke({"query": BROAD, "tenant": "globex"})["manifest"].step_back.status == "done"
-
-
 # --- 6. the LLM router's cache is kept per tenant ---------------------------------------------
 
 
