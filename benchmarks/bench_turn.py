@@ -288,6 +288,7 @@ class Tree:
                     "query": query,
                     "vector": vector,
                     "k": k,
+                    "tenant": None,
                     "namespaces": namespaces,
                     "filter": None,
                     "deadline_s": 5.0,

@@ -27,7 +27,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert isinstance(policy, RetrievalPolicy)
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
-        "2026-12-01.3",
+        "2026-12-03",
         2,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
