@@ -155,3 +155,15 @@ def test_a_citation_is_the_path_from_the_folder_named_however_it_was_typed(
     assert {md["source"] for md in built.store.records.metadatas} == {"jobs/visibility.md"}
     named = load_sources(["harbordocs/jobs/visibility.md"])[0]
     assert [(d.doc_id, d.source) for d in named] == [("visibility.md", "visibility.md")]
+
+
+def test_every_passage_in_the_context_stands_under_its_heading_path(index: EmbeddedIndex) -> None:
+    """Issue 44, item 6: a passage that is not its section's first chunk appeared in the context
+    without its heading."""
+    out = build_graph(index=index).invoke({"query": "What is the default visibility timeout?"})
+    shown = [d for d in out["documents"] if d.metadata["in_context"]]
+    later = [d for d in shown if d.metadata.get(HEADER_KEY)]
+    assert later, "the question should reach passages indexed under a heading path"
+    for d in later:
+        line = f"[{d.metadata['citation']}] {d.metadata['source']} ({d.metadata[HEADER_KEY]})\n"
+        assert line in out["context"]

@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from ragtiller.core.tiers import Candidate
+from ragtiller.index.lexical import HEADER_KEY
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.context_budget import choose_passages
 from ragtiller.nodes.run_input import (
@@ -53,14 +54,18 @@ def render_context(
     overview: str | None,
     notes: Sequence[str] = (),
 ) -> str:
-    """Prompt-ready text: numbered sources, then the overview backstop, the degradation labels
-    and the notes on what the passage selection left out."""
+    """Prompt-ready text: numbered sources, each under its heading path or title, then the
+    overview backstop, the degradation labels and the notes on what the selection left out."""
     parts: list[str] = []
     for doc in documents:
         meta = doc.metadata
         tag = f" {NOT_BUILT_LABEL}" if meta.get("status") == DESIGNED else ""
+        # every passage under its heading path (or title): a section's later passages lack it
+        heading = meta.get(HEADER_KEY) or meta.get("title")
+        under = f" ({heading})" if heading else ""
         parts.append(
-            f"[{meta['citation']}] {meta['source'] or meta['doc_id']}{tag}\n{doc.page_content.strip()}"
+            f"[{meta['citation']}] {meta['source'] or meta['doc_id']}{under}{tag}\n"
+            f"{doc.page_content.strip()}"
         )
     if overview:
         parts.append(f"<project-overview>\n{overview.strip()}\n</project-overview>")
