@@ -257,3 +257,19 @@ def test_ingest_over_a_disagreeing_variant_says_why_it_rebuilt(
     assert f"full rebuild: embedder variant changed from torch-fp32 to {DEFAULT}" in out
     assert main(["ingest", str(source), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
     assert "full rebuild" not in capsys.readouterr().out  # same variant: no check
+
+
+def test_a_first_export_says_what_it_is_doing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 44, item 7: the first ingest sat at 0/32 texts for about 12 s, saying nothing."""
+    monkeypatch.setenv("RAGTILLER_MODEL_CACHE", str(tmp_path / "cache"))
+
+    def export(model_dir: Path, out: Path, variant: str, scratch: Path) -> None:
+        out.write_bytes(b"exported")  # the export itself is timed and tested above
+
+    monkeypatch.setattr("ragtiller.models.onnx_export.export_onnx", export)
+    prepare_model("uint8")
+    assert "exporting the bundled all-MiniLM-L6-v2 to ONNX (uint8)" in capsys.readouterr().err
+    prepare_model("uint8")  # cached: nothing to say
+    assert capsys.readouterr().err == ""

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import metadata
@@ -123,6 +124,13 @@ def prepare_model(variant: Variant = DEFAULT_VARIANT, *, force: bool = False) ->
         return target
     from ragtiller.models.onnx_export import export_onnx
 
+    # the one slow step of a first run (it sat at 0/32 texts, silent, for about 15 s)
+    print(
+        f"ragtiller: exporting the bundled all-MiniLM-L6-v2 to ONNX ({variant}), once per "
+        f"machine, into {target.onnx_path.parent}",
+        file=sys.stderr,
+        flush=True,
+    )
     target.onnx_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.onnx_path.parent) as scratch:
         staged = Path(scratch) / _ONNX_FILE
