@@ -18,14 +18,12 @@ from typing import Any, Literal
 
 from langchain_core.documents import Document
 
-from ragtiller.core.tiers import Hit
+from ragtiller.core.tiers import HIT_FIELDS, Hit
 
 ScoreKind = Literal["similarity", "distance", "none"]
 """``similarity``: higher is better, kept as it is; ``distance``: lower is better, turned into
 ``1 - d``; ``none``: no scores (or none to trust), fused by rank."""
 SCORE_KINDS: tuple[ScoreKind, ...] = ("similarity", "distance", "none")
-HIT_FIELDS = ("doc_id", "parent_id", "source")
-"""Metadata keys lifted into a hit's own fields, as the embedded index does."""
 LIFTED = frozenset(HIT_FIELDS)
 
 

@@ -42,6 +42,11 @@ RERANK_RESOURCE: Resource = "rerank_calls"
 """Spent by every paid rerank call."""
 
 
+HIT_FIELDS = ("doc_id", "parent_id", "source")
+"""Metadata keys a store holds that a :class:`Hit` lifts into fields of its own (the embedded
+index and the adapters lift the same ones, and a filter may name them)."""
+
+
 class Hit(TypedDict):
     """One result of one tier, with the tier's raw score (cosine, BM25, ...)."""
 

@@ -23,15 +23,12 @@ from langchain_core.documents import Document
 from ragtiller.core.filters import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # re-exported
 from ragtiller.core.filters import allowed_values, comparable, filter_key
 from ragtiller.core.filters import namespace_of as namespace_of  # re-exported
-from ragtiller.core.tiers import Hit
+from ragtiller.core.tiers import HIT_FIELDS, Hit
 from ragtiller.index._lazy_rows import Field, JsonlRows
 
 _MISSING = object()
 MASKS_KEPT = 32
 """Scope masks (namespaces and filter) kept per table: a tenant's mask serves its next turns."""
-
-HIT_FIELDS = ("doc_id", "parent_id", "source")
-"""Metadata keys lifted out of ``metadata`` into a :class:`~ragtiller.core.tiers.Hit`'s own fields."""
 
 
 RECENT_ROWS = 65536

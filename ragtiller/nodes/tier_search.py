@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.core.filters import scope_predicate
-from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.core.tiers import HIT_FIELDS, Hit, SearchRequest, Tier
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import TierUnavailable
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_hits
@@ -84,7 +84,7 @@ async def _with_fallback(tier: Tier, fallback: Fallback, task: TierTask) -> tupl
         return await search(fallback.tier, task), Served(fallback.label, reason)
 
 
-LIFTED = frozenset({"doc_id", "source", "parent_id"})
+LIFTED = frozenset(HIT_FIELDS)
 """Hit fields a filter may name that adapters lift out of a document's metadata."""
 
 

@@ -19,11 +19,10 @@ from typing import TypeVar
 from langchain_core.documents import Document
 
 from ragtiller.core.bulkhead import Overloaded
-from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.core.tiers import HIT_FIELDS, Hit, SearchRequest
 from ragtiller.errors import ConfigurationError
 from ragtiller.errors import PineconeTierError as PineconeTierError  # re-exported
 from ragtiller.errors import PineconeTimeoutError as PineconeTimeoutError
-from ragtiller.index.records import HIT_FIELDS
 
 T = TypeVar("T")
 
