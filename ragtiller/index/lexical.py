@@ -6,7 +6,7 @@ import functools
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,13 +126,12 @@ class LexicalTier(CpuTier):
         self._selections = SharedScans()  # and select their best rows once
         self._columns = SharedScans(DENSE_COLUMNS)  # score columns of common terms
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
-        stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
-        find = re.compile(_TOKEN_PATTERN).findall
+        tokens = _tokenizer(config)
         stem = self._stemmer.stemWords if self._stemmer is not None else list
 
         @functools.lru_cache(maxsize=TERM_CACHE)
         def term_set(text: str) -> frozenset[str]:
-            return frozenset(stem([t for t in find(text.lower()) if t not in stop]))
+            return frozenset(stem(tokens(text)))
 
         self._term_set = term_set
 
@@ -369,14 +368,20 @@ def analyze(
     """
     if stemmer is None and config.stemmer:
         stemmer = Stemmer.Stemmer(config.stemmer)
-    stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
-    find = re.compile(_TOKEN_PATTERN).findall
-    split = [[t for t in find(text.lower()) if t not in stop] for text in texts]
+    split = [*map(_tokenizer(config), texts)]
     if stemmer is None:
         return split
     vocabulary = list(dict.fromkeys(t for tokens in split for t in tokens))
     stems = dict(zip(vocabulary, stemmer.stemWords(vocabulary), strict=True))
     return [[stems[t] for t in tokens] for tokens in split]
+
+
+def _tokenizer(config: LexicalConfig) -> Callable[[str], list[str]]:
+    """A text's tokens before stemming: bm25s' token pattern, lower-cased, less ``config``'s
+    stopwords (the one split :func:`analyze` and :meth:`LexicalTier.term_set` share)."""
+    stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
+    find = re.compile(_TOKEN_PATTERN).findall
+    return lambda text: [t for t in find(text.lower()) if t not in stop]
 
 
 def lucene_idf(df: float, n: float) -> float:
