@@ -128,9 +128,9 @@ def make_assemble(deps: Components) -> NodeFn:
             for rank, chunk in enumerate(chunks, start=1)
         ]
         context_documents = [
-            to_document(rank, {**chunk, "text": in_context[chunk["id"]]["text"]}, in_context=True)
-            for rank, chunk in enumerate(chunks, start=1)
-            if chunk["id"] in in_context
+            Document(page_content=in_context[d.id]["text"], metadata=d.metadata, id=d.id)
+            for d in documents
+            if d.id in in_context
         ]  # a passage longer than the whole budget is cut in the context only
         overview, own = turn_overview(deps, state)
         designed = sum(1 for d in documents if d.metadata.get("status") == DESIGNED)
