@@ -175,15 +175,21 @@ class PerRunNodes:
         if found is not None:
             return found
         deps = self.components(context)
-        built = {name: make(deps) for name, make in self.makers.items()}
-        caps: dict[str, int] = {
-            CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
-            RERANK_RESOURCE: deps.policy.reranker.daily_calls,
-        }
+        if deps is self.deps and key != EMPTY.policy_key():
+            # nothing this run sets changes the policy (a top_k within max_chunks, say): the
+            # graph's own nodes, not another copy of them per key
+            variant = self.nodes(EMPTY)
+        else:
+            built = {name: make(deps) for name, make in self.makers.items()}
+            caps: dict[str, int] = {
+                CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
+                RERANK_RESOURCE: deps.policy.reranker.daily_calls,
+            }
+            variant = built, caps
         with self._lock:
             if len(self._variants) >= MAX_VARIANTS:
                 self._variants.pop(next(iter(self._variants)))
-            return self._variants.setdefault(key, (built, caps))
+            return self._variants.setdefault(key, variant)
 
     def node(self, name: str) -> NodeFn:
         """The node ``name``: finds this run's variant, runs it, announces its records."""
