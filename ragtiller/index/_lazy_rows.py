@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from ragtiller.errors import IndexStoreError
 
@@ -62,7 +63,7 @@ class JsonlRows:
         assert self._map is not None
         raw = self._map[int(self._starts[row]) : int(self._ends[row])]
         try:
-            record = json.loads(raw.decode("utf-8"))  # str: json skips guessing the encoding
+            record = _loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise IndexStoreError(
                 f"index file {self.path} is corrupt: line {row + 1} is not JSON ({e})"
@@ -82,6 +83,15 @@ class JsonlRows:
     def records(self) -> Iterator[dict[str, Any]]:
         """Every record in row order, parsed afresh (the cache is left to the turns)."""
         return (self._parse(row) for row in range(len(self)))
+
+
+def _loads(raw: bytes) -> Any:
+    """One line's JSON: orjson parses a turn's rows about four times faster than ``json``; what
+    it refuses and ``json.dumps`` writes (NaN, an integer over 64 bits) falls back to ``json``."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw.decode("utf-8"))
 
 
 class Field(Sequence[T], Generic[T]):

@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from ragtiller.core.tiers import Candidate
 from ragtiller.index.lexical import HEADER_KEY
+from ragtiller.nodes.channels import PlainManifest
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.context_budget import choose_passages
 from ragtiller.nodes.run_input import (
@@ -151,7 +152,7 @@ def make_assemble(deps: Components) -> NodeFn:
             "documents": documents,
             "context": context,
             "messages": answer_messages(state, context, deps.policy.budgets.max_query_chars),
-            "manifest": manifest.model_dump(mode="json"),  # plain data in saved writes
+            "manifest": PlainManifest(manifest),  # plain data in saved writes
             "stages": [record],
         }
 

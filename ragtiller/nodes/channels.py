@@ -22,6 +22,18 @@ CHECKPOINT_TYPES: tuple[tuple[str, str], ...] = (("ragtiller.core.run_manifest",
 """(module, class) pairs a parent graph's own state may hold beyond plain data and documents."""
 
 
+class PlainManifest(dict[str, Any]):
+    """A manifest's JSON dict that still holds the model it was dumped from: checkpoints and
+    ``updates`` events carry the plain dict (msgpack writes a dict subclass as a dict), and the
+    channel hands nodes and callers the model without validating it again."""
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: RunManifest) -> None:
+        super().__init__(model.model_dump(mode="json"))
+        self.model = model
+
+
 def plain_manifest(value: RunManifest | dict[str, Any]) -> dict[str, Any]:
     """The manifest as its JSON dict (what a checkpoint and an ``updates`` event carry)."""
     if isinstance(value, RunManifest):
@@ -33,9 +45,9 @@ class ManifestValue(LastValue[Any]):
     """The ``manifest`` channel: a :class:`~ragtiller.core.run_manifest.RunManifest` to nodes and
     callers, its JSON dict in checkpoints.
 
-    It takes a model or its JSON dict (assemble writes the dict, so the task writes LangGraph
-    saves are plain too) and validates a dict back into the model once, on the first read.
-    None empties it.
+    It takes a model or its JSON dict (assemble writes a :class:`PlainManifest`, so the task
+    writes LangGraph saves are plain too). A dict read back from a checkpoint, or written by
+    ``update_state``, is validated into the model once, on the first read. None empties it.
     """
 
     __slots__ = ("model",)
@@ -58,7 +70,9 @@ class ManifestValue(LastValue[Any]):
         if written is None:  # the gate starts a turn: no manifest until assemble writes one
             self.value, self.model = type(self)().value, None
             return True
-        self.model = written if isinstance(written, RunManifest) else None
+        self.model = (
+            written if isinstance(written, RunManifest) else getattr(written, "model", None)
+        )
         self.value = plain_manifest(written)
         return True
 

@@ -65,17 +65,19 @@ def select_distinct(ranked: list[Candidate], top_n: int, per_document: int) -> S
     chosen: list[Candidate] = []
     ids: set[str] = set()
     texts: set[str] = set()
+    related_to_chosen: set[str] = set()  # the chosen ones' parents and children
     per_doc: dict[tuple[str, str], int] = {}
     over_cap = repeats = 0
     for cand in ranked:
         if len(chosen) == top_n:
             break
-        related = {cand["id"], cand["parent_id"], *cand["metadata"].get("child_ids", [])}
+        children = cand["metadata"].get("child_ids", ())
         if (
-            related & ids
+            cand["id"] in ids
+            or cand["parent_id"] in ids
+            or not ids.isdisjoint(children)
             or cand["text"] in texts
-            or any(c["parent_id"] == cand["id"] for c in chosen)
-            or any(cand["id"] in c["metadata"].get("child_ids", ()) for c in chosen)
+            or cand["id"] in related_to_chosen
         ):
             repeats += 1
             continue
@@ -87,6 +89,9 @@ def select_distinct(ranked: list[Candidate], top_n: int, per_document: int) -> S
         chosen.append(cand)
         ids.add(cand["id"])
         texts.add(cand["text"])
+        related_to_chosen.update(children)
+        if cand["parent_id"] is not None:
+            related_to_chosen.add(cand["parent_id"])
     return Selection(chosen, top_n, over_cap, repeats)
 
 
