@@ -25,7 +25,6 @@ SECONDS_FIELDS = [
     ("step_back", "cache_ttl_s"),
     ("reranker", "cache_ttl_s"),
     ("reranker", "max_p95_latency_ms_added"),
-    ("dense_backend", "timeout_s"),
     ("promotion", "max_p95_latency_ms"),
 ]
 

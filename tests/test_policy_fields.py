@@ -192,7 +192,7 @@ class Row:
     env: Mapping[str, str] = field(default_factory=dict)
     """Environment for the build (``{dense}`` / ``{sparse}``: the emulators' hosts)."""
     emulator: str = ""
-    """``outage``: the Pinecone emulators answer 429; ``slow``: after 0.25 s."""
+    """``outage``: the Pinecone emulators answer 429."""
     see: Sequence[str] = ("documents", "context")
     """What to compare of each turn (dotted keys of :func:`outcome`): by default what the
     caller gets. Never a mere echo of the field (``manifest.fusion_method``, the cap in a
@@ -370,14 +370,6 @@ ROWS = [
         env=PINECONE_ENV,
         emulator="outage",
     ),
-    Row(
-        "dense_backend.timeout_s",
-        0.05,
-        base={**DENSE_PINECONE, "dense_backend.fallback": "none"},
-        env=PINECONE_ENV,
-        emulator="slow",
-        see=LABELS,  # the emulated index is empty: no hits either way
-    ),
     Row("lexical_backend.provider", "pinecone"),
     Row("lexical_backend.fallback", "none", base=SPARSE_PINECONE),
     Row(
@@ -386,14 +378,6 @@ ROWS = [
         base=SPARSE_PINECONE,
         env=PINECONE_ENV,
         emulator="outage",
-    ),
-    Row(
-        "lexical_backend.timeout_s",
-        0.05,
-        base={**SPARSE_PINECONE, "lexical_backend.fallback": "none"},
-        env=PINECONE_ENV,
-        emulator="slow",
-        see=LABELS,
     ),
     Row("feedback.dense", "off"),
     Row("feedback.dense_docs", 1),
@@ -472,8 +456,6 @@ class Observer:
         for emulator in (self.dense, self.sparse):
             if row.emulator == "outage":
                 emulator.fail(429)
-            elif row.emulator == "slow":
-                emulator.slow(0.25)
 
     def effect(self, policy: RetrievalPolicy) -> Any:
         """What the row compares of its turns on a graph built with ``policy``."""

@@ -152,17 +152,6 @@ class RetrievalPolicy(PolicyModel):
         return value.isoformat() if isinstance(value, date) else value
 
     @model_validator(mode="after")
-    def _backend_deadline_leaves_time_for_the_fallback(self) -> RetrievalPolicy:
-        for name, backend in (("dense", self.dense_backend), ("lexical", self.lexical_backend)):
-            if backend.provider != "embedded" and backend.timeout_s >= self.deadlines.tier_s:
-                raise ValueError(
-                    f"{name}_backend.timeout_s ({backend.timeout_s}) must be below "
-                    f"deadlines.tier_s ({self.deadlines.tier_s}), or the tier's deadline passes "
-                    "before its fallback can answer"
-                )
-        return self
-
-    @model_validator(mode="after")
     def _every_route_defined(self) -> RetrievalPolicy:
         missing = [name for name in ROUTE_NAMES if name not in self.routes]
         if missing:

@@ -187,7 +187,8 @@ it meets. Four mechanisms:
 
 - **Deadlines.** The policy's `deadlines` section bounds each provider call (`embed_s`,
   `tier_s` for each tier, `rerank_s`, `step_back_s`) and the whole turn (`turn_s`); every value
-  is finite and positive (defaults 5, 5, 5, 10 and 15 seconds). A stage past its deadline ends
+  is finite and positive (defaults 5, 5, 5, 10 and 15 seconds). A Pinecone query gets 0.8 of
+  `tier_s`, so the embedded fallback keeps time to answer. A stage past its deadline ends
   as `error` with reason `timeout`, and its fallback answers: no query vector means the lexical
   tier only; a tier gives no hits; rerank keeps the fused order; step-back keeps the original
   question. Each stage's deadline is also cut to the time the turn has left: a stage that runs
