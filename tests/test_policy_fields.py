@@ -254,12 +254,6 @@ ROWS = [
     ),
     Row("router.llm_min_confidence", 0.95, base=ROUTER, parts=router_model),
     Row(
-        "router.llm_timeout_s",
-        0.05,
-        base=ROUTER,
-        parts=lambda p, w: router_model(p, w, delay_s=0.25),
-    ),
-    Row(
         "router.cache_ttl_s",
         60,
         turns=(FACTUAL, 600.0, FACTUAL),
@@ -355,7 +349,7 @@ ROWS = [
     Row("deadlines.tier_s", 0.05, parts=slow_tier, see=LABELS),  # the slow tier finds nothing
     Row("deadlines.rerank_s", 0.05, base=RERANK, parts=slow_reranker),
     Row(
-        "deadlines.step_back_s",
+        "deadlines.chat_s",
         0.05,
         turns=(BROAD,),
         parts=lambda p, w: step_back_model(p, w, delay_s=0.25),
@@ -703,7 +697,7 @@ def test_v1_files_upgrade_with_a_warning_naming_the_changes() -> None:
         policy = parse_policy(v1, source="old.yaml")
     assert policy.schema_version == 2
     assert policy.routes["synthesis"].parent_child is False
-    assert policy.deadlines.step_back_s == 3
+    assert policy.deadlines.chat_s == 3
     _, changes = upgrade_v1(v1)
     assert "eval_slices removed (nothing read it)" in changes
     assert "router.baseline removed (deterministic is the only baseline)" in changes

@@ -81,7 +81,7 @@ async def test_fifty_concurrent_identical_broad_turns_cost_one_call() -> None:
 def test_llm_failure_is_a_labelled_no_op(model: ScriptedChatModel, reason: str) -> None:
     policy = load_policy()
     policy = policy.model_copy(
-        update={"deadlines": policy.deadlines.model_copy(update={"step_back_s": 0.1})}
+        update={"deadlines": policy.deadlines.model_copy(update={"chat_s": 0.1})}
     )
     out = graph(model, policy=policy).invoke({"query": BROAD})
     assert step_back_of(out) == ("error", reason)

@@ -196,7 +196,7 @@ def build_components(
             quota=quota,
             cache=cache,
             trigger_kinds=resolved.lexical_triggers,
-            turn_s=resolved.deadlines.turn_s,
+            deadlines=resolved.deadlines,
         )
     from ragtiller.rerankers import reranker_from_policy
 

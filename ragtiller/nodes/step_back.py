@@ -134,9 +134,7 @@ def make_step_back(deps: Components) -> NodeFn:
             raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
-        limit = deadline(
-            deps.policy, deps.policy.deadlines.step_back_s, state["turn"]["started_at"]
-        )
+        limit = deadline(deps.policy, deps.policy.deadlines.chat_s, state["turn"]["started_at"])
         if limit.expired:
             record = state["step_back"] | {"status": "skipped", "reason": TURN_DEADLINE}
             return {"step_back": record, "stages": [skipped("step_back", TURN_DEADLINE)]}

@@ -266,7 +266,7 @@ def upgrade_v1(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A schema-1 policy as schema 2, and the changes made (empty when it is already 2).
 
     Version 2 renames each route's ``fusion`` switch to ``parent_child`` (what it turns on),
-    moves ``step_back.timeout_s`` to ``deadlines.step_back_s``, and drops three knobs that
+    moves ``step_back.timeout_s`` to ``deadlines.chat_s``, and drops three knobs that
     nothing read: ``default_route``, ``router.baseline`` and ``eval_slices``.
     """
     if data.get("schema_version") != 1:
@@ -283,9 +283,9 @@ def upgrade_v1(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         out["routes"] = renamed
     step_back = out.get("step_back")
     if isinstance(step_back, dict) and "timeout_s" in step_back:
-        out["deadlines"] = {"step_back_s": step_back["timeout_s"], **(out.get("deadlines") or {})}
+        out["deadlines"] = {"chat_s": step_back["timeout_s"], **(out.get("deadlines") or {})}
         out["step_back"] = {k: v for k, v in step_back.items() if k != "timeout_s"}
-        changes.append("step_back.timeout_s -> deadlines.step_back_s")
+        changes.append("step_back.timeout_s -> deadlines.chat_s")
     router = out.get("router")
     if isinstance(router, dict) and "baseline" in router:
         out["router"] = {k: v for k, v in router.items() if k != "baseline"}

@@ -51,10 +51,6 @@ class RouterConfig(PolicyModel):
         Field(ge=0.0, le=1.0),
         build_field("The LLM's route is used only at this confidence or above (0 to 1)."),
     ] = 0.6
-    llm_timeout_s: Annotated[
-        Seconds,
-        build_field("In seconds: the most one routing call (cache, quota, model) may take."),
-    ] = 5.0
     cache_ttl_s: Annotated[
         int,
         Field(gt=0),
@@ -107,7 +103,13 @@ class DeadlinesConfig(PolicyModel):
         ),
     ] = 5.0
     rerank_s: Annotated[Seconds, turn_field("In seconds: the rerank stage.")] = 5.0
-    step_back_s: Annotated[Seconds, turn_field("In seconds: the step-back call.")] = 10.0
+    chat_s: Annotated[
+        Seconds,
+        turn_field(
+            "In seconds: each chat-model call, step-back or the LLM router (the router's, cut "
+            "to turn_s, is fixed when the graph is built)."
+        ),
+    ] = 10.0
     turn_s: Annotated[
         Seconds,
         turn_field("In seconds: the whole turn (each stage's deadline is cut to what is left)."),
