@@ -270,13 +270,6 @@ ROWS = [
         parts=step_back_model,
         see=CALLS,
     ),
-    Row(
-        "step_back.refund_on_failure",
-        True,
-        turns=(BROAD, BROAD),  # the second turn's gate reads the ledger the first refunded
-        parts=lambda p, w: step_back_model(p, w, error="provider down"),
-        see=("manifest.quota_remaining",),
-    ),
     Row("quota.chat_gen_per_day", 0, turns=(BROAD,), parts=step_back_model),
     Row(
         "quota.timezone",

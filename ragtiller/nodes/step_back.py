@@ -6,11 +6,10 @@ done(from_cache); quota spent after all (the view only advises; another turn may
 last unit) -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
 The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touched here.
 
-A failed call is NOT refunded by default: the provider may have billed it, and a refund would
-let a failing model be retried on every turn, burning latency instead of quota. Set
-``step_back.refund_on_failure: true`` in the policy to refund anyway. A call that never reached
-the model (its bulkhead had no worker in time, or refuses a model that keeps hanging) is always
-refunded.
+A failed call is NOT refunded: the provider may have billed it, and a refund would let a
+failing model be retried on every turn, burning latency instead of quota. A call that never
+reached the model (its bulkhead had no worker in time, or refuses a model that keeps hanging)
+is refunded.
 
 Every wait of the stage is cut to its deadline: the cache's wait for another replica's
 generalization (at most half of it, see :class:`ragtiller.stores.RedisCache`), the quota, the
@@ -127,10 +126,6 @@ def make_step_back(deps: Components) -> NodeFn:
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(original)
             await deps.quota.arefund(CHAT_RESOURCE, 1)
-            raise
-        except Exception:
-            if config.refund_on_failure:
-                await deps.quota.arefund(CHAT_RESOURCE, 1)
             raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:

@@ -75,13 +75,6 @@ class StepBackConfig(PolicyModel):
         Field(gt=0),
         turn_field("In seconds: how long one question's step-back is cached."),
     ] = 21600
-    refund_on_failure: Annotated[
-        bool,
-        turn_field(
-            "Refund the chat_gen unit (one call) when the call fails. Off: a failed call still "
-            "cost the provider."
-        ),
-    ] = False
 
 
 class DeadlinesConfig(PolicyModel):
