@@ -273,17 +273,11 @@ class PromotionConfig(PolicyModel):
     max_slice_regression: Annotated[
         float,
         Field(ge=0),
-        promote_field("In NDCG@10: the most any judged slice's mean lift may fall below 0."),
-    ] = 0.02
-    min_slice_queries: Annotated[
-        int,
-        Field(ge=1),
         promote_field(
-            "In queries: slices with fewer judged queries are reported, not judged, by "
-            "max_slice_regression: below 1 / max_slice_regression queries, one query alone "
-            "can move a slice's mean past the limit (the default 50 is 1 / 0.02)."
+            "In NDCG@10: the most any judged slice's mean lift may fall below 0 (a slice is "
+            "judged from 50 judged queries: below 1 / 0.02, one query alone could carry it)."
         ),
-    ] = 50
+    ] = 0.02
     max_p95_latency_ms: Annotated[
         Milliseconds | None,
         promote_field("In milliseconds: the candidate's p95 turn latency at most; None: any."),
