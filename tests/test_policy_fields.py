@@ -298,7 +298,6 @@ ROWS = [
         base={**CEILING, "reranker.max_p95_latency_ms_added": 60_000.0},  # a cold start is slow
         parts=cohere_ceiling,
     ),
-    Row("reranker.max_cost_usd_per_request_added", 0.001, base=CEILING, parts=cohere_ceiling),
     Row(
         "reranker.cost_usd_per_call",
         0.005,

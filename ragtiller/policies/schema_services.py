@@ -174,17 +174,12 @@ class RerankerConfig(PolicyModel):
             "In milliseconds: the ceiling is skipped (latency) while its p95 call time is above."
         ),
     ] = 500
-    max_cost_usd_per_request_added: Annotated[
-        float,
-        Field(ge=0),
-        build_field("In USD: the ceiling is skipped (budget) when one call costs more."),
-    ] = 0.01
     cost_usd_per_call: Annotated[
         float,
         Field(ge=0),
         build_field(
-            "In USD per ceiling call: what a turn's manifest reports a call cost, and what "
-            "max_cost_usd_per_request_added is held against."
+            "In USD per ceiling call (one a request at most): what a turn's manifest reports "
+            "the ceiling cost; daily_calls bounds the spend."
         ),
     ] = 0.002
     daily_calls: Annotated[

@@ -58,12 +58,11 @@ class CeilingReranker(BaseReranker):
        sent, kept ``config.cache_ttl_s`` seconds: a hit costs nothing (``from_cache: True``),
        and concurrent identical calls share one ceiling call;
     3. credentials missing (a ceiling whose ``has_credentials`` is false) -> ``no-credentials``;
-    4. ``config.cost_usd_per_call`` above ``config.max_cost_usd_per_request_added`` -> ``budget``;
-    5. the ceiling's observed p95 added latency (see :class:`LatencyWindow`) above
+    4. the ceiling's observed p95 added latency (see :class:`LatencyWindow`) above
        ``config.max_p95_latency_ms_added`` -> ``latency``;
-    6. one unit of the ledger's ``rerank_calls`` spent: refused -> ``budget``, or
+    5. one unit of the ledger's ``rerank_calls`` spent: refused -> ``budget``, or
        ``quota-store-unavailable`` when the ledger's store failed (quotas fail closed);
-    7. the ceiling's call, given the first ``config.max_candidates`` candidates: any failure
+    6. the ceiling's call, given the first ``config.max_candidates`` candidates: any failure
        (HTTP 429/5xx, timeout, malformed response) -> floor, with ``error`` set. A 429 or 5xx
        gives the unit back to the ledger; a timeout or malformed answer keeps it spent (the
        provider may have billed it).
@@ -203,12 +202,6 @@ class CeilingReranker(BaseReranker):
         """Check the rules, spend one call, call the ceiling; return ``[[id, score], ...]``."""
         if not bool(getattr(self.ceiling, "has_credentials", True)):
             raise _Skipped("no-credentials")
-        if self.config.cost_usd_per_call > self.config.max_cost_usd_per_request_added:
-            raise _Skipped(
-                "budget",
-                cost_usd_per_call=self.config.cost_usd_per_call,
-                max_cost_usd_per_request_added=self.config.max_cost_usd_per_request_added,
-            )
         p95 = self.latency.p95()
         if p95 is not None and p95 > self.config.max_p95_latency_ms_added:
             raise _Skipped("latency", max_p95_latency_ms_added=self.config.max_p95_latency_ms_added)
