@@ -314,7 +314,6 @@ ROWS = [
         parts=cohere_ceiling,
         see=("manifest.quota_remaining",),
     ),
-    Row("reranker.max_candidates", 2, base=CEILING, parts=cohere_ceiling),
     Row(
         "reranker.exact_match_margin",
         1000.0,

@@ -215,15 +215,6 @@ async def test_more_than_max_candidates_are_capped(
     assert len(result.candidates) == 12
 
 
-async def test_config_max_candidates_caps_below_100(
-    stub: CohereStub, cohere: CohereReranker
-) -> None:
-    config = RerankerConfig(max_candidates=3)
-    result = await ceiling_over(cohere, config).arerank(QUERY, candidates(), top_n=3)
-    assert stub.rerank_bodies[0]["documents"] == list(TEXTS.values())[:3]
-    assert result.detail["candidates_sent"] == 3
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0

@@ -201,9 +201,6 @@ class RerankerConfig(PolicyModel):
             "least this many times the second and that hit holds the trigger token verbatim."
         ),
     ] = 1.5
-    max_candidates: Annotated[
-        int, Field(gt=0, le=100), build_field("In candidates: the most sent to the ceiling.")
-    ] = 100
 
 
 class BackendConfig(PolicyModel):

@@ -13,6 +13,7 @@ from ragtiller.errors import ConfigurationError
 from ragtiller.policies.schema import RerankerConfig
 from ragtiller.rerankers._common import BaseReranker, describe_error, error_kind, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
+from ragtiller.rerankers.cohere_rerank import MAX_DOCUMENTS_PER_CALL
 from ragtiller.rerankers.latency import LatencyWindow
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
 
@@ -62,7 +63,8 @@ class CeilingReranker(BaseReranker):
        ``config.max_p95_latency_ms_added`` -> ``latency``;
     5. one unit of the ledger's ``rerank_calls`` spent: refused -> ``budget``, or
        ``quota-store-unavailable`` when the ledger's store failed (quotas fail closed);
-    6. the ceiling's call, given the first ``config.max_candidates`` candidates: any failure
+    6. the ceiling's call, given the candidates (the rerank stage's candidate cap, ``budgets``),
+       at most the first 100 (one Cohere search unit): any failure
        (HTTP 429/5xx, timeout, malformed response) -> floor, with ``error`` set. A 429 or 5xx
        gives the unit back to the ledger; a timeout or malformed answer keeps it spent (the
        provider may have billed it).
@@ -137,7 +139,7 @@ class CeilingReranker(BaseReranker):
             return await self._floor(
                 query, candidates, top_n, "skipped", self.disabled_reason, **note
             )
-        sent = list(candidates[: self.config.max_candidates])
+        sent = list(candidates[:MAX_DOCUMENTS_PER_CALL])
         if not sent or top_n <= 0:
             return await self._floor(query, candidates, top_n, "skipped", "no-candidates")
         key = cache_key("rerank", self.ceiling.name, query, *sorted(c["id"] for c in sent))

@@ -77,9 +77,7 @@ def reranker_from_policy(
     if ceiling_name == "none":
         return floor
     if ceiling_name == "cohere":
-        ceiling = cohere or CohereReranker(
-            max_candidates=config.max_candidates, floor=floor, env=env
-        )
+        ceiling = cohere or CohereReranker(floor=floor, env=env)
     else:
         ceiling = _cross_encoder(cross_encoder, floor)
     blocked = _missing_eval_lift(config)
