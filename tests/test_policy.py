@@ -43,7 +43,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     # passages, 2026-12-01 (benchmarks/log/)
     assert policy.fusion.method == "zscore"
     assert (policy.budgets.passages_per_document, policy.budgets.context_words) == (5, 1500)
-    assert (policy.feedback.dense, policy.feedback.dense_docs) == ("rocchio", 2)
+    assert (policy.feedback.enabled, policy.feedback.dense_docs) == (True, 2)
 
 
 def test_the_schema_defaults_are_the_shipped_default() -> None:

@@ -220,7 +220,7 @@ SMALL_CAP = {
     "budgets.max_chunks": 2,
     "budgets.candidate_multiplier": 1,
     "budgets.candidate_floor": 3,
-    "feedback.dense": "off",
+    "feedback.dense_weight": 0.0,
 }
 """A candidate cap (3) below the corpus's chunks, so each tier's hits show the cap (feedback
 off: its first pass asks each tier for 100 hits at least)."""
@@ -364,7 +364,7 @@ ROWS = [
         env=PINECONE_ENV,
         emulator="outage",
     ),
-    Row("feedback.dense", "off"),
+    Row("feedback.dense_weight", 0.0),
     Row("feedback.dense_docs", 1),
     Row("feedback.dense_weight", 0.1),
     Row(

@@ -110,7 +110,7 @@ class RetrievalPolicy(PolicyModel):
         at least the first pass it reads (:data:`FEEDBACK_DEPTH`); fusion reads each tier's
         best ``candidate_cap``."""
         cap = self.budgets.candidate_cap
-        return max(cap, FEEDBACK_DEPTH) if self.feedback.dense == "rocchio" else cap
+        return max(cap, FEEDBACK_DEPTH) if self.feedback.enabled else cap
 
     schema_version: Annotated[
         Literal[2],

@@ -102,17 +102,10 @@ class FusionConfig(PolicyModel):
 
 
 class FeedbackConfig(PolicyModel):
-    """Zero-LLM pseudo-relevance feedback (Rocchio): the dense tier searches a second time,
-    with the question's vector moved toward the best documents of the fused first pass."""
+    """Zero-LLM pseudo-relevance feedback (Rocchio): the embedded dense tier searches again with
+    the query vector moved toward the best passage of each top document of the dense and lexical
+    first passes, fused as ``fusion`` fuses them."""
 
-    dense: Annotated[
-        Literal["off", "rocchio"],
-        build_field(
-            "rocchio: the embedded dense tier searches again with the query vector moved toward "
-            "the best passage of each top document of the dense and lexical first passes, "
-            "fused as `fusion` fuses them; off: once."
-        ),
-    ] = "rocchio"
     dense_docs: Annotated[
         int,
         Field(gt=0),
@@ -121,5 +114,13 @@ class FeedbackConfig(PolicyModel):
     dense_weight: Annotated[
         float,
         Field(ge=0),
-        build_field("A weight: their mean vector's, beside the query vector's (1)."),
+        build_field(
+            "A weight: their mean vector's, beside the query vector's (1); 0: no feedback, the "
+            "dense tier searches once."
+        ),
     ] = 1.0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether Rocchio runs: a weight of 0 would move the vector nowhere."""
+        return self.dense_weight > 0
