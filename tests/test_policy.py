@@ -35,7 +35,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert policy.routes["factual_lookup"].hybrid is True  # promoted on Cranfield, 2026-11-29
     assert policy.routes["synthesis"].parent_child == "conditional"
     assert policy.router.llm_router == "off"
-    assert policy.step_back.cache_ttl_s == 21600
+    assert policy.cache.ttl_s == 21600
     assert policy.quota.chat_gen_per_day == 20
     assert policy.reranker.provider == "zscore"
     assert policy.budgets.candidate_cap == 36

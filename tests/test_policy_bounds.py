@@ -21,8 +21,7 @@ SECONDS_FIELDS = [
     ("deadlines", "rerank_s"),
     ("deadlines", "chat_s"),
     ("deadlines", "turn_s"),
-    ("step_back", "cache_ttl_s"),
-    ("reranker", "cache_ttl_s"),
+    ("cache", "ttl_s"),
     ("reranker", "max_p95_latency_ms_added"),
     ("promotion", "max_p95_latency_ms"),
 ]

@@ -149,7 +149,9 @@ def cohere_ceiling(policy: RetrievalPolicy, world: World) -> dict[str, Any]:
     quota, _ = default_stores(policy)
     cache = MemoryCache(clock=world.clock)
     cohere = CohereReranker(api_key="stub-key-0123456789", base_url=world.cohere_url, env={})
-    reranker = reranker_from_policy(policy.reranker, ledger=quota, cache=cache, cohere=cohere)
+    reranker = reranker_from_policy(
+        policy.reranker, ledger=quota, cache=cache, cohere=cohere, cache_ttl_s=policy.cache.ttl_s
+    )
     return {"quota": quota, "cache": cache, "reranker": reranker}
 
 
@@ -253,8 +255,8 @@ ROWS = [
         see=LABELS,
     ),
     Row("router.llm_min_confidence", 0.95, base=ROUTER, parts=router_model),
-    Row(
-        "router.cache_ttl_s",
+    Row(  # one TTL for every cached model answer: the route choice's
+        "cache.ttl_s",
         60,
         turns=(FACTUAL, 600.0, FACTUAL),
         base=ROUTER,
@@ -263,13 +265,7 @@ ROWS = [
     ),
     Row("lexical_triggers", [], turns=(TICKET,)),
     Row("step_back.enabled", False, turns=(BROAD,), parts=step_back_model),
-    Row(
-        "step_back.cache_ttl_s",
-        60,
-        turns=(BROAD, 600.0, BROAD),
-        parts=step_back_model,
-        see=CALLS,
-    ),
+    Row("cache.ttl_s", 60, turns=(BROAD, 600.0, BROAD), parts=step_back_model, see=CALLS),
     Row("quota.chat_gen_per_day", 0, turns=(BROAD,), parts=step_back_model),
     Row(
         "quota.timezone",
@@ -306,8 +302,8 @@ ROWS = [
         see=("manifest.cost_usd",),
     ),
     Row("reranker.daily_calls", 0, base=CEILING, parts=cohere_ceiling),
-    Row(
-        "reranker.cache_ttl_s",
+    Row(  # the ceiling's order
+        "cache.ttl_s",
         60,
         turns=(FACTUAL, 120.0, FACTUAL),
         base=CEILING,

@@ -108,7 +108,6 @@ def step_back_key(original: str, tenant: str | None = None) -> str:
 
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
-    config = deps.policy.step_back
 
     async def call_model(original: str, made: list[str], limit: Deadline) -> str:
         if time_left() <= 0:  # the wait for another replica took the stage's time
@@ -159,7 +158,7 @@ def make_step_back(deps: Components) -> NodeFn:
                 deps.cache.aget_or_compute(
                     key,
                     lambda: call_model(original, made, limit),
-                    config.cache_ttl_s,
+                    deps.policy.cache.ttl_s,
                     accept=lambda value: usable(original, value),
                 ),
                 limit.seconds,

@@ -27,6 +27,7 @@ from ragtiller.policies.schema_ranking import (
 )
 from ragtiller.policies.schema_services import (
     BackendConfig,
+    CacheConfig,
     DeadlinesConfig,
     DenseBackendConfig,
     LexicalBackendConfig,
@@ -136,6 +137,7 @@ class RetrievalPolicy(PolicyModel):
     ] = Field(default_factory=lambda: list(TriggerKind))
     step_back: StepBackConfig = StepBackConfig()
     quota: QuotaConfig = QuotaConfig()
+    cache: CacheConfig = CacheConfig()
     reranker: RerankerConfig = RerankerConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     fusion: FusionConfig = FusionConfig()
@@ -169,6 +171,7 @@ __all__ = (
     "Applies",
     "BackendConfig",
     "BudgetsConfig",
+    "CacheConfig",
     "DeadlinesConfig",
     "DenseBackendConfig",
     "FeedbackConfig",

@@ -51,11 +51,6 @@ class RouterConfig(PolicyModel):
         Field(ge=0.0, le=1.0),
         build_field("The LLM's route is used only at this confidence or above (0 to 1)."),
     ] = 0.6
-    cache_ttl_s: Annotated[
-        int,
-        Field(gt=0),
-        build_field("In seconds: how long one query's route choice is cached."),
-    ] = 21600
 
     @field_validator("llm_router", mode="before")
     @classmethod
@@ -70,10 +65,19 @@ class StepBackConfig(PolicyModel):
     enabled: Annotated[
         bool, turn_field("Ask the chat model for a more general question on broad turns.")
     ] = True
-    cache_ttl_s: Annotated[
+
+
+class CacheConfig(PolicyModel):
+    """How long the cache keeps a paid answer; a hit costs no call."""
+
+    ttl_s: Annotated[
         int,
         Field(gt=0),
-        turn_field("In seconds: how long one question's step-back is cached."),
+        build_field(
+            "In seconds: how long a step-back question, a route choice or a rerank ceiling's "
+            "order is cached (its key holds the query, and the ceiling's the passage ids, which "
+            "hash the passage text)."
+        ),
     ] = 21600
 
 
@@ -190,9 +194,6 @@ class RerankerConfig(PolicyModel):
             "run policy can lower it, never raise it."
         ),
     ] = 1000
-    cache_ttl_s: Annotated[
-        int, Field(gt=0), build_field("In seconds: how long a ceiling's order is cached.")
-    ] = 600
     exact_match_margin: Annotated[
         float,
         Field(gt=0),
