@@ -46,7 +46,7 @@ from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies.fields import fields_table
-from ragtiller.policies.loader import parse_policy, upgrade_v1
+from ragtiller.policies.loader import parse_policy
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouteConfig
 from ragtiller.rerankers import CohereReranker, RerankResult, ZScoreReranker, reranker_from_policy
 from ragtiller.stores import MemoryCache
@@ -663,65 +663,13 @@ def test_docs_list_every_field_as_policy_show_fields_prints_it(
     assert all(line.split(" | ")[1] in {"build", "turn", "promote"} for line in rows)
 
 
-# --- loading and migrating ----------------------------------------------------------------------
-
-
-def test_v1_files_upgrade_with_a_warning_naming_the_changes() -> None:
-    v1 = {
-        "schema_version": 1,
-        "policy_id": "p",
-        "version": "1",
-        "default_route": {"namespace": "default", "top_k": 5},
-        "routes": {
-            name: {"fusion": False, "hybrid": True}
-            for name in ("exact_lexical_lookup", "factual_lookup", "synthesis")
-        },
-        "router": {"baseline": "deterministic"},
-        "step_back": {"timeout_s": 3},
-        "eval_slices": ["x"],
-    }
-    with pytest.warns(
-        DeprecationWarning, match="routes.synthesis.fusion -> routes.synthesis.parent_child"
-    ):
-        policy = parse_policy(v1, source="old.yaml")
-    assert policy.schema_version == 2
-    assert policy.routes["synthesis"].parent_child is False
-    assert policy.deadlines.chat_s == 3
-    _, changes = upgrade_v1(v1)
-    assert "eval_slices removed (nothing read it)" in changes
-    assert "router.baseline removed (deterministic is the only baseline)" in changes
+# --- loading ----------------------------------------------------------------------
 
 
 def test_shipped_default_is_schema_2_and_loads_without_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_policy().schema_version == 2
-
-
-def test_policy_migrate_writes_a_schema_2_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from ragtiller.cli.app import main
-
-    old = tmp_path / "old.yaml"
-    old.write_text(
-        "# my policy\nschema_version: 1\npolicy_id: p\nversion: '1'\n"
-        "default_route: {namespace: default, top_k: 5}\nrouter: {baseline: deterministic}\n"
-        "routes:\n"
-        "  factual_lookup: {fusion: false}\n  exact_lexical_lookup: {}\n  synthesis: {fusion: true}\n",
-        encoding="utf-8",
-    )
-    assert main(["policy", "migrate", str(old)]) == 0
-    assert (
-        "routes.factual_lookup.fusion -> routes.factual_lookup.parent_child"
-        in capsys.readouterr().out
-    )
-    text = old.read_text("utf-8")
-    assert text.startswith("# my policy\n") and "schema_version: 2" in text
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        migrated = load_policy(old)
-    assert migrated.routes["factual_lookup"].parent_child is False
 
 
 def test_policy_show_prints_the_effective_policy(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import stat
-import warnings
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -25,7 +24,7 @@ from yaml.events import AliasEvent, Event
 from yaml.nodes import Node
 
 from ragtiller.errors import InputError, PolicyError
-from ragtiller.policies.schema import SCHEMA_VERSION, RetrievalPolicy
+from ragtiller.policies.schema import RetrievalPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -262,54 +261,6 @@ def _format_errors(source: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def upgrade_v1(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A schema-1 policy as schema 2, and the changes made (empty when it is already 2).
-
-    Version 2 renames each route's ``fusion`` switch to ``parent_child`` (what it turns on),
-    moves ``step_back.timeout_s`` to ``deadlines.chat_s``, and drops three knobs that
-    nothing read: ``default_route``, ``router.baseline`` and ``eval_slices``.
-    """
-    if data.get("schema_version") != 1:
-        return data, []
-    out, changes = {**data, "schema_version": SCHEMA_VERSION}, ["schema_version: 1 -> 2"]
-    routes = out.get("routes")
-    if isinstance(routes, dict):
-        renamed = {}
-        for name, route in routes.items():
-            if isinstance(route, dict) and "fusion" in route:
-                route = {("parent_child" if k == "fusion" else k): v for k, v in route.items()}
-                changes.append(f"routes.{name}.fusion -> routes.{name}.parent_child")
-            renamed[name] = route
-        out["routes"] = renamed
-    step_back = out.get("step_back")
-    if isinstance(step_back, dict) and "timeout_s" in step_back:
-        out["deadlines"] = {"chat_s": step_back["timeout_s"], **(out.get("deadlines") or {})}
-        out["step_back"] = {k: v for k, v in step_back.items() if k != "timeout_s"}
-        changes.append("step_back.timeout_s -> deadlines.chat_s")
-    router = out.get("router")
-    if isinstance(router, dict) and "baseline" in router:
-        out["router"] = {k: v for k, v in router.items() if k != "baseline"}
-        changes.append("router.baseline removed (deterministic is the only baseline)")
-    for dead in ("default_route", "eval_slices"):
-        if dead in out:
-            del out[dead]
-            changes.append(f"{dead} removed (nothing read it)")
-    return out, changes
-
-
-def _upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Read a schema-1 file as schema 2, warning with the changes it needs."""
-    upgraded, changes = upgrade_v1(data)
-    if changes:
-        warnings.warn(
-            f"{source} is policy schema 1; read as schema 2 with these changes: "
-            f"{'; '.join(changes)}. Write the file anew with `ragtiller policy migrate`.",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-    return upgraded
-
-
 def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
     """Validate already-loaded policy data.
 
@@ -321,7 +272,7 @@ def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
             f"invalid retrieval policy {source}: expected a mapping at the top level, got {type(data).__name__}"
         )
     try:
-        return RetrievalPolicy.model_validate(_upgrade(data, source))
+        return RetrievalPolicy.model_validate(data)
     except ValidationError as e:
         raise PolicyError(_format_errors(source, e)) from e
 

@@ -38,9 +38,6 @@ from ragtiller.policies.schema_services import (
     StepBackConfig,
 )
 
-SCHEMA_VERSION = 2
-"""The policy schema this code reads; version 1 files are upgraded on load (with a warning)."""
-
 RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
 ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
 
@@ -115,7 +112,7 @@ class RetrievalPolicy(PolicyModel):
 
     schema_version: Annotated[
         Literal[2],
-        build_field("The schema the file is written in; 1 is upgraded on load, with a warning."),
+        build_field("The schema the file is written in (2, the only one)."),
     ]
     policy_id: Annotated[
         str, Field(min_length=1), turn_field("The policy's name, recorded in each turn's manifest.")
@@ -167,7 +164,6 @@ class RetrievalPolicy(PolicyModel):
 
 __all__ = (
     "ROUTE_NAMES",
-    "SCHEMA_VERSION",
     "Applies",
     "BackendConfig",
     "BudgetsConfig",
