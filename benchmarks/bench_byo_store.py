@@ -176,7 +176,7 @@ def evaluate(
 
 def quality(names: Sequence[str], index_dir: Path) -> None:
     policy = with_depth(load_policy("default"), DEPTH)
-    no_rocchio = with_overrides(policy, {"feedback.dense": "off"})
+    no_rocchio = with_overrides(policy, {"feedback.dense_weight": 0.0})
     for name in names:
         index = open_or_build(name, index_dir)
         dataset = load_beir(DATA / name)

@@ -174,7 +174,7 @@ def test_a_default_turn_fuses_with_feedback_and_the_rerank_floor_narrows(index: 
 
 
 def test_feedback_off_searches_once(index: Any) -> None:
-    policy = with_overrides(load_policy(), {"feedback.dense": "off"})
+    policy = with_overrides(load_policy(), {"feedback.dense_weight": 0.0})
     out = build_graph(policy, index=index).invoke({"query": QUESTION})
     assert stage(out, "fuse")["detail"]["feedback"] == "off"
     assert stage(out, "rerank")["detail"]["method"] == "zscore"

@@ -7,7 +7,7 @@ yourself to give it a name, a role, or what its scores mean::
 
 Each adapter states what its store's scores mean (:class:`ScoreSemantics`) and which filters
 it pushes down (:data:`Pushdown`); ``tier.describe()`` says both in one line. Pseudo-relevance
-feedback (``feedback.dense: rocchio``) moves ragtiller's own embedded dense tier only, and
+feedback (``feedback.dense_weight`` above 0) moves ragtiller's own embedded dense tier only, and
 leaves these tiers as they are.
 """
 

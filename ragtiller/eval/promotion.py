@@ -17,6 +17,11 @@ from ragtiller.eval.variants import policy_sha256
 from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
 
+MIN_SLICE_QUERIES = 50
+"""Judged queries a slice needs for ``max_slice_regression`` to judge it: one query moves a
+per-query metric by at most 1, so an n-query slice's mean by up to 1/n, and only from
+1 / 0.02 = 50 (the default limit) can no single query carry a slice past it."""
+
 
 @dataclass(frozen=True)
 class RuleResult:
@@ -75,7 +80,7 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     1. ``required_slices``: each required slice has at least one judged query.
     2. ``min_ndcg_lift``: the mean lift of the primary metric (NDCG@10; answer MRR@10 for a QA
        dataset) is at least ``min_ndcg_lift`` overall and in each required slice.
-    3. ``max_slice_regression``: in every slice with at least ``min_slice_queries`` judged
+    3. ``max_slice_regression``: in every slice with at least :data:`MIN_SLICE_QUERIES` judged
        queries, the mean lift is at least ``-max_slice_regression``. A smaller slice's lift is
        reported (passed, its detail says "not judged"): one query moves its mean too far.
     4. ``max_p95_latency_ms``: the candidate's p95 total turn latency is at most the limit.
@@ -98,10 +103,10 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     for scope, lift in lifts.items():
         if scope == OVERALL or lift.mean is None:
             continue
-        if lift.n < rules.min_slice_queries:
+        if lift.n < MIN_SLICE_QUERIES:
             detail = (
                 f"{lift_of} {lift.mean:+.4f} not judged: {lift.n} judged queries < "
-                f"min_slice_queries {rules.min_slice_queries}"
+                f"{MIN_SLICE_QUERIES}"
             )
             reasons.append(
                 RuleResult("max_slice_regression", scope, True, lift.mean, floor, detail)

@@ -87,7 +87,7 @@ def load_space(path: str | Path) -> dict[str, list[Any]]:
     Example file::
 
         fusion.method: [rrf, zscore]
-        feedback.dense: ["off", rocchio]   # quote "off": YAML reads a bare off as false
+        feedback.dense_weight: [0, 1.0]   # 0: no Rocchio feedback
 
     Raises:
         PolicyError: The file is not such a mapping, or the space is empty or too large.

@@ -37,9 +37,11 @@ def tiers_for_policy(
     remote: dict[TierRole, Tier] = {}
     dense, lexical = policy.dense_backend, policy.lexical_backend
     if dense.provider == "pinecone":
-        remote[DENSE] = pinecone_tier_from_env(index.embedder, env=env, timeout_s=dense.timeout_s)
+        remote[DENSE] = pinecone_tier_from_env(
+            index.embedder, env=env, timeout_s=policy.deadlines.pinecone_s
+        )
     if lexical.provider == "pinecone":
-        remote[LEXICAL] = pinecone_lexical_tier_from_env(env, timeout_s=lexical.timeout_s)
+        remote[LEXICAL] = pinecone_lexical_tier_from_env(env, timeout_s=policy.deadlines.pinecone_s)
     return [remote.get(tier_role(t), t) for t in index.tiers]
 
 

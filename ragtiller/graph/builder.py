@@ -196,7 +196,8 @@ def build_components(
             quota=quota,
             cache=cache,
             trigger_kinds=resolved.lexical_triggers,
-            turn_s=resolved.deadlines.turn_s,
+            deadlines=resolved.deadlines,
+            cache_ttl_s=resolved.cache.ttl_s,
         )
     from ragtiller.rerankers import reranker_from_policy
 
@@ -206,11 +207,15 @@ def build_components(
         """The tiers and reranker of ``other``'s fusion, feedback and window, over the same
         parts."""
         tiers = apply_query_options(other, base_tiers, index)
-        rerank = given_reranker or reranker_from_policy(other.reranker, ledger=quota, cache=cache)
+        rerank = given_reranker or reranker_from_policy(
+            other.reranker, ledger=quota, cache=cache, cache_ttl_s=other.cache.ttl_s
+        )
         return {t.name: t for t in tiers}, rerank
 
     if reranker is None:
-        reranker = reranker_from_policy(resolved.reranker, ledger=quota, cache=cache)
+        reranker = reranker_from_policy(
+            resolved.reranker, ledger=quota, cache=cache, cache_ttl_s=resolved.cache.ttl_s
+        )
     from ragtiller.graph.backends import fallbacks_for_policy
 
     return Components(

@@ -65,8 +65,9 @@ def check_route_namespaces(
         )
 
 
-FIXED_AT_BUILD = ("router", "lexical_triggers", "dense_backend", "lexical_backend")
-"""Policy sections whose objects ``build_graph`` makes once (the LLM router, the backends)."""
+FIXED_AT_BUILD = ("router", "lexical_triggers", "cache", "dense_backend", "lexical_backend")
+"""Policy sections whose objects ``build_graph`` makes once (the LLM router, the backends; the
+router and the ceiling keep their cache TTL)."""
 
 
 def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:

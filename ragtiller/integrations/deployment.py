@@ -60,6 +60,7 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     lines += _backend(
         "dense",
         policy.dense_backend,
+        policy.deadlines.pinecone_s,
         "pinecone_dense",
         "Pinecone dense index<br/>cosine",
         f"{pinecone_env.API_KEY_ENV}, {pinecone_env.HOST_ENV} | {pinecone_env.INDEX_ENV}",
@@ -67,6 +68,7 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     lines += _backend(
         "lexical",
         policy.lexical_backend,
+        policy.deadlines.pinecone_s,
         "pinecone_sparse",
         "Pinecone sparse index<br/>BM25 vectors + statistics",
         f"{pinecone_env.API_KEY_ENV}, {pinecone_env.SPARSE_HOST_ENV} | "
@@ -82,12 +84,14 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _backend(tier: str, config: BackendConfig, node: str, label: str, variables: str) -> list[str]:
+def _backend(
+    tier: str, config: BackendConfig, deadline_s: float, node: str, label: str, variables: str
+) -> list[str]:
     if config.provider == "embedded":
         return [f'    app -->|"{tier} tier"| disk']
     lines = [
         f'    {node}[("{label}<br/>{variables}")]',
-        f'    app -->|"{tier} tier, {config.timeout_s:g} s deadline"| {node}',
+        f'    app -->|"{tier} tier, {deadline_s:g} s deadline"| {node}',
     ]
     if config.fallback == "embedded":
         when = "no credentials or an outage" if config.fallback_on_outage else "no credentials"

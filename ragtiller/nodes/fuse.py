@@ -41,7 +41,7 @@ def make_fuse(deps: Components) -> NodeFn:
     dense = next((name for name, role in deps.roles.items() if role == DENSE), None)
     # Rocchio moves the embedded dense tier: its vectors are at hand
     moves = None if dense is None else deps.tiers[dense]
-    rocchio = moves if isinstance(moves, DenseTier) and policy.feedback.dense == "rocchio" else None
+    rocchio = moves if isinstance(moves, DenseTier) and policy.feedback.enabled else None
 
     async def feedback(table: CandidateTable, state: RetrievalState) -> tuple[CandidateTable, str]:
         """Rocchio: the fused first pass's best documents move the question's vector, and the

@@ -161,7 +161,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             records.extend(skipped(step, reason) for step in AFTER_GATE)
             step_back["reason"] = reason
         else:
-            config = policy.route(cls.query_type)
+            config = policy.routes[cls.query_type]
             namespaces = scope["namespaces"] or config.namespaces
             labels.extend(unknown_namespace_labels(namespaces, known_namespaces, scope["tenant"]))
             top_k, capped = _top_k(config.top_k, context, policy.budgets.max_chunks)

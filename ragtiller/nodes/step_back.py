@@ -6,11 +6,10 @@ done(from_cache); quota spent after all (the view only advises; another turn may
 last unit) -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
 The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touched here.
 
-A failed call is NOT refunded by default: the provider may have billed it, and a refund would
-let a failing model be retried on every turn, burning latency instead of quota. Set
-``step_back.refund_on_failure: true`` in the policy to refund anyway. A call that never reached
-the model (its bulkhead had no worker in time, or refuses a model that keeps hanging) is always
-refunded.
+A failed call is NOT refunded: the provider may have billed it, and a refund would let a
+failing model be retried on every turn, burning latency instead of quota. A call that never
+reached the model (its bulkhead had no worker in time, or refuses a model that keeps hanging)
+is refunded.
 
 Every wait of the stage is cut to its deadline: the cache's wait for another replica's
 generalization (at most half of it, see :class:`ragtiller.stores.RedisCache`), the quota, the
@@ -109,7 +108,6 @@ def step_back_key(original: str, tenant: str | None = None) -> str:
 
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
-    config = deps.policy.step_back
 
     async def call_model(original: str, made: list[str], limit: Deadline) -> str:
         if time_left() <= 0:  # the wait for another replica took the stage's time
@@ -128,15 +126,9 @@ def make_step_back(deps: Components) -> NodeFn:
             made.remove(original)
             await deps.quota.arefund(CHAT_RESOURCE, 1)
             raise
-        except Exception:
-            if config.refund_on_failure:
-                await deps.quota.arefund(CHAT_RESOURCE, 1)
-            raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
-        limit = deadline(
-            deps.policy, deps.policy.deadlines.step_back_s, state["turn"]["started_at"]
-        )
+        limit = deadline(deps.policy, deps.policy.deadlines.chat_s, state["turn"]["started_at"])
         if limit.expired:
             record = state["step_back"] | {"status": "skipped", "reason": TURN_DEADLINE}
             return {"step_back": record, "stages": [skipped("step_back", TURN_DEADLINE)]}
@@ -166,7 +158,7 @@ def make_step_back(deps: Components) -> NodeFn:
                 deps.cache.aget_or_compute(
                     key,
                     lambda: call_model(original, made, limit),
-                    config.cache_ttl_s,
+                    deps.policy.cache.ttl_s,
                     accept=lambda value: usable(original, value),
                 ),
                 limit.seconds,

@@ -10,9 +10,10 @@ from typing import Any, Literal
 
 from ragtiller.core.tiers import RERANK_RESOURCE, Candidate
 from ragtiller.errors import ConfigurationError
-from ragtiller.policies.schema import RerankerConfig
+from ragtiller.policies.schema import CacheConfig, RerankerConfig
 from ragtiller.rerankers._common import BaseReranker, describe_error, error_kind, order_by_scores
 from ragtiller.rerankers.base import Reranker, RerankResult
+from ragtiller.rerankers.cohere_rerank import MAX_DOCUMENTS_PER_CALL
 from ragtiller.rerankers.latency import LatencyWindow
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
 
@@ -55,15 +56,15 @@ class CeilingReranker(BaseReranker):
 
     1. disabled (``disabled_reason``, e.g. ``no-eval-lift``) or no candidates -> floor;
     2. the cache, keyed by the ceiling's name, the query and the sorted ids of the candidates
-       sent, kept ``config.cache_ttl_s`` seconds: a hit costs nothing (``from_cache: True``),
+       sent, kept ``cache_ttl_s`` seconds: a hit costs nothing (``from_cache: True``),
        and concurrent identical calls share one ceiling call;
     3. credentials missing (a ceiling whose ``has_credentials`` is false) -> ``no-credentials``;
-    4. ``config.cost_usd_per_call`` above ``config.max_cost_usd_per_request_added`` -> ``budget``;
-    5. the ceiling's observed p95 added latency (see :class:`LatencyWindow`) above
+    4. the ceiling's observed p95 added latency (see :class:`LatencyWindow`) above
        ``config.max_p95_latency_ms_added`` -> ``latency``;
-    6. one unit of the ledger's ``rerank_calls`` spent: refused -> ``budget``, or
+    5. one unit of the ledger's ``rerank_calls`` spent: refused -> ``budget``, or
        ``quota-store-unavailable`` when the ledger's store failed (quotas fail closed);
-    7. the ceiling's call, given the first ``config.max_candidates`` candidates: any failure
+    6. the ceiling's call, given the candidates (the rerank stage's candidate cap, ``budgets``),
+       at most the first 100 (one Cohere search unit): any failure
        (HTTP 429/5xx, timeout, malformed response) -> floor, with ``error`` set. A 429 or 5xx
        gives the unit back to the ledger; a timeout or malformed answer keeps it spent (the
        provider may have billed it).
@@ -84,13 +85,14 @@ class CeilingReranker(BaseReranker):
         disabled_reason: When set, the ceiling is never called and this is the reason.
         disabled_note: A human-readable explanation reported next to ``disabled_reason``.
         latency: The latency window; default ``LatencyWindow()`` (20 calls, 5 minutes).
+        cache_ttl_s: How long an order is cached (``cache.ttl_s``); None: the default policy's.
 
     Raises:
         ConfigurationError: ``ledger`` has no ``rerank_calls`` limit (checked only when the
             ceiling is not disabled).
 
     Example:
-        >>> from ragtiller.policies.schema import RerankerConfig
+        >>> from ragtiller.policies.schema import CacheConfig, RerankerConfig
         >>> from ragtiller.rerankers import CeilingReranker, CohereReranker, ZScoreReranker
         >>> reranker = CeilingReranker(CohereReranker(env={}), ZScoreReranker(), RerankerConfig())
         >>> candidate = {"id": "a", "text": "t", "doc_id": "d", "parent_id": None, "source": "s",
@@ -112,6 +114,7 @@ class CeilingReranker(BaseReranker):
         disabled_reason: str | None = None,
         disabled_note: str | None = None,
         latency: LatencyWindow | None = None,
+        cache_ttl_s: int | None = None,
     ) -> None:
         if ledger is None:
             ledger = MemoryQuotaLedger({RERANK_RESOURCE: config.daily_calls})
@@ -126,6 +129,7 @@ class CeilingReranker(BaseReranker):
         self.disabled_reason = disabled_reason
         self.disabled_note = disabled_note
         self.latency = latency or LatencyWindow()
+        self.cache_ttl_s = cache_ttl_s or CacheConfig().ttl_s
 
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
@@ -138,13 +142,13 @@ class CeilingReranker(BaseReranker):
             return await self._floor(
                 query, candidates, top_n, "skipped", self.disabled_reason, **note
             )
-        sent = list(candidates[: self.config.max_candidates])
+        sent = list(candidates[:MAX_DOCUMENTS_PER_CALL])
         if not sent or top_n <= 0:
             return await self._floor(query, candidates, top_n, "skipped", "no-candidates")
         key = cache_key("rerank", self.ceiling.name, query, *sorted(c["id"] for c in sent))
         try:
             ranking, from_cache = await self.cache.aget_or_compute(
-                key, lambda: self._call(query, sent), self.config.cache_ttl_s
+                key, lambda: self._call(query, sent), self.cache_ttl_s
             )
             ordered = _restore(sent, ranking)
         except _Skipped as s:
@@ -203,12 +207,6 @@ class CeilingReranker(BaseReranker):
         """Check the rules, spend one call, call the ceiling; return ``[[id, score], ...]``."""
         if not bool(getattr(self.ceiling, "has_credentials", True)):
             raise _Skipped("no-credentials")
-        if self.config.cost_usd_per_call > self.config.max_cost_usd_per_request_added:
-            raise _Skipped(
-                "budget",
-                cost_usd_per_call=self.config.cost_usd_per_call,
-                max_cost_usd_per_request_added=self.config.max_cost_usd_per_request_added,
-            )
         p95 = self.latency.p95()
         if p95 is not None and p95 > self.config.max_p95_latency_ms_added:
             raise _Skipped("latency", max_p95_latency_ms_added=self.config.max_p95_latency_ms_added)

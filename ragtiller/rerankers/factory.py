@@ -32,6 +32,7 @@ def reranker_from_policy(
     cross_encoder: CrossEncoderLike | None = None,
     cohere: Reranker | None = None,
     env: Mapping[str, str] = os.environ,
+    cache_ttl_s: int | None = None,
 ) -> Reranker:
     """The reranker for ``config``: the floor, wrapped in a :class:`CeilingReranker` if asked.
 
@@ -56,6 +57,8 @@ def reranker_from_policy(
         cohere: A ready Cohere ceiling (e.g. pointed at a test server); default: a
             :class:`CohereReranker` reading ``COHERE_API_KEY`` from ``env``.
         env: Environment the Cohere key is read from.
+        cache_ttl_s: How long a ceiling's order is cached (the policy's ``cache.ttl_s``);
+            None: the default policy's.
 
     Returns:
         A reranker that never raises.
@@ -77,9 +80,7 @@ def reranker_from_policy(
     if ceiling_name == "none":
         return floor
     if ceiling_name == "cohere":
-        ceiling = cohere or CohereReranker(
-            max_candidates=config.max_candidates, floor=floor, env=env
-        )
+        ceiling = cohere or CohereReranker(floor=floor, env=env)
     else:
         ceiling = _cross_encoder(cross_encoder, floor)
     blocked = _missing_eval_lift(config)
@@ -93,6 +94,7 @@ def reranker_from_policy(
         cache,
         disabled_reason=None if blocked is None else "no-eval-lift",
         disabled_note=blocked,
+        cache_ttl_s=cache_ttl_s,
     )
 
 

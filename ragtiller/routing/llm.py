@@ -14,7 +14,6 @@ with step-back (:func:`ragtiller.core.providers.ainvoke_chat`).
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -31,7 +30,13 @@ from ragtiller.core.providers import ainvoke_chat, model_label
 from ragtiller.core.tiers import CHAT_RESOURCE
 from ragtiller.errors import ConfigurationError
 from ragtiller.policies.evidence import EvalEvidence, read_eval_evidence
-from ragtiller.policies.schema import RouteName, RouterConfig, TriggerKind
+from ragtiller.policies.schema import (
+    CacheConfig,
+    DeadlinesConfig,
+    RouteName,
+    RouterConfig,
+    TriggerKind,
+)
 from ragtiller.routing.rules import Classification, trigger_kind
 from ragtiller.stores import Cache, QuotaLedger, cache_key
 
@@ -140,7 +145,7 @@ class LLMRouter:
        ``eval-artifact-unreadable`` (with ``note``);
     3. no chat model -> ``no-llm``;
     4. the cache, keyed by the turn's tenant, the exact query text, the prompt and the model
-       name (:func:`router_key`), kept ``config.cache_ttl_s``: a hit costs nothing
+       name (:func:`router_key`), kept ``cache_ttl_s``: a hit costs nothing
        (``from_cache``), and concurrent identical queries share one call (single-flight); an
        entry that is not a route choice is a miss;
     5. one unit of the ledger's ``chat_gen`` (the step-back budget): refused -> ``quota``, or
@@ -149,7 +154,7 @@ class LLMRouter:
        ``invalid-output`` (not a :class:`RouteChoice`); ``overloaded`` when the model's bulkhead
        had no worker in time, ``hung`` when it refuses a model that keeps hanging (neither
        reached the model: the unit is refunded). Steps 4 to 6 together, the cache's wait for
-       another replica included, take at most ``config.llm_timeout_s``, cut to the turn's
+       another replica included, take at most ``deadlines.chat_s``, cut to the turn's
        deadline (``turn_s``) -> ``timeout``;
     7. a confidence below ``config.llm_min_confidence`` -> ``low-confidence`` (the answer is
        cached all the same: asking again would cost a call for the same doubt).
@@ -166,8 +171,7 @@ class LLMRouter:
     ``note``, ``eval`` and ``triggers_dropped`` when they apply.
 
     Args:
-        config: The policy's router section (``llm_min_confidence``, ``llm_timeout_s``,
-            ``cache_ttl_s``).
+        config: The policy's router section (``llm_min_confidence``).
         chat_model: Any LangChain chat model that supports ``with_structured_output``; None
             falls back with ``no-llm``.
         quota: The daily ledger shared with step-back; must have a ``chat_gen`` limit.
@@ -175,8 +179,10 @@ class LLMRouter:
         trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
         evidence: The eval gate's outcome; None when no eval is required (``llm_router: on``).
             Evidence that does not allow the router disables it.
-        turn_s: The turn's deadline (``deadlines.turn_s``); routing, the first thing a turn
-            does, never takes longer. None: only ``config.llm_timeout_s`` bounds it.
+        deadlines: The policy's deadlines: routing takes at most ``chat_s``, and, the first
+            thing a turn does, never longer than ``turn_s``. None: the default policy's.
+        cache_ttl_s: How long a route choice is cached (``cache.ttl_s``); None: the default
+            policy's.
 
     Raises:
         ConfigurationError: The router can call the model but ``quota`` has no ``chat_gen``
@@ -204,11 +210,14 @@ class LLMRouter:
         cache: Cache,
         trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
         evidence: EvalEvidence | None = None,
-        turn_s: float | None = None,
+        deadlines: DeadlinesConfig | None = None,
+        cache_ttl_s: int | None = None,
     ) -> None:
         self.config = config
-        self.timeout_s = min(config.llm_timeout_s, math.inf if turn_s is None else turn_s)
+        limits = deadlines or DeadlinesConfig()
+        self.timeout_s = min(limits.chat_s, limits.turn_s)
         """The longest one routing takes."""
+        self.cache_ttl_s = cache_ttl_s or CacheConfig().ttl_s
         self._model = chat_model
         self.quota = quota
         self.cache = cache
@@ -266,7 +275,7 @@ class LLMRouter:
                 self.cache.aget_or_compute(
                     key,
                     lambda: self._ask(query, made),
-                    self.config.cache_ttl_s,
+                    self.cache_ttl_s,
                     accept=_is_choice,
                 ),
                 self.timeout_s,
@@ -404,7 +413,8 @@ def make_llm_router(
     quota: QuotaLedger,
     cache: Cache,
     trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
-    turn_s: float | None = None,
+    deadlines: DeadlinesConfig | None = None,
+    cache_ttl_s: int | None = None,
 ) -> LLMRouter | None:
     """The router strategy the policy selects (``router.llm_router``).
 
@@ -421,7 +431,8 @@ def make_llm_router(
         quota: The daily ledger shared with step-back (needs a ``chat_gen`` limit).
         cache: The route-choice cache.
         trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
-        turn_s: The turn's deadline; see :class:`LLMRouter`.
+        deadlines: The policy's deadlines; see :class:`LLMRouter`.
+        cache_ttl_s: The policy's ``cache.ttl_s``; see :class:`LLMRouter`.
 
     Returns:
         The router, or None when the policy turns it off.
@@ -454,5 +465,6 @@ def make_llm_router(
         cache=cache,
         trigger_kinds=trigger_kinds,
         evidence=evidence,
-        turn_s=turn_s,
+        deadlines=deadlines,
+        cache_ttl_s=cache_ttl_s,
     )

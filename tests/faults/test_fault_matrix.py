@@ -47,7 +47,7 @@ def policy() -> RetrievalPolicy:
         for name, route in base.routes.items()
     }
     deadlines = DeadlinesConfig(
-        embed_s=STAGE_S, tier_s=STAGE_S, rerank_s=STAGE_S, step_back_s=STAGE_S, turn_s=TURN_S
+        embed_s=STAGE_S, tier_s=STAGE_S, rerank_s=STAGE_S, chat_s=STAGE_S, turn_s=TURN_S
     )
     return base.model_copy(update={"routes": routes, "deadlines": deadlines})
 
