@@ -135,6 +135,7 @@ REMOVED = [  # 2026-12-04 (issue 42): each folded into a mechanism that was alre
     "router__cache_ttl_s",  # cache.ttl_s
     "step_back__cache_ttl_s",
     "reranker__cache_ttl_s",
+    "reranker__exact_match_margin",  # 1.5, policies.decisions.EXACT_MATCH_MARGIN
 ]
 
 

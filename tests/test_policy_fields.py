@@ -310,21 +310,10 @@ ROWS = [
         parts=cohere_ceiling,
         see=("manifest.quota_remaining",),
     ),
-    Row(
-        "reranker.exact_match_margin",
-        1000.0,
-        turns=(TICKET,),
-        base={
-            "routes.exact_lexical_lookup.rerank": "conditional",
-            "reranker.ceiling": "cohere",
-            "reranker.require_eval_lift": False,
-        },
-        parts=cohere_ceiling,  # an exact match keeps the floor; without one the ceiling orders
-        see=("manifest.rerank_method",),
-    ),
     Row("budgets.max_chunks", 2, turns=(SYNTHESIS,)),
     Row("budgets.passages_per_document", 1, turns=(SYNTHESIS,)),
     Row("budgets.context_words", 20, turns=(SYNTHESIS,)),
+    Row("budgets.outline_words", 0, turns=(BROAD,)),
     Row("budgets.window_words", 10, turns=(MARGINS,), base=WINDOWS),
     Row("budgets.candidate_multiplier", 5, base=SMALL_CAP, see=HITS),
     Row("budgets.candidate_floor", 10, base=SMALL_CAP, see=HITS),

@@ -13,6 +13,7 @@ from ragtiller.index.lexical import HEADER_KEY
 from ragtiller.nodes.channels import PlainManifest
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.context_budget import choose_passages
+from ragtiller.nodes.outline import fit_outline
 from ragtiller.nodes.run_input import (
     ANSWER_NAME,
     answer_id,
@@ -94,7 +95,11 @@ def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, 
     """The corpus outline for a broad turn that step-back did not serve, cut to the turn's
     namespaces, tenant and filter, with a label when an outline exists but cannot be cut to them."""
     route = state["route"]
-    if deps.overview is None or not route["is_broad"] or state["step_back"]["status"] == "done":
+    budget = deps.policy.budgets.outline_words
+    if (
+        not (deps.overview and budget and route["is_broad"])
+        or state["step_back"]["status"] == "done"
+    ):
         return None, []
     tenant, scope = route["tenant"], turn_filter(route)
     text = deps.overview(route["namespaces"], scope)
@@ -106,7 +111,7 @@ def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, 
         else:
             what = f"filter {scope!r}"
         return None, [f"corpus overview left out: it cannot be limited to {what}"]
-    return text or None, []
+    return fit_outline(text, state["rerank_query"], budget) or None, []
 
 
 def make_assemble(deps: Components) -> NodeFn:

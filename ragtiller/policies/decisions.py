@@ -9,6 +9,10 @@ from ragtiller.core.tiers import LEXICAL, PARENT_CHILD, Candidate, Hit, TierRole
 from ragtiller.core.turn import Decision, QuotaView, RerankDecision
 from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
 
+EXACT_MATCH_MARGIN = 1.5
+"""A conditional rerank is skipped (``exact-match``) when the top BM25 score is at least this
+many times the second and that hit holds the trigger token verbatim."""
+
 
 def decision(enabled: bool, setting: Toggle, reason: str) -> Decision:
     """A switch's outcome, in the shape the manifest records."""
@@ -105,9 +109,12 @@ def decide_rerank(
     if not setting["enabled"]:
         return {**floor, "reason": setting["reason"]}
     if setting["setting"] == "conditional":
-        margin = policy.reranker.exact_match_margin
         token = next(
-            (t for hits in lexical_hits if (t := exact_match(hits, triggers, margin)) is not None),
+            (
+                t
+                for hits in lexical_hits
+                if (t := exact_match(hits, triggers, EXACT_MATCH_MARGIN)) is not None
+            ),
             None,
         )
         if token is not None:

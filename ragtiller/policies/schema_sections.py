@@ -77,6 +77,12 @@ class BudgetsConfig(PolicyModel):
         "at depth).",
         gt=0,
     )
+    outline_words: int = turn_field(
+        150,
+        "In words: the most of the corpus outline a broad turn shows when step-back did not "
+        "run (the documents the question names, else the outline's start); 0: no outline.",
+        ge=0,
+    )
     window_words: int = build_field(
         300,
         "In words: the parent-child tier returns its best child with neighbouring children "
@@ -282,12 +288,6 @@ class RerankerConfig(PolicyModel):
         "In calls a day: ceiling calls a day. Sizes the ledger when the graph is built; a "
         "run policy can lower it, never raise it.",
         ge=0,
-    )
-    exact_match_margin: float = build_field(
-        1.5,
-        "A ratio: a conditional rerank is skipped (exact-match) when the top BM25 score is at "
-        "least this many times the second and that hit holds the trigger token verbatim.",
-        gt=0,
     )
 
 
