@@ -89,7 +89,7 @@ def cache(dtype: str) -> Path:
 def build(rows: int, dtype: str = "float32") -> tuple[Path, dict[str, float]]:
     """Build (once) and save the synthetic index of ``rows`` chunks; its build times."""
     from ragtiller.index import EmbeddedIndex, LexicalTier, NumpyVectorStore
-    from ragtiller.index.derived import build_derived
+    from ragtiller.index.embedded import build_derived
     from ragtiller.index.lexical import DEFAULT_LEXICAL
     from ragtiller.index.manifest import FORMAT_VERSION, EmbedderInfo, IndexCounts, IndexManifest
     from ragtiller.index.records import RecordTable
@@ -329,8 +329,7 @@ def graph_tiers(index: Any) -> list[Any]:
 def dense_memory(directory: str, rows: int) -> dict[str, float]:
     """Child process: memory of the dense tier alone (vectors, graph, chunk table), searched."""
     from ragtiller.index import NumpyVectorStore
-    from ragtiller.index.ann import AnnIndex
-    from ragtiller.index.derived import load_graph
+    from ragtiller.index.ann import AnnIndex, load_graph
     from ragtiller.index.embedded import read_manifest
     from ragtiller.index.versions import current_version
     from ragtiller.models import HashingEmbedder

@@ -137,7 +137,7 @@ def test_a_scope_reads_only_its_own_namespaces_entries(
     index = open_index(saved)
     rows = OutlineRows.load(current_version(saved) / OUTLINE_FILE, len(index.parents))
     spy = Spy.of(index.parents)
-    overview = ScopedOverview(spy, section_from_record, rows)
+    overview = ScopedOverview(spy, rows)
     text = overview.outline([namespace], filter)
     assert text == expected(index.parents, [namespace], filter)
     assert spy.read  # it did read sections: those of its own namespace alone

@@ -1,9 +1,9 @@
 """The corpus map: a bounded plain-text outline of documents and sections, built without an LLM.
 
-The assemble node injects it as ``<project-overview>`` on broad turns, so that a question like
-"what is in here?" gets an answer even when step-back could not run. A turn only ever sees the
-outline of what it may search: :class:`ScopedOverview` builds one per namespace set and tenant
-filter, from the same rows the tiers filter.
+The assemble node injects it as ``<project-overview>`` on broad turns, so that "what is in here?"
+gets an answer even when step-back could not run. A turn only ever sees the outline of what it
+may search: :class:`ScopedOverview` builds one per namespace set and filter, from the same rows
+the tiers filter.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,11 @@ import numpy.typing as npt
 from ragtiller.core.filters import predicate
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.records import RecordTable, namespace_of
-from ragtiller.index.units import Section
+from ragtiller.index.units import Section, section_from_record
 
 SUMMARY_CHARS = 120
 _SENTENCE = re.compile(r"(.+?[.!?])(?=\s|$)")
 _MARKUP = re.compile(r"[`*]+|^#+\s*")
-
-
 _MAX_DOCUMENTS, _MAX_SECTIONS, _MAX_CHARS = 60, 8, 4000
 
 
@@ -39,16 +37,9 @@ def build_corpus_map(
     max_sections: int = _MAX_SECTIONS,
     max_chars: int = _MAX_CHARS,
 ) -> str:
-    """Outline the corpus: one line per document, one per section with a one-line summary.
-
-    Args:
-        sections: Every section of the corpus, in document order.
-        max_documents: Documents listed before ``... and N more documents``.
-        max_sections: Sections listed per document before ``... and N more sections``.
-        max_chars: Upper bound of the whole text, in characters.
-
-    Returns:
-        The outline; empty when there are no sections.
+    """Outline the corpus (its sections, in document order): a line per document, one per
+    section with a one-line summary, at most ``max_documents`` documents of ``max_sections``
+    sections each, and ``max_chars`` characters in all.
 
     Example:
         >>> build_corpus_map([])
@@ -70,14 +61,11 @@ def _outline(
     max_chars: int,
 ) -> str:
     """The outline of ``documents`` documents holding ``sections`` sections; ``blocks``: per
-    document in order, its id, its number of sections and its first ``max_sections`` ones
-    (read only as far as the outline gets)."""
+    document, its id, its number of sections and its first ones (read only as far as needed)."""
     if not documents:
         return ""
-    header = f"Corpus: {documents} documents, {sections} sections."
-    lines = [header]
-    used = len(header)
-    listed = 0
+    lines = [f"Corpus: {documents} documents, {sections} sections."]
+    used, listed = len(lines[0]), 0
     for doc_id, total, first in blocks:
         if listed == max_documents:
             break
@@ -96,14 +84,12 @@ def _outline(
 
 def summarize(text: str, limit: int = SUMMARY_CHARS) -> str:
     """The first sentence of ``text``, markup and whitespace collapsed, at most ``limit`` chars."""
-    flat = " ".join(_MARKUP.sub("", line).strip() for line in text.splitlines())
-    flat = " ".join(flat.split())
+    flat = " ".join(" ".join(_MARKUP.sub("", line) for line in text.splitlines()).split())
     match = _SENTENCE.match(flat)
     sentence = match.group(1) if match else flat
     if len(sentence) <= limit:
         return sentence
-    cut = sentence[: limit - 1].rsplit(" ", 1)[0]
-    return cut + "…"
+    return sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _document_block(
@@ -127,17 +113,15 @@ def _section_summary(section: Section) -> str:
 
 
 OUTLINE_FILE = "corpus_outline.npz"
-"""The saved :class:`OutlineRows` of a version, written at ingest with the derived files."""
 
 
 @dataclass(frozen=True)
 class OutlineRows:
-    """Per namespace, its section rows and the document of each: what an outline of any scope
-    needs without parsing every section (at 1M chunks that parse took 6 s of the first broad
-    turn). Namespace ``namespaces[i]`` owns entries ``offsets[i]:offsets[i + 1]`` of ``rows``
-    and ``docs``, rows ascending; a scope reads only its own namespaces' entries, and then
-    parses only the sections its outline lists. ``docs`` are document ordinals (equal doc ids,
-    equal ordinals: sections group by doc id, as :func:`build_corpus_map` groups them).
+    """Per namespace, its section rows and the document of each, saved at ingest: a scope's
+    outline then parses only the sections it lists (parsing every section took 6 s of the first
+    broad turn at 1M chunks). ``namespaces[i]`` owns entries ``offsets[i]:offsets[i + 1]`` of
+    ``rows`` (ascending) and ``docs``, document ordinals (sections group by doc id, as
+    :func:`build_corpus_map` groups them).
     """
 
     namespaces: tuple[str, ...]
@@ -147,7 +131,6 @@ class OutlineRows:
 
     @classmethod
     def of(cls, sections: RecordTable) -> OutlineRows:
-        """Built from the section table in one pass, at ingest."""
         spaces: dict[str, int] = {}
         doc_ids: dict[str, int] = {}
         space = np.empty(len(sections), dtype=np.int32)
@@ -178,7 +161,6 @@ class OutlineRows:
         return rows[order], docs[order]
 
     def save(self, path: Path) -> None:
-        """Write the arrays to ``path`` (an ``.npz``, no pickles)."""
         with path.open("wb") as f:
             np.savez(
                 f,
@@ -190,11 +172,7 @@ class OutlineRows:
 
     @classmethod
     def load(cls, path: Path, sections: int) -> OutlineRows:
-        """Read what :meth:`save` wrote for a table of ``sections`` rows, checked.
-
-        Raises:
-            IndexStoreError: The file is unreadable or disagrees with the section table.
-        """
+        """Read what :meth:`save` wrote for a table of ``sections`` rows, checked."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 names, offsets = data["namespaces"], data["offsets"]
@@ -223,43 +201,29 @@ class OutlineRows:
         )
 
 
-SCOPES_KEPT = 64
-"""Outlines kept per index, one per (namespaces, filter) asked for; older ones are rebuilt."""
+SCOPES_KEPT = 64  # outlines kept per index, one per (namespaces, filter); older ones are rebuilt
 
 
 class ScopedOverview:
-    """The corpus map of the rows a turn may see, built on first use per scope and kept.
-
-    Args:
-        sections: The index's section table (the parents): their metadata carry the namespace
-            and the document's own metadata (``tenant`` and the like) that tiers filter on.
-        to_section: Turns row ``(id, text, metadata)`` back into a :class:`Section`.
-        rows: The :class:`OutlineRows` of ``sections``.
+    """The corpus map of the sections (the index's parents, whose metadata carry the namespace and
+    the document's, ``tenant`` and the like) a turn may see, built on first use per scope and kept.
 
     Example:
         >>> from ragtiller.index.records import RecordTable
         >>> rows = RecordTable(["s1"], ["Setup. Run make."], [{"doc_id": "a.md", "tenant": "acme"}])
-        >>> outline = OutlineRows.of(rows)
-        >>> overview = ScopedOverview(rows, lambda id_, text, md: NotImplemented, outline)
+        >>> overview = ScopedOverview(rows, OutlineRows.of(rows))
         >>> overview.outline(["default"], {"tenant": "globex"})  # nothing of acme's
         ''
     """
 
-    def __init__(
-        self,
-        sections: RecordTable,
-        to_section: Callable[[str, str, dict[str, Any]], Section],
-        rows: OutlineRows,
-    ) -> None:
+    def __init__(self, sections: RecordTable, rows: OutlineRows) -> None:
         self._sections = sections
-        self._to_section = to_section
         self._rows = rows
         self._kept: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._lock = threading.Lock()
 
     def outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        """The outline of the sections in ``namespaces`` whose metadata equals ``filter``
-        (empty when none match)."""
+        """The outline of the sections in ``namespaces`` whose metadata equals ``filter``."""
         key = (
             None if namespaces is None else tuple(sorted(set(namespaces))),
             tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
@@ -291,12 +255,12 @@ class ScopedOverview:
         _, first, counts = np.unique(docs, return_index=True, return_counts=True)
         starts = np.concatenate([[0], np.cumsum(counts)])
         appearance = np.argsort(first, kind="stable")  # documents in order of first section
-        table, to_section, most = self._sections, self._to_section, _MAX_SECTIONS
+        table, most = self._sections, _MAX_SECTIONS
 
         def blocks() -> Iterator[tuple[str, int, list[Section]]]:
             for d in appearance.tolist():
                 mine = rows[by_doc[starts[d] : starts[d] + min(int(counts[d]), most)]]
-                listed = [to_section(*table.fields(r)) for r in mine.tolist()]
+                listed = [section_from_record(*table.fields(r)) for r in mine.tolist()]
                 yield listed[0].document.doc_id, int(counts[d]), listed
 
         return _outline(len(counts), len(rows), blocks(), _MAX_DOCUMENTS, most, _MAX_CHARS)

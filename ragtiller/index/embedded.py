@@ -4,33 +4,33 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
-from ragtiller.index.ann import ANN_FILE, AnnIndex
-from ragtiller.index.corpus_map import ScopedOverview
+from ragtiller.index import ann
+from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
+from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows, ScopedOverview
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
-from ragtiller.index.derived import (
-    DERIVED_FILES,
-    Derived,
-    load_derived,
-    load_graph,
-    save_derived,
-)
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
-from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
+from ragtiller.index.parent_child import (
+    PARENT_ROWS_FILE,
+    PARENTS_FILE,
+    ParentChildTier,
+    load_parent_rows,
+    parent_rows,
+)
 from ragtiller.index.records import RecordTable
-from ragtiller.index.units import section_from_record
 from ragtiller.index.versions import FaultHook, Step, open_current, write_version
 from ragtiller.models.batch_embedding import EmbeddingStats
 from ragtiller.models.embedders import embedder_identity
@@ -44,12 +44,29 @@ INDEX_FILES = (
     CHUNKS_FILE,
     PARENTS_FILE,
     LEXICAL_DIR,
-    *DERIVED_FILES,
+    PARENT_ROWS_FILE,
+    OUTLINE_FILE,
     CORPUS_MAP_FILE,
     MANIFEST_FILE,
 )
-"""What one version directory holds (and ``ann.faiss`` for an index with an HNSW graph, see
-:mod:`ragtiller.index.derived`); ``manifest.json`` is written last."""
+"""What one version directory holds, ``manifest.json`` written last (and ``ann.faiss`` before it
+for an index with an HNSW graph)."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What ingest derives from the rows and each version saves, so an open computes nothing:
+    each child's parent row, the HNSW graph (from :data:`~ragtiller.index.ann.ANN_MIN_ROWS`
+    chunks up) and the corpus outline's rows."""
+
+    parent_rows: npt.NDArray[np.intp]
+    ann: AnnIndex | None
+    outline: OutlineRows
+
+
+def build_derived(store: NumpyVectorStore, parents: RecordTable) -> Derived:
+    graph = AnnIndex.build(store.vectors) if len(store) >= ann.ANN_MIN_ROWS else None
+    return Derived(parent_rows(store.records, parents), graph, OutlineRows.of(parents))
 
 
 class SaveProgress(Protocol):
@@ -60,22 +77,15 @@ class SaveProgress(Protocol):
     def advance(self, n: int = 1) -> None: ...
 
 
-def _no_fault(step: str) -> None:
-    """Every save step proceeds."""
-
-
 class EmbeddedIndex:
     """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
 
     Build it with :func:`ragtiller.ingest.build_index` (or :func:`ragtiller.ingest.ingest`, which
-    also saves, and re-embeds only what changed), reopen it with :meth:`load`. All three tiers share one chunk table, so a chunk id
-    means the same chunk in every tier.
-
-    Hits carry ``doc_id``, ``source`` and ``parent_id``; their ``metadata`` holds ``namespace``,
-    ``title`` (None for files), ``section_path`` (heading titles), ``start``/``end`` (character
-    offsets of the hit's text in its parent section for a chunk, in its document for a section),
-    and the document's own metadata (``status`` and the like). The parent-child tier adds
-    ``matched_child_ids``.
+    also saves and re-embeds only what changed), reopen it with :meth:`load`. The tiers share one
+    chunk table, so a chunk id means the same chunk in every tier. Hits carry ``doc_id``,
+    ``source`` and ``parent_id``; their ``metadata`` holds ``namespace``, ``title``,
+    ``section_path``, ``start``/``end`` (offsets in the parent section for a chunk, in the
+    document for a section) and the document's own metadata.
 
     Example:
         >>> from langchain_core.documents import Document
@@ -104,21 +114,18 @@ class EmbeddedIndex:
         self.parents = parents
         self.manifest = manifest
         self.corpus_map = corpus_map
-        """The outline of the whole index, every namespace and tenant: for operators. A turn
-        gets :meth:`overview` of its own scope instead."""
+        """The outline of the whole index, for operators; a turn gets :meth:`overview` instead."""
         self.stats = stats or EmbeddingStats()
         self.report: IngestReport | None = None
-        """What the ingest that built this object did, set by :mod:`ragtiller.ingest` (None for an
-        index opened with :meth:`load`)."""
+        """What the ingest that built this object did (None for an index opened with :meth:`load`)."""
         self._lexical = lexical
         self._derived = derived
-        assert derived.outline is not None, "ingest derives it and every version holds its file"
-        self._overview = ScopedOverview(parents, section_from_record, derived.outline)
-        if self._derived.ann is not None:
-            store.attach_ann(self._derived.ann)
+        self._overview = ScopedOverview(parents, derived.outline)
+        if derived.ann is not None:
+            store.attach_ann(derived.ann)
         self._tiers: list[Tier] = [
             DenseTier(store),
-            ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
+            ParentChildTier(store, parents, child_parents=derived.parent_rows),
             lexical,
         ]
 
@@ -133,8 +140,7 @@ class EmbeddedIndex:
         return self._overview.outline(namespaces, filter)
 
     def ann(self) -> AnnIndex:
-        """The HNSW graph of the approximate dense tier: saved with an index of
-        :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more, else built here, once."""
+        """The HNSW graph of the approximate dense tier: the saved one, else built here, once."""
         graph = self._derived.ann
         if graph is None:
             graph = AnnIndex.build(self.store.vectors)
@@ -148,8 +154,7 @@ class EmbeddedIndex:
         return self.store.embeddings
 
     def documents(self) -> list[Document]:
-        """Every chunk as a LangChain ``Document`` with its stable id: what
-        :func:`~ragtiller.ingest.store_sync.sync_vector_store` writes to another vector store."""
+        """Every chunk as a LangChain ``Document`` with its stable id (for another vector store)."""
         records = self.store.records
         return [records.document(row) for row in range(len(records))]
 
@@ -160,75 +165,46 @@ class EmbeddedIndex:
         fault: FaultHook | None = None,
         progress: SaveProgress | None = None,
     ) -> Path:
-        """Write the index as a new version of ``directory`` and make it current.
+        """Write the index as a new version of ``directory`` and make it current; returns it.
 
-        The files go into a partial version directory, are fsynced, renamed into place, and
-        only then does ``CURRENT`` switch to it (see :mod:`ragtiller.index.versions`). Readers
-        opening meanwhile get the old version; a crash leaves the old one or the new one.
-        Partial versions left by killed saves are removed.
-
-        Args:
-            directory: The index directory (created if needed).
-            fault: Called before every file operation; tests raise in it to simulate crashes.
-            progress: The ingest's bar, advanced per file written.
-
-        Returns:
-            The new version's directory.
-
-        Raises:
-            IndexStoreError: ``directory`` exists, is not empty and holds no index (it is never
-                overwritten).
+        Readers opening meanwhile get the old version; a crash leaves the old one or the new one
+        (see :mod:`ragtiller.index.versions`). ``fault`` is called before every file operation.
         """
-        names = (
-            INDEX_FILES
-            if self._derived.ann is None
-            else (*INDEX_FILES[:-1], ANN_FILE, MANIFEST_FILE)
+        derived = self._derived
+        files: dict[str, Callable[[Path], object]] = {
+            VECTORS_FILE: lambda p: np.save(p, np.ascontiguousarray(self.store.vectors)),
+            CHUNKS_FILE: self.store.records.dump,
+            PARENTS_FILE: self.parents.dump,
+            LEXICAL_DIR: self._lexical.save,
+            PARENT_ROWS_FILE: lambda p: np.save(p, derived.parent_rows.astype(np.int64)),
+            OUTLINE_FILE: derived.outline.save,
+            CORPUS_MAP_FILE: lambda p: p.write_text(self.corpus_map, encoding="utf-8"),
+        }
+        if derived.ann is not None:
+            files[ANN_FILE] = derived.ann.save
+        files[MANIFEST_FILE] = lambda p: p.write_text(
+            self.manifest.model_dump_json(indent=2), encoding="utf-8"
         )
         if progress is not None:
-            progress.stage("save", len(names), unit="file")
+            progress.stage("save", len(files), unit="file")
 
         def write(version: Path, step: Step) -> None:
-            for name in names:
+            for name, write_file in files.items():
                 step(f"write {name}")
-                self._write_file(version, name)
+                write_file(version / name)
                 if progress is not None:
                     progress.advance()
 
-        return write_version(Path(directory), write, fault=fault or _no_fault)
-
-    def _write_file(self, version: Path, name: str) -> None:
-        if name == VECTORS_FILE:
-            np.save(version / VECTORS_FILE, np.ascontiguousarray(self.store.vectors))
-        elif name == CHUNKS_FILE:
-            self.store.records.dump(version / CHUNKS_FILE)
-        elif name == PARENTS_FILE:
-            self.parents.dump(version / PARENTS_FILE)
-        elif name == LEXICAL_DIR:
-            self._lexical.save(version / LEXICAL_DIR)
-        elif name in (*DERIVED_FILES, ANN_FILE):
-            save_derived(self._derived, version, name)
-        elif name == CORPUS_MAP_FILE:
-            (version / CORPUS_MAP_FILE).write_text(self.corpus_map, encoding="utf-8")
-        else:
-            (version / MANIFEST_FILE).write_text(
-                self.manifest.model_dump_json(indent=2), encoding="utf-8"
-            )
+        return write_version(Path(directory), write, fault=fault)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder: Embeddings) -> EmbeddedIndex:
         """Open the current version of a saved index; vectors and BM25 arrays are memory-mapped.
 
-        Every vector is checked: NaN or infinite values, or a shape that disagrees with the
-        manifest or the chunk table, make the open fail rather than the searches go quiet.
-        An open concurrent with a save gets the old version or the new one, never an error.
-
-        Args:
-            directory: What :meth:`save` wrote.
-            embedder: The embedder the index was built with (same name and dimension).
-
-        Raises:
-            IndexStoreError: The directory is missing, incomplete or corrupt (the message names the
-                file), or ``embedder`` differs from the manifest's (the message names both).
+        Every file is checked (NaN or infinite vectors, counts and shapes against the manifest),
+        so a corrupt index fails the open, naming the file, rather than the searches going
+        quiet; so does an ``embedder`` other than the one it was built with. An open concurrent
+        with a save gets the old version or the new one.
         """
         return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
 
@@ -245,43 +221,48 @@ class EmbeddedIndex:
                 f"{built.dimension}) but is being loaded with {name!r} (dimension {dimension}); "
                 "load it with the embedder it was built with, or rebuild it"
             )
-        for name_ in INDEX_FILES:
-            if not (path / name_).exists():
-                raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
+        for file in INDEX_FILES:
+            if not (path / file).exists():
+                raise IndexStoreError(f"index at {path} is incomplete: {file} is missing")
         graph = load_graph(path, manifest.counts.chunks, built.dimension, manifest.vector_dtype)
-        vectors = graph.vectors() if graph is not None else None
         store = NumpyVectorStore.load(
             path,
             embedder,
-            vectors=vectors,
+            vectors=graph.vectors() if graph is not None else None,
             namespaces=manifest.namespaces,
             dtype=manifest.vector_dtype,
         )
         parents = RecordTable.load(path / PARENTS_FILE)
-        _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
-        _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
+        for file, found, expected, what in (
+            (CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks"),
+            (PARENTS_FILE, len(parents), manifest.counts.sections, "sections"),
+        ):
+            if found != expected:
+                raise IndexStoreError(
+                    f"index file {path / file} is corrupt: it holds {found} {what}, the manifest "
+                    f"says {expected}"
+                )
         if len(store) and store.vectors.shape[1] != built.dimension:
             raise IndexStoreError(
                 f"index file {path / VECTORS_FILE} is corrupt: {store.vectors.shape[1]}-dimensional "
                 f"vectors, the manifest says {built.dimension}"
             )
         lexical = LexicalTier.load(path / LEXICAL_DIR, store.records, manifest.lexical)
+        corpus_map = (path / CORPUS_MAP_FILE).read_text(encoding="utf-8")
+        rows = load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents))
+        outline = OutlineRows.load(path / OUTLINE_FILE, len(parents))
         return cls(
             store=store,
             parents=parents,
             lexical=lexical,
             manifest=manifest,
-            corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
-            derived=load_derived(path, store, parents, graph),
+            corpus_map=corpus_map,
+            derived=Derived(rows, graph, outline),
         )
 
 
 def read_manifest(path: Path) -> IndexManifest:
-    """The manifest at ``path``, checked.
-
-    Raises:
-        IndexStoreError: Missing, unreadable, of another format version, or invalid.
-    """
+    """The manifest at ``path``, checked (present, readable, of this format version, valid)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
@@ -303,10 +284,3 @@ def read_manifest(path: Path) -> IndexManifest:
             f"{'.'.join(map(str, err['loc'])) or '(root)'}: {err['msg']}" for err in e.errors()
         )
         raise IndexStoreError(f"index file {path} is corrupt: {problems}") from e
-
-
-def _check_count(path: Path, found: int, expected: int, what: str) -> None:
-    if found != expected:
-        raise IndexStoreError(
-            f"index file {path} is corrupt: it holds {found} {what}, the manifest says {expected}"
-        )

@@ -15,8 +15,7 @@ FORMAT_VERSION: Literal[2] = 2
 MANIFEST_FILE = "manifest.json"
 
 VectorDtype = Literal["float32", "float16"]
-"""How ``vectors.npy`` (and an HNSW graph's copy) stores the dense vectors: float16 halves
-their memory; scores are computed in float32 either way."""
+"""How the dense vectors are stored: float16 halves their memory; scores are float32 either way."""
 VECTOR_DTYPES: tuple[VectorDtype, ...] = ("float32", "float16")
 
 
@@ -40,7 +39,7 @@ class IndexCounts(BaseModel):
 
 
 class IndexManifest(BaseModel):
-    """``manifest.json`` of an index directory, written last by a save.
+    """``manifest.json`` of an index version, written last by a save.
 
     Example:
         >>> m = IndexManifest(
@@ -66,16 +65,11 @@ class IndexManifest(BaseModel):
     namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
     tenanted: bool = Field(
         description="Whether any chunk carries a ``tenant`` key: a graph over the index then "
-        "refuses turns that name no tenant.",
+        "refuses turns that name no tenant."
     )
-
     embedder_variant: str | None = Field(
         default=None,
         description="How the embedder computed the vectors (``onnx-uint8``, ``torch-fp32``, a "
         "fallback note); None when the embedder does not say.",
     )
-    vector_dtype: VectorDtype = Field(
-        default="float32",
-        description="How the vectors are stored (float16: half the memory, scores still "
-        "computed in float32).",
-    )
+    vector_dtype: VectorDtype = Field(default="float32", description="How the vectors are stored.")

@@ -1,33 +1,28 @@
-"""The parent-child tier: search the small child chunks, return the best one in its context.
-
-The context is a bounded window of the section: the best child and its neighbouring children,
-never more than ``window_words`` words, never the whole section unless it fits.
-"""
+"""The parent-child tier: search the small child chunks, return the best one in its context:
+a window of its section, the best child and its neighbours within ``window_words`` words."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest
+from ragtiller.errors import IndexStoreError
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.records import RecordTable
 
 PARENTS_FILE = "parents.jsonl"
-MATCHED_WINDOW = 4
-"""A parent's matched children are its children among the top ``MATCHED_WINDOW * k`` children."""
+PARENT_ROWS_FILE = "parent_rows.npy"  # each child row's parent row, saved at ingest
+MATCHED_WINDOW = 4  # a parent's matched children: its children among the top 4 * k
 DEFAULT_WINDOW_WORDS = 300
-"""Most words of one hit: the best child and as many neighbours as fit."""
 WINDOW_SUFFIX = "+window"
 """A window hit's id is its best child's id with this suffix (the child itself is another hit)."""
-PARENT_ROWS_FILE = "parent_rows.npy"
-"""The parent row of each child row, saved at ingest (an index opens without computing it)."""
 CANDIDATE_MULTIPLIER = 8
-"""An approximate search ranks parents among the top ``8 * k`` children the graph returns
-(the ``4 * k`` that name matched children, and as many again for parents of rarer matches)."""
+"""An approximate search ranks parents among the top ``8 * k`` children the graph returns (the
+``4 * k`` that name matched children, and as many again for parents of rarer matches)."""
 
 
 def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.intp]:
@@ -40,25 +35,35 @@ def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.i
     )
 
 
+def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:
+    """What ingest saved of :func:`parent_rows`, checked against the tables."""
+    try:
+        rows = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
+    if (
+        rows.ndim != 1
+        or rows.dtype.kind != "i"
+        or len(rows) != children
+        or (len(rows) and (rows.min() < -1 or rows.max() >= parents))
+    ):
+        raise IndexStoreError(
+            f"index file {path} is corrupt: expected {children} parent rows in [-1, {parents}), "
+            f"found a {rows.dtype} array of shape {rows.shape}; re-ingest to rebuild it"
+        )
+    checked: npt.NDArray[np.intp] = rows.astype(np.intp)
+    return checked
+
+
 class ParentChildTier(CpuTier):
     """The ``parent_child`` tier: sections ranked by their best child, shown as a window.
 
-    Small children make precise matches; the neighbouring children of the same section make
-    readable context. Each hit is one section's window: its best child (by cosine) widened by
-    whole neighbouring children, alternately before and after, while the window stays within
-    ``window_words`` words. ``id`` is the best child's id + ``+window``, ``text`` the window's span of
-    the section, ``parent_id`` the section, ``score`` the best child's cosine;
-    ``metadata["child_ids"]`` lists the children inside the window and
-    ``metadata["matched_child_ids"]`` the section's children among the top ``4 * k`` children
-    overall, best first (always at least the best one). Namespace and metadata filters apply
-    to the children. ``asearch`` runs inline up to
-    :data:`~ragtiller.index.compute.INLINE_ROWS` children and in a worker thread above.
-
-    Args:
-        store: The child chunks and their vectors; children name their parent in ``parent_id``
-            and their span of it in ``start`` and ``end``.
-        parents: The parent sections.
-        window_words: Most words of one window.
+    Small children make precise matches; their neighbours make readable context. A hit is one
+    section's window: its best child (by cosine) widened by whole neighbouring children,
+    alternately before and after, within ``window_words`` words. ``metadata["child_ids"]`` lists
+    the children in the window, ``metadata["matched_child_ids"]`` the section's children among the
+    top ``4 * k`` overall, best first. Filters apply to the children, which name their parent in
+    ``parent_id`` and their span of it in ``start`` and ``end``.
     """
 
     name = "parent_child"
@@ -80,8 +85,7 @@ class ParentChildTier(CpuTier):
         self.store = store
         self.parents = parents
         self.window_words = window_words
-        self.approximate = approximate
-        """Rank parents among the children the store's HNSW graph returns, not every child."""
+        self.approximate = approximate  # rank parents among the children the graph returns
         self._seen: RecordTable | None = None
         self._child_parent: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
         self._order: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
@@ -114,11 +118,7 @@ class ParentChildTier(CpuTier):
         )
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` parent sections, best first.
-
-        Raises:
-            ValueError: ``vector`` is None, has the wrong dimension, or ``k`` < 1.
-        """
+        """At most ``k`` parent sections, best first."""
         if request.vector is None:
             raise ValueError("the parent_child tier needs a query vector, but got None")
         if request.k < 1:
@@ -168,7 +168,8 @@ class ParentChildTier(CpuTier):
         """Section ``parent`` seen through a window around its best child row ``matched[0]``
         (``matched``: its children among the best, best first)."""
         child = matched[0]
-        read = self._siblings(parent)  # row -> (id, text, metadata), each child read once
+        mine = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
+        read = {r: self.store.records.fields(r) for r in mine}  # (id, text, metadata), read once
         siblings = sorted(read, key=lambda r: int(read[r][2].get("start", 0)))
         span = [read[r][2] for r in siblings]
         if any("start" not in md or "end" not in md for md in span):
@@ -206,12 +207,10 @@ class ParentChildTier(CpuTier):
 
     @property
     def rows(self) -> int:
-        """Rows one search scans."""
         return len(self.store)
 
     async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """Async twin of :meth:`search`: an unfiltered graph search runs inline, a scan (or a
-        filter over every row) in a worker thread."""
+        """An unfiltered graph search runs inline, a scan (or a filter over every row) in a thread."""
         if self.approximate and not request.filter:
             return self.search(request)
         return await super().asearch(request)
@@ -223,16 +222,10 @@ class ParentChildTier(CpuTier):
         return self._child_parent
 
     def _index_parents(self, children: RecordTable, child_parent: npt.NDArray[np.intp]) -> None:
-        """Keep the child -> parent rows, and each parent's children grouped (a stable sort)."""
+        """Keep the child -> parent rows, and each parent's children grouped (stably)."""
         self._child_parent = np.asarray(child_parent, dtype=np.intp)
         self._order = np.argsort(self._child_parent, kind="stable")
         self._bounds = np.searchsorted(
             self._child_parent[self._order], np.arange(len(self.parents) + 1)
         )
         self._seen = children
-
-    def _siblings(self, parent: int) -> dict[int, tuple[str, str, dict[str, Any]]]:
-        """The id, text and metadata of each child row of ``parent``, in row order."""
-        rows = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
-        fields = self.store.records.fields
-        return {r: fields(r) for r in rows}

@@ -1,7 +1,7 @@
 """What the index is made of: documents, their heading sections, and how sections were cut.
 
-Ingest (:mod:`ragtiller.ingest`) produces these; the store keeps them and records the chunking
-in its manifest, so they live here, below both.
+Ingest produces these and the index keeps them (and the chunking in its manifest), so they live
+here, below both.
 """
 
 from __future__ import annotations
@@ -18,35 +18,17 @@ from ragtiller.core.filters import DEFAULT_NAMESPACE, namespace_of
 
 TextFormat = Literal["markdown", "rst", "text"]
 ChunkHeader = Literal["title", "path"]
-"""What a chunk is indexed under before its text: ``title``, its document's title (BEIR's
-``title + " " + text``); ``path`` (the default), that title and the headings above the chunk,
-which for a document without headings (a BEIR record) is its title alone."""
 ChunkWindow = Literal["embedder", "words"]
-"""What else bounds a chunk besides ``chunk_tokens`` words (see ``ChunkingConfig.window``)."""
-
-
 MAX_TOKEN_CHARS = 100
-"""A token longer than this is cut into pieces of this many characters, each counted as a token
-(BERT's basic tokenizer gives up on words past 100 characters too), so a base64 blob or a line of
-minified code cannot make one chunk of megabytes."""
+"""A longer token counts as one per this many characters (BERT's basic tokenizer gives up past
+100 too), so a base64 blob or a line of minified code cannot make one chunk of megabytes."""
 
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One document ready for chunking.
-
-    Attributes:
-        doc_id: The BEIR ``_id``, the path relative to the ingest root, or the ``Document``'s
-            ``id``/``source`` metadata (a content hash when it has neither).
-        text: The full text.
-        source: Where it came from (a file path, ``corpus.jsonl#<_id>``, a URL).
-        title: A title to put before each chunk's indexed text (BEIR title), if any; chunking
-            reads a Markdown or reStructuredText document's only top-level heading as its title
-            when it has none.
-        format: How headings are found when splitting into sections.
-        namespace: The namespace its chunks belong to.
-        metadata: Other metadata to carry onto every chunk (``status`` and the like).
-    """
+    """One document ready for chunking: ``doc_id`` is the BEIR ``_id``, the path under the
+    ingest root or the ``Document``'s ``id``/``source`` (else a content hash); ``title`` goes
+    before each chunk's indexed text; ``metadata`` is carried onto every chunk."""
 
     doc_id: str
     text: str
@@ -60,10 +42,9 @@ class SourceDocument:
 class ChunkingConfig(BaseModel):
     """How parent sections are cut into child chunks.
 
-    Tokens are whitespace-separated words, so the bounds do not depend on any model's tokenizer;
-    a word longer than :data:`MAX_TOKEN_CHARS` counts as one token per 100 characters. A chunk
-    holds at most ``chunk_tokens`` tokens and at most ``chunk_tokens * MAX_TOKEN_CHARS``
-    characters (whitespace included), whatever the input.
+    Tokens are whitespace-separated words (a long one counts once per :data:`MAX_TOKEN_CHARS`),
+    so the bounds do not depend on a model's tokenizer, and a chunk holds at most
+    ``chunk_tokens * MAX_TOKEN_CHARS`` characters whatever the input.
 
     Example:
         >>> ChunkingConfig(chunk_tokens=120, overlap_tokens=20).chunk_tokens
@@ -78,16 +59,14 @@ class ChunkingConfig(BaseModel):
     )
     header: ChunkHeader = Field(
         "path",
-        description="The context header of each chunk's indexed (embedded and BM25) text: "
-        "'title', the document title; 'path', the title and the chunk's heading path. "
-        "The chunk's returned text is the chunk alone.",
+        description="What goes before each chunk's indexed (embedded and BM25) text: 'title', "
+        "the document title; 'path', the title and the chunk's heading path.",
     )
     window: ChunkWindow = Field(
         "words",
-        description="What else bounds a chunk: 'words', the word bound alone (the embedder "
-        "truncates a longer indexed text); 'embedder', its indexed text (header and chunk) "
-        "also fits the embedder's input window, counted by the embedder's own tokenizer, where "
-        "the embedder exposes one (ragtiller's MiniLM: 256 wordpieces).",
+        description="'words': the word bound alone (the embedder truncates a longer text); "
+        "'embedder': the indexed text also fits the embedder's input window, counted by its "
+        "own tokenizer where it has one (MiniLM: 256 wordpieces).",
     )
 
     @model_validator(mode="after")
@@ -102,8 +81,7 @@ class ChunkingConfig(BaseModel):
 
 DEFAULT_CHUNKING = ChunkingConfig()
 
-SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
-"""A word that ends a sentence: ``.``, ``!`` or ``?``, then any closing quotes or brackets."""
+SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")  # then closing quotes or brackets
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _WORD = re.compile(r"\S+")
 
@@ -135,13 +113,10 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
     """Whether a paragraph of ``text`` ends at ``end`` (a word's end) and the next begins at
     ``start`` (the next word's start); ``width`` is ``wrap_width(text)``.
 
-    Paragraphs are separated by blank lines. A text without any breaks its lines either to
-    end paragraphs (one per line, as many exports write it) or to wrap them; it is wrapped
-    when most of its lines besides the longest are full, the next line's first word too long
-    to fit within the longest line's length (a greedy wrapper leaves every line so). In one
-    paragraph per line every line end is a break; in wrapped text, the end of a line that was
-    not full (a paragraph's short last line). Chunking and the paragraph units read paragraphs
-    through this one rule.
+    Paragraphs are separated by blank lines. A text without any either has one paragraph per
+    line or is wrapped: most of its lines besides the longest are full (the next line's first
+    word would not fit, as a greedy wrapper leaves them), and a line that was not full ends a
+    paragraph.
 
     Example:
         >>> text = "A first paragraph on its line.\\nThen a second, longer, on its own line."
@@ -161,14 +136,8 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
 class Section:
     """A parent: one heading's text (heading line included), or a whole heading-less document.
 
-    Attributes:
-        id: Stable id (hash of namespace, document id, section path and text).
-        document: The document it comes from.
-        path: Heading titles from the outermost down; empty before the first heading.
-        text: The section text, stripped of surrounding whitespace.
-        start: Offset of ``text`` in the document text, in characters.
-        end: End offset (exclusive) in the document text, in characters.
-        body_start: Offset in ``text`` where the body after the heading begins.
+    ``path`` holds the heading titles from the outermost down, ``start``/``end`` the offsets of
+    ``text`` in the document, ``body_start`` where the body after the heading begins in it.
     """
 
     id: str
@@ -186,11 +155,7 @@ _RESERVED_SECTION_KEYS = frozenset(
 
 
 def section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
-    """A stored section as a :class:`Section`, for the corpus map and the parents table.
-
-    The document text is not stored, so ``document.text`` is empty; where the body begins is
-    recovered as the line after the heading (and after an underline, for setext and rST).
-    """
+    """A stored section as a :class:`Section`, its document's text empty (it is not stored)."""
     document = SourceDocument(
         doc_id=str(md.get("doc_id")),
         text="",
@@ -206,10 +171,9 @@ def section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
 
 
 def _body(text: str, path: tuple[str, ...]) -> int:
+    """Where the body begins: after the heading line (and an underline, for setext and rST)."""
     if not path:
         return 0
     lines = text.splitlines(keepends=True)
-    skip = 1
-    if len(lines) > 1 and lines[1].strip() and len(set(lines[1].strip())) == 1:
-        skip = 2
-    return sum(len(line) for line in lines[:skip])
+    underlined = len(lines) > 1 and lines[1].strip() and len(set(lines[1].strip())) == 1
+    return sum(len(line) for line in lines[: 2 if underlined else 1])

@@ -8,11 +8,10 @@ Layout of an index directory::
     versions/.v000008.partial/   a save in progress (or killed); removed by the next save
     .lock                   serialises saves (flock; released by the kernel if a saver dies)
 
-A save writes and fsyncs a complete version under a partial name, renames it into place,
-then replaces ``CURRENT`` with ``os.replace`` (atomic on POSIX). A reader resolves ``CURRENT``
-once and opens that version; if a save removed it in between, the reader resolves again. So
-an open never sees half a version, and a crash at any point leaves the old version or the
-new one current, never neither.
+A save writes and fsyncs a complete version under a partial name, renames it into place, then
+replaces ``CURRENT`` with ``os.replace`` (atomic on POSIX). A reader whose version a save removed
+while it opened it resolves ``CURRENT`` again. So an open never sees half a version, and a crash
+at any point leaves the old version or the new one current, never neither.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ POINTER_FILE = "CURRENT"
 STAGED_POINTER = ".CURRENT.next"
 VERSIONS_DIR = "versions"
 LOCK_FILE = ".lock"
-OLD_MANIFEST = "manifest.json"
-"""Held directly in the directory by an index of format 1, saved before versioning."""
 _VERSION = re.compile(r"v(\d{6,})")
 _OPEN_ATTEMPTS = 10
 
@@ -46,7 +43,7 @@ Step = Callable[[str], None]
 
 
 def _no_fault(step: str) -> None:
-    """The default fault hook: every step proceeds."""
+    """Every step proceeds."""
 
 
 def is_index_directory(directory: Path) -> bool:
@@ -55,31 +52,25 @@ def is_index_directory(directory: Path) -> bool:
 
 
 def holds_index(directory: Path) -> bool:
-    """Whether ``directory`` is surely an index: ``versions/`` beside a ``CURRENT`` that names a
-    version or beside the ``.lock`` every save takes first (a first save killed midway). Stricter
-    than :func:`is_index_directory`, so a documentation folder with a ``versions/`` subfolder is
-    not mistaken for an index.
-    """
+    """Whether ``directory`` is surely an index: ``versions/`` beside the ``.lock`` every save
+    takes first or a ``CURRENT`` naming a version (a docs folder with ``versions/`` is not one)."""
     try:
-        if (directory / VERSIONS_DIR).is_dir():
-            if (directory / LOCK_FILE).is_file():
-                return True
-            if (directory / POINTER_FILE).is_file():
-                with (directory / POINTER_FILE).open("rb") as f:
-                    name = f.read(64).decode("ascii", "replace").strip()
-                return _VERSION.fullmatch(name) is not None
-        return False
+        if not (directory / VERSIONS_DIR).is_dir():
+            return False
+        if (directory / LOCK_FILE).is_file():
+            return True
+        if not (directory / POINTER_FILE).is_file():
+            return False
+        with (directory / POINTER_FILE).open("rb") as f:
+            name = f.read(64).decode("ascii", "replace").strip()
+        return _VERSION.fullmatch(name) is not None
     except OSError:
         return False
 
 
 def check_writable(directory: Path) -> None:
-    """Refuse a directory that is not empty and holds no index: a save never overwrites it.
-
-    Raises:
-        IndexStoreError: ``directory`` is a file, a non-empty directory without an index, or
-            cannot be listed.
-    """
+    """Refuse a file, or a directory that is not empty and holds no index: a save never
+    overwrites it."""
     try:
         if directory.exists() and not directory.is_dir():
             raise IndexStoreError(
@@ -97,21 +88,12 @@ def check_writable(directory: Path) -> None:
 
 
 def current_version(directory: Path) -> Path:
-    """The version directory ``CURRENT`` names.
-
-    Raises:
-        IndexStoreError: No index at ``directory``, or ``CURRENT`` names a version that is gone.
-    """
+    """The version directory ``CURRENT`` names."""
     if not directory.is_dir():
         raise IndexStoreError(f"no index at {directory}: directory not found")
     try:
         name = (directory / POINTER_FILE).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        if (directory / OLD_MANIFEST).is_file():
-            raise IndexStoreError(
-                f"index at {directory} was saved before versioning, by an older ragtiller: "
-                "rebuild the index into a new directory"
-            ) from None
         raise IndexStoreError(
             f"no index at {directory}: {POINTER_FILE} not found (not an index directory, or "
             "its first save did not finish)"
@@ -126,16 +108,8 @@ def current_version(directory: Path) -> Path:
 
 
 def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
-    """Open the current version with ``open_version``, resolving ``CURRENT`` again if a save
-    removed the version between resolving and opening.
-
-    Only a reader slower than two whole saves needs the retry; each retry resolves the newest
-    version, so it succeeds unless saves keep overtaking it ``_OPEN_ATTEMPTS`` times.
-
-    Raises:
-        IndexStoreError: What ``open_version`` raised (a file error wrapped), when ``CURRENT`` did
-            not move meanwhile.
-    """
+    """Open the current version with ``open_version``, resolving ``CURRENT`` again (up to
+    ``_OPEN_ATTEMPTS`` times) if a save removed the version between resolving and opening."""
     for attempt in range(_OPEN_ATTEMPTS):
         version = current_version(directory)
         try:
@@ -149,30 +123,18 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
 
 
 def write_version(
-    directory: Path,
-    write: Callable[[Path, Step], None],
-    *,
-    fault: FaultHook = _no_fault,
+    directory: Path, write: Callable[[Path, Step], None], *, fault: FaultHook | None = None
 ) -> Path:
-    """Write a new version with ``write(version_dir, step)`` and make it current.
+    """Write a new version with ``write(version_dir, step)`` and make it current; returns it.
 
-    ``write`` must call ``step("write <file>")`` before each file it writes (``<file>`` relative
-    to the version directory); ``fault`` is called at each of those steps and before each of
-    this function's own file operations.
-
-    A save that fails before ``CURRENT`` is switched (a full disk, a read-only file system)
-    removes what it wrote, so it leaves no space taken and no version behind, and the version
-    that was current stays current. (A process killed mid-save cannot; the next save, or the
-    next ingest that finds nothing to change, removes what it left.)
-
-    Returns:
-        The new version's directory.
-
-    Raises:
-        IndexStoreError: ``directory`` is not empty and is not an index directory, or a file
-            operation failed; the message names the step, the path and which version is current.
+    ``write`` calls ``step("write <file>")`` before each file it writes; ``fault`` is called at
+    each of those steps and before each file operation here. A save that fails before
+    ``CURRENT`` switches (a full disk, a read-only file system) removes what it wrote, so the
+    old version stays current and no space is taken; what a killed save left, the next save
+    (or :func:`tidy`) removes. The error names the step, the path and which version is current.
     """
     check_writable(directory)
+    fault = fault or _no_fault
     at = _At("mkdir index", directory)
     try:
         at.current = _pointer(directory)  # to say what stays current if the lock cannot be had
@@ -192,10 +154,9 @@ def _write_locked(
     versions = directory / VERSIONS_DIR
     at.step("mkdir versions", versions, fault)
     versions.mkdir(exist_ok=True)
-    _remove_partials(directory, fault, at)
-    name = f"v{_last_number(versions) + 1:06d}"
-    partial = versions / f".{name}.partial"
-    final = versions / name
+    _remove_leftovers(directory, fault, at)
+    name = f"v{max(_numbers(versions, partials=True), default=0) + 1:06d}"
+    partial, final = versions / f".{name}.partial", versions / name
     staged = directory / STAGED_POINTER
     previous = at.current
     try:
@@ -203,10 +164,13 @@ def _write_locked(
         partial.mkdir()
         write(partial, lambda step: at.step(step, partial / step.removeprefix("write "), fault))
         at.step("fsync version", partial, fault)
-        _fsync_tree(partial)
+        for dirpath, _, filenames in os.walk(partial, onerror=_raise):
+            for file in filenames:
+                _fsync(Path(dirpath) / file)
+            _fsync(Path(dirpath))
         at.step("rename version", final, fault)
         partial.rename(final)
-        _fsync_dir(versions)
+        _fsync(versions)
         at.step("write pointer", staged, fault)
         with staged.open("w", encoding="utf-8") as f:
             f.write(name + "\n")
@@ -220,37 +184,28 @@ def _write_locked(
         raise
     at.current, at.switched = name, True
     at.step("fsync pointer", directory, fault)
-    _fsync_dir(directory)
-    _remove_superseded(versions, keep={name, previous}, fault=fault, at=at)
+    _fsync(directory)
+    # the replaced version stays for readers that resolved CURRENT just before the switch
+    _remove_leftovers(directory, fault, at, keep={name, previous})
     return final
 
 
 @dataclass
 class _At:
-    """Where a save is (its step and the path the step touches), to say so when it fails.
-
-    Attributes:
-        name: The step.
-        path: The path it touches.
-        current: The version ``CURRENT`` names (the new one once switched).
-        switched: Whether ``CURRENT`` names the new version.
-        free: The space free when the step failed (a failed save then removes what it wrote).
-        leftovers: What a failed save could not take back, with why.
-    """
+    """Where a save is (its step, the path it touches, what is current), to say so on failure."""
 
     name: str
     path: Path
     current: str | None = None
-    switched: bool = False
-    free: str | None = None
-    leftovers: list[str] = field(default_factory=list)
+    switched: bool = False  # CURRENT names the new version
+    free: str | None = None  # space free when the step failed, before the cleanup freed some
+    leftovers: list[str] = field(default_factory=list)  # what a failed save could not remove
 
     def step(self, name: str, path: Path, fault: FaultHook) -> None:
         self.name, self.path = name, path
         fault(name)
 
     def failure(self, directory: Path, error: OSError) -> str:
-        """The message: what failed where, why, the space left if it may be full, the state."""
         path = Path(os.fsdecode(error.filename)) if error.filename else self.path
         reason = error.strerror or str(error) or type(error).__name__
         if error.errno in (errno.ENOSPC, errno.EDQUOT, None):
@@ -297,43 +252,35 @@ def _free_space(path: Path) -> str:
 
 
 def tidy(directory: Path) -> None:
-    """Remove what killed saves left (partial versions, a staged pointer) and versions older than
-    the one ``CURRENT`` replaced, if there are any.
+    """Remove what killed saves left and versions older than the one ``CURRENT`` replaced.
 
-    An ingest that finds nothing to change calls it, so the space a killed save took is freed
-    even though nothing is rewritten. It touches nothing when there is nothing to remove, so an
-    up-to-date index on a read-only file system ingests as ``unchanged``.
-
-    Raises:
-        IndexStoreError: Something had to be removed and could not be; the message names it.
+    An ingest that finds nothing to change calls it, so the space a killed save took is freed.
+    It touches nothing when there is nothing to remove, so an up-to-date index on a read-only
+    file system ingests as ``unchanged``.
     """
     at = _At("tidy", directory)
+    versions = directory / VERSIONS_DIR
     try:
-        if not _untidy(directory):
+        untidy = (directory / STAGED_POINTER).exists() or (
+            versions.is_dir()
+            and (
+                any(p.name.endswith(".partial") for p in versions.iterdir())
+                or len(_numbers(versions)) > 2
+            )
+        )
+        if not untidy:
             return
         at.step("lock", directory / LOCK_FILE, _no_fault)
         with _locked(directory):
             at.current = _pointer(directory)
-            _remove_partials(directory, _no_fault, at)
+            keep: set[str | None] | None = None
             if at.current is not None and _VERSION.fullmatch(at.current):
                 at.switched = True  # nothing is being switched: say which version is current
-                current = _number(at.current)
-                older = [n for n in _numbers(directory / VERSIONS_DIR) if n < current]
+                older = [n for n in _numbers(versions) if n < int(at.current[1:])]
                 keep = {at.current, f"v{max(older):06d}" if older else None}
-                _remove_superseded(directory / VERSIONS_DIR, keep=keep, fault=_no_fault, at=at)
+            _remove_leftovers(directory, _no_fault, at, keep=keep)
     except OSError as e:
         raise IndexStoreError(at.failure(directory, e)) from e
-
-
-def _untidy(directory: Path) -> bool:
-    """Whether a killed save left something, or more than two versions are kept."""
-    versions = directory / VERSIONS_DIR
-    if (directory / STAGED_POINTER).exists():
-        return True
-    if not versions.is_dir():
-        return False
-    partials = any(p.name.endswith(".partial") for p in versions.iterdir())
-    return partials or len(_numbers(versions)) > 2
 
 
 def _pointer(directory: Path) -> str | None:
@@ -343,24 +290,13 @@ def _pointer(directory: Path) -> str | None:
         return None
 
 
-def _remove_superseded(versions: Path, *, keep: set[str | None], fault: FaultHook, at: _At) -> None:
-    """Remove every version but the new one and the one it replaced.
-
-    The replaced version stays for readers that resolved ``CURRENT`` just before the switch.
-
-    Raises:
-        OSError: A version could not be removed (``at`` names it).
-    """
-    for old in sorted(versions.iterdir()):
-        if _VERSION.fullmatch(old.name) and old.name not in keep:
-            at.step(f"remove {old.name}", old, fault)
-            shutil.rmtree(old)
-
-
-def _remove_partials(directory: Path, fault: FaultHook, at: _At) -> None:
-    """Remove versions left half-written and a pointer left staged by a killed save (only one
-    saver holds the lock)."""
-    for path in sorted((directory / VERSIONS_DIR).iterdir()):
+def _remove_leftovers(
+    directory: Path, fault: FaultHook, at: _At, *, keep: set[str | None] | None = None
+) -> None:
+    """Remove partial versions and a staged pointer left by killed saves (only one saver holds
+    the lock) and, given ``keep``, every complete version not in it."""
+    versions = sorted((directory / VERSIONS_DIR).iterdir())
+    for path in versions:
         if path.name.endswith(".partial"):
             at.step(f"remove {path.name}", path, fault)
             shutil.rmtree(path)
@@ -368,26 +304,18 @@ def _remove_partials(directory: Path, fault: FaultHook, at: _At) -> None:
     if staged.exists():
         at.step("remove staged pointer", staged, fault)
         staged.unlink()
+    for path in versions:
+        if keep is not None and _VERSION.fullmatch(path.name) and path.name not in keep:
+            at.step(f"remove {path.name}", path, fault)
+            shutil.rmtree(path)
 
 
-def _number(name: str) -> int:
-    match = _VERSION.fullmatch(name)
-    assert match is not None
-    return int(match.group(1))
-
-
-def _numbers(versions: Path) -> list[int]:
-    """The numbers of the complete versions in ``versions``."""
-    return [int(m.group(1)) for p in versions.iterdir() if (m := _VERSION.fullmatch(p.name))]
-
-
-def _last_number(versions: Path) -> int:
-    numbers = [
-        int(m.group(1))
-        for p in versions.iterdir()
-        if (m := _VERSION.fullmatch(p.name.removeprefix(".").removesuffix(".partial")))
-    ]
-    return max(numbers, default=0)
+def _numbers(versions: Path, *, partials: bool = False) -> list[int]:
+    """The numbers of the complete versions in ``versions`` (and of partial ones too)."""
+    names = (p.name for p in versions.iterdir())
+    if partials:
+        names = (n.removeprefix(".").removesuffix(".partial") for n in names)
+    return [int(m.group(1)) for n in names if (m := _VERSION.fullmatch(n))]
 
 
 @contextmanager
@@ -400,22 +328,11 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, filenames in os.walk(root, onerror=_raise):
-        for name in filenames:
-            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
 def _raise(error: OSError) -> None:
     raise error
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -14,7 +14,7 @@ from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IngestError
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import NumpyVectorStore
-from ragtiller.index.derived import Derived, build_derived
+from ragtiller.index.embedded import Derived, build_derived
 from ragtiller.index.lexical import HEADER_KEY, LexicalConfig, LexicalTier, indexed_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest, VectorDtype
 from ragtiller.index.records import RecordTable, namespace_of
