@@ -9,7 +9,7 @@ Run on demand (not in CI; offline):
 
 Each index is synthetic but saved exactly as an ingest saves one (``EmbeddedIndex.save``: a
 versioned directory with the vectors, the chunk and section tables, the chunk BM25 and what
-:func:`ragtiller.index.derived.build_derived` derives at ingest: section BM25, parent rows and,
+:func:`ragtiller.index.embedded.build_derived` derives at ingest: section BM25, parent rows and,
 from ``ANN_MIN_ROWS`` chunks, the HNSW graph). Built once and cached under
 ``$TMPDIR/ragtiller-bench-scale/`` (float16 indexes, ``--vector-dtype float16``, under
 ``$TMPDIR/ragtiller-bench-scale-float16/``), one per index format version. Chunks: 384-d unit
