@@ -196,7 +196,7 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
     """Child process: open, turns, floor, recall and memory of one index."""
     from ragtiller import build_graph
     from ragtiller.core.tiers import SearchRequest
-    from ragtiller.index.opening import open_index
+    from ragtiller.index import open_index
     from ragtiller.policies import load_policy
 
     counter = itertools.count()

@@ -13,9 +13,8 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import build_corpus_map
+from ragtiller.index import build_corpus_map, open_index
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows, ScopedOverview
-from ragtiller.index.opening import open_index
 from ragtiller.index.records import RecordTable, namespace_of
 from ragtiller.index.units import section_from_record
 from ragtiller.index.versions import current_version

@@ -25,7 +25,7 @@ from langchain_core.documents import Document
 from ragtiller.cli.app import main
 from ragtiller.errors import ModelPrepareError
 from ragtiller.eval.fingerprint import index_fingerprint, same_index
-from ragtiller.index.variant_check import (
+from ragtiller.index.embedded import (
     MIN_AGREEMENT,
     variant_rebuild_reason,
     vector_agreement,

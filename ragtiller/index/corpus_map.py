@@ -9,8 +9,6 @@ the tiers filter.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ import numpy.typing as npt
 from ragtiller.core.filters import predicate
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.records import RecordTable, namespace_of
+from ragtiller.index.scans import SharedScans
 from ragtiller.index.units import Section, section_from_record
 
 SUMMARY_CHARS = 120
@@ -219,8 +218,7 @@ class ScopedOverview:
     def __init__(self, sections: RecordTable, rows: OutlineRows) -> None:
         self._sections = sections
         self._rows = rows
-        self._kept: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept = SharedScans(SCOPES_KEPT)
 
     def outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
         """The outline of the sections in ``namespaces`` whose metadata equals ``filter``."""
@@ -228,27 +226,19 @@ class ScopedOverview:
             None if namespaces is None else tuple(sorted(set(namespaces))),
             tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
         )
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return self._kept[key]
+        return self._kept.get(key, lambda: self._outline(namespaces, filter))
+
+    def _outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
+        """The outline of one scope, testing the filter on the scope's own rows only and parsing
+        only the sections it lists."""
         rows, docs = self._rows.scope(namespaces)
-        if filter:  # tested on the scope's own rows only
+        if filter:
             passes = predicate(filter)
             metadatas = self._sections.metadatas
             keep = np.fromiter(
                 (passes(metadatas[r]) for r in rows.tolist()), dtype=np.bool_, count=len(rows)
             )
             rows, docs = rows[keep], docs[keep]
-        text = self._outline(rows, docs)
-        with self._lock:
-            self._kept[key] = text
-            while len(self._kept) > SCOPES_KEPT:
-                self._kept.popitem(last=False)
-        return text
-
-    def _outline(self, rows: npt.NDArray[np.int32], docs: npt.NDArray[np.int32]) -> str:
-        """The outline of these section rows, parsing only the sections it lists."""
         if not len(rows):
             return ""
         by_doc = np.argsort(docs, kind="stable")  # each document's rows, in row order

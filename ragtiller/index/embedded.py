@@ -1,13 +1,15 @@
-"""The embedded index: one ingest door, three tiers, one versioned directory on disk."""
+"""The embedded index: one ingest door, three tiers, one versioned directory on disk, opened
+with the embedder it was built with."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,8 +23,8 @@ from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows, ScopedOverview
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
-from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
-from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
+from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
+from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
 from ragtiller.index.parent_child import (
     PARENT_ROWS_FILE,
     PARENTS_FILE,
@@ -31,11 +33,18 @@ from ragtiller.index.parent_child import (
     parent_rows,
 )
 from ragtiller.index.records import RecordTable
-from ragtiller.index.versions import FaultHook, Step, open_current, write_version
-from ragtiller.models.batch_embedding import EmbeddingStats
-from ragtiller.models.embedders import embedder_identity
+from ragtiller.index.versions import FaultHook, open_current, write_version
+from ragtiller.models.batch_embedding import EmbeddingStats, embed_texts
+from ragtiller.models.embedders import (
+    HashingEmbedder,
+    MiniLMEmbedder,
+    embedder_identity,
+    embedder_variant,
+    local_embedder,
+)
 
 if TYPE_CHECKING:
+    from ragtiller.ingest.progress import IngestProgress
     from ragtiller.ingest.report import IngestReport
 
 CORPUS_MAP_FILE = "corpus_map.txt"
@@ -49,15 +58,12 @@ INDEX_FILES = (
     CORPUS_MAP_FILE,
     MANIFEST_FILE,
 )
-"""What one version directory holds, ``manifest.json`` written last (and ``ann.faiss`` before it
-for an index with an HNSW graph)."""
+"""What every version holds, the manifest written last (``ann.faiss`` just before it, if any)."""
 
 
 @dataclass(frozen=True)
 class Derived:
-    """What ingest derives from the rows and each version saves, so an open computes nothing:
-    each child's parent row, the HNSW graph (from :data:`~ragtiller.index.ann.ANN_MIN_ROWS`
-    chunks up) and the corpus outline's rows."""
+    """What ingest derives from the rows and each version saves, so an open computes nothing."""
 
     parent_rows: npt.NDArray[np.intp]
     ann: AnnIndex | None
@@ -69,23 +75,12 @@ def build_derived(store: NumpyVectorStore, parents: RecordTable) -> Derived:
     return Derived(parent_rows(store.records, parents), graph, OutlineRows.of(parents))
 
 
-class SaveProgress(Protocol):
-    """A progress bar :meth:`EmbeddedIndex.save` advances per file (ingest's bar is one)."""
-
-    def stage(self, name: str, total: int, *, unit: str = "item") -> None: ...
-
-    def advance(self, n: int = 1) -> None: ...
-
-
 class EmbeddedIndex:
     """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
 
-    Build it with :func:`ragtiller.ingest.build_index` (or :func:`ragtiller.ingest.ingest`, which
-    also saves and re-embeds only what changed), reopen it with :meth:`load`. The tiers share one
-    chunk table, so a chunk id means the same chunk in every tier. Hits carry ``doc_id``,
-    ``source`` and ``parent_id``; their ``metadata`` holds ``namespace``, ``title``,
-    ``section_path``, ``start``/``end`` (offsets in the parent section for a chunk, in the
-    document for a section) and the document's own metadata.
+    Build it with :func:`ragtiller.ingest.build_index` (or ``ingest``, which also saves), reopen
+    it with :meth:`load`. The tiers share one chunk table, so a chunk id means the same chunk in
+    every tier.
 
     Example:
         >>> from langchain_core.documents import Document
@@ -135,8 +130,7 @@ class EmbeddedIndex:
         return list(self._tiers)
 
     def overview(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
-        (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
+        """The corpus map of exactly what a turn with this scope may search, nothing else."""
         return self._overview.outline(namespaces, filter)
 
     def ann(self) -> AnnIndex:
@@ -163,13 +157,9 @@ class EmbeddedIndex:
         directory: str | os.PathLike[str],
         *,
         fault: FaultHook | None = None,
-        progress: SaveProgress | None = None,
+        progress: IngestProgress | None = None,
     ) -> Path:
-        """Write the index as a new version of ``directory`` and make it current; returns it.
-
-        Readers opening meanwhile get the old version; a crash leaves the old one or the new one
-        (see :mod:`ragtiller.index.versions`). ``fault`` is called before every file operation.
-        """
+        """Write the index as a new version of ``directory`` and make it current; returns it."""
         derived = self._derived
         files: dict[str, Callable[[Path], object]] = {
             VECTORS_FILE: lambda p: np.save(p, np.ascontiguousarray(self.store.vectors)),
@@ -188,7 +178,7 @@ class EmbeddedIndex:
         if progress is not None:
             progress.stage("save", len(files), unit="file")
 
-        def write(version: Path, step: Step) -> None:
+        def write(version: Path, step: FaultHook) -> None:
             for name, write_file in files.items():
                 step(f"write {name}")
                 write_file(version / name)
@@ -199,22 +189,20 @@ class EmbeddedIndex:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder: Embeddings) -> EmbeddedIndex:
-        """Open the current version of a saved index; vectors and BM25 arrays are memory-mapped.
-
-        Every file is checked (NaN or infinite vectors, counts and shapes against the manifest),
-        so a corrupt index fails the open, naming the file, rather than the searches going
-        quiet; so does an ``embedder`` other than the one it was built with. An open concurrent
-        with a save gets the old version or the new one.
-        """
+        """Open the current version of a saved index, memory-mapped. Every file is checked, so a
+        corrupt index (or another embedder) fails the open, naming the file, rather than the
+        searches going quiet."""
         return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
 
     @classmethod
-    def _load_version(cls, path: Path, embedder: Embeddings) -> EmbeddedIndex:
+    def _load_version(cls, path: Path, embedder: Embeddings | None) -> EmbeddedIndex:
+        """Open one version with ``embedder``, or (None) the one its manifest names."""
         if not path.is_dir():
             raise IndexStoreError(f"no index at {path}: directory not found")
         manifest = read_manifest(path / MANIFEST_FILE)
-        name, dimension = embedder_identity(embedder)
         built = manifest.embedder
+        embedder = embedder_for(built) if embedder is None else embedder
+        name, dimension = embedder_identity(embedder)
         if (name, dimension) != (built.name, built.dimension):
             raise IndexStoreError(
                 f"index at {path} was built with embedder {built.name!r} (dimension "
@@ -262,7 +250,7 @@ class EmbeddedIndex:
 
 
 def read_manifest(path: Path) -> IndexManifest:
-    """The manifest at ``path``, checked (present, readable, of this format version, valid)."""
+    """The manifest at ``path``, checked."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
@@ -284,3 +272,56 @@ def read_manifest(path: Path) -> IndexManifest:
             f"{'.'.join(map(str, err['loc'])) or '(root)'}: {err['msg']}" for err in e.errors()
         )
         raise IndexStoreError(f"index file {path} is corrupt: {problems}") from e
+
+
+_HASHING = re.compile(r"ragtiller/hashing-v1-ngram(?P<weight>\d+(?:\.\d+)?(?:e-?\d+)?)")
+
+
+def embedder_for(info: EmbedderInfo) -> Embeddings:
+    """The embedder a manifest names: bundled MiniLM or the hashing test embedder."""
+    if info.name == MiniLMEmbedder.model_name:
+        return local_embedder()
+    match = _HASHING.fullmatch(info.name)
+    if match:
+        return HashingEmbedder(info.dimension, ngram_weight=float(match["weight"]))
+    raise IndexStoreError(
+        f"the index was built with embedder {info.name!r}, which the command line cannot "
+        "construct; load it in Python with EmbeddedIndex.load(dir, embedder=...)"
+    )
+
+
+def open_index(directory: str | Path) -> EmbeddedIndex:
+    """Load the index in ``directory`` with the embedder recorded in its manifest."""
+    return open_current(Path(directory), lambda version: EmbeddedIndex._load_version(version, None))
+
+
+MIN_AGREEMENT = 0.99
+"""Mean cosine another variant of the embedder (MiniLM's ONNX int8 and torch paths share a name
+and dimension) must reach against the stored vectors for the index to stay."""
+
+
+def vector_agreement(index: EmbeddedIndex, embedder: Embeddings, *, sample: int = 64) -> float:
+    """Mean cosine between stored vectors and ``embedder``'s, over up to ``sample`` chunks."""
+    store = index.store
+    if len(store) == 0:
+        return 1.0
+    rows = np.unique(np.linspace(0, len(store) - 1, num=min(sample, len(store)), dtype=np.int64))
+    records = store.records
+    texts = [lexical_text(records.texts[r], records.metadatas[r].get("title")) for r in rows]
+    fresh = embed_texts(embedder, texts, progress=False)
+    return float((fresh * store.vectors[rows]).sum(axis=1).mean())
+
+
+def variant_rebuild_reason(index: EmbeddedIndex, embedder: Embeddings) -> str | None:
+    """Why ``index`` must be rebuilt for ``embedder``'s variant, or None; re-embeds a sample only
+    when ``embedder`` names a variant other than the index's (an unrecorded one is other)."""
+    built, now = index.manifest.embedder_variant, embedder_variant(embedder)
+    if now is None or built == now:
+        return None
+    agreement = vector_agreement(index, embedder)
+    if agreement >= MIN_AGREEMENT:
+        return None
+    return (
+        f"embedder variant changed from {built or 'unrecorded'} to {now} and the vectors agree "
+        f"to a mean cosine of {agreement:.3f} (< {MIN_AGREEMENT})"
+    )

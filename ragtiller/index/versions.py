@@ -39,7 +39,6 @@ _OPEN_ATTEMPTS = 10
 T = TypeVar("T")
 FaultHook = Callable[[str], None]
 """Called with a step name before every file operation of a save; tests raise in it."""
-Step = Callable[[str], None]
 
 
 def _no_fault(step: str) -> None:
@@ -55,15 +54,11 @@ def holds_index(directory: Path) -> bool:
     """Whether ``directory`` is surely an index: ``versions/`` beside the ``.lock`` every save
     takes first or a ``CURRENT`` naming a version (a docs folder with ``versions/`` is not one)."""
     try:
-        if not (directory / VERSIONS_DIR).is_dir():
-            return False
-        if (directory / LOCK_FILE).is_file():
-            return True
-        if not (directory / POINTER_FILE).is_file():
-            return False
+        versions = (directory / VERSIONS_DIR).is_dir()
+        if not versions or (directory / LOCK_FILE).is_file():
+            return versions
         with (directory / POINTER_FILE).open("rb") as f:
-            name = f.read(64).decode("ascii", "replace").strip()
-        return _VERSION.fullmatch(name) is not None
+            return _VERSION.fullmatch(f.read(64).decode("ascii", "replace").strip()) is not None
     except OSError:
         return False
 
@@ -123,7 +118,7 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
 
 
 def write_version(
-    directory: Path, write: Callable[[Path, Step], None], *, fault: FaultHook | None = None
+    directory: Path, write: Callable[[Path, FaultHook], None], *, fault: FaultHook | None = None
 ) -> Path:
     """Write a new version with ``write(version_dir, step)`` and make it current; returns it.
 
@@ -149,7 +144,7 @@ def write_version(
 
 
 def _write_locked(
-    directory: Path, write: Callable[[Path, Step], None], fault: FaultHook, at: _At
+    directory: Path, write: Callable[[Path, FaultHook], None], fault: FaultHook, at: _At
 ) -> Path:
     versions = directory / VERSIONS_DIR
     at.step("mkdir versions", versions, fault)
@@ -164,18 +159,14 @@ def _write_locked(
         partial.mkdir()
         write(partial, lambda step: at.step(step, partial / step.removeprefix("write "), fault))
         at.step("fsync version", partial, fault)
-        for dirpath, _, filenames in os.walk(partial, onerror=_raise):
-            for file in filenames:
-                _fsync(Path(dirpath) / file)
-            _fsync(Path(dirpath))
+        for path in (*partial.rglob("*"), partial):
+            _fsync(path)
         at.step("rename version", final, fault)
         partial.rename(final)
         _fsync(versions)
         at.step("write pointer", staged, fault)
-        with staged.open("w", encoding="utf-8") as f:
-            f.write(name + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        staged.write_text(name + "\n", encoding="utf-8")
+        _fsync(staged)
         at.step("switch pointer", directory / POINTER_FILE, fault)
         os.replace(staged, directory / POINTER_FILE)
     except (Exception, KeyboardInterrupt):  # not a crash: take back what this save wrote
@@ -320,16 +311,9 @@ def _numbers(versions: Path, *, partials: bool = False) -> list[int]:
 
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
-    with (directory / LOCK_FILE).open("a") as lock:
+    with (directory / LOCK_FILE).open("a") as lock:  # closing it releases the lock
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-
-def _raise(error: OSError) -> None:
-    raise error
+        yield
 
 
 def _fsync(path: Path) -> None:

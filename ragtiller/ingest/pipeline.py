@@ -12,11 +12,10 @@ from langchain_core.embeddings import Embeddings
 
 from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IndexStoreError, IngestError
-from ragtiller.index.embedded import EmbeddedIndex, read_manifest
+from ragtiller.index.embedded import EmbeddedIndex, read_manifest, variant_rebuild_reason
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig
 from ragtiller.index.manifest import MANIFEST_FILE, VECTOR_DTYPES, VectorDtype
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
-from ragtiller.index.variant_check import variant_rebuild_reason
 from ragtiller.index.versions import (
     FaultHook,
     check_writable,
