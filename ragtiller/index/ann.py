@@ -1,13 +1,10 @@
 """Approximate dense search: an HNSW graph (faiss) over the store's vectors, filters kept exact.
 
-An exact scan costs 15 ms at 100k chunks and 150 ms at 1M on one core; HNSW answers in well under
-a millisecond with recall@10 >= 0.98 (``benchmarks/README.md``, "Scaling"). faiss beat hnswlib and
-usearch on build speed, query speed and wheels. The graph is built at ingest from
-:data:`ANN_MIN_ROWS` rows, saved as :data:`ANN_FILE` and opened memory-mapped, so server processes
-share it. A float16 index gets ``IndexHNSWSQ`` with ``QT_fp16``, storing the same float16 rows
-as ``vectors.npy`` (recall@10 .9995 against 1.000 for ``IndexHNSWFlat`` at 50k vectors). Filters
-stay exact: the walk visits only allowed rows (``IDSelectorBitmap``), every returned row is
-checked again, and a scope the graph cannot fill is scanned exactly instead.
+An exact scan costs 150 ms at 1M chunks on one core; HNSW well under a millisecond at recall@10
+>= 0.98 (``benchmarks/README.md``, "Scaling"); faiss beat hnswlib and usearch on build and query
+speed and wheels. The graph is opened memory-mapped, so server processes share it. Filters stay
+exact: the walk visits only allowed rows, each returned row is checked again, and a scope the
+graph cannot fill is scanned exactly instead.
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ _BUILD_LOCK = threading.Lock()  # faiss' thread count is process-wide
 
 
 class AnnIndex:
-    """An HNSW graph over unit vectors, scored by inner product (= cosine), row numbers as ids:
-    a faiss ``IndexHNSWFlat`` (float32 rows) or ``IndexHNSWSQ`` with ``QT_fp16`` (float16)."""
+    """An HNSW graph over unit vectors, scored by inner product (= cosine), row numbers as ids."""
 
     def __init__(self, index: Any) -> None:
         self._index = index
@@ -58,16 +54,17 @@ class AnnIndex:
 
     @classmethod
     def build(cls, vectors: Matrix) -> AnnIndex:
-        """The graph over ``vectors`` (unit rows; float16 ones give a float16 graph), on all cores."""
+        """The graph over ``vectors`` (unit rows), built on all cores."""
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or not matrix.shape[0]:
             raise ValueError(f"need a non-empty 2-d matrix of vectors, got shape {matrix.shape}")
-        index: Any
-        if np.asarray(vectors).dtype == np.float16:
-            fp16: Any = faiss.ScalarQuantizer.QT_fp16
-            index = faiss.IndexHNSWSQ(matrix.shape[1], fp16, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        else:
-            index = faiss.IndexHNSWFlat(matrix.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        dim, ip = matrix.shape[1], faiss.METRIC_INNER_PRODUCT
+        fp16: Any = faiss.ScalarQuantizer.QT_fp16
+        index: Any = (  # a float16 graph keeps the same float16 rows (recall@10 .9995 at 50k)
+            faiss.IndexHNSWSQ(dim, fp16, HNSW_M, ip)
+            if np.asarray(vectors).dtype == np.float16
+            else faiss.IndexHNSWFlat(dim, HNSW_M, ip)
+        )
         index.hnsw.efConstruction = EF_CONSTRUCTION
         with _BUILD_LOCK:
             before = faiss.omp_get_max_threads()
@@ -79,9 +76,8 @@ class AnnIndex:
         return cls(index)
 
     def vectors(self) -> Matrix:
-        """The graph's own copy of the vectors, read-only and not copied: an index with a graph
-        searches these instead of ``vectors.npy``, so one copy is in memory (shared between
-        processes once memory-mapped), not two. The array keeps the graph alive."""
+        """The graph's own copy of the vectors, read-only and not copied, so an index with a graph
+        holds one copy in memory, not two (the array keeps the graph alive)."""
         storage: Any = faiss.downcast_index(self._index.storage)
         if self.dtype == "float16":  # QT_fp16 codes are IEEE half floats, row after row
             address, typestr = int(storage.codes.data()), "<f2"
@@ -119,12 +115,8 @@ class AnnIndex:
     def search(
         self, query: Matrix, k: int, vectors: Matrix, mask: npt.NDArray[np.bool_] | None
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """The (about) best ``k`` rows allowed by ``mask`` for the unit ``query``, best first.
-
-        Every row returned is allowed by ``mask``; a small scope, or one the graph leaves short,
-        is scanned exactly over the store's ``vectors``, so hits never stop short of ``k`` while
-        the scope holds more.
-        """
+        """The (about) best ``k`` rows allowed by ``mask`` for the unit ``query``, best first; a
+        small scope, or one the graph leaves short, is scanned exactly over ``vectors``."""
         if k < 1:
             raise ValueError(f"k must be > 0, but got {k}")
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # absent from faiss' stubs

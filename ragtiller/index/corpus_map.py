@@ -1,10 +1,6 @@
-"""The corpus map: a bounded plain-text outline of documents and sections, built without an LLM.
-
-The assemble node injects it as ``<project-overview>`` on broad turns, so that "what is in here?"
-gets an answer even when step-back could not run. A turn only ever sees the outline of what it
-may search: :class:`ScopedOverview` builds one per namespace set and filter, from the same rows
-the tiers filter.
-"""
+"""The corpus map: a bounded plain-text outline of documents and sections, built without an LLM,
+that broad turns get as ``<project-overview>`` (so "what is in here?" gets an answer even when
+step-back could not run); a turn sees only the outline of what it may search."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ def build_corpus_map(
     max_chars: int = _MAX_CHARS,
 ) -> str:
     """Outline the corpus (its sections, in document order): a line per document, one per
-    section with a one-line summary, at most ``max_documents`` documents of ``max_sections``
-    sections each, and ``max_chars`` characters in all.
+    section with a one-line summary, within the bounds given.
 
     Example:
         >>> build_corpus_map([])
@@ -59,8 +54,8 @@ def _outline(
     max_sections: int,
     max_chars: int,
 ) -> str:
-    """The outline of ``documents`` documents holding ``sections`` sections; ``blocks``: per
-    document, its id, its number of sections and its first ones (read only as far as needed)."""
+    """``blocks``: per document, its id, its number of sections and its first ones (read only as
+    far as the outline gets)."""
     if not documents:
         return ""
     lines = [f"Corpus: {documents} documents, {sections} sections."]
@@ -70,8 +65,7 @@ def _outline(
             break
         block = _document_block(doc_id, first, total, max_sections)
         size = sum(len(line) + 1 for line in block)
-        # keep room for the closing "... and N more documents" line
-        if used + size > max_chars - 40:
+        if used + size > max_chars - 40:  # room for "... and N more documents"
             break
         lines.extend(block)
         used += size
@@ -116,11 +110,9 @@ OUTLINE_FILE = "corpus_outline.npz"
 
 @dataclass(frozen=True)
 class OutlineRows:
-    """Per namespace, its section rows and the document of each, saved at ingest: a scope's
-    outline then parses only the sections it lists (parsing every section took 6 s of the first
-    broad turn at 1M chunks). ``namespaces[i]`` owns entries ``offsets[i]:offsets[i + 1]`` of
-    ``rows`` (ascending) and ``docs``, document ordinals (sections group by doc id, as
-    :func:`build_corpus_map` groups them).
+    """Per namespace, its section rows and their document ordinals, saved at ingest, so a scope's
+    outline parses only the sections it lists (parsing them all took 6 s of the first broad turn
+    at 1M chunks). ``namespaces[i]`` owns entries ``offsets[i]:offsets[i + 1]``, rows ascending.
     """
 
     namespaces: tuple[str, ...]
@@ -145,7 +137,6 @@ class OutlineRows:
     def scope(
         self, namespaces: Sequence[str] | None
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-        """Section rows (ascending) and their document ordinals, of ``namespaces`` only."""
         wanted = None if namespaces is None else set(namespaces)
         parts = [
             slice(int(self.offsets[i]), int(self.offsets[i + 1]))
@@ -171,7 +162,6 @@ class OutlineRows:
 
     @classmethod
     def load(cls, path: Path, sections: int) -> OutlineRows:
-        """Read what :meth:`save` wrote for a table of ``sections`` rows, checked."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 names, offsets = data["namespaces"], data["offsets"]
@@ -204,8 +194,7 @@ SCOPES_KEPT = 64  # outlines kept per index, one per (namespaces, filter); older
 
 
 class ScopedOverview:
-    """The corpus map of the sections (the index's parents, whose metadata carry the namespace and
-    the document's, ``tenant`` and the like) a turn may see, built on first use per scope and kept.
+    """The corpus map of the sections (the index's parents) a turn may see, built once per scope.
 
     Example:
         >>> from ragtiller.index.records import RecordTable
@@ -221,7 +210,6 @@ class ScopedOverview:
         self._kept = SharedScans(SCOPES_KEPT)
 
     def outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        """The outline of the sections in ``namespaces`` whose metadata equals ``filter``."""
         key = (
             None if namespaces is None else tuple(sorted(set(namespaces))),
             tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
@@ -229,8 +217,7 @@ class ScopedOverview:
         return self._kept.get(key, lambda: self._outline(namespaces, filter))
 
     def _outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        """The outline of one scope, testing the filter on the scope's own rows only and parsing
-        only the sections it lists."""
+        """The filter is tested on the scope's own rows alone."""
         rows, docs = self._rows.scope(namespaces)
         if filter:
             passes = predicate(filter)

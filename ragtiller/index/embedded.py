@@ -239,13 +239,14 @@ class EmbeddedIndex:
         corpus_map = (path / CORPUS_MAP_FILE).read_text(encoding="utf-8")
         rows = load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents))
         outline = OutlineRows.load(path / OUTLINE_FILE, len(parents))
+        derived = Derived(rows, graph, outline)
         return cls(
             store=store,
             parents=parents,
             lexical=lexical,
             manifest=manifest,
             corpus_map=corpus_map,
-            derived=Derived(rows, graph, outline),
+            derived=derived,
         )
 
 

@@ -23,8 +23,7 @@ from ragtiller.index.compute import CpuTier, top_k_positive
 from ragtiller.index.records import RecordTable
 from ragtiller.index.scans import SharedScans, scan_key
 
-# bm25s sets its own logger to DEBUG; under any root handler (one a first model export's
-# imports install, say) that printed "DEBUG:bm25s:Building index from tokens" on every ingest
+# bm25s sets its logger to DEBUG: under any root handler it printed a line on every ingest
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 LEXICAL_DIR = "lexical"
@@ -68,29 +67,23 @@ class LexicalConfig(BaseModel):
 
 DEFAULT_LEXICAL = LexicalConfig()
 _TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s' default (scikit-learn's)
-TERM_CACHE = 65536  # texts whose term sets one tier remembers
-QUERY_CACHE = 1024  # queries whose analysed terms one tier remembers
-SELECTION_DEPTH = 100
-"""A query's best rows are selected this deep and kept: a search of it at any depth up to this
-(a turn's, with feedback's first pass: k 100) reads them."""
+TERM_CACHE, QUERY_CACHE = 65536, 1024  # texts and queries whose analysis one tier remembers
+SELECTION_DEPTH = (
+    100  # a query's best rows are kept this deep: a turn's searches (k <= 100) reuse them
+)
 DENSE_SHARE = 4
-"""A query term in at least one row in 4 adds its whole score column (kept, :data:`DENSE_COLUMNS`
-per tier), not its postings one by one: ``numpy.add.at`` over the postings of 6 common terms
-took 6.0 ms at 1M chunks, the same sums as column adds 1.1 ms."""
-DENSE_COLUMNS = 16  # at most 16 float32s per chunk (4 MB a column at 1M chunks)
+"""A term in one row in 4 or more adds its whole (kept) score column, not its postings one by
+one: for 6 common terms at 1M chunks, 1.1 ms against 6.0 ms of ``numpy.add.at``, the same sums."""
+DENSE_COLUMNS = 16  # columns kept per tier: 4 MB each at 1M chunks
 DENSE_ADD_COST = 8  # a kept column adds one float per row, about 1/8 of a posting's cost
 INLINE_WORK = 1_000_000
-"""``asearch`` runs on the event loop when :meth:`LexicalTier.work` is at most this, about a
-millisecond: on the scaling benchmark's turn, 517,000 took 1.3 ms at 100k chunks; at 1M chunks
-1.6 million even with the columns kept (2.2 ms), so there the search takes a thread."""
+"""Most :meth:`LexicalTier.work` searched on the event loop, about a millisecond (517,000 took
+1.3 ms at 100k chunks; at 1M chunks 1.6 million, even with columns kept, takes a thread)."""
 
 
 class LexicalTier(CpuTier):
-    """The ``lexical`` tier: BM25 (bm25s) over each chunk's :func:`indexed_text`.
-
-    Only chunks sharing a term with the query are returned, scored by raw BM25; filters zero the
-    scores of other rows. ``retriever`` indexes ``records`` row for row, analysed by ``config``.
-    """
+    """The ``lexical`` tier: raw BM25 (bm25s) over each chunk's :func:`indexed_text`; only chunks
+    sharing a term with the query are hits."""
 
     name = "lexical"
     needs_vector = False
@@ -100,7 +93,7 @@ class LexicalTier(CpuTier):
         self.config = config
         self._retriever = retriever
         self._scores = SharedScans()  # a query's scores, kept for the next search of it
-        self._selections = SharedScans()  # and select their best rows once
+        self._selections = SharedScans()  # and their best rows
         self._columns = SharedScans(DENSE_COLUMNS)  # score columns of common terms
         self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
         tokens = _tokenizer(config)
@@ -109,11 +102,9 @@ class LexicalTier(CpuTier):
         self.term_set: Callable[[str], frozenset[str]] = functools.lru_cache(TERM_CACHE)(
             lambda text: frozenset(stem(tokens(text)))
         )
-        """The distinct terms of a text under the index's analysis."""
         self.query_terms: Callable[[str], tuple[str, ...]] = functools.lru_cache(QUERY_CACHE)(
             lambda query: tuple(analyze([query], config, self._stemmer)[0])
         )
-        """The analysed terms of one query, in order."""
 
     @classmethod
     def build(
@@ -134,7 +125,7 @@ class LexicalTier(CpuTier):
     def load(
         cls, directory: str | Path, records: RecordTable, config: LexicalConfig
     ) -> LexicalTier:
-        """Read an index written by :meth:`save`, memory-mapped, checked against ``records``."""
+        """Read what :meth:`save` wrote, memory-mapped, checked against ``records``."""
         path = Path(directory)
         for name in BM25_FILES:
             if not (path / name).is_file():
@@ -151,14 +142,12 @@ class LexicalTier(CpuTier):
         return cls(records, retriever, config)
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` chunks with a positive BM25 score, best first."""
         rows, scores = self.search_rows(request)
         return [self.records.hit(r, s) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
     def search_rows(
         self, request: SearchRequest
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """The rows and BM25 scores :meth:`search` returns as hits."""
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
         key = scan_key(self.query_terms(request.query), request.namespaces, request.filter)
@@ -172,8 +161,8 @@ class LexicalTier(CpuTier):
     def _select(
         self, request: SearchRequest, k: int
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """The best ``k`` positive rows and their scores, read-only. A deeper selection's first
-        ``k`` are these whenever its ``k``-th score beats the next (or it holds fewer rows)."""
+        """The best ``k`` positive rows and their scores, read-only: a deeper selection's first
+        ``k`` whenever its ``k``-th score beats the next (or it holds fewer rows)."""
         scores = self.row_scores(request)
         best = top_k_positive(scores, k)
         values = scores[best]
@@ -182,16 +171,16 @@ class LexicalTier(CpuTier):
 
     def row_scores(self, request: SearchRequest) -> np.ndarray:
         """BM25 of every row, 0 outside the scope (the unmasked scores are kept per query)."""
-        tokens = list(self.query_terms(request.query))
+        tokens = self.query_terms(request.query)
         if not tokens or not len(self.records):
             return np.zeros(len(self.records), dtype=np.float32)
-        scores = self._scores.get(tuple(tokens), lambda: self._score(tokens))
+        scores = self._scores.get(tokens, lambda: self._score(tokens))
         mask = self.records.mask(request.namespaces, request.filter)
         if mask is not None:
             scores = np.where(mask, scores, np.float32(0))
         return scores
 
-    def _score(self, tokens: list[str]) -> np.ndarray:
+    def _score(self, tokens: Sequence[str]) -> np.ndarray:
         scores = np.asarray(
             bm25_scores(self._retriever, tokens, columns=self._columns), dtype=np.float32
         )
@@ -203,46 +192,38 @@ class LexicalTier(CpuTier):
         return len(self.records)
 
     def work(self, request: SearchRequest) -> int:
-        """What a search costs, known before scoring: its terms' postings (none when the scores
-        are kept) plus the rows each pass over the scores reads."""
-        tokens = self.query_terms(request.query)
-        passes = 1 if not request.namespaces and not request.filter else 2
+        """A search's cost, known before scoring: its terms' postings (or kept columns), plus the
+        rows each pass over the scores reads."""
+        tokens, rows = self.query_terms(request.query), len(self.records)
+        work = rows if not request.namespaces and not request.filter else 2 * rows
         if self._scores.holds(tokens):
-            return passes * len(self.records)
+            return work
         vocab, indptr = self._retriever.vocab_dict, self._retriever.scores["indptr"]
-        rows = len(self.records)
-        work = passes * rows
         for term in (vocab[t] for t in tokens if t in vocab):
             kept = self._columns.holds(term)
             work += rows // DENSE_ADD_COST if kept else int(indptr[term + 1]) - int(indptr[term])
         return work
 
     def inline(self, request: SearchRequest) -> bool:
-        """Search on the event loop when small or cheap (:data:`INLINE_WORK`), else in a thread."""
         return self.rows <= compute.INLINE_ROWS or self.work(request) <= INLINE_WORK
 
     def idf(self, terms: Iterable[str]) -> dict[str, float]:
-        """Lucene IDF of each analysed term; one the index never saw counts as seen once (it is
-        rare, not worthless)."""
+        """Lucene IDF of each term; one the index never saw counts as seen once (rare, not nil)."""
         vocab, stats = self._retriever.vocab_dict, self._retriever.scores
         indptr, n = stats["indptr"], float(stats["num_docs"])
-        out: dict[str, float] = {}
-        for term in terms:
-            pos = vocab.get(term)
-            df = float(indptr[pos + 1] - indptr[pos]) if pos is not None else 1.0
-            out[term] = lucene_idf(df, n)
-        return out
+        rows = {t: vocab.get(t) for t in terms}
+        return {
+            t: lucene_idf(1.0 if p is None else float(indptr[p + 1] - indptr[p]), n)
+            for t, p in rows.items()
+        }
 
 
 def bm25_scores(
     retriever: bm25s.BM25, tokens: Sequence[str], *, columns: SharedScans | None = None
 ) -> npt.NDArray[np.floating]:
-    """``retriever.get_scores(tokens)``, the same sums in the same order, cheaper.
-
-    ``numpy.add.at`` runs faster with ``intp`` indices than with the saved ``int32`` ones (7.0
-    against 8.8 ms for 4.5 million postings). With ``columns``, a common term (:data:`DENSE_SHARE`)
-    adds its whole column instead, kept there: 0 where it is absent, so the sums are the same.
-    """
+    """``retriever.get_scores(tokens)``, the same sums in the same order, cheaper: ``intp``
+    indices (7.0 against 8.8 ms for 4.5 million postings) and, with ``columns``, a common term's
+    whole column, kept there (0 where it is absent, so the sums are the same)."""
     vocab, stats = retriever.vocab_dict, retriever.scores
     data, indices, indptr = stats["data"], stats["indices"], stats["indptr"]
     ids = [vocab[t] for t in tokens if t in vocab]
@@ -272,12 +253,9 @@ def _column(
 def analyze(
     texts: Sequence[str], config: LexicalConfig, stemmer: Stemmer.Stemmer | None = None
 ) -> list[list[str]]:
-    """The terms BM25 sees in each text: bm25s' token pattern, lower-casing, ``config``'s
-    stopwords and stemmer (``stemmer``, if built already).
-
-    Shared by the bm25s index and the Pinecone sparse vectors, so both count the same terms. It
-    is bm25s' ``tokenize`` without its progress bars: a tqdm bar, even a disabled one, takes a
-    multiprocessing lock on first use, a blocking call the LangGraph server refuses on its loop.
+    """The terms BM25 sees in each text, for bm25s and the Pinecone sparse vectors alike: bm25s'
+    ``tokenize`` without its tqdm bars, whose multiprocessing lock (taken on first use, even
+    disabled) is a blocking call the LangGraph server refuses on its event loop.
 
     Example:
         >>> analyze(["Running the tests", ""], LexicalConfig())
@@ -324,8 +302,8 @@ HEADER_KEY = "header"  # chunk metadata: the header ingest chose (chunking.heade
 
 
 def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
-    """The text a stored chunk is embedded and BM25-indexed under, from its record alone: its
-    ``header`` or title, then the text. Every backend calls this, so all index the same text.
+    """The text a stored chunk is embedded and BM25-indexed under (its ``header`` or title, then
+    the text), the same for every backend.
 
     Example:
         >>> indexed_text("Prices rose.", {"title": None, "header": "Oil crisis / Effects"})

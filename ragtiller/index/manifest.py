@@ -24,18 +24,18 @@ class EmbedderInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(description="Model name (``model_name``/``model`` attribute or class name).")
-    dimension: int = Field(gt=0, description="Vector dimension.")
+    name: str = Field(description="``model_name``/``model`` attribute or class name.")
+    dimension: int = Field(gt=0)
 
 
 class IndexCounts(BaseModel):
-    """How much the index holds."""
+    """How much the index holds: documents, parent sections, child chunks (vector rows)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     documents: int = Field(ge=0)
-    sections: int = Field(ge=0, description="Parent sections.")
-    chunks: int = Field(ge=0, description="Child chunks (rows of the vector matrix).")
+    sections: int = Field(ge=0)
+    chunks: int = Field(ge=0)
 
 
 class IndexManifest(BaseModel):

@@ -17,12 +17,8 @@ from ragtiller.index.records import RecordTable
 PARENTS_FILE = "parents.jsonl"
 PARENT_ROWS_FILE = "parent_rows.npy"  # each child row's parent row, saved at ingest
 MATCHED_WINDOW = 4  # a parent's matched children: its children among the top 4 * k
-DEFAULT_WINDOW_WORDS = 300
-WINDOW_SUFFIX = "+window"
-"""A window hit's id is its best child's id with this suffix (the child itself is another hit)."""
-CANDIDATE_MULTIPLIER = 8
-"""An approximate search ranks parents among the top ``8 * k`` children the graph returns (the
-``4 * k`` that name matched children, and as many again for parents of rarer matches)."""
+CANDIDATE_MULTIPLIER = 8  # an approximate search ranks parents among 8 * k children: 4 * k more
+WINDOW_SUFFIX = "+window"  # a window's id: its best child's (the child itself is another hit)
 
 
 def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.intp]:
@@ -59,11 +55,9 @@ class ParentChildTier(CpuTier):
     """The ``parent_child`` tier: sections ranked by their best child, shown as a window.
 
     Small children make precise matches; their neighbours make readable context. A hit is one
-    section's window: its best child (by cosine) widened by whole neighbouring children,
-    alternately before and after, within ``window_words`` words. ``metadata["child_ids"]`` lists
-    the children in the window, ``metadata["matched_child_ids"]`` the section's children among the
-    top ``4 * k`` overall, best first. Filters apply to the children, which name their parent in
-    ``parent_id`` and their span of it in ``start`` and ``end``.
+    section's best child (by cosine) widened by whole neighbouring children, alternately before
+    and after, within ``window_words`` words; its ``metadata`` names the ``child_ids`` in the
+    window and the ``matched_child_ids`` among the top ``4 * k`` children, best first.
     """
 
     name = "parent_child"
@@ -74,7 +68,7 @@ class ParentChildTier(CpuTier):
         store: NumpyVectorStore,
         parents: RecordTable,
         *,
-        window_words: int = DEFAULT_WINDOW_WORDS,
+        window_words: int = 300,
         approximate: bool = False,
         child_parents: npt.NDArray[np.intp] | None = None,
     ) -> None:
@@ -86,10 +80,8 @@ class ParentChildTier(CpuTier):
         self.parents = parents
         self.window_words = window_words
         self.approximate = approximate  # rank parents among the children the graph returns
-        self._seen: RecordTable | None = None
-        self._child_parent: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        self._order: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        self._bounds: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
+        self._seen: RecordTable | None = None  # the children the parent rows below are of
+        self._child_parent = self._order = self._bounds = np.empty(0, dtype=np.intp)
         if child_parents is not None:  # computed at ingest for these very rows
             if len(child_parents) != len(store.records):
                 raise ValueError(
@@ -108,41 +100,38 @@ class ParentChildTier(CpuTier):
     def _copy(self, window_words: int, approximate: bool) -> ParentChildTier:
         if (window_words, approximate) == (self.window_words, self.approximate):
             return self
-        children = self.store.records
+        known = self._child_parent if self._seen is self.store.records else None
         return ParentChildTier(
             self.store,
             self.parents,
             window_words=window_words,
             approximate=approximate,
-            child_parents=self._child_parent if self._seen is children else None,
+            child_parents=known,
         )
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` parent sections, best first."""
         if request.vector is None:
             raise ValueError("the parent_child tier needs a query vector, but got None")
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
+        vector, namespaces, filter = request.vector, request.namespaces, request.filter
         if self.approximate:
             rows, scores = self.store.nearest_rows(
-                request.vector,
+                vector,
                 CANDIDATE_MULTIPLIER * request.k,
-                namespaces=request.namespaces,
-                filter=request.filter,
+                namespaces=namespaces,
+                filter=filter,
                 approximate=True,
             )
         else:
-            rows, scores = self.store.score_rows(
-                request.vector, namespaces=request.namespaces, filter=request.filter
-            )
+            rows, scores = self.store.score_rows(vector, namespaces=namespaces, filter=filter)
         return self.rank_scored(request, rows, scores)
 
     def rank_scored(
         self, request: SearchRequest, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32]
     ) -> list[Hit]:
         """The best ``k`` parents of children already scored (all in scope, or candidates)."""
-        children = self.store.records
-        parent_of = self._parent_index(children)[rows]
+        parent_of = self._parent_index(self.store.records)[rows]
         known = parent_of >= 0
         rows, scores, parent_of = rows[known], scores[known], parent_of[known]
         if not len(rows):
@@ -165,8 +154,7 @@ class ParentChildTier(CpuTier):
         return hits
 
     def _window_hit(self, parent: int, matched: list[int], score: float) -> Hit:
-        """Section ``parent`` seen through a window around its best child row ``matched[0]``
-        (``matched``: its children among the best, best first)."""
+        """Section ``parent`` through a window around its best child row, ``matched[0]``."""
         child = matched[0]
         mine = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
         read = {r: self.store.records.fields(r) for r in mine}  # (id, text, metadata), read once

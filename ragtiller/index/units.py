@@ -1,8 +1,5 @@
-"""What the index is made of: documents, their heading sections, and how sections were cut.
-
-Ingest produces these and the index keeps them (and the chunking in its manifest), so they live
-here, below both.
-"""
+"""What the index is made of (documents, heading sections, how they were cut): ingest produces
+them, the index keeps them, so they live here, below both."""
 
 from __future__ import annotations
 
@@ -42,9 +39,7 @@ class SourceDocument:
 class ChunkingConfig(BaseModel):
     """How parent sections are cut into child chunks.
 
-    Tokens are whitespace-separated words (a long one counts once per :data:`MAX_TOKEN_CHARS`),
-    so the bounds do not depend on a model's tokenizer, and a chunk holds at most
-    ``chunk_tokens * MAX_TOKEN_CHARS`` characters whatever the input.
+    Tokens are whitespace-separated words, so the bounds do not depend on a model's tokenizer.
 
     Example:
         >>> ChunkingConfig(chunk_tokens=120, overlap_tokens=20).chunk_tokens
@@ -103,8 +98,7 @@ def wrap_width(text: str) -> int | None:
 
 
 def _full(line: int, text: str, start: int, width: int) -> bool:
-    """Whether a line of ``line`` characters was full: the first word of ``text[start:]`` (the
-    next line's) would not have fitted after it within ``width``."""
+    """Whether a line of ``line`` characters was full: the next word would not fit after it."""
     word = _WORD.search(text, start)
     return line + 1 + (len(word.group()) if word else 0) > width
 
@@ -134,11 +128,8 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
 
 @dataclass(frozen=True)
 class Section:
-    """A parent: one heading's text (heading line included), or a whole heading-less document.
-
-    ``path`` holds the heading titles from the outermost down, ``start``/``end`` the offsets of
-    ``text`` in the document, ``body_start`` where the body after the heading begins in it.
-    """
+    """A parent: one heading's text (heading line included), or a whole heading-less document;
+    ``path`` holds the heading titles from the outermost down."""
 
     id: str
     document: SourceDocument

@@ -1,17 +1,7 @@
-"""Versioned index directories: every save writes a new version, then switches a pointer.
-
-Layout of an index directory::
-
-    CURRENT                 the name of the version readers open ("v000007")
-    versions/v000006/       the previous version, kept for readers that are opening it
-    versions/v000007/       the current version: manifest.json, chunks.jsonl, vectors.npy, ...
-    versions/.v000008.partial/   a save in progress (or killed); removed by the next save
-    .lock                   serialises saves (flock; released by the kernel if a saver dies)
-
-A save writes and fsyncs a complete version under a partial name, renames it into place, then
-replaces ``CURRENT`` with ``os.replace`` (atomic on POSIX). A reader whose version a save removed
-while it opened it resolves ``CURRENT`` again. So an open never sees half a version, and a crash
-at any point leaves the old version or the new one current, never neither.
+"""Versioned index directories: a save writes and fsyncs ``versions/.vNNNNNN.partial/``, renames
+it into place, then replaces the ``CURRENT`` pointer atomically, so an open never sees half a
+version and a crash leaves the old version or the new one current (docs/index.md, "Saves are
+versions").
 """
 
 from __future__ import annotations
@@ -37,12 +27,11 @@ _VERSION = re.compile(r"v(\d{6,})")
 _OPEN_ATTEMPTS = 10
 
 T = TypeVar("T")
-FaultHook = Callable[[str], None]
-"""Called with a step name before every file operation of a save; tests raise in it."""
+FaultHook = Callable[[str], None]  # called with each step of a save before it runs
 
 
 def _no_fault(step: str) -> None:
-    """Every step proceeds."""
+    pass
 
 
 def is_index_directory(directory: Path) -> bool:
@@ -65,7 +54,7 @@ def holds_index(directory: Path) -> bool:
 
 def check_writable(directory: Path) -> None:
     """Refuse a file, or a directory that is not empty and holds no index: a save never
-    overwrites it."""
+    overwrites one."""
     try:
         if directory.exists() and not directory.is_dir():
             raise IndexStoreError(
@@ -103,8 +92,8 @@ def current_version(directory: Path) -> Path:
 
 
 def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
-    """Open the current version with ``open_version``, resolving ``CURRENT`` again (up to
-    ``_OPEN_ATTEMPTS`` times) if a save removed the version between resolving and opening."""
+    """Open the current version, resolving ``CURRENT`` again if a save removed the version
+    between resolving and opening it."""
     for attempt in range(_OPEN_ATTEMPTS):
         version = current_version(directory)
         try:
@@ -120,14 +109,9 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
 def write_version(
     directory: Path, write: Callable[[Path, FaultHook], None], *, fault: FaultHook | None = None
 ) -> Path:
-    """Write a new version with ``write(version_dir, step)`` and make it current; returns it.
-
-    ``write`` calls ``step("write <file>")`` before each file it writes; ``fault`` is called at
-    each of those steps and before each file operation here. A save that fails before
-    ``CURRENT`` switches (a full disk, a read-only file system) removes what it wrote, so the
-    old version stays current and no space is taken; what a killed save left, the next save
-    (or :func:`tidy`) removes. The error names the step, the path and which version is current.
-    """
+    """Write a new version with ``write(version_dir, step)`` (``step("write <file>")`` before
+    each file) and make it current. A save that fails before the switch removes what it wrote;
+    the error names the step, the path and which version is current."""
     check_writable(directory)
     fault = fault or _no_fault
     at = _At("mkdir index", directory)
@@ -183,7 +167,7 @@ def _write_locked(
 
 @dataclass
 class _At:
-    """Where a save is (its step, the path it touches, what is current), to say so on failure."""
+    """Where a save is, to say so when it fails."""
 
     name: str
     path: Path
@@ -201,12 +185,8 @@ class _At:
         reason = error.strerror or str(error) or type(error).__name__
         if error.errno in (errno.ENOSPC, errno.EDQUOT, None):
             reason += f" ({self.free or _free_space(path)} free on its file system)"
-        if self.switched:
-            state = f"{self.current} is current"
-        elif self.current:
-            state = f"{self.current} is still current"
-        else:
-            state = "no version is current"
+        still = "" if self.switched else "still "
+        state = f"{self.current} is {still}current" if self.current else "no version is current"
         if self.leftovers:
             state += "; could not remove " + ", ".join(self.leftovers)
         elif not self.switched:
@@ -217,7 +197,7 @@ class _At:
 
 
 def _remove_paths(paths: list[Path]) -> list[str]:
-    """Remove files and trees that exist; what could not be removed, with why."""
+    """Remove what exists of ``paths``; what could not be removed, with why."""
     failed: list[str] = []
     for path in paths:
         try:
@@ -231,7 +211,6 @@ def _remove_paths(paths: list[Path]) -> list[str]:
 
 
 def _free_space(path: Path) -> str:
-    """Space free to unprivileged writers on the file system of ``path`` (or its nearest parent)."""
     for candidate in (path, *path.parents):
         try:
             info = os.statvfs(candidate)
@@ -243,12 +222,8 @@ def _free_space(path: Path) -> str:
 
 
 def tidy(directory: Path) -> None:
-    """Remove what killed saves left and versions older than the one ``CURRENT`` replaced.
-
-    An ingest that finds nothing to change calls it, so the space a killed save took is freed.
-    It touches nothing when there is nothing to remove, so an up-to-date index on a read-only
-    file system ingests as ``unchanged``.
-    """
+    """Remove what killed saves left and versions older than the one ``CURRENT`` replaced (for an
+    ingest that changes nothing); touch nothing if there is nothing to remove (a read-only disk)."""
     at = _At("tidy", directory)
     versions = directory / VERSIONS_DIR
     try:
@@ -284,8 +259,7 @@ def _pointer(directory: Path) -> str | None:
 def _remove_leftovers(
     directory: Path, fault: FaultHook, at: _At, *, keep: set[str | None] | None = None
 ) -> None:
-    """Remove partial versions and a staged pointer left by killed saves (only one saver holds
-    the lock) and, given ``keep``, every complete version not in it."""
+    """Remove what killed saves left (the lock is ours) and, given ``keep``, the other versions."""
     versions = sorted((directory / VERSIONS_DIR).iterdir())
     for path in versions:
         if path.name.endswith(".partial"):
@@ -302,7 +276,6 @@ def _remove_leftovers(
 
 
 def _numbers(versions: Path, *, partials: bool = False) -> list[int]:
-    """The numbers of the complete versions in ``versions`` (and of partial ones too)."""
     names = (p.name for p in versions.iterdir())
     if partials:
         names = (n.removeprefix(".").removesuffix(".partial") for n in names)
