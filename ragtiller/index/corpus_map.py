@@ -4,6 +4,7 @@ step-back could not run); a turn sees only the outline of what it may search."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,28 +43,34 @@ def build_corpus_map(
     grouped: dict[str, list[Section]] = {}
     for section in sections:
         grouped.setdefault(section.document.doc_id, []).append(section)
-    blocks = ((d, len(s), s[:max_sections]) for d, s in grouped.items())
+    blocks = ((len(s), s[:max_sections]) for s in grouped.values())
     return _outline(len(grouped), len(sections), blocks, max_documents, max_sections, max_chars)
 
 
 def _outline(
     documents: int,
     sections: int,
-    blocks: Iterable[tuple[str, int, Sequence[Section]]],
+    blocks: Iterable[tuple[int, Sequence[Section]]],
     max_documents: int,
     max_sections: int,
     max_chars: int,
 ) -> str:
-    """``blocks``: per document, its id, its number of sections and its first ones (read only as
-    far as the outline gets)."""
+    """``blocks``: per document, its number of sections and its first ``max_sections`` ones
+    (read only as far as the outline gets)."""
     if not documents:
         return ""
     lines = [f"Corpus: {documents} documents, {sections} sections."]
     used, listed = len(lines[0]), 0
-    for doc_id, total, first in blocks:
-        if listed == max_documents:
-            break
-        block = _document_block(doc_id, first, total, max_sections)
+    for total, first in itertools.islice(blocks, max_documents):
+        doc = first[0].document
+        label = doc.title if doc.title and doc.title != doc.doc_id else doc.doc_id
+        if total == 1 and not first[0].path:
+            block = [f"- {label}: {_summary(first[0])}"]
+        else:
+            block = [f"- {label}"]
+            block += [f"  - {' > '.join(s.path) or '(introduction)'}: {_summary(s)}" for s in first]
+            if total > max_sections:
+                block.append(f"  - ... and {total - max_sections} more sections")
         size = sum(len(line) + 1 for line in block)
         if used + size > max_chars - 40:  # room for "... and N more documents"
             break
@@ -85,23 +92,7 @@ def summarize(text: str, limit: int = SUMMARY_CHARS) -> str:
     return sentence[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-def _document_block(
-    doc_id: str, sections: Sequence[Section], total: int, max_sections: int
-) -> list[str]:
-    doc = sections[0].document
-    label = doc.title if doc.title and doc.title != doc_id else doc_id
-    if total == 1 and not sections[0].path:
-        return [f"- {label}: {_section_summary(sections[0])}"]
-    block = [f"- {label}"]
-    for section in sections[:max_sections]:
-        name = " > ".join(section.path) or "(introduction)"
-        block.append(f"  - {name}: {_section_summary(section)}")
-    if total > max_sections:
-        block.append(f"  - ... and {total - max_sections} more sections")
-    return block
-
-
-def _section_summary(section: Section) -> str:
+def _summary(section: Section) -> str:
     return summarize(section.text[section.body_start :]) or summarize(section.text)
 
 
@@ -234,10 +225,9 @@ class ScopedOverview:
         appearance = np.argsort(first, kind="stable")  # documents in order of first section
         table, most = self._sections, _MAX_SECTIONS
 
-        def blocks() -> Iterator[tuple[str, int, list[Section]]]:
+        def blocks() -> Iterator[tuple[int, list[Section]]]:
             for d in appearance.tolist():
                 mine = rows[by_doc[starts[d] : starts[d] + min(int(counts[d]), most)]]
-                listed = [section_from_record(*table.fields(r)) for r in mine.tolist()]
-                yield listed[0].document.doc_id, int(counts[d]), listed
+                yield int(counts[d]), [section_from_record(*table.fields(r)) for r in mine.tolist()]
 
         return _outline(len(counts), len(rows), blocks(), _MAX_DOCUMENTS, most, _MAX_CHARS)

@@ -86,11 +86,8 @@ class EmbeddedIndex:
         >>> from langchain_core.documents import Document
         >>> from ragtiller.models import HashingEmbedder
         >>> from ragtiller.ingest import build_index
-        >>> index = build_index(
-        ...     [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})],
-        ...     embedder=HashingEmbedder(), progress=False,
-        ... )
-        >>> [tier.name for tier in index.tiers]
+        >>> docs = [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})]
+        >>> [t.name for t in build_index(docs, embedder=HashingEmbedder(), progress=False).tiers]
         ['dense', 'parent_child', 'lexical']
     """
 
@@ -108,11 +105,9 @@ class EmbeddedIndex:
         self.store = store
         self.parents = parents
         self.manifest = manifest
-        self.corpus_map = corpus_map
-        """The outline of the whole index, for operators; a turn gets :meth:`overview` instead."""
+        self.corpus_map = corpus_map  # of the whole index, for operators: a turn gets overview()
         self.stats = stats or EmbeddingStats()
-        self.report: IngestReport | None = None
-        """What the ingest that built this object did (None for an index opened with :meth:`load`)."""
+        self.report: IngestReport | None = None  # what the ingest that built it did
         self._lexical = lexical
         self._derived = derived
         self._overview = ScopedOverview(parents, derived.outline)

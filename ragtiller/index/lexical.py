@@ -27,13 +27,8 @@ from ragtiller.index.scans import SharedScans, scan_key
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 LEXICAL_DIR = "lexical"
-BM25_FILES = (
-    "params.index.json",
-    "vocab.index.json",
-    "data.csc.index.npy",
-    "indices.csc.index.npy",
-    "indptr.csc.index.npy",
-)
+_CSC = ("data", "indices", "indptr")
+BM25_FILES = ("params.index.json", "vocab.index.json", *(f"{a}.csc.index.npy" for a in _CSC))
 StopwordLanguage = Literal[
     "en", "de", "nl", "fr", "es", "pt", "it", "ru", "sv", "no", "zh", "tr", "ko", "da"
 ]

@@ -42,13 +42,9 @@ class IndexManifest(BaseModel):
     """``manifest.json`` of an index version, written last by a save.
 
     Example:
-        >>> m = IndexManifest(
-        ...     embedder=EmbedderInfo(name="e", dimension=8),
-        ...     chunking=ChunkingConfig(), lexical=LexicalConfig(),
-        ...     counts=IndexCounts(documents=1, sections=1, chunks=1), namespaces=("default",),
-        ...     tenanted=False,
-        ... )
-        >>> m.format_version
+        >>> counts = IndexCounts(documents=1, sections=1, chunks=1)
+        >>> IndexManifest(embedder=EmbedderInfo(name="e", dimension=8), chunking=ChunkingConfig(),
+        ...     lexical=LexicalConfig(), counts=counts, namespaces=(), tenanted=False).format_version
         2
     """
 

@@ -17,8 +17,8 @@ TextFormat = Literal["markdown", "rst", "text"]
 ChunkHeader = Literal["title", "path"]
 ChunkWindow = Literal["embedder", "words"]
 MAX_TOKEN_CHARS = 100
-"""A longer token counts as one per this many characters (BERT's basic tokenizer gives up past
-100 too), so a base64 blob or a line of minified code cannot make one chunk of megabytes."""
+"""A longer token counts once per this many characters (BERT's basic tokenizer gives up past 100
+too), so a base64 blob or a line of minified code cannot make one chunk of megabytes."""
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,7 @@ class Section:
     body_start: int
 
 
-_RESERVED_SECTION_KEYS = frozenset(
-    {"doc_id", "source", "namespace", "title", "section_path", "start", "end"}
-)
+_RESERVED_SECTION_KEYS = {"doc_id", "source", "namespace", "title", "section_path", "start", "end"}
 
 
 def section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
@@ -156,15 +154,9 @@ def section_from_record(id_: str, text: str, md: dict[str, Any]) -> Section:
         metadata={k: v for k, v in md.items() if k not in _RESERVED_SECTION_KEYS},
     )
     path = tuple(md.get("section_path") or ())
-    return Section(
-        id_, document, path, text, int(md.get("start", 0)), int(md.get("end", 0)), _body(text, path)
-    )
-
-
-def _body(text: str, path: tuple[str, ...]) -> int:
-    """Where the body begins: after the heading line (and an underline, for setext and rST)."""
-    if not path:
-        return 0
-    lines = text.splitlines(keepends=True)
-    underlined = len(lines) > 1 and lines[1].strip() and len(set(lines[1].strip())) == 1
-    return sum(len(line) for line in lines[: 2 if underlined else 1])
+    body = 0
+    if path:  # the body begins after the heading line (and an underline, for setext and rST)
+        lines = text.splitlines(keepends=True)
+        underlined = len(lines) > 1 and lines[1].strip() and len(set(lines[1].strip())) == 1
+        body = sum(len(line) for line in lines[: 2 if underlined else 1])
+    return Section(id_, document, path, text, int(md.get("start", 0)), int(md.get("end", 0)), body)

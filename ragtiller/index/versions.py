@@ -1,8 +1,5 @@
-"""Versioned index directories: a save writes and fsyncs ``versions/.vNNNNNN.partial/``, renames
-it into place, then replaces the ``CURRENT`` pointer atomically, so an open never sees half a
-version and a crash leaves the old version or the new one current (docs/index.md, "Saves are
-versions").
-"""
+"""Versioned index directories: a save writes a whole new version, then switches ``CURRENT`` to
+it atomically, so an open never sees half a version (docs/index.md, "Saves are versions")."""
 
 from __future__ import annotations
 
@@ -134,7 +131,7 @@ def _write_locked(
     at.step("mkdir versions", versions, fault)
     versions.mkdir(exist_ok=True)
     _remove_leftovers(directory, fault, at)
-    name = f"v{max(_numbers(versions, partials=True), default=0) + 1:06d}"
+    name = f"v{max(_numbers(versions, '.', '.partial'), default=0) + 1:06d}"
     partial, final = versions / f".{name}.partial", versions / name
     staged = directory / STAGED_POINTER
     previous = at.current
@@ -275,10 +272,8 @@ def _remove_leftovers(
             shutil.rmtree(path)
 
 
-def _numbers(versions: Path, *, partials: bool = False) -> list[int]:
-    names = (p.name for p in versions.iterdir())
-    if partials:
-        names = (n.removeprefix(".").removesuffix(".partial") for n in names)
+def _numbers(versions: Path, prefix: str = "", suffix: str = "") -> list[int]:
+    names = (p.name.removeprefix(prefix).removesuffix(suffix) for p in versions.iterdir())
     return [int(m.group(1)) for n in names if (m := _VERSION.fullmatch(n))]
 
 
