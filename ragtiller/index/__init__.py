@@ -1,7 +1,4 @@
-"""The embedded, offline, persistent index behind the dense, parent-child and lexical tiers.
-
-It stores what :mod:`ragtiller.ingest` builds and never imports it.
-"""
+"""The embedded, offline, persistent index behind the dense, parent-child and lexical tiers."""
 
 from ragtiller.index.corpus_map import build_corpus_map
 from ragtiller.index.dense import DenseTier, NumpyVectorStore

@@ -1,10 +1,8 @@
 """Approximate dense search: an HNSW graph (faiss) over the store's vectors, filters kept exact.
 
-An exact scan costs 150 ms at 1M chunks on one core; HNSW well under a millisecond at recall@10
->= 0.98 (``benchmarks/README.md``, "Scaling"); faiss beat hnswlib and usearch on build and query
-speed and wheels. The graph is opened memory-mapped, so server processes share it. Filters stay
-exact: the walk visits only allowed rows, each returned row is checked again, and a scope the
-graph cannot fill is scanned exactly instead.
+An exact scan costs 150 ms at 1M chunks on one core, HNSW well under a millisecond at recall@10
+>= 0.98 (``benchmarks/README.md``, "Scaling"); faiss beat hnswlib and usearch. Filters stay exact:
+the walk visits only allowed rows, each is checked again, a scope left short is scanned exactly.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The corpus map: a bounded plain-text outline of documents and sections, built without an LLM,
-that broad turns get as ``<project-overview>`` (so "what is in here?" gets an answer even when
-step-back could not run); a turn sees only the outline of what it may search."""
+"""The corpus map: a bounded outline of documents and sections, built without an LLM, that broad
+turns get as ``<project-overview>``; a turn sees only the outline of what it may search."""
 
 from __future__ import annotations
 
@@ -55,8 +54,7 @@ def _outline(
     max_sections: int,
     max_chars: int,
 ) -> str:
-    """``blocks``: per document, its number of sections and its first ``max_sections`` ones
-    (read only as far as the outline gets)."""
+    """``blocks``: per document, its number of sections and its first ones, read as needed."""
     if not documents:
         return ""
     lines = [f"Corpus: {documents} documents, {sections} sections."]

@@ -1,5 +1,4 @@
-"""The embedded index: one ingest door, three tiers, one versioned directory on disk, opened
-with the embedder it was built with."""
+"""The embedded index: one ingest door, three tiers, one versioned directory on disk."""
 
 from __future__ import annotations
 
@@ -184,9 +183,8 @@ class EmbeddedIndex:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder: Embeddings) -> EmbeddedIndex:
-        """Open the current version of a saved index, memory-mapped. Every file is checked, so a
-        corrupt index (or another embedder) fails the open, naming the file, rather than the
-        searches going quiet."""
+        """Open the current version of a saved index, memory-mapped; a corrupt file (or another
+        embedder) fails the open, naming it, rather than making the searches go quiet."""
         return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
 
     @classmethod

@@ -63,9 +63,7 @@ class LexicalConfig(BaseModel):
 DEFAULT_LEXICAL = LexicalConfig()
 _TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s' default (scikit-learn's)
 TERM_CACHE, QUERY_CACHE = 65536, 1024  # texts and queries whose analysis one tier remembers
-SELECTION_DEPTH = (
-    100  # a query's best rows are kept this deep: a turn's searches (k <= 100) reuse them
-)
+SELECTION_DEPTH = 100  # a query's best rows are kept this deep, for a turn's searches (k <= 100)
 DENSE_SHARE = 4
 """A term in one row in 4 or more adds its whole (kept) score column, not its postings one by
 one: for 6 common terms at 1M chunks, 1.1 ms against 6.0 ms of ``numpy.add.at``, the same sums."""
@@ -156,8 +154,7 @@ class LexicalTier(CpuTier):
     def _select(
         self, request: SearchRequest, k: int
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """The best ``k`` positive rows and their scores, read-only: a deeper selection's first
-        ``k`` whenever its ``k``-th score beats the next (or it holds fewer rows)."""
+        """The best ``k`` positive rows and their scores, read-only."""
         scores = self.row_scores(request)
         best = top_k_positive(scores, k)
         values = scores[best]
@@ -187,8 +184,7 @@ class LexicalTier(CpuTier):
         return len(self.records)
 
     def work(self, request: SearchRequest) -> int:
-        """A search's cost, known before scoring: its terms' postings (or kept columns), plus the
-        rows each pass over the scores reads."""
+        """A search's cost, known before scoring: its postings (or kept columns) and rows read."""
         tokens, rows = self.query_terms(request.query), len(self.records)
         work = rows if not request.namespaces and not request.filter else 2 * rows
         if self._scores.holds(tokens):
@@ -216,9 +212,8 @@ class LexicalTier(CpuTier):
 def bm25_scores(
     retriever: bm25s.BM25, tokens: Sequence[str], *, columns: SharedScans | None = None
 ) -> npt.NDArray[np.floating]:
-    """``retriever.get_scores(tokens)``, the same sums in the same order, cheaper: ``intp``
-    indices (7.0 against 8.8 ms for 4.5 million postings) and, with ``columns``, a common term's
-    whole column, kept there (0 where it is absent, so the sums are the same)."""
+    """``retriever.get_scores(tokens)``, the same sums, cheaper: ``intp`` indices (7.0 against
+    8.8 ms for 4.5 million postings) and, with ``columns``, common terms' kept columns."""
     vocab, stats = retriever.vocab_dict, retriever.scores
     data, indices, indptr = stats["data"], stats["indices"], stats["indptr"]
     ids = [vocab[t] for t in tokens if t in vocab]

@@ -82,11 +82,7 @@ class ParentChildTier(CpuTier):
         self.approximate = approximate  # rank parents among the children the graph returns
         self._seen: RecordTable | None = None  # the children the parent rows below are of
         self._child_parent = self._order = self._bounds = np.empty(0, dtype=np.intp)
-        if child_parents is not None:  # computed at ingest for these very rows
-            if len(child_parents) != len(store.records):
-                raise ValueError(
-                    f"got {len(child_parents)} parent rows for {len(store.records)} children"
-                )
+        if child_parents is not None:  # computed at ingest (or by this tier) for these rows
             self._index_parents(store.records, child_parents)
 
     def with_window(self, window_words: int) -> ParentChildTier:
@@ -198,7 +194,7 @@ class ParentChildTier(CpuTier):
         return len(self.store)
 
     async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """An unfiltered graph search runs inline, a scan (or a filter over every row) in a thread."""
+        """An unfiltered graph search runs inline; a scan or full-scope filter, in a thread."""
         if self.approximate and not request.filter:
             return self.search(request)
         return await super().asearch(request)

@@ -1,5 +1,4 @@
-"""What the index is made of (documents, heading sections, how they were cut): ingest produces
-them, the index keeps them, so they live here, below both."""
+"""Documents, their heading sections and how they were cut: made by ingest, kept by the index."""
 
 from __future__ import annotations
 
@@ -107,10 +106,8 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
     """Whether a paragraph of ``text`` ends at ``end`` (a word's end) and the next begins at
     ``start`` (the next word's start); ``width`` is ``wrap_width(text)``.
 
-    Paragraphs are separated by blank lines. A text without any either has one paragraph per
-    line or is wrapped: most of its lines besides the longest are full (the next line's first
-    word would not fit, as a greedy wrapper leaves them), and a line that was not full ends a
-    paragraph.
+    Without blank lines, a text has one paragraph per line, or is wrapped (most lines besides
+    the longest are full, as a greedy wrapper leaves them) and a line not full ends one.
 
     Example:
         >>> text = "A first paragraph on its line.\\nThen a second, longer, on its own line."

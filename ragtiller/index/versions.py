@@ -50,8 +50,7 @@ def holds_index(directory: Path) -> bool:
 
 
 def check_writable(directory: Path) -> None:
-    """Refuse a file, or a directory that is not empty and holds no index: a save never
-    overwrites one."""
+    """Refuse to save into a file, or into a directory that is not empty and holds no index."""
     try:
         if directory.exists() and not directory.is_dir():
             raise IndexStoreError(
@@ -89,8 +88,7 @@ def current_version(directory: Path) -> Path:
 
 
 def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
-    """Open the current version, resolving ``CURRENT`` again if a save removed the version
-    between resolving and opening it."""
+    """Open the current version, resolving ``CURRENT`` again if a save removed it meanwhile."""
     for attempt in range(_OPEN_ATTEMPTS):
         version = current_version(directory)
         try:
@@ -106,9 +104,8 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
 def write_version(
     directory: Path, write: Callable[[Path, FaultHook], None], *, fault: FaultHook | None = None
 ) -> Path:
-    """Write a new version with ``write(version_dir, step)`` (``step("write <file>")`` before
-    each file) and make it current. A save that fails before the switch removes what it wrote;
-    the error names the step, the path and which version is current."""
+    """Write a new version with ``write(version_dir, step)`` and make it current; a save that
+    fails before the switch removes what it wrote, and says which version is current."""
     check_writable(directory)
     fault = fault or _no_fault
     at = _At("mkdir index", directory)
