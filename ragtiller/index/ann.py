@@ -45,10 +45,10 @@ class AnnIndex:
         self._index = index
         self.rows: int = int(index.ntotal)
         self.dimension: int = int(index.d)
-        storage = faiss.downcast_index(index.storage)
+        quantized = isinstance(faiss.downcast_index(index.storage), faiss.IndexScalarQuantizer)
         self.dtype: VectorDtype = (
-            "float16" if isinstance(storage, faiss.IndexScalarQuantizer) else "float32"
-        )
+            "float16" if quantized else "float32"
+        )  # as vectors.npy stores them
 
     @classmethod
     def build(cls, vectors: Matrix) -> AnnIndex:
@@ -143,14 +143,9 @@ class AnnIndex:
 class _Borrowed:
     """Memory owned by faiss, seen by numpy: the array's base, so the owner outlives it."""
 
-    def __init__(self, owner: AnnIndex, address: int, shape: tuple[int, int], typestr: str) -> None:
+    def __init__(self, owner: AnnIndex, address: int, shape: tuple[int, int], kind: str) -> None:
         self.owner = owner
-        self.__array_interface__ = {
-            "shape": shape,
-            "typestr": typestr,
-            "data": (address, True),
-            "version": 3,
-        }
+        self.__array_interface__ = dict(shape=shape, typestr=kind, data=(address, True), version=3)
 
 
 def _exact_rows(

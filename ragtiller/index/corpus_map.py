@@ -141,13 +141,7 @@ class OutlineRows:
 
     def save(self, path: Path) -> None:
         with path.open("wb") as f:
-            np.savez(
-                f,
-                namespaces=np.array(self.namespaces, dtype=np.str_),
-                offsets=self.offsets,
-                rows=self.rows,
-                docs=self.docs,
-            )
+            np.savez(f, **{**vars(self), "namespaces": np.array(self.namespaces, dtype=np.str_)})
 
     @classmethod
     def load(cls, path: Path, sections: int) -> OutlineRows:

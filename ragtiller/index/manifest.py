@@ -24,7 +24,7 @@ class EmbedderInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(description="``model_name``/``model`` attribute or class name.")
+    name: str  # its model_name or model attribute, or its class name
     dimension: int = Field(gt=0)
 
 
@@ -51,21 +51,12 @@ class IndexManifest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format_version: Literal[2] = FORMAT_VERSION
-    created_at: AwareDatetime = Field(
-        default_factory=lambda: datetime.now(UTC), description="Build time, UTC."
-    )
+    created_at: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
     embedder: EmbedderInfo
     chunking: ChunkingConfig
     lexical: LexicalConfig
     counts: IndexCounts
-    namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
-    tenanted: bool = Field(
-        description="Whether any chunk carries a ``tenant`` key: a graph over the index then "
-        "refuses turns that name no tenant."
-    )
-    embedder_variant: str | None = Field(
-        default=None,
-        description="How the embedder computed the vectors (``onnx-uint8``, ``torch-fp32``, a "
-        "fallback note); None when the embedder does not say.",
-    )
-    vector_dtype: VectorDtype = Field(default="float32", description="How the vectors are stored.")
+    namespaces: tuple[str, ...]  # of the chunks, first-seen order
+    tenanted: bool  # a chunk carries a tenant key: a graph over it refuses turns naming none
+    embedder_variant: str | None = None  # onnx-uint8, torch-fp32, ...; None: the embedder won't say
+    vector_dtype: VectorDtype = "float32"

@@ -86,14 +86,14 @@ class ParentChildTier(CpuTier):
             self._index_parents(store.records, child_parents)
 
     def with_window(self, window_words: int) -> ParentChildTier:
-        """This tier with windows of at most ``window_words`` words (itself if it has them)."""
         return self._copy(window_words, self.approximate)
 
     def with_search(self, approximate: bool) -> ParentChildTier:
-        """This tier over the HNSW graph (True) or every child (False); itself if it already is."""
+        """This tier over the HNSW graph (True) or every child (False)."""
         return self._copy(self.window_words, approximate)
 
     def _copy(self, window_words: int, approximate: bool) -> ParentChildTier:
+        """This tier with other options (itself when they are its own)."""
         if (window_words, approximate) == (self.window_words, self.approximate):
             return self
         known = self._child_parent if self._seen is self.store.records else None

@@ -47,21 +47,13 @@ class ChunkingConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    chunk_tokens: int = Field(200, gt=0, description="Most words in one child chunk.")
-    overlap_tokens: int = Field(
-        40, ge=0, description="Words shared by consecutive children of one section."
-    )
-    header: ChunkHeader = Field(
-        "path",
-        description="What goes before each chunk's indexed (embedded and BM25) text: 'title', "
-        "the document title; 'path', the title and the chunk's heading path.",
-    )
-    window: ChunkWindow = Field(
-        "words",
-        description="'words': the word bound alone (the embedder truncates a longer text); "
-        "'embedder': the indexed text also fits the embedder's input window, counted by its "
-        "own tokenizer where it has one (MiniLM: 256 wordpieces).",
-    )
+    chunk_tokens: int = Field(200, gt=0)  # most words in one child chunk
+    overlap_tokens: int = Field(40, ge=0)  # words consecutive children of a section share
+    # before each chunk's embedded and BM25 text: the document title, or it and the heading path
+    header: ChunkHeader = "path"
+    # 'words': the word bound alone (the embedder truncates a longer text); 'embedder': the
+    # indexed text also fits the embedder's window, by its own tokenizer where it has one
+    window: ChunkWindow = "words"
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
