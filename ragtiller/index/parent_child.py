@@ -83,7 +83,7 @@ class ParentChildTier(CpuTier):
         self._seen: RecordTable | None = None  # the children the parent rows below are of
         self._child_parent = self._order = self._bounds = np.empty(0, dtype=np.intp)
         if child_parents is not None:  # computed at ingest (or by this tier) for these rows
-            self._index_parents(store.records, child_parents)
+            self._parent_index(store.records, child_parents)
 
     def with_window(self, window_words: int) -> ParentChildTier:
         return self._copy(window_words, self.approximate)
@@ -121,12 +121,6 @@ class ParentChildTier(CpuTier):
             )
         else:
             rows, scores = self.store.score_rows(vector, namespaces=namespaces, filter=filter)
-        return self.rank_scored(request, rows, scores)
-
-    def rank_scored(
-        self, request: SearchRequest, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32]
-    ) -> list[Hit]:
-        """The best ``k`` parents of children already scored (all in scope, or candidates)."""
         parent_of = self._parent_index(self.store.records)[rows]
         known = parent_of >= 0
         rows, scores, parent_of = rows[known], scores[known], parent_of[known]
@@ -199,17 +193,17 @@ class ParentChildTier(CpuTier):
             return self.search(request)
         return await super().asearch(request)
 
-    def _parent_index(self, children: RecordTable) -> npt.NDArray[np.intp]:
-        """Parent row of each child row (-1 when unknown); recomputed when the store changes."""
+    def _parent_index(
+        self, children: RecordTable, known: npt.NDArray[np.intp] | None = None
+    ) -> npt.NDArray[np.intp]:
+        """Parent row of each child row (-1 when unknown), each parent's children grouped
+        (stably) in ``_order``; recomputed when the store changes."""
         if self._seen is not children:
-            self._index_parents(children, parent_rows(children, self.parents))
+            self._child_parent = np.asarray(
+                parent_rows(children, self.parents) if known is None else known, dtype=np.intp
+            )
+            self._order = np.argsort(self._child_parent, kind="stable")
+            bounds = np.arange(len(self.parents) + 1)
+            self._bounds = np.searchsorted(self._child_parent[self._order], bounds)
+            self._seen = children
         return self._child_parent
-
-    def _index_parents(self, children: RecordTable, child_parent: npt.NDArray[np.intp]) -> None:
-        """Keep the child -> parent rows, and each parent's children grouped (stably)."""
-        self._child_parent = np.asarray(child_parent, dtype=np.intp)
-        self._order = np.argsort(self._child_parent, kind="stable")
-        self._bounds = np.searchsorted(
-            self._child_parent[self._order], np.arange(len(self.parents) + 1)
-        )
-        self._seen = children

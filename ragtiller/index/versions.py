@@ -8,7 +8,7 @@ import fcntl
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,55 +107,53 @@ def write_version(
     """Write a new version with ``write(version_dir, step)`` and make it current; a save that
     fails before the switch removes what it wrote, and says which version is current."""
     check_writable(directory)
-    fault = fault or _no_fault
-    at = _At("mkdir index", directory)
+    at = _At("mkdir index", directory, fault or _no_fault)
     try:
         at.current = _pointer(directory)  # to say what stays current if the lock cannot be had
-        at.step("mkdir index", directory, fault)
+        at.step("mkdir index", directory)
         directory.mkdir(parents=True, exist_ok=True)
-        at.step("lock", directory / LOCK_FILE, fault)
+        at.step("lock", directory / LOCK_FILE)
         with _locked(directory):
             at.current = _pointer(directory)
-            return _write_locked(directory, write, fault, at)
+            return _write_locked(directory, write, at)
     except OSError as e:
         raise IndexStoreError(at.failure(directory, e)) from e
 
 
-def _write_locked(
-    directory: Path, write: Callable[[Path, FaultHook], None], fault: FaultHook, at: _At
-) -> Path:
+def _write_locked(directory: Path, write: Callable[[Path, FaultHook], None], at: _At) -> Path:
     versions = directory / VERSIONS_DIR
-    at.step("mkdir versions", versions, fault)
+    at.step("mkdir versions", versions)
     versions.mkdir(exist_ok=True)
-    _remove_leftovers(directory, fault, at)
-    name = f"v{max(_numbers(versions, '.', '.partial'), default=0) + 1:06d}"
+    _remove_leftovers(directory, at)
+    names = (p.name.removeprefix(".").removesuffix(".partial") for p in versions.iterdir())
+    name = f"v{max(_numbers(names), default=0) + 1:06d}"
     partial, final = versions / f".{name}.partial", versions / name
     staged = directory / STAGED_POINTER
     previous = at.current
     try:
-        at.step("mkdir partial", partial, fault)
+        at.step("mkdir partial", partial)
         partial.mkdir()
-        write(partial, lambda step: at.step(step, partial / step.removeprefix("write "), fault))
-        at.step("fsync version", partial, fault)
+        write(partial, lambda step: at.step(step, partial / step.removeprefix("write ")))
+        at.step("fsync version", partial)
         for path in (*partial.rglob("*"), partial):
             _fsync(path)
-        at.step("rename version", final, fault)
+        at.step("rename version", final)
         partial.rename(final)
         _fsync(versions)
-        at.step("write pointer", staged, fault)
+        at.step("write pointer", staged)
         staged.write_text(name + "\n", encoding="utf-8")
         _fsync(staged)
-        at.step("switch pointer", directory / POINTER_FILE, fault)
+        at.step("switch pointer", directory / POINTER_FILE)
         os.replace(staged, directory / POINTER_FILE)
     except (Exception, KeyboardInterrupt):  # not a crash: take back what this save wrote
         at.free = _free_space(at.path)  # before the removal frees it
         at.leftovers = _remove_paths([partial, final, staged])
         raise
     at.current, at.switched = name, True
-    at.step("fsync pointer", directory, fault)
+    at.step("fsync pointer", directory)
     _fsync(directory)
     # the replaced version stays for readers that resolved CURRENT just before the switch
-    _remove_leftovers(directory, fault, at, keep={name, previous})
+    _remove_leftovers(directory, at, keep={name, previous})
     return final
 
 
@@ -165,14 +163,15 @@ class _At:
 
     name: str
     path: Path
+    fault: FaultHook = _no_fault
     current: str | None = None
     switched: bool = False  # CURRENT names the new version
     free: str | None = None  # space free when the step failed, before the cleanup freed some
     leftovers: list[str] = field(default_factory=list)  # what a failed save could not remove
 
-    def step(self, name: str, path: Path, fault: FaultHook) -> None:
+    def step(self, name: str, path: Path) -> None:
         self.name, self.path = name, path
-        fault(name)
+        self.fault(name)
 
     def failure(self, directory: Path, error: OSError) -> str:
         path = Path(os.fsdecode(error.filename)) if error.filename else self.path
@@ -221,24 +220,20 @@ def tidy(directory: Path) -> None:
     at = _At("tidy", directory)
     versions = directory / VERSIONS_DIR
     try:
-        untidy = (directory / STAGED_POINTER).exists() or (
-            versions.is_dir()
-            and (
-                any(p.name.endswith(".partial") for p in versions.iterdir())
-                or len(_numbers(versions)) > 2
-            )
-        )
-        if not untidy:
+        names = [p.name for p in versions.iterdir()] if versions.is_dir() else []
+        partials = any(n.endswith(".partial") for n in names)
+        if not (directory / STAGED_POINTER).exists() and not partials and len(_numbers(names)) <= 2:
             return
-        at.step("lock", directory / LOCK_FILE, _no_fault)
+        at.step("lock", directory / LOCK_FILE)
         with _locked(directory):
             at.current = _pointer(directory)
             keep: set[str | None] | None = None
             if at.current is not None and _VERSION.fullmatch(at.current):
                 at.switched = True  # nothing is being switched: say which version is current
-                older = [n for n in _numbers(versions) if n < int(at.current[1:])]
+                numbers = _numbers(p.name for p in versions.iterdir())
+                older = [n for n in numbers if n < int(at.current[1:])]
                 keep = {at.current, f"v{max(older):06d}" if older else None}
-            _remove_leftovers(directory, _no_fault, at, keep=keep)
+            _remove_leftovers(directory, at, keep=keep)
     except OSError as e:
         raise IndexStoreError(at.failure(directory, e)) from e
 
@@ -250,27 +245,24 @@ def _pointer(directory: Path) -> str | None:
         return None
 
 
-def _remove_leftovers(
-    directory: Path, fault: FaultHook, at: _At, *, keep: set[str | None] | None = None
-) -> None:
+def _remove_leftovers(directory: Path, at: _At, *, keep: set[str | None] | None = None) -> None:
     """Remove what killed saves left (the lock is ours) and, given ``keep``, the other versions."""
     versions = sorted((directory / VERSIONS_DIR).iterdir())
     for path in versions:
         if path.name.endswith(".partial"):
-            at.step(f"remove {path.name}", path, fault)
+            at.step(f"remove {path.name}", path)
             shutil.rmtree(path)
     staged = directory / STAGED_POINTER
     if staged.exists():
-        at.step("remove staged pointer", staged, fault)
+        at.step("remove staged pointer", staged)
         staged.unlink()
     for path in versions:
         if keep is not None and _VERSION.fullmatch(path.name) and path.name not in keep:
-            at.step(f"remove {path.name}", path, fault)
+            at.step(f"remove {path.name}", path)
             shutil.rmtree(path)
 
 
-def _numbers(versions: Path, prefix: str = "", suffix: str = "") -> list[int]:
-    names = (p.name.removeprefix(prefix).removesuffix(suffix) for p in versions.iterdir())
+def _numbers(names: Iterable[str]) -> list[int]:
     return [int(m.group(1)) for n in names if (m := _VERSION.fullmatch(n))]
 
 
