@@ -16,7 +16,6 @@ import numpy.typing as npt
 from ragtiller.core.filters import predicate
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.records import RecordTable, namespace_of
-from ragtiller.index.scans import SharedScans
 from ragtiller.index.units import Section, section_from_record
 
 SUMMARY_CHARS = 120
@@ -139,6 +138,46 @@ class OutlineRows:
         order = np.argsort(rows, kind="stable")
         return rows[order], docs[order]
 
+    def outline(
+        self,
+        sections: RecordTable,
+        namespaces: Sequence[str] | None,
+        filter: Mapping[str, Any] | None,
+    ) -> str:
+        """The corpus map of the ``sections`` (these rows' table) a turn of this scope may see: the
+        filter is tested on the scope's own rows alone.
+
+        Example:
+            >>> from ragtiller.index.records import RecordTable
+            >>> table = RecordTable(["s1"], ["Setup. Run make."], [{"tenant": "acme"}])
+            >>> OutlineRows.of(table).outline(table, ["default"], {"tenant": "globex"})  # no acme
+            ''
+        """
+        rows, docs = self.scope(namespaces)
+        if filter:
+            passes = predicate(filter)
+            metadatas = sections.metadatas
+            keep = np.fromiter(
+                (passes(metadatas[r]) for r in rows.tolist()), dtype=np.bool_, count=len(rows)
+            )
+            rows, docs = rows[keep], docs[keep]
+        if not len(rows):
+            return ""
+        by_doc = np.argsort(docs, kind="stable")  # each document's rows, in row order
+        _, first, counts = np.unique(docs, return_index=True, return_counts=True)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        appearance = np.argsort(first, kind="stable")  # documents in order of first section
+
+        def blocks() -> Iterator[tuple[int, list[Section]]]:
+            for d in appearance.tolist():
+                mine = rows[by_doc[starts[d] : starts[d] + min(int(counts[d]), _MAX_SECTIONS)]]
+                yield (
+                    int(counts[d]),
+                    [section_from_record(*sections.fields(r)) for r in mine.tolist()],
+                )
+
+        return _outline(len(counts), len(rows), blocks(), _MAX_DOCUMENTS, _MAX_SECTIONS, _MAX_CHARS)
+
     def save(self, path: Path) -> None:
         with path.open("wb") as f:
             np.savez(f, **{**vars(self), "namespaces": np.array(self.namespaces, dtype=np.str_)})
@@ -171,55 +210,3 @@ class OutlineRows:
             rows.astype(np.int32),
             docs.astype(np.int32),
         )
-
-
-SCOPES_KEPT = 64  # outlines kept per index, one per (namespaces, filter); older ones are rebuilt
-
-
-class ScopedOverview:
-    """The corpus map of the sections (the index's parents) a turn may see, built once per scope.
-
-    Example:
-        >>> from ragtiller.index.records import RecordTable
-        >>> rows = RecordTable(["s1"], ["Setup. Run make."], [{"doc_id": "a.md", "tenant": "acme"}])
-        >>> overview = ScopedOverview(rows, OutlineRows.of(rows))
-        >>> overview.outline(["default"], {"tenant": "globex"})  # nothing of acme's
-        ''
-    """
-
-    def __init__(self, sections: RecordTable, rows: OutlineRows) -> None:
-        self._sections = sections
-        self._rows = rows
-        self._kept = SharedScans(SCOPES_KEPT)
-
-    def outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        key = (
-            None if namespaces is None else tuple(sorted(set(namespaces))),
-            tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
-        )
-        return self._kept.get(key, lambda: self._outline(namespaces, filter))
-
-    def _outline(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        """The filter is tested on the scope's own rows alone."""
-        rows, docs = self._rows.scope(namespaces)
-        if filter:
-            passes = predicate(filter)
-            metadatas = self._sections.metadatas
-            keep = np.fromiter(
-                (passes(metadatas[r]) for r in rows.tolist()), dtype=np.bool_, count=len(rows)
-            )
-            rows, docs = rows[keep], docs[keep]
-        if not len(rows):
-            return ""
-        by_doc = np.argsort(docs, kind="stable")  # each document's rows, in row order
-        _, first, counts = np.unique(docs, return_index=True, return_counts=True)
-        starts = np.concatenate([[0], np.cumsum(counts)])
-        appearance = np.argsort(first, kind="stable")  # documents in order of first section
-        table, most = self._sections, _MAX_SECTIONS
-
-        def blocks() -> Iterator[tuple[int, list[Section]]]:
-            for d in appearance.tolist():
-                mine = rows[by_doc[starts[d] : starts[d] + min(int(counts[d]), most)]]
-                yield int(counts[d]), [section_from_record(*table.fields(r)) for r in mine.tolist()]
-
-        return _outline(len(counts), len(rows), blocks(), _MAX_DOCUMENTS, most, _MAX_CHARS)

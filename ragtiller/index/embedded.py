@@ -20,7 +20,7 @@ from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
-from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows, ScopedOverview
+from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
@@ -32,6 +32,7 @@ from ragtiller.index.parent_child import (
     parent_rows,
 )
 from ragtiller.index.records import RecordTable
+from ragtiller.index.scans import SharedScans
 from ragtiller.index.versions import FaultHook, open_current, write_version
 from ragtiller.models.batch_embedding import EmbeddingStats, embed_texts
 from ragtiller.models.embedders import (
@@ -58,6 +59,7 @@ INDEX_FILES = (
     MANIFEST_FILE,
 )
 """What every version holds, the manifest written last (``ann.faiss`` just before it, if any)."""
+SCOPES_KEPT = 64  # corpus maps kept per index, one per (namespaces, filter) asked for
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class EmbeddedIndex:
         self.report: IngestReport | None = None  # what the ingest that built it did
         self._lexical = lexical
         self._derived = derived
-        self._overview = ScopedOverview(parents, derived.outline)
+        self._overviews = SharedScans(SCOPES_KEPT)
         if derived.ann is not None:
             store.attach_ann(derived.ann)
         self._tiers: list[Tier] = [
@@ -125,7 +127,12 @@ class EmbeddedIndex:
 
     def overview(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
         """The corpus map of exactly what a turn with this scope may search, nothing else."""
-        return self._overview.outline(namespaces, filter)
+        key = (
+            None if namespaces is None else tuple(sorted(set(namespaces))),
+            tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
+        )
+        outline = self._derived.outline
+        return self._overviews.get(key, lambda: outline.outline(self.parents, namespaces, filter))
 
     def ann(self) -> AnnIndex:
         """The HNSW graph of the approximate dense tier: the saved one, else built here, once."""
