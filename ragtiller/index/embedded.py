@@ -24,30 +24,18 @@ from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
-from ragtiller.index.parent_child import (
-    PARENT_ROWS_FILE,
-    PARENTS_FILE,
-    ParentChildTier,
-    load_parent_rows,
-    parent_rows,
-)
+from ragtiller.index.parent_child import PARENT_ROWS_FILE, ParentChildTier, parent_rows
 from ragtiller.index.records import RecordTable
 from ragtiller.index.scans import SharedScans
 from ragtiller.index.versions import FaultHook, open_current, write_version
-from ragtiller.models.batch_embedding import EmbeddingStats, embed_texts
-from ragtiller.models.embedders import (
-    HashingEmbedder,
-    MiniLMEmbedder,
-    embedder_identity,
-    embedder_variant,
-    local_embedder,
-)
+from ragtiller.models import EmbeddingStats, HashingEmbedder, MiniLMEmbedder, embed_texts
+from ragtiller.models.embedders import embedder_identity, embedder_variant, local_embedder
 
 if TYPE_CHECKING:
     from ragtiller.ingest.progress import IngestProgress
     from ragtiller.ingest.report import IngestReport
 
-CORPUS_MAP_FILE = "corpus_map.txt"
+PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
 INDEX_FILES = (
     VECTORS_FILE,
     CHUNKS_FILE,
@@ -248,6 +236,26 @@ class EmbeddedIndex:
             corpus_map=corpus_map,
             derived=derived,
         )
+
+
+def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:
+    """What ingest saved of :func:`parent_rows`, checked against the tables."""
+    try:
+        rows = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
+    if (
+        rows.ndim != 1
+        or rows.dtype.kind != "i"
+        or len(rows) != children
+        or (len(rows) and (rows.min() < -1 or rows.max() >= parents))
+    ):
+        raise IndexStoreError(
+            f"index file {path} is corrupt: expected {children} parent rows in [-1, {parents}), "
+            f"found a {rows.dtype} array of shape {rows.shape}; re-ingest to rebuild it"
+        )
+    checked: npt.NDArray[np.intp] = rows.astype(np.intp)
+    return checked
 
 
 def read_manifest(path: Path) -> IndexManifest:

@@ -3,18 +3,14 @@ a window of its section, the best child and its neighbours within ``window_words
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest
-from ragtiller.errors import IndexStoreError
 from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.records import RecordTable
 
-PARENTS_FILE = "parents.jsonl"
 PARENT_ROWS_FILE = "parent_rows.npy"  # each child row's parent row, saved at ingest
 MATCHED_WINDOW = 4  # a parent's matched children: its children among the top 4 * k
 CANDIDATE_MULTIPLIER = 8  # an approximate search ranks parents among 8 * k children: 4 * k more
@@ -29,26 +25,6 @@ def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.i
         dtype=np.intp,
         count=len(children),
     )
-
-
-def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:
-    """What ingest saved of :func:`parent_rows`, checked against the tables."""
-    try:
-        rows = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
-    if (
-        rows.ndim != 1
-        or rows.dtype.kind != "i"
-        or len(rows) != children
-        or (len(rows) and (rows.min() < -1 or rows.max() >= parents))
-    ):
-        raise IndexStoreError(
-            f"index file {path} is corrupt: expected {children} parent rows in [-1, {parents}), "
-            f"found a {rows.dtype} array of shape {rows.shape}; re-ingest to rebuild it"
-        )
-    checked: npt.NDArray[np.intp] = rows.astype(np.intp)
-    return checked
 
 
 class ParentChildTier(CpuTier):
