@@ -254,8 +254,7 @@ def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.
             f"index file {path} is corrupt: expected {children} parent rows in [-1, {parents}), "
             f"found a {rows.dtype} array of shape {rows.shape}; re-ingest to rebuild it"
         )
-    checked: npt.NDArray[np.intp] = rows.astype(np.intp)
-    return checked
+    return np.asarray(rows, dtype=np.intp)
 
 
 def read_manifest(path: Path) -> IndexManifest:
@@ -290,8 +289,7 @@ def embedder_for(info: EmbedderInfo) -> Embeddings:
     """The embedder a manifest names: bundled MiniLM or the hashing test embedder."""
     if info.name == MiniLMEmbedder.model_name:
         return local_embedder()
-    match = _HASHING.fullmatch(info.name)
-    if match:
+    if match := _HASHING.fullmatch(info.name):
         return HashingEmbedder(info.dimension, ngram_weight=float(match["weight"]))
     raise IndexStoreError(
         f"the index was built with embedder {info.name!r}, which the command line cannot "

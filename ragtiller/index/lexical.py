@@ -29,6 +29,7 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 LEXICAL_DIR = "lexical"
 _CSC = ("data", "indices", "indptr")
 BM25_FILES = ("params.index.json", "vocab.index.json", *(f"{a}.csc.index.npy" for a in _CSC))
+RowScores = tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]  # rows, best first, and scores
 StopwordLanguage = Literal[
     "en", "de", "nl", "fr", "es", "pt", "it", "ru", "sv", "no", "zh", "tr", "ko", "da"
 ]
@@ -111,15 +112,12 @@ class LexicalTier(CpuTier):
         retriever.index(analyze(texts, config, tier._stemmer), show_progress=False)
         return tier
 
-    def save(self, directory: str | Path) -> None:
+    def save(self, directory: Path) -> None:
         self._retriever.save(str(directory), show_progress=False)
 
     @classmethod
-    def load(
-        cls, directory: str | Path, records: RecordTable, config: LexicalConfig
-    ) -> LexicalTier:
+    def load(cls, path: Path, records: RecordTable, config: LexicalConfig) -> LexicalTier:
         """Read what :meth:`save` wrote, memory-mapped, checked against ``records``."""
-        path = Path(directory)
         for name in BM25_FILES:
             if not (path / name).is_file():
                 raise IndexStoreError(f"index file {path / name} is missing")
@@ -138,9 +136,7 @@ class LexicalTier(CpuTier):
         rows, scores = self.search_rows(request)
         return [self.records.hit(r, s) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
-    def search_rows(
-        self, request: SearchRequest
-    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+    def search_rows(self, request: SearchRequest) -> RowScores:
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
         key = scan_key(self.query_terms(request.query), request.namespaces, request.filter)
@@ -151,9 +147,7 @@ class LexicalTier(CpuTier):
             return best[: request.k], values[: request.k]
         return self._select(request, request.k)  # a tie at the k-th place: as selected alone
 
-    def _select(
-        self, request: SearchRequest, k: int
-    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+    def _select(self, request: SearchRequest, k: int) -> RowScores:
         """The best ``k`` positive rows and their scores, read-only."""
         scores = self.row_scores(request)
         best = top_k_positive(scores, k)
