@@ -1,9 +1,6 @@
-"""Approximate dense search: an HNSW graph (faiss) over the store's vectors, filters kept exact.
-
-An exact scan costs 150 ms at 1M chunks on one core, HNSW well under a millisecond at recall@10
->= 0.98 (``benchmarks/README.md``, "Scaling"); faiss beat hnswlib and usearch. Filters stay exact:
-the walk visits only allowed rows, each is checked again, a scope left short is scanned exactly.
-"""
+"""Approximate dense search: an HNSW graph (faiss) over the store's vectors, filters kept exact:
+an exact scan costs 150 ms at 1M chunks, HNSW under a millisecond at recall@10 >= 0.98
+(``benchmarks/README.md``, "Scaling"); faiss beat hnswlib and usearch."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ class AnnIndex:
         return cls(index)
 
     def vectors(self) -> Matrix:
-        """The graph's own copy of the vectors, read-only and not copied, so an index with a graph
-        holds one copy in memory, not two (the array keeps the graph alive)."""
+        """The graph's own copy of the vectors, not copied: an index holds one copy, not two."""
         storage: Any = faiss.downcast_index(self._index.storage)
         if self.dtype == "float16":  # QT_fp16 codes are IEEE half floats, row after row
             address, typestr = int(storage.codes.data()), "<f2"
@@ -113,8 +109,7 @@ class AnnIndex:
     def search(
         self, query: Matrix, k: int, vectors: Matrix, mask: npt.NDArray[np.bool_] | None
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """The (about) best ``k`` rows allowed by ``mask`` for the unit ``query``, best first; a
-        small scope, or one the graph leaves short, is scanned exactly over ``vectors``."""
+        """About the best ``k`` rows ``mask`` allows; a small or short scope is scanned exactly."""
         if k < 1:
             raise ValueError(f"k must be > 0, but got {k}")
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # absent from faiss' stubs
@@ -151,7 +146,6 @@ class _Borrowed:
 def _exact_rows(
     vectors: Matrix, query: Matrix, k: int, rows: npt.NDArray[np.intp] | None
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-    """The exact best ``k`` of ``rows`` (None: all) by inner product, best first."""
     chosen = np.arange(vectors.shape[0]) if rows is None else rows
     if not len(chosen):
         return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float32)

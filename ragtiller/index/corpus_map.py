@@ -1,5 +1,4 @@
-"""The corpus map: a bounded outline of documents and sections, built without an LLM, that broad
-turns get as ``<project-overview>``; a turn sees only the outline of what it may search."""
+"""The corpus map: a bounded outline of documents and sections, built without an LLM, for turns."""
 
 from __future__ import annotations
 
@@ -98,10 +97,8 @@ OUTLINE_FILE = "corpus_outline.npz"
 
 @dataclass(frozen=True)
 class OutlineRows:
-    """Per namespace, its section rows and their document ordinals, saved at ingest, so a scope's
-    outline parses only the sections it lists (parsing them all took 6 s of the first broad turn
-    at 1M chunks). ``namespaces[i]`` owns entries ``offsets[i]:offsets[i + 1]``, rows ascending.
-    """
+    """Per namespace (entries ``offsets[i]:offsets[i + 1]``), its section rows and their document
+    ordinals: a scope's outline parses only the sections it lists (all took 6 s at 1M chunks)."""
 
     namespaces: tuple[str, ...]
     offsets: npt.NDArray[np.int64]

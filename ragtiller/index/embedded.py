@@ -178,8 +178,7 @@ class EmbeddedIndex:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder: Embeddings) -> EmbeddedIndex:
-        """Open the current version of a saved index, memory-mapped; a corrupt file (or another
-        embedder) fails the open, naming it, rather than making the searches go quiet."""
+        """Open the current version, memory-mapped; a corrupt file or another embedder fails it."""
         return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
 
     @classmethod
@@ -320,8 +319,7 @@ def vector_agreement(index: EmbeddedIndex, embedder: Embeddings, *, sample: int 
 
 
 def variant_rebuild_reason(index: EmbeddedIndex, embedder: Embeddings) -> str | None:
-    """Why ``index`` must be rebuilt for ``embedder``'s variant, or None; re-embeds a sample only
-    when ``embedder`` names a variant other than the index's (an unrecorded one is other)."""
+    """Why ``index`` must be rebuilt for ``embedder``'s variant (re-embedding a sample), or None."""
     built, now = index.manifest.embedder_variant, embedder_variant(embedder)
     if now is None or built == now:
         return None

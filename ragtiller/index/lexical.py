@@ -76,8 +76,7 @@ INLINE_WORK = 1_000_000
 
 
 class LexicalTier(CpuTier):
-    """The ``lexical`` tier: raw BM25 (bm25s) over each chunk's :func:`indexed_text`; only chunks
-    sharing a term with the query are hits."""
+    """The ``lexical`` tier: raw BM25 (bm25s) over each chunk's :func:`indexed_text`."""
 
     name = "lexical"
     needs_vector = False
@@ -148,7 +147,6 @@ class LexicalTier(CpuTier):
         return self._select(request, request.k)  # a tie at the k-th place: as selected alone
 
     def _select(self, request: SearchRequest, k: int) -> RowScores:
-        """The best ``k`` positive rows and their scores, read-only."""
         scores = self.row_scores(request)
         best = top_k_positive(scores, k)
         values = scores[best]
@@ -256,7 +254,6 @@ def analyze(
 
 
 def _tokenizer(config: LexicalConfig) -> Callable[[str], list[str]]:
-    """A text's tokens before stemming, less ``config``'s stopwords."""
     stop = frozenset(bm25s.tokenization._infer_stopwords(config.stopwords or []))
     find = re.compile(_TOKEN_PATTERN).findall
     return lambda text: [t for t in find(text.lower()) if t not in stop]

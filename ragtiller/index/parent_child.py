@@ -1,5 +1,4 @@
-"""The parent-child tier: search the small child chunks, return the best one in its context:
-a window of its section, the best child and its neighbours within ``window_words`` words."""
+"""The parent-child tier: search the small child chunks, return the best in its section's window."""
 
 from __future__ import annotations
 
@@ -28,13 +27,9 @@ def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.i
 
 
 class ParentChildTier(CpuTier):
-    """The ``parent_child`` tier: sections ranked by their best child, shown as a window.
-
-    Small children make precise matches; their neighbours make readable context. A hit is one
-    section's best child (by cosine) widened by whole neighbouring children, alternately before
-    and after, within ``window_words`` words; its ``metadata`` names the ``child_ids`` in the
-    window and the ``matched_child_ids`` among the top ``4 * k`` children, best first.
-    """
+    """Sections ranked by their best child (precise), shown as a window of whole neighbouring
+    children within ``window_words`` words (readable); ``metadata`` names the ``child_ids`` in it
+    and the ``matched_child_ids`` among the top ``4 * k`` children."""
 
     name = "parent_child"
     needs_vector = True
@@ -69,7 +64,6 @@ class ParentChildTier(CpuTier):
         return self._copy(self.window_words, approximate)
 
     def _copy(self, window_words: int, approximate: bool) -> ParentChildTier:
-        """This tier with other options (itself when they are its own)."""
         if (window_words, approximate) == (self.window_words, self.approximate):
             return self
         known = self._child_parent if self._seen is self.store.records else None
@@ -172,8 +166,7 @@ class ParentChildTier(CpuTier):
     def _parent_index(
         self, children: RecordTable, known: npt.NDArray[np.intp] | None = None
     ) -> npt.NDArray[np.intp]:
-        """Parent row of each child row (-1 when unknown), each parent's children grouped
-        (stably) in ``_order``; recomputed when the store changes."""
+        """Each child row's parent row (-1: none), recomputed when the store's rows change."""
         if self._seen is not children:
             self._child_parent = np.asarray(
                 parent_rows(children, self.parents) if known is None else known, dtype=np.intp

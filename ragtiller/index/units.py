@@ -22,9 +22,8 @@ too), so a base64 blob or a line of minified code cannot make one chunk of megab
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One document ready for chunking: ``doc_id`` is the BEIR ``_id``, the path under the
-    ingest root or the ``Document``'s ``id``/``source`` (else a content hash); ``title`` goes
-    before each chunk's indexed text; ``metadata`` is carried onto every chunk."""
+    """One document ready for chunking (``doc_id``: a BEIR ``_id``, a path under the ingest root or
+    a ``Document``'s id); ``metadata`` is carried onto every chunk."""
 
     doc_id: str
     text: str
@@ -117,8 +116,7 @@ def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bo
 
 @dataclass(frozen=True)
 class Section:
-    """A parent: one heading's text (heading line included), or a whole heading-less document;
-    ``path`` holds the heading titles from the outermost down."""
+    """A parent: one heading's text (heading line included), or a whole heading-less document."""
 
     id: str
     document: SourceDocument

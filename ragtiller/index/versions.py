@@ -37,8 +37,7 @@ def is_index_directory(directory: Path) -> bool:
 
 
 def holds_index(directory: Path) -> bool:
-    """Whether ``directory`` is surely an index: ``versions/`` beside the ``.lock`` every save
-    takes first or a ``CURRENT`` naming a version (a docs folder with ``versions/`` is not one)."""
+    """Whether ``directory`` is surely an index, not a docs folder that has a ``versions/``."""
     try:
         versions = (directory / VERSIONS_DIR).is_dir()
         if not versions or (directory / LOCK_FILE).is_file():
@@ -190,7 +189,6 @@ class _At:
 
 
 def _remove_paths(paths: list[Path]) -> list[str]:
-    """Remove what exists of ``paths``; what could not be removed, with why."""
     failed: list[str] = []
     for path in paths:
         try:
@@ -215,8 +213,8 @@ def _free_space(path: Path) -> str:
 
 
 def tidy(directory: Path) -> None:
-    """Remove what killed saves left and versions older than the one ``CURRENT`` replaced (for an
-    ingest that changes nothing); touch nothing if there is nothing to remove (a read-only disk)."""
+    """Remove what killed saves left and versions older than the one ``CURRENT`` replaced; touch
+    nothing if there is nothing to remove (an unchanged index on a read-only disk)."""
     at = _At("tidy", directory)
     versions = directory / VERSIONS_DIR
     try:
