@@ -23,14 +23,11 @@ ANN_MIN_ROWS = 50_000
 """Smallest index that gets (and under ``search: auto`` searches) a graph: below it an exact scan
 costs under ~6 ms and is exact (``benchmarks/bench_ann.py``)."""
 HNSW_M = 32  # neighbours per node: recall@10 .992 at ef 64 on 100k vectors, .988 with 16
-EF_CONSTRUCTION = 100
-"""At 1M vectors 40 gave recall@10 .85 at ef 128, 100 gave 1.000, in about the same build time."""
+EF_CONSTRUCTION = 100  # at 1M vectors 40 gave recall@10 .85 at ef 128, 100 gave 1.000
 EF_SEARCH = 128  # raised to k: recall@10 .997 at 100k vectors (.992 at 64) for 0.3 ms
 MAX_EF_SEARCH = 2_048  # the widest walk a filtered search makes
 EXACT_SCOPE_ROWS = 2_048  # a filtered scope this small is scanned exactly: cheaper, complete
-EXACT_SCOPE_SHARE = 0.02
-"""A filter allowing less than this share is scanned exactly: HNSW under a narrow filter walks
-most of the graph to find few allowed rows, and may miss some."""
+EXACT_SCOPE_SHARE = 0.02  # a narrower filter is scanned: HNSW would walk most of the graph
 
 _BUILD_LOCK = threading.Lock()  # faiss' thread count is process-wide
 
@@ -115,14 +112,13 @@ class AnnIndex:
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # absent from faiss' stubs
         params.efSearch = max(EF_SEARCH, k)
         allowed = self.rows
-        bits: npt.NDArray[np.uint8] | None = None
         if mask is not None:
             allowed = int(np.count_nonzero(mask))
             if allowed <= max(EXACT_SCOPE_ROWS, k) or allowed < EXACT_SCOPE_SHARE * self.rows:
                 return _exact_rows(vectors, query, k, np.flatnonzero(mask))
             # the walk skips rows the filter refuses: widen it as the filter narrows
             params.efSearch = min(int(params.efSearch * self.rows / allowed), MAX_EF_SEARCH)
-            bits = np.packbits(mask, bitorder="little")
+            bits = np.packbits(mask, bitorder="little")  # a local: alive through the search
             params.sel = faiss.IDSelectorBitmap(self.rows, faiss.swig_ptr(bits))
         scores, ids = self._index.search(query.reshape(1, -1), k, params=params)
         rows = ids[0]

@@ -70,9 +70,8 @@ def _outline(
         size = sum(len(line) + 1 for line in block)
         if used + size > max_chars - 40:  # room for "... and N more documents"
             break
-        lines.extend(block)
-        used += size
-        listed += 1
+        lines += block
+        used, listed = used + size, listed + 1
     if listed < documents:
         lines.append(f"... and {documents - listed} more documents")
     return "\n".join(lines)

@@ -36,16 +36,8 @@ if TYPE_CHECKING:
     from ragtiller.ingest.report import IngestReport
 
 PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
-INDEX_FILES = (
-    VECTORS_FILE,
-    CHUNKS_FILE,
-    PARENTS_FILE,
-    LEXICAL_DIR,
-    PARENT_ROWS_FILE,
-    OUTLINE_FILE,
-    CORPUS_MAP_FILE,
-    MANIFEST_FILE,
-)
+_ROWS = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR)  # the chunks, sections and BM25
+INDEX_FILES = (*_ROWS, PARENT_ROWS_FILE, OUTLINE_FILE, CORPUS_MAP_FILE, MANIFEST_FILE)
 """What every version holds, the manifest written last (``ann.faiss`` just before it, if any)."""
 SCOPES_KEPT = 64  # corpus maps kept per index, one per (namespaces, filter) asked for
 
@@ -301,9 +293,7 @@ def open_index(directory: str | Path) -> EmbeddedIndex:
     return open_current(Path(directory), lambda version: EmbeddedIndex._load_version(version, None))
 
 
-MIN_AGREEMENT = 0.99
-"""Mean cosine another variant of the embedder (MiniLM's ONNX int8 and torch paths share a name
-and dimension) must reach against the stored vectors for the index to stay."""
+MIN_AGREEMENT = 0.99  # mean cosine another variant (MiniLM's ONNX, torch) must reach to keep it
 
 
 def vector_agreement(index: EmbeddedIndex, embedder: Embeddings, *, sample: int = 64) -> float:

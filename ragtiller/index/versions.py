@@ -67,7 +67,6 @@ def check_writable(directory: Path) -> None:
 
 
 def current_version(directory: Path) -> Path:
-    """The version directory ``CURRENT`` names."""
     if not directory.is_dir():
         raise IndexStoreError(f"no index at {directory}: directory not found")
     try:
