@@ -1,6 +1,5 @@
 """Deadlines that travel with a task: :func:`within` sets one, :func:`time_left` reads it, and
-a bulkhead worker thread reads its call's with :func:`call_time_left` (see
-:mod:`ragtiller.core.bulkhead`)."""
+a bulkhead worker thread reads its call's with :func:`call_time_left`."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ T = TypeVar("T")
 
 
 class Throttled(Protocol):
-    """The call a worker thread runs, as :func:`throttled` and :func:`call_time_left` see it."""
+    """The call a worker thread runs (a bulkhead's job)."""
 
     deadline: float
     throttled_s: float
@@ -33,25 +32,19 @@ class Scope:
 
     until: float
     parent: Scope | None
-    overloaded: bool = False
-    """A call of this scope was cut while it waited for a worker (or before it ran for all
-    its time because it had waited for one)."""
+    overloaded: bool = False  # a call of this scope was cut while it waited for a worker
 
 
 current_scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
     "ragtiller_deadline", default=None
 )
 
-worker = threading.local()
-"""``job``: the call a worker thread is running (see :func:`call_time_left`)."""
+worker = threading.local()  # .job: the call a bulkhead worker thread is running
 
 
 def time_left() -> float:
-    """Seconds left before the innermost :func:`within` deadline of this task (inf: none).
-
-    Waits that are not a :meth:`Bulkhead.call` (a Redis lock, a poll) ask this to cut
-    themselves to the turn's deadline.
-    """
+    """Seconds left before the innermost :func:`within` deadline of this task (inf: none), for
+    waits that are not a bulkhead call (a Redis lock, a poll)."""
     scope = current_scope.get()
     if scope is None:
         return math.inf
@@ -59,14 +52,9 @@ def time_left() -> float:
 
 
 async def within(awaitable: Awaitable[T], seconds: float) -> T:
-    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline).
-
-    Raises:
-        DeadlineExceeded: The deadline passed (the awaitable's own ``TimeoutError``, say a
-            provider's HTTP timeout, propagates as it is).
-        Overloaded: The deadline passed while the work waited for a bulkhead worker (see
-            :meth:`Bulkhead.call`).
-    """
+    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline):
+    :class:`DeadlineExceeded` then, or :class:`Overloaded` when the work waited for a bulkhead
+    worker; the awaitable's own ``TimeoutError`` propagates as it is."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     outer = current_scope.get()
@@ -88,9 +76,8 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 
 
 def call_time_left() -> float:
-    """Seconds left before the deadline of the :meth:`Bulkhead.call` this thread runs (inf:
-    none, or not on a worker). A provider's own throttle asks it so as never to wait past the
-    caller, who would blame the provider for the time."""
+    """Seconds left before the deadline of the bulkhead call this thread runs (inf: none), so
+    that a provider's own throttle never waits past its caller."""
     job: Throttled | None = getattr(worker, "job", None)
     return math.inf if job is None else job.deadline - time.monotonic()
 

@@ -12,11 +12,9 @@ R = TypeVar("R")
 
 
 def run_bounded(fn: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
-    """``[fn(item) for item in items]``, with at most ``workers`` calls running at once.
-
-    Once a call has failed no further item is started (ingest must not go on writing past a
-    batch that failed); the calls already running end, then the first failure in item order is
-    raised. ``workers`` 1 (or one item) runs in the calling thread.
+    """``[fn(item) for item in items]``, at most ``workers`` at once; after a failure no further
+    item starts (ingest must not write past a batch that failed), and the first failure in item
+    order is raised once the running calls end.
 
     Example:
         >>> run_bounded(lambda x: x * 2, [1, 2, 3], workers=2, name="demo")

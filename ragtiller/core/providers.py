@@ -11,7 +11,7 @@ from ragtiller.core.bulkhead import bulkhead_for, within
 
 
 def model_label(provider: object) -> str:
-    """The provider's model name (``model_name`` or ``model``), else its class name.
+    """The provider's ``model_name`` or ``model``, else its class name.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -34,18 +34,10 @@ def native_async(model: BaseChatModel) -> bool:
 async def ainvoke_chat(
     model: BaseChatModel, runnable: Runnable[Any, Any], value: Any, *, timeout_s: float
 ) -> Any:
-    """``runnable`` (``model`` itself, or a runnable built on it such as its structured output)
-    on ``value``, never on the loop's default executor: awaited and cancelled at the deadline
-    when the model implements async itself, else its sync path on the model's bulkhead.
-
-    Every chat call of a turn (step-back, the LLM router) goes through here, so a model that
-    hangs holds only its own bulkhead's threads.
-
-    Raises:
-        DeadlineExceeded: No answer within ``timeout_s`` (or an enclosing deadline).
-        Overloaded: The model's bulkhead had no worker free in time.
-        ProviderHung: The model's calls keep hanging; refused until a probe answers.
-    """
+    """``runnable`` (``model``, or a runnable built on it) on ``value``: awaited and cancelled
+    at the deadline when the model implements async itself, else its sync path on the model's
+    bulkhead. Every chat call of a turn goes through here, never the loop's default executor,
+    so a model that hangs holds only its own bulkhead's threads."""
     if native_async(model):
         return await within(runnable.ainvoke(value), timeout_s)
     pool = bulkhead_for(model, "chat-model")

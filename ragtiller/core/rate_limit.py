@@ -1,10 +1,9 @@
 """A client-side rate limit shared by threads: requests per second and items per minute.
 
-Each limit is a schedule, not a bucket: every call reserves the next free slot (its cost spaced
-at the limit's rate after the previous one) and sleeps until it comes, so over any window of
-``T`` seconds at most ``rate * T + 1`` calls start, however many threads ask. A service that
-answers ``429 Retry-After: s`` pauses every caller for ``s`` seconds (:meth:`RateLimit.pause`),
-not only the one it refused. A caller with a deadline asks for no slot it could not wait for.
+Each limit is a schedule, not a bucket: every call reserves the next free slot and sleeps until
+it comes, so over any ``T`` seconds at most ``rate * T + 1`` calls start, however many threads
+ask. A ``429 Retry-After`` pauses every caller (:meth:`RateLimit.pause`), not only the one
+refused, and a caller with a deadline reserves no slot it could not wait for.
 """
 
 from __future__ import annotations
@@ -18,16 +17,8 @@ from ragtiller.errors import ConfigurationError, Overloaded
 
 
 class RateLimit:
-    """At most ``requests_per_s`` calls a second and ``items_per_minute`` items a minute.
-
-    Args:
-        requests_per_s: Calls started per second; None: no limit.
-        items_per_minute: Items (texts) sent per minute; None: no limit.
-        clock: Monotonic seconds (tests may pass their own).
-        sleep: Waits that many seconds.
-
-    Raises:
-        ConfigurationError: A limit is not positive.
+    """At most ``requests_per_s`` calls a second and ``items_per_minute`` items (texts) a
+    minute; None: no limit.
 
     Example:
         >>> limit = RateLimit(requests_per_s=100.0)
@@ -57,19 +48,8 @@ class RateLimit:
         self._next_request = self._next_items = self._paused_until = clock()
 
     def acquire(self, items: int = 1, max_wait_s: float = math.inf) -> float:
-        """Wait for the slot of one call sending ``items`` items.
-
-        Args:
-            items: Items the call sends.
-            max_wait_s: The longest wait the caller can afford (its deadline).
-
-        Returns:
-            How long the call waited, in seconds.
-
-        Raises:
-            Overloaded: The slot is more than ``max_wait_s`` away; none is reserved, so a call
-                that could not wait for it spends none of the budget.
-        """
+        """Wait for the slot of one call sending ``items`` items; return the wait in seconds.
+        A slot more than ``max_wait_s`` away is not reserved: :class:`Overloaded`."""
         with self._lock:
             now = self._clock()
             start = max(now, self._paused_until)
