@@ -143,7 +143,9 @@ class CeilingReranker(BaseReranker):
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
         if self.disabled_reason is not None:
-            note = {"ceiling_note": self.disabled_note} if self.disabled_note else {}
+            note: dict[str, Any] = (
+                {"ceiling_note": self.disabled_note} if self.disabled_note else {}
+            )
             return await self._floor(
                 query, candidates, top_n, "skipped", self.disabled_reason, **note
             )
