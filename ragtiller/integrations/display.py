@@ -36,10 +36,9 @@ def stage_table(manifest: RunManifest) -> str:
 
 
 def citations(documents: Sequence[Document], *, width: int = 100) -> str:
-    """``[n] source  (score)  first line`` per document, best first. The score says what it
-    is: a paid ceiling's ``rerank`` score ranked the list; a ``fused`` score did not alone (the
-    floor ranks documents by their best passage and places each document's passages in the
-    positions they earned), so the list need not be sorted by it."""
+    """``[n] source  (score)  first line`` per document, best first. A ``rerank`` score ranked
+    the list; a ``fused`` one did not alone (the floor places documents by their best passage),
+    so the list need not be sorted by it."""
     lines = []
     for doc in documents:
         meta = doc.metadata
@@ -51,8 +50,7 @@ def citations(documents: Sequence[Document], *, width: int = 100) -> str:
 
 
 def rerank_outcome(manifest: RunManifest) -> str:
-    """What the rerank stage did, in the stage table's words: ``done (zscore)``,
-    ``skipped (disabled)``, ``error (provider-failed)``."""
+    """What the rerank stage did, in the stage table's words: ``done (zscore)``, ``skipped (...)``."""
     try:
         stage = manifest.stage("rerank")
     except KeyError:
