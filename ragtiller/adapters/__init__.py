@@ -13,9 +13,13 @@ from typing import Any
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.adapters._base import Pushdown, ScoreKind, ScoreSemantics
-from ragtiller.adapters.retriever import RetrieverTier
-from ragtiller.adapters.vector_store import VectorStoreTier
+from ragtiller.adapters.tiers import (
+    Pushdown,
+    RetrieverTier,
+    ScoreKind,
+    ScoreSemantics,
+    VectorStoreTier,
+)
 from ragtiller.core.tiers import Tier
 from ragtiller.errors import ConfigurationError
 

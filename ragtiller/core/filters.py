@@ -3,8 +3,8 @@
 A filter maps a metadata key to a required value (``{"tenant": "acme"}``) or a list of allowed
 values (``{"year": [2023, 2024]}``); all keys must match, and a document without the key never
 does (default deny). Values are str, int (64-bit), finite float or bool, compared as Chroma
-compares them (:func:`comparable`). Each tier pushes the filter down in its store's own syntax,
-or applies it to results with :func:`matches`.
+compares them (:func:`comparable`). Each tier pushes the filter down in its store's own syntax
+(:func:`to_where`), or applies it to results (:func:`predicate`).
 """
 
 from __future__ import annotations
@@ -35,23 +35,13 @@ _MISSING = object()
 
 
 def namespace_of(metadata: Mapping[str, Any]) -> str:
-    """The namespace a metadata dict belongs to (:data:`DEFAULT_NAMESPACE` when unset)."""
     return str(metadata.get("namespace") or DEFAULT_NAMESPACE)
-
-
-def in_scope(
-    metadata: Mapping[str, Any],
-    namespaces: Sequence[str] | None,
-    filter: Mapping[str, Any] | None,
-) -> bool:
-    """Whether a document is in a search's namespaces (None: all) and passes its filter."""
-    return scope_predicate(namespaces, filter)(metadata)
 
 
 def scope_predicate(
     namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
 ) -> Callable[[Mapping[str, Any]], bool]:
-    """:func:`in_scope` for one search, built once to test many documents."""
+    """Whether a document is in a search's namespaces (None: all) and passes its filter."""
     allowed_namespaces = None if namespaces is None else frozenset(namespaces)
     passes = predicate(filter)
 
@@ -64,7 +54,6 @@ def scope_predicate(
 
 
 def allowed(value: Any) -> list[Any]:
-    """The values a filter entry accepts: the list itself, or the one value."""
     return list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
 
 
@@ -80,7 +69,6 @@ def comparable(value: Any) -> tuple[bool, Any]:
 
 
 def allowed_values(expected: Any) -> list[tuple[bool, Any]]:
-    """The values a filter entry accepts, each :func:`comparable`."""
     return [comparable(value) for value in allowed(expected)]
 
 
@@ -90,7 +78,16 @@ def filter_key(filter: Mapping[str, Any] | None) -> tuple[tuple[str, tuple[Any, 
 
 
 def predicate(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool]:
-    """``filter`` as a test of one metadata dict, built once for a scan."""
+    """``filter`` as a test of one metadata dict (None or empty passes everything).
+
+    Example:
+        >>> predicate({"tenant": "acme", "year": [2023, 2024]})({"tenant": "acme", "year": 2024})
+        True
+        >>> predicate({"tenant": "acme"})({"year": 2024})
+        False
+        >>> predicate({"flag": True})({"flag": 1}), predicate({"flag": 1.0})({"flag": 1})
+        (False, True)
+    """
     items = [(key, allowed_values(expected)) for key, expected in (filter or {}).items()]
 
     def test(metadata: Mapping[str, Any]) -> bool:
@@ -101,20 +98,6 @@ def predicate(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]],
         return True
 
     return test
-
-
-def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """Whether ``metadata`` passes ``filter`` (None or empty passes everything).
-
-    Example:
-        >>> matches({"tenant": "acme", "year": 2024}, {"tenant": "acme", "year": [2023, 2024]})
-        True
-        >>> matches({"year": 2024}, {"tenant": "acme"})
-        False
-        >>> matches({"flag": 1}, {"flag": True}), matches({"flag": 1}, {"flag": 1.0})
-        (False, True)
-    """
-    return predicate(filter)(metadata)
 
 
 def where_clause(key: str, value: Any) -> dict[str, Any]:
@@ -138,7 +121,7 @@ def to_where(filter: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def join_where(clauses: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Clauses that must all hold (Chroma refuses a one-item ``$and``)."""
+    # Chroma refuses a one-item $and
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}

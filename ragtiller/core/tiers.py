@@ -1,56 +1,40 @@
 """Plain-data records shared by every layer: hits, candidates, stage records, the tier protocol.
-
-They are ``TypedDict``s, not classes, so that checkpointers, the LangGraph server and
-``json.dumps`` all handle them without custom serialisers.
+``TypedDict``s, so that checkpointers, the LangGraph server and ``json.dumps`` take them as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, Protocol, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, get_args, runtime_checkable
 
 from typing_extensions import TypedDict
 
-TierRole = str
-"""What a tier is to the switches: ``dense``, ``lexical`` (turned off with ``hybrid``),
-``parent_child`` (turned off with ``parent_child``), or a user's own role, which none touches."""
+TierRole = str  # what the switches read: hybrid turns off lexical tiers; a role of one's own stays
 DENSE: TierRole = "dense"
 LEXICAL: TierRole = "lexical"
 PARENT_CHILD: TierRole = "parent_child"
 
 StageName = Literal["gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"]
-STAGES: tuple[StageName, ...] = (
-    "gate",
-    "step_back",
-    "embed",
-    "tier_search",
-    "fuse",
-    "rerank",
-    "assemble",
-)
+STAGES: tuple[StageName, ...] = get_args(StageName)
 StageStatus = Literal["active", "done", "skipped", "error"]
 
 # Daily quota resources: every chat-model call (step-back, LLM router), every paid rerank call.
 CHAT_RESOURCE = "chat_gen"
 RERANK_RESOURCE = "rerank_calls"
 
-HIT_FIELDS = ("doc_id", "parent_id", "source")
-"""Metadata keys a store holds that a :class:`Hit` lifts into fields of its own (a filter may
-name them)."""
+HIT_FIELDS = ("doc_id", "parent_id", "source")  # metadata a Hit lifts into fields of its own
 
 
 class Hit(TypedDict):
     """One result of one tier, with the tier's raw score (cosine, BM25, ...)."""
 
-    id: str
-    """Chunk id (a parent section for the parent-child tier); stable across re-ingest."""
+    id: str  # stable across re-ingest
     text: str
     score: float
     doc_id: str
     parent_id: str | None
-    source: str
-    """Where the text came from (a file path, a BEIR id, a URL)."""
+    source: str  # a file path, a BEIR id, a URL
     metadata: dict[str, Any]
 
 
@@ -65,16 +49,13 @@ class Candidate(TypedDict):
     metadata: dict[str, Any]
     tier_scores: dict[str, float]
     """Raw score per tier that returned this chunk; tiers that missed it are absent, never 0."""
-    tier_ranks: dict[str, int]
-    """1-based rank per tier that returned this chunk."""
-    tier_z: dict[str, float]
-    """z-score of the raw score within that tier's whole hit list."""
+    tier_ranks: dict[str, int]  # 1-based
+    tier_z: dict[str, float]  # z-score of the raw score within that tier's whole hit list
     fused_score: float
     position: NotRequired[int]
     """0-based rank in the question's own fusion (the dense passages at their cosine to the
     question, where feedback moved the dense search): the positions documents hold."""
-    final_score: NotRequired[float]
-    """Score after rerank; its scale depends on the rerank method (see docs/rerank.md)."""
+    final_score: NotRequired[float]  # after rerank, on the method's scale (docs/rerank.md)
 
 
 class StageRecord(TypedDict):
@@ -85,8 +66,7 @@ class StageRecord(TypedDict):
     reason: str | None
     ms: float
     detail: dict[str, Any]
-    labels: list[str]
-    """Degradation labels: what made this stage worse than the policy's best path."""
+    labels: list[str]  # what made this stage worse than the policy's best path
     error: NotRequired[str]
 
 
@@ -103,9 +83,7 @@ class SearchRequest:
     filter: Mapping[str, Any] | None = None
 
 
-INDEX_TIER_NAMES = frozenset({"dense", "lexical", "parent_child"})
-"""The tiers an embedded index serves: a policy may weigh any of them, even in a graph built
-with fewer."""
+INDEX_TIER_NAMES = frozenset({"dense", "lexical", "parent_child"})  # a policy may weigh any
 
 
 @runtime_checkable
@@ -124,9 +102,7 @@ class Tier(Protocol):
     name: str
     needs_vector: bool
 
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``request.k`` hits, best first."""
-        ...
+    def search(self, request: SearchRequest) -> list[Hit]: ...  # at most k hits, best first
 
     async def asearch(self, request: SearchRequest) -> list[Hit]: ...
 

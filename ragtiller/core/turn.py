@@ -25,8 +25,7 @@ class RerankDecision(Decision):
     """The rerank switch once candidates are known, and which reranker the edge chose."""
 
     mode: RerankMode | None  # None when not enabled
-    token: NotRequired[str]
-    """The trigger token an exact lexical match answered (reason ``exact-match``)."""
+    token: NotRequired[str]  # the trigger an exact lexical match answered (exact-match)
 
 
 class QuotaView(TypedDict):
@@ -34,8 +33,7 @@ class QuotaView(TypedDict):
 
     chat_left: int
     rerank_left: int
-    available: bool
-    """False when the store could not be read (then both counts are 0: quotas fail closed)."""
+    available: bool  # False: the store could not be read, both counts 0 (quotas fail closed)
 
 
 class Route(TypedDict):
@@ -44,24 +42,18 @@ class Route(TypedDict):
     query_type: QueryType
     no_retrieval_reason: str | None
     is_broad: bool
-    triggers: list[str]
-    """Lexical triggers that fired, as ``kind:text``."""
-    namespaces: list[str]
-    """The context's namespaces, else the input's, else the route's."""
-    tenant: str | None
-    """The context's tenant, else the input's; None: unscoped."""
-    filter: dict[str, Any] | None
-    """The run context's metadata filter, applied with the tenant's."""
+    triggers: list[str]  # kind:text
+    namespaces: list[str]  # the context's, else the input's, else the route's
+    tenant: str | None  # the context's, else the input's; None: unscoped
+    filter: dict[str, Any] | None  # the run context's, applied with the tenant's
     seal: str
     """The gate's seal of ``tenant``, ``namespaces`` and ``filter`` for the turn's thread
     (``ragtiller.nodes.scope``): the nodes after it refuse a route that lost it."""
     top_k: int
-    truncated: bool
-    """Whether the query was cut to ``budgets.max_query_chars`` for embedding."""
+    truncated: bool  # the query was cut to budgets.max_query_chars for embedding
     hybrid: Decision | None
     parent_child: Decision | None
-    rerank: Decision | None
-    """The route's rerank setting before candidates are known."""
+    rerank: Decision | None  # before candidates are known
     router: Literal["deterministic", "llm"]
     router_detail: dict[str, Any]
 
@@ -89,17 +81,13 @@ class TierTask(TypedDict):
     seal: str
     """The route's seal of the scope: the branch refuses a task whose scope it does not seal
     (one a caller wrote or edited)."""
-    deadline_s: float
-    """How long the branch may wait for its tier (its deadline, cut to the turn's)."""
-    turn_bound: bool
-    """Whether the turn's remaining time set ``deadline_s``."""
-    overrides: NotRequired[dict[str, Any]]
-    """The turn's run-context fields: the branch applies them even in a resumed run."""
+    deadline_s: float  # how long the branch may wait for its tier, cut to the turn's time
+    turn_bound: bool  # whether the turn's remaining time set deadline_s
+    overrides: NotRequired[dict[str, Any]]  # the run context's, applied in a resumed run too
 
 
 class RerankOutcome(TypedDict):
     """How the rerank node ordered the candidates."""
 
-    method: str
-    """The method that produced the order (``zscore``, ``cohere``, ``identity``, ...)."""
+    method: str  # that produced the order: zscore, cohere, identity, ...
     detail: dict[str, Any]

@@ -10,14 +10,7 @@ from ragtiller.core.run_manifest import RunManifest
 
 
 def stage_table(manifest: RunManifest) -> str:
-    """One row per stage outcome: stage, status, reason, ms (tier-search once per tier).
-
-    Example:
-        >>> print(stage_table(out["manifest"]))  # doctest: +SKIP
-        stage        status   reason              ms
-        gate         done     broad question     0.4
-        ...
-    """
+    """One row per stage outcome: stage, status, reason, ms (tier-search once per tier)."""
     rows = [("stage", "status", "reason", "ms")]
     for stage in manifest.stages:
         tier = stage.detail.get("tier")

@@ -60,7 +60,7 @@ class IndexingOutput(TypedDict):
 
 
 class IndexingState(IndexingInput, IndexingOutput):
-    """The graph's state: the run's input and its report."""
+    pass
 
 
 INPUT_KEYS = frozenset(IndexingInput.__annotations__)
@@ -80,13 +80,7 @@ class IndexingTarget:
 
 
 def build_indexing_graph(target: IndexingTarget) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The indexing graph: input :class:`IndexingInput`, output :class:`IndexingOutput`.
-
-    Example:
-        >>> graph = build_indexing_graph(IndexingTarget(Path("index")))  # doctest: +SKIP
-        >>> graph.invoke({"docs": ["Ports: the server listens on 8000."]})["report"]["summary"]  # doctest: +SKIP
-        'documents: 1 added, ...'
-    """
+    """The indexing graph: input :class:`IndexingInput`, output :class:`IndexingOutput`."""
 
     def run(state: IndexingState) -> dict[str, Any]:
         return {"report": _ingest(target, state)}
@@ -187,8 +181,14 @@ def _document(position: int, doc: Any) -> Document:
 def _files(
     target: IndexingTarget, path: str, options: Mapping[str, Any]
 ) -> tuple[list[Document], list[SkippedSource]]:
-    """The documents under ``path``, confined to the root, named relative to it."""
-    root = _root(target)
+    if target.ingest_root is None:
+        raise ConfigurationError(
+            f"this indexing graph reads no folders or files: {target.root_name} is not set "
+            "(the operator sets it to the one directory clients may ingest from); send 'docs'"
+        )
+    root = target.ingest_root.resolve()
+    if not root.is_dir():
+        raise ConfigurationError(f"{target.root_name} is not a directory")
     named = _confined(root, path, target.root_name)
     try:
         read, skipped = load_sources([named], **options)
@@ -203,18 +203,6 @@ def _files(
         else:
             documents.append(document)
     return documents, [_skipped_relative(root, s) for s in skipped]
-
-
-def _root(target: IndexingTarget) -> Path:
-    if target.ingest_root is None:
-        raise ConfigurationError(
-            f"this indexing graph reads no folders or files: {target.root_name} is not set "
-            "(the operator sets it to the one directory clients may ingest from); send 'docs'"
-        )
-    root = target.ingest_root.resolve()
-    if not root.is_dir():
-        raise ConfigurationError(f"{target.root_name} is not a directory")
-    return root
 
 
 def _confined(root: Path, path: str, root_name: str) -> Path:
@@ -273,7 +261,6 @@ def _relative(root: Path, base: Path, source: SourceDocument) -> Document | None
 
 
 def _skipped_relative(root: Path, skipped: SkippedSource) -> SkippedSource:
-    """A skipped path relative to the root, never the server's."""
     path = Path(skipped.path)
     shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
     return SkippedSource(shown, skipped.reason)

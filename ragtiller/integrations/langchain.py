@@ -26,10 +26,8 @@ from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.run_input import answer_text
 from ragtiller.policies.run_context import CONFIG_KEY, RunContext
 
-MANIFEST_EVENT = "ragtiller_manifest"
-"""The custom callback event that carries a retriever call's manifest."""
-RUN_ID_KEY = "ragtiller_run_id"
-"""Document metadata key of the turn (the manifest's ``run_id``) a document came from."""
+MANIFEST_EVENT = "ragtiller_manifest"  # the custom callback event of a retriever call's manifest
+RUN_ID_KEY = "ragtiller_run_id"  # document metadata: the turn (manifest run_id) it came from
 
 DEFAULT_TOOL_NAME = "search_docs"
 DEFAULT_TOOL_DESCRIPTION = (
@@ -38,10 +36,8 @@ DEFAULT_TOOL_DESCRIPTION = (
 )
 
 Namespace = str | list[str] | None
-SCOPE_FIELDS = ("tenant", "namespace", "filter")
-"""Run-context fields that limit what a call may see: fixed once a retriever sets them."""
-SEARCH_KWARGS = ("k", *RunContext.model_fields)
-"""Keys ``search_kwargs`` accepts: ``k`` (LangChain's name for ``top_k``) and the run context's."""
+SCOPE_FIELDS = ("tenant", "namespace", "filter")  # fixed once a retriever sets them
+SEARCH_KWARGS = ("k", *RunContext.model_fields)  # k: LangChain's name for top_k
 
 
 def run_context(
@@ -66,7 +62,6 @@ def run_context(
 
 
 def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
-    """Documents, context and the manifest as a JSON dict, from one turn's output."""
     if not isinstance(out, Mapping) or not {"documents", "context", "manifest"} <= set(out):
         keys = sorted(out) if isinstance(out, Mapping) else type(out).__name__
         raise ConfigurationError(
@@ -79,14 +74,7 @@ def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
 
 class ManifestCollector(BaseCallbackHandler):
     """Keeps the manifests (JSON dicts) of the retriever calls it is passed to, in the order
-    they ended; one per call or request, the caller's, unlike the shared retriever.
-
-    Example:
-        >>> collector = ManifestCollector()
-        >>> docs = retriever.invoke(question, config={"callbacks": [collector]})  # doctest: +SKIP
-        >>> collector.manifests[0]["query_type"]  # doctest: +SKIP
-        'factual_lookup'
-    """
+    they ended; one per call or request, the caller's, unlike the shared retriever."""
 
     run_inline = True
 
@@ -122,7 +110,6 @@ class RagtillerRetriever(BaseRetriever):
         return self
 
     def context(self, **call: Any) -> RunContext:
-        """The run context of a call: the retriever's settings, then the call's."""
         made = run_context(
             self.search_kwargs, k=self.k, namespace=self.namespace, tenant=self.tenant
         )
@@ -170,21 +157,13 @@ class RagtillerRetriever(BaseRetriever):
 
 
 def _with_run_id(documents: list[Document], manifest: dict[str, Any]) -> list[Document]:
-    """Copies of ``documents`` whose metadata names their turn (not the whole manifest)."""
     update = {RUN_ID_KEY: manifest["run_id"]}
     return [doc.model_copy(update={"metadata": {**doc.metadata, **update}}) for doc in documents]
 
 
 def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriever:
     """Wrap a compiled retrieval graph as a LangChain ``BaseRetriever``; ``defaults`` are
-    :class:`RagtillerRetriever`'s fields and ``BaseRetriever``'s (``tags``, ``metadata``).
-
-    Example:
-        >>> from ragtiller import build_graph
-        >>> retriever = as_retriever(build_graph(index=index))  # doctest: +SKIP
-        >>> [d.metadata["citation"] for d in retriever.invoke("what is a coroutine?")]  # doctest: +SKIP
-        [1, 2, 3]
-    """
+    :class:`RagtillerRetriever`'s fields and ``BaseRetriever``'s (``tags``, ``metadata``)."""
     return RagtillerRetriever(graph=graph, **defaults)
 
 
@@ -204,16 +183,8 @@ def as_tool(
     k: int | None = None,
     search_kwargs: Mapping[str, Any] | None = None,
 ) -> StructuredTool:
-    """Wrap a compiled retrieval graph as a LangChain tool for agents (sync and async).
-
-    Its ``response_format`` is ``"content_and_artifact"``: the model reads the cited context,
-    the application the ``ToolMessage.artifact`` ``{"documents": [...], "manifest": {...}}``.
-
-    Example:
-        >>> from langchain.agents import create_agent
-        >>> agent = create_agent(model, [as_tool(graph)])  # doctest: +SKIP
-        >>> agent.invoke({"messages": [("user", "how do I cancel a task?")]})  # doctest: +SKIP
-    """
+    """Wrap a compiled retrieval graph as a LangChain tool for agents: the model reads the cited
+    context, the application the artifact ``{"documents": [...], "manifest": {...}}``."""
 
     def result(out: Any) -> tuple[str, dict[str, Any]]:
         documents, context, manifest = _output(out)

@@ -80,13 +80,7 @@ def build_studio_graph(
     cache: Cache | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
     """A Studio graph from the environment (LangGraph's compiled graph, without a checkpointer:
-    the server brings its own). Blocking; the factories cache it.
-
-    Example:
-        >>> graph = build_studio_graph({})  # doctest: +SKIP
-        >>> graph.invoke({"query": "what is a coroutine?"})["context"][:4]  # doctest: +SKIP
-        '[1] '
-    """
+    the server brings its own). Blocking; the factories cache it."""
     chosen = load_policy(policy or env.get(POLICY_ENV, "").strip() or None)  # before the index
     if index is None:
         index = _open(env)
@@ -126,7 +120,6 @@ def _shared_graph(policy: str | None = None) -> CompiledStateGraph:  # type: ign
 
 
 def _use_index(index: EmbeddedIndex) -> None:
-    """After an ingest changed the index: the next run of each graph is built on it."""
     global _index
     with _lock:
         _index = index

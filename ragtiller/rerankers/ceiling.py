@@ -334,7 +334,12 @@ def reranker_from_policy(
         >>> ceiling.rerank("q", [], top_n=3).detail["ceiling_reason"]
         'no-eval-lift'
     """
-    floor = _floor(config, cross_encoder)
+    if config.provider == "identity":
+        floor: Reranker = IdentityReranker()
+    elif config.provider == "cross-encoder":
+        floor = _cross_encoder(cross_encoder, ZScoreReranker())
+    else:
+        floor = ZScoreReranker()
     ceiling_name = "cohere" if config.provider == "cohere" else config.ceiling
     if ceiling_name == "none":
         return floor
@@ -342,7 +347,11 @@ def reranker_from_policy(
         ceiling = cohere or CohereReranker(floor=floor, env=env)
     else:
         ceiling = _cross_encoder(cross_encoder, floor)
-    blocked = _missing_eval_lift(config)
+    blocked = None
+    if config.require_eval_lift:
+        setting = "reranker.ceiling_eval_artifact"
+        evidence = read_eval_evidence(config.ceiling_eval_artifact, setting=setting)
+        blocked = None if evidence.allowed else evidence.note
     if blocked is not None:
         logger.info("rerank ceiling %r disabled: %s", ceiling.name, blocked)
     return CeilingReranker(
@@ -357,14 +366,6 @@ def reranker_from_policy(
     )
 
 
-def _floor(config: RerankerConfig, cross_encoder: CrossEncoderLike | None) -> Reranker:
-    if config.provider == "identity":
-        return IdentityReranker()
-    if config.provider == "cross-encoder":
-        return _cross_encoder(cross_encoder, ZScoreReranker())
-    return ZScoreReranker()
-
-
 def _cross_encoder(model: CrossEncoderLike | None, floor: Reranker) -> Reranker:
     if model is None:
         raise ConfigurationError(
@@ -375,13 +376,3 @@ def _cross_encoder(model: CrossEncoderLike | None, floor: Reranker) -> Reranker:
     if isinstance(model, BaseDocumentCompressor | PairScorer):
         return CrossEncoderReranker(model, floor=floor)
     return model
-
-
-def _missing_eval_lift(config: RerankerConfig) -> str | None:
-    """Why the ceiling lacks eval evidence, or None when it has it (or none is required)."""
-    if not config.require_eval_lift:
-        return None
-    evidence = read_eval_evidence(
-        config.ceiling_eval_artifact, setting="reranker.ceiling_eval_artifact"
-    )
-    return None if evidence.allowed else evidence.note

@@ -95,8 +95,7 @@ def _coerce(value: object) -> RouteChoice:
     )
 
 
-def _is_choice(value: object) -> bool:
-    """Whether a cached value is a route choice (else the cache entry is a miss)."""
+def _is_choice(value: object) -> bool:  # else the cache entry is a miss
     try:
         _coerce(value)
     except _Fallback:
@@ -190,8 +189,7 @@ class LLMRouter:
                 ) from e
 
     @property
-    def enabled(self) -> bool:
-        """Whether a call can reach the model (a model is set and the eval gate allows it)."""
+    def enabled(self) -> bool:  # a model is set and the eval gate allows it
         return self._structured is not None
 
     async def __call__(
@@ -207,7 +205,6 @@ class LLMRouter:
             return self._fall_back(deterministic, detail, self.evidence.reason)
         if self._structured is None:
             return self._fall_back(deterministic, detail, "no-llm")
-
         made: list[str] = []  # this call's own model calls; single-flight waiters make none
         key = router_key(self.model_label or "", query, tenant)
         try:
@@ -234,7 +231,6 @@ class LLMRouter:
         return self._classification(query, deterministic, choice, detail), "llm", detail
 
     async def _ask(self, query: str, made: list[str]) -> dict[str, Any]:
-        """Spend one unit and ask the model once; return the choice as JSON-ready data."""
         assert self._structured is not None and self._model is not None
         spend = await self.quota.atry_spend(CHAT_RESOURCE, 1)
         if not spend.allowed:
@@ -299,12 +295,10 @@ class LLMRouter:
         return self._fall_back(deterministic, detail, reason)
 
     def _classification(
-        self,
-        query: str,
-        deterministic: Classification,
-        choice: RouteChoice,
-        detail: dict[str, Any],
+        self, query: str, deterministic: Classification, choice: RouteChoice, detail: dict[str, Any]
     ) -> Classification:
+        """The LLM's route and breadth (an exact lookup is never broad), with the deterministic
+        triggers plus each LLM trigger found in the query, of a kind the policy enables."""
         triggers = list(deterministic.triggers)
         dropped: list[str] = []
         for wanted in choice.triggers:
@@ -320,18 +314,14 @@ class LLMRouter:
                 triggers.append((kind, text))
         if dropped:
             detail["triggers_dropped"] = dropped
-        is_broad = choice.is_broad and choice.route != "exact_lexical_lookup"
-        reason = (
-            f"llm router: {choice.route} (confidence {choice.confidence:.2f}; "
-            f"deterministic: {deterministic.query_type})"
-        )
         detail["router"] = "llm"
         return replace(
             deterministic,
             query_type=choice.route,
-            is_broad=is_broad,
+            is_broad=choice.is_broad and choice.route != "exact_lexical_lookup",
             triggers=triggers,
-            reason=reason,
+            reason=f"llm router: {choice.route} (confidence {choice.confidence:.2f}; "
+            f"deterministic: {deterministic.query_type})",
         )
 
 
