@@ -48,7 +48,6 @@ class ScoreSemantics:
     scale: str
 
     def normalise(self, raw: Sequence[float | None]) -> list[float]:
-        """Higher-is-better scores for hits in the store's order, best first."""
         if self.kind == "none":
             n = len(raw)
             return [(n - i) / n for i in range(n)]
@@ -154,8 +153,6 @@ def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
 
 
 class StoreTier:
-    """A LangChain store or retriever as a tier."""
-
     needs_vector: bool
     unpushed = "checked on results"
 

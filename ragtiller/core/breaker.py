@@ -131,7 +131,6 @@ class CircuitBreaker:
 
     @property
     def available(self) -> bool:
-        """Whether a call made now would reach the store (no I/O)."""
         return self.snapshot().available
 
     def snapshot(self) -> BreakerSnapshot:

@@ -124,19 +124,16 @@ class Bulkhead:
 
     @property
     def threads(self) -> int:
-        """Threads the pool has now (idle, busy and abandoned)."""
         with self._lock:
             return self._threads
 
     @property
     def busy(self) -> int:
-        """Threads running a call now (abandoned ones included)."""
         with self._lock:
             return self._threads - self._idle
 
     @property
     def abandoned(self) -> int:
-        """Calls still running whose callers gave up on them."""
         with self._lock:
             return self._abandoned
 
@@ -245,7 +242,6 @@ class Bulkhead:
             self.breaker.abandoned()
 
     def _waiting(self) -> int:
-        """Calls waiting for a worker (call with the lock held)."""
         while self._pending and self._pending[0].future.cancelled():
             self._pending.popleft()
         return sum(1 for job in self._pending if not job.future.cancelled())
@@ -353,7 +349,6 @@ class Bulkhead:
 
 
 def _overloaded(scope: Scope | None) -> None:
-    """Tell ``scope`` and the scopes around it that a call was cut waiting for a worker."""
     while scope is not None:
         scope.overloaded = True
         scope = scope.parent

@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 
 def key_file() -> Path:
-    """Where this machine's key is kept when ``RAGTILLER_SCOPE_KEY`` is not set."""
     return Path(user_data_dir("ragtiller")) / "scope.key"
 
 

@@ -108,6 +108,5 @@ class Tier(Protocol):
 
 
 def tier_role(tier: Tier) -> TierRole:
-    """The tier's declared ``role``, else its name."""
     role = getattr(tier, "role", None)
     return role if isinstance(role, str) and role else tier.name

@@ -37,8 +37,6 @@ class QuotaView(TypedDict):
 
 
 class Route(TypedDict):
-    """The gate's decision for this turn."""
-
     query_type: QueryType
     no_retrieval_reason: str | None
     is_broad: bool
@@ -69,8 +67,6 @@ class StepBack(TypedDict):
 
 
 class TierTask(TypedDict):
-    """The payload sent to one parallel tier-search branch."""
-
     tier: str
     query: str
     vector: list[float] | None
@@ -87,7 +83,5 @@ class TierTask(TypedDict):
 
 
 class RerankOutcome(TypedDict):
-    """How the rerank node ordered the candidates."""
-
     method: str  # that produced the order: zscore, cohere, identity, ...
     detail: dict[str, Any]

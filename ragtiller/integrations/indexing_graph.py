@@ -53,8 +53,6 @@ class IndexingInput(TypedDict):
 
 
 class IndexingOutput(TypedDict):
-    """What a run returns."""
-
     report: dict[str, Any]
     """The ingest report (paths relative to the root), ``summary`` and the ``index``'s counts."""
 

@@ -168,8 +168,6 @@ def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriev
 
 
 class SearchArgs(BaseModel):
-    """What the model passes to the search tool."""
-
     query: str = Field(description="The user's question, in their own words.")
 
 

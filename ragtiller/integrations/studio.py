@@ -147,7 +147,6 @@ async def make_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type
 
 
 async def make_no_llm_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The factory of ``ragtiller_no_llm``: the ``no-llm`` policy over the same index."""
     check_run_context(runtime)
     return await asyncio.to_thread(_shared_graph, NO_LLM_POLICY)
 

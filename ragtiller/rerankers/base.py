@@ -90,11 +90,9 @@ class ModelReranker(BaseReranker):
         return RerankResult(ordered[:top_n], self.name, {**detail, **extra})
 
     def facts(self) -> dict[str, Any]:
-        """What every result's detail says of the model."""
         return {}
 
     def secret(self) -> str | None:
-        """What the error text must not show."""
         return None
 
     @abstractmethod

@@ -207,7 +207,6 @@ class CeilingReranker(BaseReranker):
             unavailable = spend.reason == "quota-store-unavailable"
             reason = "quota-store-unavailable" if unavailable else "budget"
             raise _Floor("skipped", reason, calls_remaining=spend.remaining)
-
         start = time.perf_counter()
         try:
             result = await self.ceiling.arerank(query, sent, len(sent))

@@ -113,7 +113,6 @@ class CohereReranker(ModelReranker):
         return _apply_results(sent, results), {}
 
     def close(self) -> None:
-        """Close the HTTP connection pool; a later call opens a new one."""
         if self._http is not None:
             self._http.close()
         self._http = None

@@ -66,8 +66,6 @@ BROAD_MAX_WORDS = 14
 
 @dataclass(frozen=True)
 class Classification:
-    """The router's reading of one query."""
-
     query_type: RouteName | None
     """None when the input needs no retrieval."""
     no_retrieval_reason: str | None = None
@@ -77,7 +75,6 @@ class Classification:
 
     @property
     def trigger_labels(self) -> list[str]:
-        """Triggers as ``kind:text`` strings."""
         return [f"{kind.value}:{text}" for kind, text in self.triggers]
 
 
@@ -142,21 +139,11 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
             None, "too-short", reason=f"under {shortest} characters with no lexical trigger"
         )
     words = len(text.split())
-    strong = [t for t in triggers if t[0] in _STRONG]
-    broad = (
-        bool(_BROAD.search(text) or _WHAT_IS.match(text))
-        and words <= BROAD_MAX_WORDS
-        and not strong
-    )
+    strong = sorted({kind.value for kind, _ in triggers if kind in _STRONG})
     if strong:
-        kinds = ", ".join(sorted({k.value for k, _ in strong}))
-        return Classification(
-            "exact_lexical_lookup",
-            is_broad=False,
-            triggers=triggers,
-            reason=f"exact trigger ({kinds})",
-        )
-    if broad:
+        reason = f"exact trigger ({', '.join(strong)})"
+        return Classification("exact_lexical_lookup", triggers=triggers, reason=reason)
+    if (_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS:
         return Classification(
             "synthesis", is_broad=True, triggers=triggers, reason="broad question"
         )
