@@ -11,19 +11,14 @@ import threading
 import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ragtiller.errors import DeadlineExceeded, Overloaded
 
+if TYPE_CHECKING:
+    from ragtiller.core.bulkhead import _Job
+
 T = TypeVar("T")
-
-
-class Throttled(Protocol):
-    """The call a worker thread runs (a bulkhead's job)."""
-
-    deadline: float
-    throttled_s: float
-    throttle_began: float | None
 
 
 @dataclass
@@ -78,7 +73,7 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 def call_time_left() -> float:
     """Seconds left before the deadline of the bulkhead call this thread runs (inf: none), so
     that a provider's own throttle never waits past its caller."""
-    job: Throttled | None = getattr(worker, "job", None)
+    job: _Job | None = getattr(worker, "job", None)
     return math.inf if job is None else job.deadline - time.monotonic()
 
 
@@ -86,7 +81,7 @@ def call_time_left() -> float:
 def throttled() -> Iterator[None]:
     """Count the time inside as this thread's call waiting (like a wait for a worker), not as
     its provider running: a call cut because it was throttled is :class:`Overloaded`."""
-    job: Throttled | None = getattr(worker, "job", None)
+    job: _Job | None = getattr(worker, "job", None)
     if job is None:
         yield
         return
