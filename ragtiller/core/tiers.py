@@ -10,7 +10,7 @@ from typing import Any, Literal, NotRequired, Protocol, get_args, runtime_checka
 
 from typing_extensions import TypedDict
 
-TierRole = str  # what the switches read: hybrid turns off lexical tiers; a role of one's own stays
+TierRole = str  # hybrid and parent_child switch off tiers of those roles; one's own role stays
 DENSE: TierRole = "dense"
 LEXICAL: TierRole = "lexical"
 PARENT_CHILD: TierRole = "parent_child"
@@ -31,7 +31,7 @@ class Hit(TypedDict):
 
     id: str  # stable across re-ingest
     text: str
-    score: float
+    score: float  # on the tier's own scale, higher is better
     doc_id: str
     parent_id: str | None
     source: str  # a file path, a BEIR id, a URL
