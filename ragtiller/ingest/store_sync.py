@@ -30,7 +30,7 @@ from langchain_core.documents import Document
 from langchain_core.indexing import RecordManager
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.core.parallel import run_bounded
+from ragtiller.core.providers import run_bounded
 from ragtiller.index.records import namespace_of
 from ragtiller.ingest.progress import IngestProgress
 

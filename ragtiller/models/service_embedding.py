@@ -23,9 +23,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.core.bulkhead import call_time_left, throttled
-from ragtiller.core.parallel import run_bounded
-from ragtiller.core.providers import model_label
-from ragtiller.core.rate_limit import RateLimit
+from ragtiller.core.providers import RateLimit, model_label, run_bounded
 from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import (
     ConfigurationError,
