@@ -1,11 +1,16 @@
-"""Evaluation harness: BEIR and passage-QA datasets, metrics, runs through the serving graph,
-promotion, tuning."""
+"""Evaluation harness: datasets, metrics, runs through the serving graph, promotion, tuning."""
 
 from ragtiller.errors import EvalError
 from ragtiller.eval.compare import Comparison, Lift, bootstrap_ci, compare_runs, paired_differences
-from ragtiller.eval.datasets import EvalDataset, load_beir, load_slice_labels
+from ragtiller.eval.datasets import (
+    EvalDataset,
+    dataset_kind,
+    load_beir,
+    load_dataset,
+    load_qa,
+    load_slice_labels,
+)
 from ragtiller.eval.honesty import Degradation, degradation, without_deadlines
-from ragtiller.eval.layouts import dataset_kind, load_dataset, load_qa
 from ragtiller.eval.metrics import (
     QueryScores,
     answer_hit_at_k,

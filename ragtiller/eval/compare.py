@@ -14,7 +14,13 @@ from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import same_index
 from ragtiller.eval.runner import EvalRun
-from ragtiller.eval.summary import SliceMetrics, primary_metric, primary_scores, summarize
+from ragtiller.eval.summary import (
+    SliceMetrics,
+    by_slice,
+    primary_metric,
+    primary_scores,
+    summarize,
+)
 
 DEFAULT_RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -28,15 +34,9 @@ def bootstrap_ci(
     confidence: float = CONFIDENCE,
     stream: str = "",
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of paired differences.
-
-    Resamples queries with replacement ``n_resamples`` times. The generator is seeded with
-    ``(seed, crc32(stream))``, so each slice (``stream``) gets its own reproducible draws,
-    independent of which other slices exist. Bounds are rounded to 12 decimals (as is
-    :attr:`Lift.mean`) so float noise never puts a mean outside its own CI.
-
-    Raises:
-        ValueError: No differences, fewer than 100 resamples, or a confidence outside (0, 1).
+    """Percentile bootstrap CI of the mean of paired differences, seeded with ``(seed,
+    crc32(stream))`` so each slice's draws do not depend on the others; rounded to 12
+    decimals, as :attr:`Lift.mean` is, so float noise never puts a mean outside its CI.
 
     Example:
         >>> bootstrap_ci([0.1, 0.1, 0.1], seed=7)
@@ -50,8 +50,7 @@ def bootstrap_ci(
         raise ValueError(f"confidence must be in (0, 1), but got {confidence}")
     values = np.asarray(differences, dtype=float)
     rng = np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(stream.encode())]))
-    draws = rng.integers(0, len(values), size=(n_resamples, len(values)))
-    means = values[draws].mean(axis=1)
+    means = values[rng.integers(0, len(values), size=(n_resamples, len(values)))].mean(axis=1)
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(means, [tail, 100.0 - tail])
     return round(float(low), 12), round(float(high), 12)
@@ -59,14 +58,7 @@ def bootstrap_ci(
 
 @dataclass(frozen=True)
 class Lift:
-    """Candidate minus baseline primary metric over the judged queries of one slice.
-
-    Attributes:
-        n: Judged queries (with a relevant document) in the slice.
-        mean: Mean paired difference (12 decimals); None when ``n`` is 0.
-        ci_low: Lower bound of the bootstrap CI; None when ``n`` is 0.
-        ci_high: Upper bound of the bootstrap CI; None when ``n`` is 0.
-    """
+    """Candidate minus baseline primary metric over the ``n`` judged queries of one slice."""
 
     n: int
     mean: float | None
@@ -76,20 +68,8 @@ class Lift:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two runs of one dataset, sliced the same way.
-
-    Attributes:
-        slices: Query id -> slice, used for both runs: the dataset's labels, else the route the
-            BASELINE's router chose (so a query is paired with itself in one slice).
-        slices_from: ``labels`` or ``baseline-route``.
-        candidate: Candidate metrics per slice (``all`` first).
-        baseline: Baseline metrics per slice.
-        lifts: Primary-metric lift per slice.
-        seed: Bootstrap seed.
-        n_resamples: Bootstrap resamples.
-        confidence: CI level.
-        metric: The primary metric compared (a ``SliceMetrics`` field name).
-    """
+    """Two runs of one dataset, both sliced by the labels or else the BASELINE's routes, so a
+    query is paired with itself in one slice."""
 
     slices: Mapping[str, str]
     slices_from: str
@@ -119,12 +99,7 @@ def compare_runs(
     n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = CONFIDENCE,
 ) -> Comparison:
-    """Compare two runs of ``dataset`` query by query.
-
-    Raises:
-        EvalError: The runs are of another dataset, searched different indexes, or do not
-            cover the same queries.
-    """
+    """Compare two runs of ``dataset`` (on one index, of the same queries) query by query."""
     for run in (candidate, baseline):
         if run.dataset_sha256 != dataset.sha256:
             raise EvalError(f"run of policy {run.policy_id!r} is of another dataset (hash differs)")
@@ -137,13 +112,9 @@ def compare_runs(
         raise EvalError("the two runs do not cover the same queries")
     slices = baseline.slices(dataset)
     diffs = paired_differences(candidate, baseline, dataset)
-    groups: dict[str, list[float]] = {OVERALL: list(diffs.values())}
-    for qid in baseline.results:
-        group = groups.setdefault(slices[qid], [])
-        if qid in diffs:
-            group.append(diffs[qid])
     lifts = {}
-    for name, values in sorted(groups.items(), key=lambda kv: (kv[0] != OVERALL, kv[0])):
+    for name, qids in by_slice(baseline.results, slices).items():
+        values = list(diffs.values()) if name == OVERALL else [diffs[q] for q in qids if q in diffs]
         if not values:
             lifts[name] = Lift(0, None, None, None)
             continue

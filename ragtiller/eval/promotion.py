@@ -13,23 +13,14 @@ from ragtiller.eval.datasets import OVERALL, EvalDataset
 from ragtiller.eval.fingerprint import dataset_fingerprint
 from ragtiller.eval.honesty import EVAL_DEADLINE_S, Degradation
 from ragtiller.eval.summary import METRIC_LABELS, TOTAL
-from ragtiller.eval.variants import policy_sha256
+from ragtiller.eval.variants import policy_ref
 from ragtiller.policies.evidence import ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION
 from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy
 
 
 @dataclass(frozen=True)
 class RuleResult:
-    """One rule applied to one scope, and whether it passed.
-
-    Attributes:
-        rule: The ``promotion`` field the rule reads (``min_ndcg_lift``, ...).
-        scope: ``all`` or a slice name.
-        passed: Whether the candidate met the rule.
-        observed: The measured value (None when nothing could be measured).
-        threshold: The limit from the policy (None when the rule is not set).
-        detail: One line saying why.
-    """
+    """One rule (the ``promotion`` field it reads) applied to ``all`` or a slice, and why."""
 
     rule: str
     scope: str
@@ -68,22 +59,8 @@ def _at_most(rule: str, observed: float | None, threshold: float | None, what: s
 
 
 def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
-    """Apply the candidate's promotion rules to a comparison.
-
-    Rules, in order (each a reason in the decision):
-
-    1. ``required_slices``: each required slice has at least one judged query.
-    2. ``min_ndcg_lift``: the mean lift of the primary metric (NDCG@10; answer MRR@10 for a QA
-       dataset) is at least ``min_ndcg_lift`` overall and in each required slice.
-    3. ``max_slice_regression``: in every slice with at least ``min_slice_queries`` judged
-       queries, the mean lift is at least ``-max_slice_regression``. A smaller slice's lift is
-       reported (passed, its detail says "not judged"): one query moves its mean too far.
-    4. ``max_p95_latency_ms``: the candidate's p95 total turn latency is at most the limit.
-    5. ``max_llm_calls_per_turn``: the candidate's mean LLM calls per turn is at most the limit.
-
-    Lifts are means of paired per-query differences; their bootstrap CIs are reported in the
-    artifact next to them. A rule left unset (None) passes with the detail ``not set``.
-    """
+    """Apply the candidate's promotion rules to a comparison, in docs/eval.md's order. A slice
+    under ``min_slice_queries`` is reported, not judged: one query moves its mean too far."""
     lifts = comparison.lifts
     lift_of = f"{METRIC_LABELS[comparison.metric]} lift"
     reasons: list[RuleResult] = []
@@ -111,14 +88,11 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     overall = comparison.candidate[OVERALL]
     p95 = overall.latency_ms[TOTAL].p95 if TOTAL in overall.latency_ms else None
     calls = overall.llm_calls_per_turn if overall.n_queries else None
-    reasons.append(
-        _at_most("max_p95_latency_ms", p95, rules.max_p95_latency_ms, "p95 turn latency (ms)")
-    )
-    reasons.append(
-        _at_most(
-            "max_llm_calls_per_turn", calls, rules.max_llm_calls_per_turn, "LLM calls per turn"
-        )
-    )
+    for rule, observed, what in (
+        ("max_p95_latency_ms", p95, "p95 turn latency (ms)"),
+        ("max_llm_calls_per_turn", calls, "LLM calls per turn"),
+    ):
+        reasons.append(_at_most(rule, observed, getattr(rules, rule), what))
     return PromotionDecision(
         "promote" if all(r.passed for r in reasons) else "reject", tuple(reasons)
     )
@@ -134,18 +108,13 @@ def decision_artifact(
     index: Mapping[str, Any] | None = None,
     degraded: Mapping[str, Degradation] | None = None,
 ) -> dict[str, Any]:
-    """The decision as JSON-ready data: policies and their hashes, the dataset's file hashes,
-    the index fingerprint, metrics, lifts, rules, reasons, and how the eval ran (deadlines
-    lifted; degraded turns per run, ``candidate`` and ``baseline``).
-
-    It holds no timestamp, so two runs with equal results give equal quality sections.
-    """
+    """The decision as JSON-ready data, with no timestamp: equal results give equal files."""
     return {
         "kind": ARTIFACT_KIND,
         "schema_version": ARTIFACT_SCHEMA_VERSION,
         "decision": decision.decision,
-        "candidate": _policy(candidate),
-        "baseline": _policy(baseline),
+        "candidate": policy_ref(candidate),
+        "baseline": policy_ref(baseline),
         "dataset": {**dataset_fingerprint(dataset), "slices_from": comparison.slices_from},
         "index": None if index is None else dict(index),
         "bootstrap": {
@@ -169,21 +138,13 @@ def decision_artifact(
     }
 
 
-def _policy(policy: RetrievalPolicy) -> dict[str, Any]:
-    return {
-        "policy_id": policy.policy_id,
-        "version": policy.version,
-        "sha256": policy_sha256(policy),
-    }
-
-
 def dumps_decision(artifact: dict[str, Any]) -> str:
-    """The artifact as JSON with sorted keys (a stable order) and a trailing newline."""
+    """The artifact as JSON with sorted keys and a trailing newline."""
     return json.dumps(artifact, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def write_decision(artifact: dict[str, Any], path: str | Path) -> None:
-    """Write the artifact (see :func:`dumps_decision`), creating parent folders."""
+    """Write the artifact as :func:`dumps_decision` does, creating parent folders."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dumps_decision(artifact), encoding="utf-8")
