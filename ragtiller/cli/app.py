@@ -151,20 +151,14 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     add_ingest_command(sub)
 
-    ask = sub.add_parser(
-        "ask", help="Run one turn and print its documents and stage table (--context: the text)."
-    )
+    ask = sub.add_parser("ask", help="Run one turn; print its documents and stage table.")
     add = ask.add_argument
     add("question", help="The question, in quotes.")
     add("--index", required=True, help="Index directory made by `ragtiller ingest`.")
-    add("--policy", default=None, help=POLICY_HELP)
-    add("--top-k", type=int, default=None, help="Documents to return (default: the route's).")
-    add(
-        "--namespace",
-        action="append",
-        help="Search this namespace instead of the route's (repeatable).",
-    )
-    add("--tenant", default=None, help="Tenant id, used as a metadata filter.")
+    add("--policy", help=POLICY_HELP)
+    add("--top-k", type=int, help="Documents to return (default: the route's).")
+    add("--namespace", action="append", help="Search this namespace instead (repeatable).")
+    add("--tenant", help="Tenant id, used as a metadata filter.")
     add("--context", action="store_true", help="Also print the prompt-ready context text.")
     add(
         "--json",
@@ -174,7 +168,7 @@ def parser() -> argparse.ArgumentParser:
     ask.set_defaults(func=_ask)
 
     demo = sub.add_parser(
-        "demo", help="Index the stdlib docs (cached) and ask one question per route."
+        "demo", help="Index the stdlib docs (cached); ask one question per route."
     )
     add = demo.add_argument
     add(
@@ -183,21 +177,16 @@ def parser() -> argparse.ArgumentParser:
         default="minilm",
         help="Default: minilm (bundled, offline); hashing needs no model.",
     )
-    add("--policy", default=None, help=POLICY_HELP)
-    add(
-        "--question",
-        action="append",
-        help="Ask this instead of the built-in questions (repeatable).",
-    )
+    add("--policy", help=POLICY_HELP)
+    add("--question", action="append", help="Ask this instead of the built-in questions.")
     add("--context", action="store_true", help="Also print the full context text.")
-    add("--cache-dir", type=Path, default=None, help="Where to cache the demo index.")
+    add("--cache-dir", type=Path, help="Where to cache the demo index.")
     add("--rebuild", action="store_true", help="Rebuild the cached demo index.")
     demo.set_defaults(func=_demo)
 
     model = sub.add_parser("model", help="Manage the bundled local model.")
     prepare = model.add_subparsers(dest="model_command", required=True).add_parser(
-        "prepare",
-        help="Export the bundled all-MiniLM-L6-v2 to ONNX once and cache it (needs torch).",
+        "prepare", help="Export the bundled all-MiniLM-L6-v2 to ONNX once (needs torch)."
     )
     prepare.add_argument(
         "--variant",
@@ -211,9 +200,7 @@ def parser() -> argparse.ArgumentParser:
     draw = sub.add_parser(
         "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."
     )
-    draw.add_argument(
-        "--png", type=Path, default=None, help="Write a PNG here instead of printing Mermaid."
-    )
+    draw.add_argument("--png", type=Path, help="Write a PNG here instead of printing Mermaid.")
     draw.set_defaults(func=_draw)
 
     add_commands(sub)

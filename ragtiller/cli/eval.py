@@ -15,10 +15,9 @@ from typing import Any
 
 from ragtiller.errors import RagtillerError
 from ragtiller.eval import fingerprint, honesty, tables, tuning
-from ragtiller.eval.compare import DEFAULT_RESAMPLES, compare_runs
 from ragtiller.eval.datasets import EvalDataset, load_dataset, read_dataset_list
-from ragtiller.eval.promotion import decide, decision_artifact, dumps_decision, write_decision
-from ragtiller.eval.runner import QueryVectorCache, run_eval
+from ragtiller.eval.promotion import DEFAULT_RESAMPLES, dumps_decision, judge, write_decision
+from ragtiller.eval.runner import Evaluate, QueryVectorCache, run_eval
 from ragtiller.eval.summary import METRIC_LABELS, primary_metric, summarize
 from ragtiller.eval.variants import with_depth
 from ragtiller.index import EmbeddedIndex, open_index
@@ -44,11 +43,9 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
         "eval",
         help="Run a dataset (BEIR or passage QA) through the serving graph; metrics per slice.",
         description="Run every query of a dataset through the graph built from --policy and "
-        "--index. A BEIR collection (corpus.jsonl, queries.jsonl, qrels/) gets NDCG@10, MRR@10, "
-        "Recall@10/100 over unique documents; a QA collection (docs/, <split>.jsonl with "
-        "answers) gets answer hit@1/5/10/20, words per passage and context words per turn. "
-        "Both get latency, LLM calls and degraded turns. Exit 0: measured, 2: error (also: "
-        "the index holds none of the dataset's documents, or a turn was degraded).",
+        "--index: NDCG@10, MRR@10, Recall@10/100 (BEIR) or answer hit@k, words per passage and "
+        "context words (QA), latency, LLM calls and degraded turns per slice (docs/eval.md). "
+        "Exit 0: measured, 2: error (also: no shared documents, or a degraded turn).",
     )
     ev.add_argument("--policy", default=None, help=POLICY_HELP)
     _common(ev)
@@ -58,9 +55,9 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     pr = subparsers.add_parser(
         "promote",
         help="Compare a candidate policy with a baseline and decide promote/reject.",
-        description="Evaluate both policies on the same index and dataset, bootstrap the "
-        "lift of the primary metric (NDCG@10; answer MRR@10 for a QA dataset) per slice and "
-        "apply the candidate's promotion rules. Exit 0: promote, 1: reject, 2: error.",
+        description="Evaluate both policies on one index and dataset, bootstrap the primary "
+        "metric's lift per slice and apply the candidate's promotion rules (docs/eval.md). "
+        "Exit 0: promote, 1: reject, 2: error.",
     )
     pr.add_argument("--candidate", required=True, help="Candidate policy YAML (its rules apply).")
     pr.add_argument("--baseline", required=True, help="Baseline policy YAML or shipped name.")
@@ -73,26 +70,20 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     tu = subparsers.add_parser(
         "tune",
         help="Search a small policy space on tune halves; confirm on held-out data.",
-        description="One dataset (--index, --dataset): split the queries in two (seeded), "
-        "score every point of --space on the tune half, then compare the best point with "
-        "--base on the held-out half as `promote` does; writes candidate.yaml and "
-        "promotion.json. Several (--datasets LIST.yaml): leave-one-collection-out; for each "
-        "collection, choose on the others' tune halves and judge on its held-out half; "
-        "the one point other than the base that the folds chose is judged on every held-out "
-        "half; candidate.yaml only when none rejects it and one shows a lift; writes "
-        "selection.json. Exit 0: confirmed (shipped), 1: not, 2: error.",
+        description="Score every point of --space on a seeded tune half and judge the best "
+        "against --base on the held-out half as `promote` does (candidate.yaml, promotion.json); "
+        "with --datasets, leave-one-collection-out (selection.json; docs/eval.md). "
+        "Exit 0: confirmed (shipped), 1: not, 2: error.",
     )
-    tu.add_argument("--base", required=True, help="Base policy YAML or shipped policy name.")
-    tu.add_argument(
-        "--space", required=True, type=Path, help="Search space YAML: field -> list of values."
-    )
-    tu.add_argument("--out", required=True, type=Path, help="Directory for the output files.")
-    tu.add_argument(
+    add = tu.add_argument
+    add("--base", required=True, help="Base policy YAML or shipped policy name.")
+    add("--space", required=True, type=Path, help="Search space YAML: field -> list of values.")
+    add("--out", required=True, type=Path, help="Directory for the output files.")
+    add(
         "--datasets",
         type=Path,
-        default=None,
-        help="YAML list of {dataset, index[, split, slices, top_k]}: leave-one-collection-out "
-        "over them (instead of --index and --dataset); an entry's top_k overrides --top-k.",
+        help="Instead of --index and --dataset: leave-one-collection-out over a YAML list of "
+        "{dataset, index[, split, slices, top_k]} (an entry's top_k overrides --top-k).",
     )
     _common(tu, single=False)
     _bootstrap(tu, "Split and bootstrap seed (default 0).")
@@ -108,53 +99,31 @@ def _positive(text: str) -> int:
 
 def _bootstrap(parser: argparse.ArgumentParser, seed_help: str) -> None:
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
-    parser.add_argument(
-        "--resamples",
-        type=int,
-        default=DEFAULT_RESAMPLES,
-        help=f"Bootstrap resamples (default {DEFAULT_RESAMPLES}).",
-    )
+    resamples = f"Bootstrap resamples (default {DEFAULT_RESAMPLES})."
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help=resamples)
 
 
 def _common(parser: argparse.ArgumentParser, *, single: bool = True) -> None:
     add = parser.add_argument
     add("--index", required=single, type=Path, help="Index directory.")
-    add(
-        "--dataset",
-        required=single,
-        type=Path,
-        help="Dataset folder: BEIR (corpus.jsonl, queries.jsonl, qrels/) or passage QA "
-        "(docs/, <split>.jsonl); the layout tells which.",
-    )
-    add(
-        "--split",
-        default=None,
-        help="BEIR: the qrels split (default test); QA: the questions file stem "
-        "(default questions, e.g. questions-1000).",
-    )
+    add("--dataset", required=single, type=Path, help="Dataset folder: BEIR or passage QA.")
+    add("--split", help="Qrels split (default test) or QA questions file stem (default questions).")
     add("--slices", type=Path, help="query-id -> slice file (.tsv or .json); default: the route.")
     add("--concurrency", type=_positive, default=8, help="Turns in flight (default 8).")
     add("--no-progress", action="store_true", help="Hide the progress bar.")
     if single:
-        add(
-            "--half",
-            choices=["tune", "heldout"],
-            default=None,
-            help="Only this half of a seeded split of the queries (the split `tune` uses).",
-        )
+        add("--half", choices=["tune", "heldout"], help="Only this half of the split `tune` uses.")
         add("--half-seed", type=int, default=0, help="Seed of the --half split (default 0).")
     add(
         "--top-k",
         type=_positive,
-        default=None,
-        help="Evaluate with every route returning this many results (top_k and max_chunks), "
-        "e.g. 100 so Recall@100 is defined, or 20 for hit@20; the policy file is not changed.",
+        help="Every route returns this many results (top_k and max_chunks), e.g. 100 so "
+        "Recall@100 is defined; the policy file is not changed.",
     )
     add(
         "--allow-degraded",
         action="store_true",
-        help="Report figures even when some turn was degraded (a stage timed out, failed or "
-        "fell back); without it such a run is an error.",
+        help="Report figures even when some turn was degraded (else such a run is an error).",
     )
 
 
@@ -193,7 +162,7 @@ def _evaluator(
     top_k: int | None,
     progress: bool = False,
     check: bool = True,
-) -> tuning.Evaluate:
+) -> Evaluate:
     """Runs on ``index``: deadlines lifted, ``top_k`` applied, the index fingerprinted, a
     degraded run refused unless ``--allow-degraded`` (when ``check``); query vectors are
     computed once for the runs of a comparison or a search."""
@@ -271,25 +240,17 @@ def _promote(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
     index, _ = _open(args.index, dataset)
     evaluate = _evaluator(index, args, top_k=args.top_k, progress=not args.no_progress)
-    cand_run, base_run = evaluate(candidate, dataset), evaluate(baseline, dataset)
-    comparison = compare_runs(
-        cand_run, base_run, dataset, seed=args.seed, n_resamples=args.resamples
+    judged = judge(
+        candidate, baseline, dataset, evaluate, seed=args.seed, n_resamples=args.resamples
     )
-    decision = decide(candidate.promotion, comparison)
-    degraded = {
-        "candidate": honesty.degradation(cand_run),
-        "baseline": honesty.degradation(base_run),
-    }
-    artifact = decision_artifact(
-        candidate, baseline, dataset, comparison, decision, index=cand_run.index, degraded=degraded
-    )
+    artifact = judged.artifact(candidate, baseline)
     if args.out is not None:
         write_decision(artifact, args.out)
     if args.json:
         sys.stdout.write(dumps_decision(artifact))
     else:
-        tables.print_decision(candidate, baseline, dataset, comparison, decision, args.out)
-    return EXIT_PROMOTE if decision.decision == "promote" else EXIT_REJECT
+        tables.print_decision(candidate, baseline, judged, args.out)
+    return EXIT_PROMOTE if judged.promoted else EXIT_REJECT
 
 
 def _collection(
@@ -337,8 +298,7 @@ def _tune(args: argparse.Namespace) -> int:
     write_decision(artifact, out)
     print(f"\nbest on the tune half: {dict(best) or '(the base itself)'}")
     print("held-out half:")
-    comparison, decision = confirmation.comparison, confirmation.decision
-    tables.print_decision(result.candidate, base, held_out, comparison, decision, out)
+    tables.print_decision(result.candidate, base, confirmation, out)
     verdict = "confirmed" if confirmation.confirmed else "NOT confirmed"
     print(f"{verdict} on the held-out half; candidate policy: {args.out / 'candidate.yaml'}")
     return EXIT_PROMOTE if confirmation.confirmed else EXIT_REJECT

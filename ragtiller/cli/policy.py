@@ -15,30 +15,23 @@ from ragtiller.policies.loader import load_policy, load_yaml, read_policy_file, 
 
 
 def add_policy_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``policy show`` and ``policy migrate`` to the ``ragtiller`` command."""
     policy = subparsers.add_parser("policy", help="Show or migrate retrieval policies.")
     actions = policy.add_subparsers(dest="policy_command", required=True)
     show = actions.add_parser("show", help="Print the effective policy, every default filled in.")
     show.add_argument(
-        "name",
-        nargs="?",
-        default=None,
-        help="A shipped policy name or a YAML path (default: the shipped default).",
+        "name", nargs="?", help="A shipped policy name or YAML path (default: default)."
     )
     show.add_argument(
         "--fields",
         action="store_true",
-        help="Print a table of every field instead: its value, when it applies (build, turn "
-        "or promote) and what it does.",
+        help="Print every field instead: its value, when it applies and what it does.",
     )
     show.set_defaults(func=_show)
     migrate = actions.add_parser(
         "migrate", help="Rewrite a schema-1 policy file as schema 2 and list the changes."
     )
     migrate.add_argument("file", type=Path, help="The policy YAML file.")
-    migrate.add_argument(
-        "-o", "--out", type=Path, default=None, help="Write here instead of over FILE."
-    )
+    migrate.add_argument("-o", "--out", type=Path, help="Write here instead of over FILE.")
     migrate.set_defaults(func=_migrate)
 
 

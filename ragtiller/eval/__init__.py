@@ -1,7 +1,6 @@
 """Evaluation harness: datasets, metrics, runs through the serving graph, promotion, tuning."""
 
 from ragtiller.errors import EvalError
-from ragtiller.eval.compare import Comparison, Lift, bootstrap_ci, compare_runs, paired_differences
 from ragtiller.eval.datasets import (
     EvalDataset,
     dataset_kind,
@@ -21,10 +20,15 @@ from ragtiller.eval.metrics import (
     score_query,
 )
 from ragtiller.eval.promotion import (
+    Comparison,
+    Lift,
     PromotionDecision,
     RuleResult,
+    bootstrap_ci,
+    compare_runs,
     decide,
     decision_artifact,
+    paired_differences,
     write_decision,
 )
 from ragtiller.eval.runner import EvalRun, QueryResult, arun_eval, run_eval

@@ -28,7 +28,6 @@ from ragtiller.policies.evidence import OVERALL_SLICE
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> corpus id -> grade (> 0: relevant)
 OVERALL = OVERALL_SLICE  # the reserved slice of every query, ``all``
 DatasetKind = Literal["documents", "passages"]
-DEFAULT_BEIR_SPLIT = "test"
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,6 @@ class EvalDataset:
 
     @property
     def corpus_path(self) -> Path:
-        """A BEIR collection's ``corpus.jsonl``."""
         return self.path / "corpus.jsonl"
 
     def document_key(self, doc_id: str) -> str:
@@ -94,7 +92,7 @@ def load_dataset(
 ) -> EvalDataset:
     """Load either kind of dataset (see :func:`dataset_kind`); ``split`` defaults by kind."""
     if dataset_kind(path) == "documents":
-        dataset = load_beir(path, split=split or DEFAULT_BEIR_SPLIT, slices=slices)
+        dataset = load_beir(path, split=split or "test", slices=slices)
     else:
         dataset = load_qa(path, split=split or DEFAULT_QA_SPLIT, slices=slices)
     if not dataset.queries:  # every metric would be an empty table, and the run "pass"
@@ -201,7 +199,6 @@ def read_labels(slices: str | Path | None, query_ids: Iterable[str]) -> dict[str
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """Read a BEIR qrels TSV, keeping file order."""
     qrels: dict[str, dict[str, int]] = {}
     with path.open(encoding="utf-8", newline="") as f:
         rows = csv.reader(f, delimiter="\t")
@@ -222,7 +219,6 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Each JSON object (with an ``_id``) of a JSON-lines file."""
     with path.open(encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -274,8 +270,6 @@ def dataset_sha256(files: Sequence[Path]) -> str:
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """One entry of a ``tune --datasets`` list."""
-
     dataset: Path
     index: Path
     split: str | None = None

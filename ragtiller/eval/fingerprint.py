@@ -2,7 +2,7 @@
 
 A decision is evidence only for the index and data it was measured on (and the machine: the
 query embedder's variant, onnxruntime, the CPU's features), so runs carry fingerprints and
-:func:`~ragtiller.eval.compare.compare_runs` refuses to pair runs whose fingerprints differ.
+:func:`~ragtiller.eval.promotion.compare_runs` refuses to pair runs whose fingerprints differ.
 """
 
 from __future__ import annotations
@@ -20,12 +20,8 @@ from ragtiller.models.onnx_model import runtime_environment
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of one file's bytes."""
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def dataset_fingerprint(dataset: EvalDataset, *, files: bool = True) -> dict[str, Any]:
@@ -64,7 +60,6 @@ def index_fingerprint(index: Any) -> dict[str, Any] | None:
 
 
 def same_index(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
-    """Whether two fingerprints name the same index."""
     return (None if a is None else dict(a)) == (None if b is None else dict(b))
 
 
@@ -76,7 +71,6 @@ class Coverage:
     total: int
 
     def line(self, dataset: EvalDataset) -> str:
-        """One line for the report."""
         what = "judged documents" if dataset.kind == "documents" else "documents under docs/"
         return f"index holds {self.found} of the dataset's {self.total} {what}"
 

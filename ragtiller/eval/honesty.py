@@ -36,7 +36,6 @@ class _Tally:
         return f"{head}{self.note}: " + "; ".join(f"{k} ({n})" for k, n in self.labels.items())
 
     def to_json(self) -> dict[str, object]:
-        """A JSON-ready dict."""
         return {"turns": self.turns, "total": self.total, self.key: dict(self.labels)}
 
 
@@ -68,7 +67,6 @@ def degradation(run: EvalRun) -> Degradation:
 
 
 def not_searched(run: EvalRun) -> NotSearched:
-    """Count the turns of ``run`` the router sent to no retrieval, by its reason."""
     return _tally(
         NotSearched,
         run,
@@ -76,15 +74,14 @@ def not_searched(run: EvalRun) -> NotSearched:
     )
 
 
-def check_degraded(run: EvalRun, *, allow: bool, what: str) -> Degradation:
-    """The run's :func:`degradation`, an error when some turn was and not ``allow``."""
+def check_degraded(run: EvalRun, *, allow: bool, what: str) -> None:
+    """Refuse a run with a degraded turn, unless ``allow``."""
     found = degradation(run)
     if found.turns and not allow:
         raise EvalError(
             f"{what}: {found.summary()}; these figures are not the policy's. Fix the cause, "
             "or pass --allow-degraded to report them anyway"
         )
-    return found
 
 
 def without_deadlines(policy: RetrievalPolicy) -> RetrievalPolicy:
@@ -100,7 +97,6 @@ def without_deadlines(policy: RetrievalPolicy) -> RetrievalPolicy:
 
 
 def deadlines_line(policy: RetrievalPolicy) -> str:
-    """What the report says about deadlines: lifted, and the policy's own values."""
     own = ", ".join(f"{name} {value:g}" for name, value in policy.deadlines.model_dump().items())
     return f"deadlines lifted to {EVAL_DEADLINE_S:g} s for the eval (the policy's: {own})"
 

@@ -72,8 +72,6 @@ def answers_for(answers: Iterable[str], *, gold_passage: str | None) -> Answers:
 
 @dataclass(frozen=True)
 class Question:
-    """One line of a questions file."""
-
     id: str
     text: str
     answers: Answers
@@ -82,13 +80,9 @@ class Question:
 
 def document_names(docs: Path) -> list[str]:
     """Paths under ``docs`` (posix, relative) of the files ``ragtiller ingest`` would read."""
-    names = []
-    for file in sorted(docs.rglob("*")):
-        rel = file.relative_to(docs)
-        hidden = any(part.startswith(".") for part in rel.parts)
-        if not hidden and file.is_file() and file.suffix.lower() in SUFFIX_FORMATS:
-            names.append(rel.as_posix())
-    return names
+    files = sorted(f for f in docs.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIX_FORMATS)
+    rels = [file.relative_to(docs) for file in files]
+    return [rel.as_posix() for rel in rels if not any(p.startswith(".") for p in rel.parts)]
 
 
 def read_questions(path: Path, documents: Sequence[str]) -> list[Question]:

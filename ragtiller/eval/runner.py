@@ -18,6 +18,7 @@ from ragtiller.core.providers import model_label
 from ragtiller.core.run_manifest import RunManifest
 from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import EvalDataset
+from ragtiller.policies.schema import RetrievalPolicy
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class EvalRun:
         if dataset.labels is not None:
             return {qid: dataset.labels[qid] for qid in self.results}
         return {qid: r.manifest.query_type for qid, r in self.results.items()}
+
+
+Evaluate = Callable[[RetrievalPolicy, EvalDataset], EvalRun]
+"""Runs a policy over a dataset (on an index the caller chose)."""
 
 
 def ranking_from_documents(
@@ -128,13 +133,7 @@ async def arun_eval(
 def run_eval(
     graph: Runnable[Any, Any], dataset: EvalDataset, *, concurrency: int = 8, progress: bool = True
 ) -> EvalRun:
-    """Synchronous :func:`arun_eval`; call ``arun_eval`` from inside a running event loop.
-
-    Example:
-        >>> dataset = load_beir("data/cranfield")  # doctest: +SKIP
-        >>> run = run_eval(build_graph(policy, index=index), dataset)  # doctest: +SKIP
-        >>> summarize(run, dataset)["all"].ndcg_at_10  # doctest: +SKIP
-    """
+    """Synchronous :func:`arun_eval`; call ``arun_eval`` from inside a running event loop."""
     return asyncio.run(arun_eval(graph, dataset, concurrency=concurrency, progress=progress))
 
 
@@ -148,17 +147,14 @@ class QueryVectorCache(Embeddings):
         self._vectors: dict[str, list[float]] = {}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents with the wrapped model."""
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
-        """The query's vector, computed on first use."""
         if text not in self._vectors:
             self._vectors[text] = self.inner.embed_query(text)
         return self._vectors[text]
 
     async def aembed_query(self, text: str) -> list[float]:
-        """The query's vector, computed on first use."""
         if text not in self._vectors:
             self._vectors[text] = await self.inner.aembed_query(text)
         return self._vectors[text]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ragtiller.eval.datasets import OVERALL, DatasetKind, EvalDataset
@@ -29,8 +29,6 @@ METRIC_LABELS = {"ndcg_at_10": "NDCG@10", "answer_mrr_at_10": "answer MRR@10"}
 
 @dataclass(frozen=True)
 class Percentiles:
-    """p50 and p95 of a quantity over a slice."""
-
     p50: float | None
     p95: float | None
 
@@ -59,7 +57,6 @@ class SliceMetrics:
     degraded_turns: int
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
         return asdict(self)
 
     def headline(self, metric: str) -> float | None:
@@ -74,7 +71,6 @@ def primary_metric(dataset: EvalDataset) -> str:
 
 
 def query_scores(run: EvalRun, dataset: EvalDataset) -> dict[str, QueryScores | None]:
-    """Query id -> its document metrics."""
     return {qid: score_query(r.ranking, dataset.qrels[qid]) for qid, r in run.results.items()}
 
 
@@ -115,7 +111,6 @@ def summarize_queries(
     *,
     kind: DatasetKind = "documents",
 ) -> SliceMetrics:
-    """Metrics over one group of results (``scores`` parallel to them)."""
     judged = [s for s in scores if s is not None]
     latencies = []
     for r in results:  # the sum of stages when the manifest lacks a total
@@ -124,18 +119,13 @@ def summarize_queries(
         latencies.append(latency)
     stages = sorted({stage for lat in latencies for stage in lat})
     qa = kind == "passages" and bool(results)
-    hits = {k: _hit_rate(results, k) if qa else None for k in HIT_KS}
+    quality = {f.name: _mean([getattr(s, f.name) for s in judged]) for f in fields(QueryScores)}
+    hits = {f"hit_at_{k}": _hit_rate(results, k) if qa else None for k in HIT_KS}
     return SliceMetrics(
         n_queries=len(results),
         n_no_relevant=len(scores) - len(judged),
-        ndcg_at_10=_mean([s.ndcg_at_10 for s in judged]),
-        mrr_at_10=_mean([s.mrr_at_10 for s in judged]),
-        recall_at_10=_mean([s.recall_at_10 for s in judged]),
-        recall_at_100=_mean([s.recall_at_100 for s in judged]),
-        hit_at_1=hits[1],
-        hit_at_5=hits[5],
-        hit_at_10=hits[10],
-        hit_at_20=hits[20],
+        **quality,
+        **hits,
         answer_mrr_at_10=_mean([answer_rr_at_k(r.answer_hits, 10) for r in results])
         if qa
         else None,

@@ -6,16 +6,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ragtiller.eval.compare import Comparison, Lift
 from ragtiller.eval.datasets import OVERALL, DatasetKind, EvalDataset
-from ragtiller.eval.promotion import PromotionDecision
+from ragtiller.eval.promotion import Judgement, Lift
 from ragtiller.eval.summary import METRIC_LABELS, TOTAL, SliceMetrics
 from ragtiller.eval.tuning import LocoResult
 from ragtiller.policies.schema import RetrievalPolicy
 
 
 def num(value: float | None, digits: int = 4) -> str:
-    """A figure, or ``-`` when it is not defined."""
     return "-" if value is None else f"{value:.{digits}f}"
 
 
@@ -62,7 +60,6 @@ def _cells(m: SliceMetrics, kind: DatasetKind) -> list[tuple[str, str]]:
 
 
 def print_table(metrics: Mapping[str, SliceMetrics], kind: DatasetKind, out: TextIO) -> None:
-    """One row per slice; columns by dataset kind."""
     width = max(len("slice"), *(len(name) for name in metrics))
     rows = {name: _cells(m, kind) for name, m in metrics.items()}
     head = next(iter(rows.values()))
@@ -75,18 +72,14 @@ def print_table(metrics: Mapping[str, SliceMetrics], kind: DatasetKind, out: Tex
 
 
 def print_decision(
-    candidate: RetrievalPolicy,
-    baseline: RetrievalPolicy,
-    dataset: EvalDataset,
-    comparison: Comparison,
-    decision: PromotionDecision,
-    out_file: Path | None,
+    candidate: RetrievalPolicy, baseline: RetrievalPolicy, judged: Judgement, out_file: Path | None
 ) -> None:
     """The per-slice lift table, the text each policy returned, each rule, the decision."""
     print(
         f"candidate {candidate.policy_id} @ {candidate.version} vs baseline "
-        f"{baseline.policy_id} @ {baseline.version} · {dataset_line(dataset)}"
+        f"{baseline.policy_id} @ {baseline.version} · {dataset_line(judged.dataset)}"
     )
+    comparison, decision = judged.comparison, judged.decision
     metric = comparison.metric
     width = max(len("slice"), *(len(name) for name in comparison.lifts))
     print(f"{METRIC_LABELS[metric]} per slice")
@@ -113,7 +106,6 @@ def print_decision(
 
 
 def print_loco_header(names: Sequence[str], metrics: Sequence[str]) -> None:
-    """The head of the selection table: one score column per collection."""
     labels = ", ".join(f"{n}: {METRIC_LABELS[m]}" for n, m in zip(names, metrics, strict=True))
     print(f"tune-half score per collection ({labels})")
     print("  ".join(f"{n[:12]:>12}" for n in names) + "  overrides")
@@ -125,7 +117,6 @@ def print_row(overrides: Mapping[str, Any], scores: Sequence[float]) -> None:
 
 
 def print_loco_folds(result: LocoResult) -> None:
-    """One line per fold: the choice made without it, and its verdict."""
     print("\nfold: held back -> chosen on the others; the candidate judged on its held-out half")
     for fold in result.folds:
         chosen = f"point {fold.choice} {dict(result.points[fold.choice]) or '(base)'}"

@@ -20,16 +20,14 @@ from typing import Any
 import yaml
 
 from ragtiller.errors import EvalError, PolicyError
-from ragtiller.eval.compare import Comparison, compare_runs
 from ragtiller.eval.datasets import OVERALL, EvalDataset
-from ragtiller.eval.honesty import EVAL_DEADLINE_S, degradation
-from ragtiller.eval.promotion import PromotionDecision, decide, decision_artifact
-from ragtiller.eval.runner import EvalRun
+from ragtiller.eval.honesty import EVAL_DEADLINE_S
+from ragtiller.eval.promotion import Judgement, judge
+from ragtiller.eval.runner import Evaluate
 from ragtiller.eval.summary import primary_metric, summarize
 from ragtiller.eval.variants import expand_space, policy_ref, with_overrides
 from ragtiller.policies.schema import RetrievalPolicy
 
-Evaluate = Callable[[RetrievalPolicy, EvalDataset], EvalRun]
 OnRow = Callable[[Mapping[str, Any], Sequence[float]], None]
 MAX_POINTS = 256
 """A larger space would overfit the tune half and take hours; narrow it instead."""
@@ -47,31 +45,6 @@ class Collection:
 
 
 @dataclass(frozen=True)
-class Confirmation:
-    """A candidate against the base on a held-out half; ``confirmed``: promoted, lift above 0."""
-
-    held_out: EvalDataset
-    candidate_run: EvalRun
-    baseline_run: EvalRun
-    comparison: Comparison
-    decision: PromotionDecision
-    confirmed: bool
-
-    def artifact(self, candidate: RetrievalPolicy, base: RetrievalPolicy) -> dict[str, Any]:
-        """The promotion artifact of this comparison."""
-        runs = {"candidate": self.candidate_run, "baseline": self.baseline_run}
-        return decision_artifact(
-            candidate,
-            base,
-            self.held_out,
-            self.comparison,
-            self.decision,
-            index=self.candidate_run.index,
-            degraded={name: degradation(run) for name, run in runs.items()},
-        )
-
-
-@dataclass(frozen=True)
 class TuneResult:
     """Every point (the base first), its tune-half score, the best one (the earliest among
     equals), the candidate (the base with its overrides, renamed) and the held-out verdict."""
@@ -80,7 +53,7 @@ class TuneResult:
     scores: tuple[float, ...]
     best: int
     candidate: RetrievalPolicy
-    confirmation: Confirmation
+    confirmation: Judgement
 
 
 @dataclass(frozen=True)
@@ -91,16 +64,14 @@ class Fold:
     held_back: str
     choice: int
     selection_score: float
-    judgement: Confirmation | None
+    judgement: Judgement | None
 
     @property
     def rejected(self) -> bool:
-        """Whether this collection's held-out half rejects the candidate."""
-        return self.judgement is not None and self.judgement.decision.decision != "promote"
+        return self.judgement is not None and not self.judgement.promoted
 
     @property
     def confirmed(self) -> bool:
-        """Whether this collection's held-out half shows the candidate a positive lift."""
         return self.judgement is not None and self.judgement.confirmed
 
 
@@ -171,24 +142,6 @@ def _tuned(base: RetrievalPolicy, overrides: Mapping[str, Any], *, tag: str) -> 
     return with_overrides(base, {**overrides, **rename})
 
 
-def confirm(
-    candidate: RetrievalPolicy,
-    base: RetrievalPolicy,
-    held_out: EvalDataset,
-    evaluate: Evaluate,
-    *,
-    seed: int,
-    n_resamples: int,
-) -> Confirmation:
-    """Compare ``candidate`` with ``base`` on ``held_out`` and apply the candidate's rules."""
-    cand_run, base_run = evaluate(candidate, held_out), evaluate(base, held_out)
-    comparison = compare_runs(cand_run, base_run, held_out, seed=seed, n_resamples=n_resamples)
-    decision = decide(candidate.promotion, comparison)
-    lift = comparison.lifts[OVERALL].mean
-    confirmed = decision.decision == "promote" and lift is not None and lift > 0
-    return Confirmation(held_out, cand_run, base_run, comparison, decision, confirmed)
-
-
 def tune(
     base: RetrievalPolicy,
     space: Mapping[str, Sequence[Any]],
@@ -205,7 +158,7 @@ def tune(
     best = max(range(len(scores)), key=lambda p: scores[p])  # the first of equals: the base
     candidate = _tuned(base, points[best], tag=f"tune-seed{seed}")
     held_out, evaluate = collection.held_out, collection.evaluate
-    confirmation = confirm(candidate, base, held_out, evaluate, seed=seed, n_resamples=n_resamples)
+    confirmation = judge(candidate, base, held_out, evaluate, seed=seed, n_resamples=n_resamples)
     return TuneResult(tuple(points), scores, best, candidate, confirmation)
 
 
@@ -236,7 +189,7 @@ def loco_tune(
     for held, (choice, score) in zip(collections, chosen, strict=True):
         judgement = None
         if common is not None:
-            judgement = confirm(
+            judgement = judge(
                 common, base, held.held_out, held.evaluate, seed=seed, n_resamples=n_resamples
             )
         folds.append(Fold(held.name, choice, score, judgement))
