@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from ragtiller.errors import ConfigurationError
+from ragtiller.errors import ConfigurationError, IngestError
 
 EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"
 """The variable ``ingest --embed-url`` reads the service's API key from, unless told another."""
@@ -15,7 +15,6 @@ EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"
 
 def _ingest(args: argparse.Namespace) -> int:
     from ragtiller.core.retry import RetryPolicy
-    from ragtiller.errors import IngestError
     from ragtiller.index import ChunkingConfig
     from ragtiller.ingest import ingest
 
