@@ -16,16 +16,12 @@ def add_policy_commands(subparsers: argparse._SubParsersAction[argparse.Argument
     actions = policy.add_subparsers(dest="policy_command", required=True)
     show = actions.add_parser("show", help="Print the effective policy, every default filled in.")
     show.add_argument(
-        "name",
-        nargs="?",
-        default=None,
-        help="A shipped policy name or a YAML path (default: the shipped default).",
+        "name", nargs="?", help="A shipped policy name or YAML path (default: default)."
     )
     show.add_argument(
         "--fields",
         action="store_true",
-        help="Print a table of every field instead: its value, when it applies (build, turn "
-        "or promote) and what it does.",
+        help="Print every field instead: its value, when it applies and what it does.",
     )
     show.set_defaults(func=_show)
 
