@@ -15,7 +15,9 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from ragtiller.index.lexical import HEADER_KEY
 from ragtiller.index.units import (
     MAX_TOKEN_CHARS,
     SENTENCE_END,
@@ -63,6 +65,35 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
     if chunk.start < chunk.section.body_start:
         path = path[:-1]
     return _header(chunk.section.document.title, path, mode)
+
+
+def section_metadata(section: Section) -> dict[str, Any]:
+    """The metadata a section is stored with: its document's, and where it lies in it."""
+    doc = section.document
+    return {
+        **doc.metadata,
+        "doc_id": doc.doc_id,
+        "source": doc.source,
+        "namespace": doc.namespace,
+        "title": doc.title,
+        "section_path": list(section.path),
+        "start": section.start,
+        "end": section.end,
+    }
+
+
+def chunk_metadata(chunk: Chunk, header: ChunkHeader) -> dict[str, Any]:
+    """The metadata a chunk is stored with: its section's, its parent and its header."""
+    metadata = {
+        **section_metadata(chunk.section),
+        "parent_id": chunk.section.id,
+        "start": chunk.start,
+        "end": chunk.end,
+    }
+    text = chunk_header(chunk, header)
+    if text and text != chunk.section.document.title:  # a title alone is read from "title"
+        metadata[HEADER_KEY] = text
+    return metadata
 
 
 def _header(title: str | None, path: tuple[str, ...], mode: ChunkHeader) -> str | None:

@@ -20,8 +20,7 @@ from langchain_core.vectorstores import VectorStore
 from ragtiller.core.filters import DEFAULT_NAMESPACE, TENANT_KEY
 from ragtiller.errors import IngestError
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
-from ragtiller.ingest.builder import _chunk_metadata as chunk_metadata
-from ragtiller.ingest.chunking import ModelWindow, chunk_documents
+from ragtiller.ingest.chunking import ModelWindow, chunk_documents, chunk_metadata
 from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.record_manager import SQLiteRecordManager
 from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source, load_sources
