@@ -13,20 +13,13 @@ if TYPE_CHECKING:
     from ragtiller.index.units import SourceDocument
 
 DOCUMENT_ORIGIN = "LangChain Documents"
-"""The origin of every ``Document`` source: Documents that share an id are passages of one
-document, never a clash."""
+"""The origin of every ``Document``: Documents sharing an id are passages of one document."""
 _SHOWN = 3
 
 
 def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
-    """Refuse a document id that two origins give in one namespace.
-
-    An origin is a file, a line of a BEIR corpus (so an ``_id`` repeated within one corpus
-    clashes too) or :data:`DOCUMENT_ORIGIN`.
-
-    Raises:
-        IngestError: Some ids clash; the message names the first few and both origins of each.
-    """
+    """Refuse a document id that two origins (a file, a BEIR corpus line, or
+    :data:`DOCUMENT_ORIGIN`) give in one namespace; the error names the first few clashes."""
     first: dict[tuple[str, str], str] = {}
     clashes: list[str] = []
     for doc, origin in documents:
@@ -45,17 +38,9 @@ def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
 def check_against_index(
     documents: Iterable[SourceDocument], indexed: Iterable[Mapping[str, Any]]
 ) -> None:
-    """Refuse, in an incremental ingest, a BEIR record whose id is indexed from another corpus.
-
-    ``indexed`` is the previous index's section metadata (``doc_id``, ``source``,
-    ``namespace``). A BEIR record's source is ``<corpus file>#<_id>``; a record whose id is
-    already indexed with another corpus file would replace that record. A file's id is its
-    path under the directory ingested, so the same id from a file is the same document, and
-    Documents are the caller's to name.
-
-    Raises:
-        IngestError: Some ids clash; the message names the first few, with both sources.
-    """
+    """Refuse, in an incremental ingest, a BEIR record whose id the previous index (its
+    section metadata ``indexed``) holds from another corpus file: it would replace that record.
+    The same id from a file is the same document; Documents are the caller's to name."""
     stored: dict[tuple[str, str], str] = {}
     for md in indexed:
         stored.setdefault((namespace_of(md), str(md.get("doc_id"))), str(md.get("source", "")))
@@ -78,7 +63,6 @@ def check_against_index(
 
 
 def _corpus_of(source: str, doc_id: str) -> str | None:
-    """The corpus file of a BEIR record's source ``<file>#<_id>``, or None."""
     suffix = f"#{doc_id}"
     return source[: -len(suffix)] if source.endswith(suffix) else None
 

@@ -10,18 +10,9 @@ from ragtiller.ingest.store_sync import ChangeCounts, Cleanup
 
 @dataclass(frozen=True)
 class IngestReport:
-    """The counts of one ingest.
-
-    Attributes:
-        documents: Source documents added, updated, unchanged and deleted.
-        chunks: Chunks added, updated (same id, new text or metadata), unchanged and deleted.
-        embedded: Texts sent to the embedder; unchanged texts reuse their stored vectors.
-        cleanup: ``full`` (sources not ingested are deleted) or ``incremental`` (kept).
-        rebuild_reason: Why the previous index was not reused (other embedder, other
-            chunking, unreadable), or None.
-        version: The version directory written, or None when nothing changed (or not saved).
-        skipped: Paths not read, each once, with its reason.
-    """
+    """The counts of one ingest: ``embedded`` texts (unchanged ones reuse their vectors),
+    why the previous index was not reused, the version written (None: nothing changed or not
+    saved) and the paths not read."""
 
     documents: ChangeCounts
     chunks: ChangeCounts

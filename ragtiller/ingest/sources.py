@@ -34,24 +34,15 @@ SUFFIX_FORMATS: dict[str, TextFormat] = {
 }
 JSONL_SUFFIX = ".jsonl"
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
-"""Files larger than this (64 MiB) are skipped, not read: a guard against reading a log or a
-disk image whole. BEIR corpora larger than that need a higher cap (``--max-file-mb``)."""
+"""Larger files are skipped, not read (a log or a disk image); ``--max-file-mb`` raises it."""
 INDEX_SKIP = "a ragtiller index (not ingested)"
-"""Why a directory holding an index (or a file in one) is skipped."""
 RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})
 """Document metadata keys that ingest reads into :class:`SourceDocument` fields."""
 
 
 @dataclass(frozen=True)
 class SkippedSource:
-    """A path (or part of a file) that ingest did not read.
-
-    Attributes:
-        path: The path.
-        reason: Why it was skipped (``binary: a NUL byte at offset 8200``, ``not UTF-8 text``,
-            ``unreadable: ...``, ``not a regular file (FIFO)``, ``symlink out of the tree (not
-            followed)``, ``larger than the 64.0 MiB cap (...)``, ...).
-    """
+    """A path (or part of a file) that ingest did not read, and why (``not UTF-8 text``, ...)."""
 
     path: str
     reason: str
@@ -65,43 +56,21 @@ def load_sources(
     on_total: Callable[[int], None] | None = None,
     on_read: Callable[[], None] | None = None,
 ) -> tuple[list[SourceDocument], list[SkippedSource]]:
-    """Read every source into :class:`SourceDocument`s.
+    """Read every source into :class:`SourceDocument`s, and list what was skipped.
 
-    Directories are walked recursively in sorted order, skipping hidden entries and keeping
-    ``.md``, ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` files. A file named explicitly is
-    read whatever its suffix (unknown suffixes as plain text). ``.jsonl`` files are read as BEIR
-    corpora: one ``{"_id", "title", "text"}`` object per line; a record whose text is empty or
-    its title is its title alone, as text without a title (never the title twice). A file's
-    id and ``source`` are its path from the directory named (from its own folder, for a file
-    named), however that was typed; a record's source is ``<that path>#<_id>``.
-
-    Only regular files are read, and a walk never leaves its tree: a symlink met while walking
-    is followed only to a regular file inside the directory walked (resolved, so ``..`` and
-    chains of links count), and symlinked directories inside a walk are not descended into (a
-    directory or file named in ``sources`` is read even through a symlink, as ``find -H`` does).
-    Nothing inside a ragtiller index directory is read, named or met while walking (so a
-    folder holding its own index is ingested without it).
-    FIFOs, sockets and devices, files larger than ``max_file_bytes``, binary files (a NUL byte
-    anywhere), undecodable and unreadable files and directories are skipped; BEIR records and
-    ``Document``s whose text holds a NUL character are skipped too. Each skipped path is
-    reported once, with its reason, in the returned list and in one INFO record on the
-    ``ragtiller.index`` logger (``ragtiller ingest`` prints the list).
-
-    Args:
-        sources: Paths and/or LangChain ``Document``s.
-        namespace: Namespace for documents that do not name one in their metadata.
-        max_file_bytes: Largest file read, in bytes.
-        on_total: Called once with the number of files and Documents to read.
-        on_read: Called after each file or Document is read (for a progress bar).
-
-    Returns:
-        The documents, and the paths that were skipped.
+    Directories are walked in sorted order, skipping hidden entries and keeping ``.md``,
+    ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` (BEIR corpus: one ``{"_id", "title",
+    "text"}`` per line) files; a file named is read whatever its suffix. A file's id and source
+    are its path from the directory named (its own folder, for a file); a record's source is
+    ``<that path>#<_id>``. A walk never leaves its tree: symlinks are followed only to regular
+    files inside it, never into directories (a path named is read through a symlink, as ``find
+    -H`` does). Index directories, special files, files over ``max_file_bytes``, binary (a NUL)
+    and undecodable files are skipped, reported once each here and in one INFO log record.
+    ``on_total`` gets the number of files and Documents, ``on_read`` is called after each.
 
     Raises:
-        ValueError: ``max_file_bytes`` is not positive.
-        IngestError: A path does not exist, a ``Document``'s metadata is not JSON-serialisable,
-            or two sources give the same document id in one namespace (see
-            :func:`ragtiller.ingest.doc_ids.check_unique`).
+        IngestError: A path does not exist, metadata is not JSON, or two sources give one
+            document id in a namespace (:func:`ragtiller.ingest.doc_ids.check_unique`).
     """
     if max_file_bytes < 1:
         raise ValueError(f"max_file_bytes must be > 0, but got {max_file_bytes}")
@@ -152,8 +121,7 @@ def load_sources(
 
 @dataclass(frozen=True)
 class _File:
-    """A file to read: its path, the root its id is relative to, and, for a file met while
-    walking, its resolved path inside the tree (opened without following a symlink there)."""
+    """A file, the root its id is relative to and, met while walking, its resolved path."""
 
     path: Path
     root: Path
@@ -170,11 +138,7 @@ def _in_index(path: Path) -> bool:
 
 
 def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
-    """Candidate files under ``root``, each inside it once resolved; what is not is reported.
-
-    Symlinked directories and index directories are reported and never entered; a symlinked
-    file is kept only if it resolves to a path inside ``root`` and outside any index.
-    """
+    """Candidate files under ``root``, each inside it once resolved; what is not is reported."""
     real_root = root.resolve()
     if _in_index(root):
         skip(root, INDEX_SKIP)
@@ -245,10 +209,19 @@ def _read_file(
     max_file_bytes: int,
     skip: Callable[[Path, str], None],
 ) -> list[tuple[SourceDocument, str]]:
-    """The file's documents, each with its origin (the file, and the line for BEIR records)."""
+    """The file's documents, each with its origin (the file; and the line, in BEIR)."""
     path = entry.path
-    text = _read_text(entry, max_file_bytes, skip)
-    if text is None:
+    data = _read_regular_file(path, entry.real, max_file_bytes, skip)
+    if data is None:
+        return []
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        skip(path, f"binary: a NUL byte at offset {nul}")
+        return []
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        skip(path, "not UTF-8 text")
         return []
     rel = path.relative_to(entry.root).as_posix()
     if path.suffix.lower() == JSONL_SUFFIX:
@@ -257,31 +230,14 @@ def _read_file(
     return [(SourceDocument(rel, text, rel, format=fmt, namespace=namespace), str(path))]
 
 
-def _read_text(entry: _File, max_file_bytes: int, skip: Callable[[Path, str], None]) -> str | None:
-    path = entry.path
-    data = _read_regular_file(path, entry.real, max_file_bytes, skip)
-    if data is None:
-        return None
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        skip(path, f"binary: a NUL byte at offset {nul}")
-        return None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        skip(path, "not UTF-8 text")
-        return None
-
-
 def _read_regular_file(
     path: Path, real: Path | None, max_file_bytes: int, skip: Callable[[Path, str], None]
 ) -> bytes | None:
     """The bytes of ``path`` if it is (or links to) a regular file within the size cap.
 
-    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a
-    FIFO cannot block the open and a file swapped after the check is still the one checked.
-    A file met while walking is opened at its resolved path ``real`` without following a
-    symlink there, so a link swapped in after the walk cannot lead out of the tree.
+    Opened non-blocking (a FIFO cannot block) and checked by ``fstat`` on the descriptor (a
+    file swapped after the check is the one checked); a file met while walking is opened at
+    ``real`` without following a symlink, so a link swapped in cannot lead out of the tree.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -292,13 +248,13 @@ def _read_regular_file(
     except OSError as e:
         if e.errno == errno.ELOOP:
             skip(path, "symlink loop" if real is None else "became a symlink while ingesting")
-            return None
-        skip(path, f"unreadable: {e.strerror or e}")
+        else:
+            skip(path, f"unreadable: {e.strerror or e}")
         return None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = _kind(info.st_mode)
+            kind = next((k for test, k in _KINDS if test(info.st_mode)), "special file")
             via = "symlink to " if path.is_symlink() else ""
             skip(path, f"not a regular file ({via}{kind})")
             return None
@@ -318,18 +274,13 @@ def _read_regular_file(
         os.close(fd)
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
+_KINDS = (
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
 
 
 def _size(n: int) -> str:
@@ -339,10 +290,8 @@ def _size(n: int) -> str:
 def _read_beir(
     text: str, path: Path, rel: str, namespace: str, skip: Callable[[Path, str], None]
 ) -> list[tuple[SourceDocument, str]]:
-    """The records of a BEIR corpus, each with its origin (file and line).
-
-    Lines are split at ``\\n`` only: JSON allows U+2028 and U+0085 unescaped inside a string.
-    """
+    """The records of a BEIR corpus, each with its origin (file and line). Lines are split at
+    ``\\n`` only: JSON allows U+2028 and U+0085 unescaped inside a string."""
     documents: list[tuple[SourceDocument, str]] = []
     bad: list[int] = []
     nul: list[int] = []

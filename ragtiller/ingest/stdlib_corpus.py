@@ -1,15 +1,12 @@
-"""A real demo corpus present on every Python install: the language reference topics and stdlib docstrings.
-
-About 1,800 chunks at the default chunking: all-MiniLM-L6-v2 embeds it in about a minute on an
-idle two-core machine (~28 chunks/s) and in about three minutes when other work shares the cores
-(8.8 chunks/s measured at a load average of 4-5); ``benchmarks/bench_index.py`` measures a slice.
-"""
+"""A real demo corpus present on every Python install: the language reference topics and stdlib
+docstrings (about 2,200 chunks at the default chunking; ``benchmarks/bench_index.py`` times it)."""
 
 from __future__ import annotations
 
 import builtins
 import importlib
 import inspect
+import itertools
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
@@ -38,7 +35,7 @@ DEFAULT_MODULES: tuple[str, ...] = (
     "unittest",
     "enum",
 )
-"""Modules whose docstrings (module, public classes with their methods, public functions) are included."""
+"""Modules whose docstrings (module, public classes with methods, functions) are included."""
 
 
 def stdlib_documents(
@@ -48,35 +45,19 @@ def stdlib_documents(
     include_topics: bool = True,
     include_builtins: bool = True,
 ) -> list[Document]:
-    """Documents from ``pydoc_data.topics`` and stdlib docstrings, in a fixed order.
-
-    Order: reference topics (sorted by name), then builtins (exceptions first, then types and
-    functions), then each module (its own docstring, then its public classes and functions).
-    Topics are reStructuredText-like (underlined titles); docstring documents are Markdown with
-    one ``##`` section per documented method. Every document carries ``source`` (also its id),
-    ``title`` (the qualified name) and ``format`` metadata, for example
-    ``{"source": "pydoc:topics/async", ...}`` or ``{"source": "docstring:asyncio.gather", ...}``.
-
-    Args:
-        max_docs: Keep only the first ``max_docs`` documents; None keeps all.
-        modules: Modules to take docstrings from.
-        include_topics: Include the language reference topics.
-        include_builtins: Include builtin exceptions, types and functions.
-
-    Returns:
-        The documents.
+    """The first ``max_docs`` (None: all) documents from ``pydoc_data.topics`` and stdlib
+    docstrings, in a fixed order: reference topics (reStructuredText), builtins (exceptions
+    first), then each module's docstring, classes and functions (Markdown, one ``##`` section
+    per method). Each has ``source`` (also its id), ``title`` and ``format`` metadata.
 
     Example:
         >>> docs = stdlib_documents(max_docs=3)
         >>> docs[0].metadata["source"]
         'pydoc:topics/assert'
     """
-    docs: list[Document] = []
-    for doc in _all_documents(modules, include_topics, include_builtins):
-        if max_docs is not None and len(docs) >= max_docs:
-            break
-        docs.append(doc)
-    return docs
+    return list(
+        itertools.islice(_all_documents(modules, include_topics, include_builtins), max_docs)
+    )
 
 
 def _all_documents(
@@ -159,11 +140,9 @@ def _own_doc(obj: Any) -> str:
 
 
 def _is_method(owner: type, name: str, member: Any) -> bool:
-    """A public method, classmethod, staticmethod or property defined with the class itself.
-
-    Methods that other libraries patch onto a class at run time (transformers adds
-    ``logging.Logger.warning_once``) are left out, so the corpus is the same in every process.
-    """
+    """A public method, classmethod, staticmethod or property defined with the class itself:
+    not one patched on at run time (transformers adds ``logging.Logger.warning_once``), so the
+    corpus is the same in every process."""
     if name.startswith("_") or not (
         inspect.isroutine(member) or isinstance(member, classmethod | staticmethod | property)
     ):

@@ -1,20 +1,12 @@
 """Incremental sync: what changed between an index and the chunks of this ingest.
 
-The vocabulary is LangChain's (``langchain_core.indexing``): a record manager remembers what was
-written, and cleanup is ``incremental`` (remove stale chunks of the sources seen in this run)
-or ``full`` (also remove the chunks of sources not seen). Two things differ from
-``langchain_core.indexing.index``, which is why the loop is ragtiller's own:
-
-* A record key is the chunk's **stable id** plus a fingerprint of its content, metadata and
-  embedder identity, so an edited chunk keeps its id and is upserted over itself (counted as
-  ``updated``) instead of being added under a new hash id and deleted under the old one;
-  every tier and Pinecone keep using the same chunk ids, which fusion relies on.
-* Writes and deletes can go to one namespace at a time (``namespaced=True``), as Pinecone
-  needs; ``index()`` cannot pass a namespace to ``delete``.
-
-:func:`plan_sync` is pure and shared: the embedded index feeds it the records of its own chunk
-table; :func:`sync_vector_store` feeds it a LangChain ``RecordManager`` and applies the plan to
-any LangChain ``VectorStore``.
+The vocabulary is LangChain's (``langchain_core.indexing``: a record manager, ``incremental``
+or ``full`` cleanup), but the loop is ragtiller's own, for two reasons. A record key is the
+chunk's **stable id** plus a fingerprint of its content, metadata and embedder, so an edited
+chunk is upserted over itself (``updated``) rather than added under a new hash id: every tier
+and Pinecone keep the chunk ids fusion relies on. And writes and deletes can go to one
+namespace at a time (``namespaced=True``), as Pinecone needs and ``index()`` cannot do.
+:func:`plan_sync` is pure and shared by the embedded index and :func:`sync_vector_store`.
 """
 
 from __future__ import annotations
@@ -61,13 +53,8 @@ class ChangeCounts:
 
 @dataclass(frozen=True)
 class SyncRecord:
-    """One chunk as the sync sees it.
-
-    Attributes:
-        id: The stable chunk id (the vector store id).
-        group: Its source document (:func:`group_id`); cleanup works per group.
-        fingerprint: :func:`fingerprint` of its text, metadata and embedder.
-    """
+    """One chunk as the sync sees it: its stable id, its source document (:func:`group_id`,
+    the unit of cleanup) and the :func:`fingerprint` of its text, metadata and embedder."""
 
     id: str
     group: str
@@ -80,11 +67,7 @@ class SyncRecord:
 
     @classmethod
     def from_key(cls, key: str) -> SyncRecord:
-        """The record a :attr:`key` encodes.
-
-        Raises:
-            ValueError: ``key`` was not written by :attr:`key`.
-        """
+        """The record a :attr:`key` encodes (ValueError: it was not written by :attr:`key`)."""
         try:
             id_, fingerprint, group = json.loads(key)
         except (ValueError, TypeError) as e:
@@ -94,16 +77,9 @@ class SyncRecord:
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """What to write and delete to bring an index up to date.
-
-    Attributes:
-        upsert: Positions (in the current records) to write: added and updated chunks.
-        delete: Ids to delete: chunks that are gone from the sources in scope.
-        stale: Previous records replaced or deleted (their record-manager keys go).
-        kept_groups: Previous groups outside this run's scope (kept by incremental cleanup).
-        documents: Per source document.
-        chunks: Per chunk.
-    """
+    """What to write (positions in the current records) and delete (ids gone from the sources
+    in scope) to bring an index up to date; ``stale`` records' keys go from the record
+    manager, and ``kept_groups`` lie outside an incremental run's scope."""
 
     upsert: tuple[int, ...]
     delete: tuple[str, ...]
@@ -120,14 +96,8 @@ class SyncPlan:
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What :func:`sync_vector_store` did.
-
-    Attributes:
-        documents: Per source document.
-        chunks: Per chunk.
-        upserted_by_namespace: Chunks written per namespace (``None`` key when not namespaced).
-        deleted_by_namespace: Chunk ids deleted per namespace.
-    """
+    """What :func:`sync_vector_store` did, per document and chunk, and the chunks written and
+    deleted per namespace (the ``None`` key when not namespaced)."""
 
     documents: ChangeCounts
     chunks: ChangeCounts
@@ -147,8 +117,7 @@ def fingerprint(identity: str, text: str, metadata: Mapping[str, Any]) -> str:
 
 
 def embedding_key(identity: str, text: str) -> str:
-    """sha256 of the embedder identity and the embedded text: when two chunks share it, one
-    vector serves both."""
+    """sha256 of the embedder identity and the embedded text: one vector serves chunks sharing it."""
     return hashlib.sha256(f"{identity}\x1f{text}".encode()).hexdigest()
 
 
@@ -160,21 +129,8 @@ def identity_of(name: str, dimension: int) -> str:
 def plan_sync(
     current: Sequence[SyncRecord], previous: Iterable[SyncRecord], cleanup: Cleanup
 ) -> SyncPlan:
-    """Compare this run's records with the previous ones.
-
-    Args:
-        current: The chunks of this ingest, ids unique.
-        previous: What the index holds (for ``incremental``, at least the groups in
-            ``current``; more is fine).
-        cleanup: ``incremental`` leaves groups not in ``current`` alone; ``full`` deletes them.
-
-    Returns:
-        The plan; applying it makes the index hold exactly ``current`` (plus, for
-        ``incremental``, the untouched groups).
-
-    Raises:
-        ValueError: ``cleanup`` is not a mode.
-    """
+    """The plan that makes an index holding ``previous`` hold exactly ``current`` (ids unique)
+    and, for ``incremental`` cleanup, the groups not in ``current`` as they were."""
     if cleanup not in CLEANUP_MODES:
         raise ValueError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     seen_groups = {r.group for r in current}
@@ -248,38 +204,13 @@ def sync_vector_store(
     """Bring any LangChain ``VectorStore`` up to date with ``documents``, incrementally.
 
     Each Document needs an ``id`` (the stable chunk id) and ``doc_id`` metadata (its source
-    document); ``namespace`` metadata groups it (default ``"default"``). Changed chunks are
-    written with ``add_documents(..., ids=...)`` (an upsert by id), stale ids removed with
-    ``delete(ids)``, then the record manager is updated: the store is written first, so a
-    failure midway leaves records that claim less than the store holds, and the next sync
-    writes those chunks again (idempotent, ids are stable). Each batch is recorded as soon as
-    it is written, so a sync killed midway resumes where it stopped: the next one embeds and
-    writes only the batches not recorded (at most ``concurrency`` of them can have been
-    written and not yet recorded).
-
-    Args:
-        documents: The chunks, e.g. from :func:`chunk_documents_for_sync`.
-        record_manager: Any LangChain ``RecordManager`` (``InMemoryRecordManager``,
-            ``SQLRecordManager``, ragtiller's ``SQLiteRecordManager``); schema created here.
-        vector_store: Any LangChain ``VectorStore`` with ``delete``.
-        embedder_identity: Name and dimension of the store's embedder (:func:`identity_of`);
-            a different one changes every fingerprint, so everything is written again.
-        cleanup: ``incremental`` or ``full`` (see :func:`plan_sync`).
-        namespaced: Write and delete one namespace at a time, passing ``namespace=`` to
-            ``add_documents`` and ``delete`` (Pinecone).
-        batch_size: Documents per ``add_documents`` call.
-        write_kwargs: Extra keyword arguments for ``add_documents``.
-        concurrency: Batches written at once (``add_documents`` calls in flight, e.g. one
-            embedding call each); the store and the record manager must then be thread-safe
-            (``SQLiteRecordManager`` is). After a batch fails no other one is started.
-        progress: Counts the chunks written, as stage ``write``.
-
-    Returns:
-        What was added, updated, left unchanged and deleted.
-
-    Raises:
-        ValueError: A Document has no id or no ``doc_id`` metadata, ids repeat, or
-            ``cleanup`` is not a mode.
+    document; ``namespace`` metadata groups it too). Changed chunks are written with
+    ``add_documents(..., ids=...)``, ``concurrency`` batches at once (the store and the record
+    manager must then be thread-safe), stale ids deleted, and the store is written before the
+    record manager: a sync killed midway leaves records that claim less than the store holds,
+    so the next one writes only the batches not recorded. ``embedder_identity``
+    (:func:`identity_of`) is in every fingerprint: a new embedder rewrites everything.
+    ``namespaced`` passes ``namespace=`` to ``add_documents`` and ``delete`` (Pinecone).
     """
     if batch_size < 1 or concurrency < 1:
         raise ValueError(
@@ -297,21 +228,20 @@ def sync_vector_store(
     )
     previous = [SyncRecord.from_key(k) for k in listed]
     plan = plan_sync(records, previous, cleanup)
-    namespace_by_id = {
-        r.id: _namespace(doc, namespaced) for r, doc in zip(records, documents, strict=True)
-    }
-    namespace_by_id.update({r.id: _group_namespace(r.group, namespaced) for r in plan.stale})
-    upserted: dict[str | None, int] = {}
-    by_namespace: dict[str | None, list[int]] = {}
-    for position in plan.upsert:
-        by_namespace.setdefault(namespace_by_id[records[position].id], []).append(position)
-    batches: list[tuple[str | None, list[int]]] = []
-    for namespace, positions in by_namespace.items():
-        batches.extend(
-            (namespace, positions[first : first + batch_size])
-            for first in range(0, len(positions), batch_size)
+    namespace_by_id: dict[str, str | None] = {r.id: None for r in [*records, *plan.stale]}
+    if namespaced:  # a stale record's own namespace, where it and a current one share an id
+        namespace_by_id.update(
+            {r.id: namespace_of(doc.metadata) for r, doc in zip(records, documents, strict=True)}
         )
-        upserted[namespace] = len(positions)
+        namespace_by_id.update({r.id: str(json.loads(r.group)[0]) for r in plan.stale})
+    writes: dict[str | None, list[int]] = {}
+    for position in plan.upsert:
+        writes.setdefault(namespace_by_id[records[position].id], []).append(position)
+    batches = [
+        (namespace, positions[first : first + batch_size])
+        for namespace, positions in writes.items()
+        for first in range(0, len(positions), batch_size)
+    ]
     if progress is not None:
         progress.stage("write", len(plan.upsert), unit="chunk")
     counted = threading.Lock()
@@ -332,18 +262,17 @@ def sync_vector_store(
                 progress.advance(len(batch))
 
     run_bounded(write, batches, concurrency, "ragtiller-sync")
-    deleted: dict[str | None, int] = {}
+    deletes: dict[str | None, list[str]] = {}
     for id_ in plan.delete:
-        deleted[namespace_by_id[id_]] = deleted.get(namespace_by_id[id_], 0) + 1
-    for namespace in deleted:
-        ids = [i for i in plan.delete if namespace_by_id[i] == namespace]
+        deletes.setdefault(namespace_by_id[id_], []).append(id_)
+    for namespace, ids in deletes.items():
+        where = {} if namespace is None else {"namespace": namespace}
         for first in range(0, len(ids), batch_size):
-            if namespace is None:
-                vector_store.delete(ids[first : first + batch_size])
-            else:
-                vector_store.delete(ids[first : first + batch_size], namespace=namespace)
+            vector_store.delete(ids[first : first + batch_size], **where)
     if plan.stale:
         record_manager.delete_keys([r.key for r in plan.stale])
+    upserted = {namespace: len(positions) for namespace, positions in writes.items()}
+    deleted = {namespace: len(ids) for namespace, ids in deletes.items()}
     return SyncResult(plan.documents, plan.chunks, upserted, deleted)
 
 
@@ -357,11 +286,3 @@ def _record(doc: Document, identity: str) -> SyncRecord:
         raise ValueError(f"document {doc.id!r} has no doc_id metadata (its source document)")
     group = group_id(namespace_of(doc.metadata), str(doc_id))
     return SyncRecord(doc.id, group, fingerprint(identity, doc.page_content, doc.metadata))
-
-
-def _namespace(doc: Document, namespaced: bool) -> str | None:
-    return namespace_of(doc.metadata) if namespaced else None
-
-
-def _group_namespace(group: str, namespaced: bool) -> str | None:
-    return str(json.loads(group)[0]) if namespaced else None

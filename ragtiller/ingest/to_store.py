@@ -1,10 +1,9 @@
 """Ingest into your own LangChain vector store: folder -> store in one call, incrementally.
 
-The same reading and chunking as ``ragtiller ingest`` (so the same stable chunk ids and chunk
-metadata: ``doc_id``, ``source``, ``namespace``, ``parent_id``, ``title``, ``section_path``),
-written to any ``VectorStore`` through :func:`~ragtiller.ingest.store_sync.sync_vector_store` and a
-LangChain ``RecordManager``: a second run writes only what changed and deletes what is gone.
-The store embeds what it is given, with its own embedder; give the graph the same one.
+The same reading and chunking as ``ragtiller ingest`` (the same stable chunk ids and metadata),
+written through :func:`~ragtiller.ingest.store_sync.sync_vector_store` and a LangChain
+``RecordManager``: a second run writes only what changed and deletes what is gone. The store
+embeds with its own embedder; give the graph the same one.
 """
 
 from __future__ import annotations
@@ -48,29 +47,23 @@ def chunk_sources(
     progress: IngestProgress | None = None,
     window: ModelWindow | None = None,
 ) -> list[Document]:
-    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids.
+    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids
+    (for a retriever over the same chunks, ``BM25Retriever.from_documents``, say).
 
-    ``window``: the embedder's input window (:meth:`ModelWindow.of`), which each chunk's
-    indexed text fits when ``chunking.window`` is ``embedder``; None: words alone bound them.
-
-    Use them for a retriever over the same chunks (``BM25Retriever.from_documents``).
-    ``progress`` counts the stages ``read`` (files) and ``chunk`` (documents).
-
-    Raises:
-        IngestError: A path does not exist, or nothing was read.
+    ``window`` (:meth:`ModelWindow.of` the embedder) bounds each chunk's indexed text when
+    ``chunking.window`` is ``embedder``. ``progress`` counts the stages ``read`` and ``chunk``.
     """
-    hooks: dict[str, Any] = {}
-    if progress is not None:
-        hooks = {"on_total": lambda n: progress.stage("read", n, unit="file")}
-        hooks["on_read"] = progress.advance
+    bar = progress or IngestProgress(enabled=False)
     documents, _ = load_sources(
-        sources, namespace=namespace, max_file_bytes=max_file_bytes, **hooks
+        sources,
+        namespace=namespace,
+        max_file_bytes=max_file_bytes,
+        on_total=lambda n: bar.stage("read", n, unit="file"),
+        on_read=bar.advance,
     )
-    if progress is not None:
-        progress.stage("chunk", len(documents), unit="doc")
+    bar.stage("chunk", len(documents), unit="doc")
     _, chunks = chunk_documents(documents, chunking, window)
-    if progress is not None:
-        progress.advance(len(documents))
+    bar.advance(len(documents))
     if not chunks:
         raise IngestError("nothing to ingest: the sources hold no readable text")
     return [
@@ -95,29 +88,12 @@ def ingest_to_store(
 ) -> SyncResult:
     """Read, chunk and write ``sources`` into ``store``, writing only what changed.
 
-    Args:
-        sources: Files, directories and/or LangChain ``Document``s.
-        store: Any LangChain ``VectorStore`` with ``add_documents(ids=...)`` and ``delete``;
-            it embeds with its own embedder (its ``embeddings``), whose name and dimension are
-            part of every record, so a new embedder rewrites everything.
-        record_manager: Remembers what was written between runs, e.g.
-            :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` in a file beside the
-            store. A ``SQLiteRecordManager`` also records whether the store's chunks carry a
-            ``tenant`` key (its :meth:`~ragtiller.ingest.record_manager.SQLiteRecordManager.tenanted`,
-            which a graph over the store takes as ``require_tenant``): True as soon as a run
-            writes one; False only when no run wrote one and the store holds what these runs
-            wrote (a new store, or ``cleanup="full"``); otherwise unrecorded (None).
-        cleanup: ``incremental`` (default): chunks of the documents read are brought up to
-            date, other documents stay; ``full``: documents not among ``sources`` are deleted.
-        chunking: As for ``ragtiller ingest``.
-        namespace: For documents that name none in their metadata.
-        batch_size: Chunks per ``add_documents`` call.
-
-    Returns:
-        What was added, updated, left unchanged and deleted, per document and chunk.
-
-    Raises:
-        IngestError: Nothing to ingest, a missing path, or a store without an embedder.
+    ``store`` embeds with its own ``embeddings``, whose name and dimension are in every record
+    (a new embedder rewrites everything); ``record_manager`` remembers what was written between
+    runs. A :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` also records whether
+    the chunks carry a ``tenant`` key (its ``tenanted()``, a graph's ``require_tenant``): True
+    once a run writes one; False only when none did and the store holds just what these runs
+    wrote (a new store, or ``cleanup="full"``, which deletes documents not among ``sources``).
     """
     if store.embeddings is None:
         raise IngestError(
