@@ -1,9 +1,8 @@
 """Hierarchical chunking: documents -> parent sections (by heading) -> child chunks (passages).
 
-Children follow the author's units: a paragraph is a passage; a fragment (a heading line, a
-one-line paragraph) joins its neighbour; only a paragraph longer than ``chunk_tokens`` words is
-cut, at sentence ends where it has them, and its pieces overlap by whole sentences. A pipe
-table is cut between rows, and each piece after the first repeats its header row.
+Children follow the author's units: a paragraph is a passage, a fragment joins its neighbour,
+and only a paragraph longer than ``chunk_tokens`` words is cut (at sentence ends, or between a
+pipe table's rows, each piece repeating the header row).
 """
 
 from __future__ import annotations
@@ -31,18 +30,14 @@ from ragtiller.index.units import (
 from ragtiller.ingest.headings import document_title, find_headings, section_spans
 
 _TABLE_DELIMITER = re.compile(r"[ \t]*\|?([ \t]*:?-+:?[ \t]*\|)+([ \t]*:?-+:?[ \t]*)?\|?[ \t]*")
-Span = tuple[int, int]
-"""Character offsets ``[start, end)``, or words ``[first, last)`` by index into a text's words."""
-Table = tuple[int, int, int]
-"""``(start, head_end, end)`` of a pipe table: its header and delimiter rows, then its rows."""
-_PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")
-"""A token: a word, or a MAX_TOKEN_CHARS-character piece of a longer one."""
+Span = tuple[int, int]  # characters [start, end), or words [first, last) of a text's words
+Table = tuple[int, int, int]  # a pipe table's start, end of its header rows, end
+_PIECE = re.compile(rf"\S{{1,{MAX_TOKEN_CHARS}}}")  # a word, or a piece of an overlong one
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """A child: ``section.text[start:end]`` (a pipe table's piece after its first is preceded
-    by the table's header rows), with a stable id (hash of document, section path and text)."""
+    """A child: ``section.text[start:end]`` (after a table's header rows, for a later piece)."""
 
     id: str
     section: Section
@@ -52,8 +47,7 @@ class Chunk:
 
 
 def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
-    """The header ``chunk`` is indexed under: a paragraph deep in an article rarely names the
-    article, the heading path does. A chunk holding its section's heading line skips that one.
+    """The header ``chunk`` is indexed under: a paragraph deep in an article rarely names it.
 
     Example:
         >>> doc = SourceDocument(doc_id="d", text="", source="d.md", title=None)
@@ -68,7 +62,6 @@ def chunk_header(chunk: Chunk, mode: ChunkHeader) -> str | None:
 
 
 def section_metadata(section: Section) -> dict[str, Any]:
-    """The metadata a section is stored with: its document's, and where it lies in it."""
     doc = section.document
     return {
         **doc.metadata,
@@ -83,7 +76,6 @@ def section_metadata(section: Section) -> dict[str, Any]:
 
 
 def chunk_metadata(chunk: Chunk, header: ChunkHeader) -> dict[str, Any]:
-    """The metadata a chunk is stored with: its section's, its parent and its header."""
     metadata = {
         **section_metadata(chunk.section),
         "parent_id": chunk.section.id,
@@ -105,15 +97,13 @@ def _header(title: str | None, path: tuple[str, ...], mode: ChunkHeader) -> str 
 
 @dataclass(frozen=True)
 class ModelWindow:
-    """An embedder's input window: the content tokens it reads of a text, and its tokenizer's
-    count of each text's tokens."""
+    """An embedder's input window (content tokens) and its tokenizer's count of each text's."""
 
     tokens: int
     count: Callable[[list[str]], list[int]]
 
     @classmethod
     def of(cls, embedder: object) -> ModelWindow | None:
-        """The window an embedder declares (``input_window`` and ``count_tokens``), or None."""
         tokens = getattr(embedder, "input_window", None)
         count = getattr(embedder, "count_tokens", None)
         if isinstance(tokens, int) and tokens > 0 and callable(count):
@@ -122,16 +112,11 @@ class ModelWindow:
 
 
 def chunk_documents(
-    documents: Iterable[SourceDocument],
-    config: ChunkingConfig,
-    window: ModelWindow | None = None,
+    documents: Iterable[SourceDocument], config: ChunkingConfig, window: ModelWindow | None = None
 ) -> tuple[list[Section], list[Chunk]]:
-    """All sections and all chunks of ``documents``, in document order.
-
-    A Markdown or reStructuredText document without a title takes its only top-level heading.
-    An exact repeat (same document, path and text) gets a counter mixed into its id's hash, so
-    ids are unique and stable. With ``config.window == "embedder"`` and a ``window``, each
-    chunk's indexed text (header, then chunk) also fits ``window.tokens`` model tokens.
+    """All sections and chunks of ``documents``; with ``config.window == "embedder"``, each
+    chunk's indexed text (header and chunk) also fits ``window``. An untitled document takes its
+    only top-level heading as title; ids are unique and stable (an exact repeat hashes a count).
     """
     sections: list[Section] = []
     chunks: list[Chunk] = []
@@ -160,8 +145,7 @@ def chunk_documents(
 
 
 class Bound:
-    """Whether a run of words may be one chunk: at most ``words`` words and, given each word's
-    model tokens (``costs``), at most ``budget`` of those."""
+    """At most ``words`` words in a chunk and, given their model tokens, ``budget`` of those."""
 
     def __init__(self, words: int, costs: list[int] | None = None, budget: int = 0) -> None:
         self.words = words
@@ -169,13 +153,11 @@ class Bound:
         self.budget = budget
 
     def fits(self, first: int, last: int) -> bool:
-        """Whether words ``first`` to ``last`` (exclusive) may be one chunk."""
         if last - first > self.words:
             return False
         return self.prefix is None or self.prefix[last] - self.prefix[first] <= self.budget
 
     def end(self, first: int, limit: int) -> int:
-        """The furthest ``last <= limit`` with words ``first:last`` fitting; one word at least."""
         last = min(first + self.words, limit)
         if self.prefix is not None:
             top = self.prefix[first] + self.budget
@@ -183,7 +165,6 @@ class Bound:
         return max(last, first + 1)
 
     def shifted(self, offset: int) -> Bound:
-        """The same bound over the words from ``offset`` on (a sentence cut on its own)."""
         out = Bound(self.words)
         if self.prefix is not None:
             out.prefix = [p - self.prefix[offset] for p in self.prefix[offset:]]
@@ -191,7 +172,6 @@ class Bound:
         return out
 
     def less(self, first: int, last: int) -> Bound:
-        """This bound less room for words ``first:last`` (a table's header, repeated)."""
         out = Bound(self.words - (last - first))
         if self.prefix is not None:
             out.prefix = self.prefix
@@ -202,7 +182,6 @@ class Bound:
 def _bound(
     text: str, section: Section, config: ChunkingConfig, window: ModelWindow | None
 ) -> Bound | None:
-    """The model-token bound of ``text``'s chunks (the window less the header's), or None."""
     if window is None:
         return None
     words = [text[a:b] for a, b in (m.span() for m in _PIECE.finditer(text))]
@@ -215,13 +194,8 @@ def _bound(
 
 
 def passage_windows(text: str, config: ChunkingConfig, bound: Bound | None = None) -> list[Span]:
-    """Character spans of the child chunks of ``text``: paragraphs, fragments joined, long ones cut.
-
-    Paragraphs are split at blank lines (see :func:`~ragtiller.index.units.paragraph_break`).
-    A paragraph longer than ``chunk_tokens`` words is cut at sentence ends where it has them,
-    its pieces overlapping by whole sentences (at most ``overlap_tokens`` words). One shorter
-    than a quarter of ``chunk_tokens`` joins the next one; the last joins the one before when
-    both fit. Every word is in some chunk.
+    """Character spans of the child chunks of ``text``: paragraphs, fragments (under a quarter
+    of ``chunk_tokens``) joined, long ones cut at sentence ends, overlapping by whole sentences.
 
     Example:
         >>> text = "# Title\\n\\nFirst paragraph, four words.\\n\\nThe second paragraph, five."
@@ -237,7 +211,6 @@ def passage_windows(text: str, config: ChunkingConfig, bound: Bound | None = Non
     starts = [start for start, _ in spans]
 
     def fits_at(word: int) -> Bound:
-        """The bound of a chunk starting at ``word``: less its table's header, if repeated."""
         head = _repeated_head(text, tables, starts[word], config)
         if head is None:
             return fits
@@ -253,8 +226,6 @@ def passage_windows(text: str, config: ChunkingConfig, bound: Bound | None = Non
 
 
 def _tables(text: str) -> list[Table]:
-    """Each pipe table: a header row, a delimiter row (``|---|``), then the rows up to a blank
-    line or a line without ``|``."""
     if "|" not in text:
         return []
     lines = text.splitlines(keepends=True)
@@ -276,8 +247,7 @@ def _tables(text: str) -> list[Table]:
 def _repeated_head(
     text: str, tables: list[Table], start: int, config: ChunkingConfig
 ) -> Span | None:
-    """The header rows a chunk starting at ``start`` among a table's rows repeats, if they hold
-    at most half of ``chunk_tokens`` words."""
+    """The header rows a chunk starting among a table's rows repeats (at most half of it)."""
     for t_start, head_end, t_end in tables:
         if head_end <= start < t_end:
             words = len(_PIECE.findall(text, t_start, head_end))
@@ -306,8 +276,7 @@ def _cut(
     fits_at: Callable[[int], Bound],
     tables: list[Table],
 ) -> list[Span]:
-    """The pieces of an overlong paragraph: whole sentences (table rows, in a table) within
-    ``fits_at`` of their first word; a sentence too long alone is cut by :func:`token_windows`."""
+    """The pieces of an overlong paragraph: whole sentences (a table's rows) where they fit."""
     sentences: list[Span] = []
     start = first
     for i in range(first, last):
@@ -367,13 +336,8 @@ def _join_fragments(paragraphs: list[Span], config: ChunkingConfig, fits: Bound)
 
 
 def token_windows(text: str, config: ChunkingConfig, bound: Bound | None = None) -> list[Span]:
-    """Character spans of overlapping windows that together cover every token of ``text``.
-
-    A window holds at most ``chunk_tokens`` tokens (words, or :data:`MAX_TOKEN_CHARS`-character
-    pieces of longer ones) and spans at most ``chunk_tokens * MAX_TOKEN_CHARS`` characters;
-    consecutive windows share ``overlap_tokens`` tokens, fewer only where a long whitespace run
-    would break the character bound.
-    """
+    """Spans of windows of ``chunk_tokens`` tokens (``chunk_tokens * MAX_TOKEN_CHARS``
+    characters at most), overlapping by ``overlap_tokens``, that cover every token of ``text``."""
     spans = [m.span() for m in _PIECE.finditer(text)]
     starts = [start for start, _ in spans]
     ends = [end for _, end in spans]
@@ -397,8 +361,7 @@ def token_windows(text: str, config: ChunkingConfig, bound: Bound | None = None)
 
 
 class _UniqueIds:
-    """16-hex-digit sha256 ids of parts, a repeat counter mixed into the hash of a repeat; the
-    n-th repeat starts counting where the one before stopped (n hashes, not n * n / 2)."""
+    """sha256 ids, a repeat's counted on from the last (n repeats cost n hashes, not n * n / 2)."""
 
     def __init__(self) -> None:
         self.seen: set[str] = set()

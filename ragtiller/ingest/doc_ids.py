@@ -18,8 +18,7 @@ _SHOWN = 3
 
 
 def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
-    """Refuse a document id that two origins (a file, a BEIR corpus line, or
-    :data:`DOCUMENT_ORIGIN`) give in one namespace; the error names the first few clashes."""
+    """Refuse a document id that two origins (a file, a BEIR line, Documents) give."""
     first: dict[tuple[str, str], str] = {}
     clashes: list[str] = []
     for doc, origin in documents:
@@ -38,9 +37,8 @@ def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
 def check_against_index(
     documents: Iterable[SourceDocument], indexed: Iterable[Mapping[str, Any]]
 ) -> None:
-    """Refuse, in an incremental ingest, a BEIR record whose id the previous index (its
-    section metadata ``indexed``) holds from another corpus file: it would replace that record.
-    The same id from a file is the same document; Documents are the caller's to name."""
+    """Refuse, incrementally, a BEIR record whose id is indexed from another corpus file (it
+    would replace that record); a file's id is its document, Documents the caller's to name."""
     stored: dict[tuple[str, str], str] = {}
     for md in indexed:
         stored.setdefault((namespace_of(md), str(md.get("doc_id"))), str(md.get("source", "")))

@@ -12,15 +12,12 @@ _MD_HEADING = re.compile(r"(#{1,6})[ \t]+(.+?)[ \t#]*")
 _MD_FENCE = re.compile(r"(```|~~~)")
 _MD_SETEXT = re.compile(r"={3,}|-{3,}")
 _RST_ADORNMENT = re.compile(r"([=\-`:'\"~^_*+#.<>])\1+")
-Heading = tuple[int, int, int, str]
-"""``(start, body_start, level, title)`` of a heading in a document's text."""
-SectionSpan = tuple[tuple[str, ...], int, int, int]
-"""``(path, start, end, body_start)``: heading path, stripped span, body offset from start."""
+Heading = tuple[int, int, int, str]  # start, body start, level, title
+SectionSpan = tuple[tuple[str, ...], int, int, int]  # heading path, start, end, body offset
 
 
 def split_sections(text: str, fmt: TextFormat) -> list[SectionSpan]:
-    """``(path, start, end, body_start)`` per section with a non-blank body: ``markdown``
-    splits on ATX and setext headings outside code fences, ``rst`` on underlined titles."""
+    """Each section with a non-blank body, its span stripped of surrounding whitespace."""
     return section_spans(text, find_headings(text, fmt))
 
 
@@ -61,8 +58,6 @@ def section_spans(text: str, headings: list[Heading]) -> list[SectionSpan]:
 
 
 def _markdown_headings(text: str) -> list[Heading]:
-    """ATX headings (``# Title``) and setext headings (underlined with ``===`` for level 1 or
-    ``---`` for level 2, after a blank line or the start), outside code fences."""
     found: list[Heading] = []
     fence: str | None = None
     lines = text.splitlines(keepends=True)
@@ -85,9 +80,7 @@ def _markdown_headings(text: str) -> list[Heading]:
 
 
 def _rst_headings(text: str) -> list[Heading]:
-    """reStructuredText titles: an unindented line underlined (at least as long) with one
-    repeated punctuation character, after a blank line, the start, or an overline of the same
-    adornment. Levels follow the order adornment styles first appear."""
+    # levels follow the order in which adornment styles first appear
     lines = text.splitlines(keepends=True)
     offsets = list(itertools.accumulate(map(len, lines), initial=0))
     styles: dict[tuple[str, bool], int] = {}

@@ -28,7 +28,7 @@ from ragtiller.index.manifest import (
     VectorDtype,
 )
 from ragtiller.index.records import RecordTable, namespace_of
-from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig, Section, section_from_record
+from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig, section_from_record
 from ragtiller.index.variant_check import variant_rebuild_reason
 from ragtiller.index.versions import (
     FaultHook,
@@ -68,11 +68,9 @@ def ingest(
 ) -> EmbeddedIndex:
     """Ingest ``sources`` into ``index_dir``: the one door for a first and every later ingest.
 
-    Into an existing index only what changed is embedded (chunks keyed by stable id and
-    fingerprinted by text, metadata and embedder); nothing changed, nothing is written. An
-    index built with another embedder or chunking is rebuilt in full, and ``index.report`` says
-    why. ``cleanup="incremental"`` keeps indexed documents not among ``sources``. ``options``
-    go to :func:`build_index`; ``fault`` to :meth:`EmbeddedIndex.save` (crash tests).
+    Only what changed is embedded, and nothing changed writes nothing; an index built with
+    another embedder or chunking is rebuilt in full (``index.report`` says why). ``options`` go
+    to :func:`build_index`, ``fault`` to :meth:`EmbeddedIndex.save` (crash tests).
     """
     if cleanup not in CLEANUP_MODES:
         raise IngestError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
@@ -108,7 +106,6 @@ def ingest(
 def _previous(
     directory: Path, embedder: Embeddings, chunking: ChunkingConfig, vector_dtype: VectorDtype
 ) -> tuple[EmbeddedIndex | None, str | None]:
-    """The index already at ``directory`` if this ingest can build on it, else why not."""
     if not directory.is_dir() or not is_index_directory(directory):
         return None, None
     try:
@@ -154,13 +151,9 @@ def build_index(
     rebuild_reason: str | None = None,
     vector_dtype: VectorDtype = "float32",
 ) -> EmbeddedIndex:
-    """Read, chunk, embed and index ``sources`` (not saved), reusing what ``previous`` holds.
-
-    Chunks of ``previous`` (same embedder and chunking) whose text, metadata and embedder are
-    unchanged keep their vectors; with nothing changed ``previous`` itself is returned, with a
-    new :attr:`report`. ``vector_dtype="float16"`` halves the memory (scores stay float32).
-    ``rebuild_reason`` is why an index that existed is not ``previous`` (for the report).
-    """
+    """Read, chunk, embed and index ``sources`` (not saved), reusing the vectors of unchanged
+    chunks of ``previous``, or ``previous`` itself (with a new report) when nothing changed.
+    ``rebuild_reason`` (for the report) is why an index that existed is not ``previous``."""
     if vector_dtype not in VECTOR_DTYPES:
         raise IngestError(f"vector_dtype must be one of {VECTOR_DTYPES}, but got {vector_dtype!r}")
     bar = progress if isinstance(progress, IngestProgress) else IngestProgress(enabled=progress)
@@ -208,57 +201,43 @@ def build_index(
         ]
         plan = plan_sync(current, _index_records(previous) if previous else [], cleanup)
         stats = EmbeddingStats()
-
-        def report(embedded: int) -> IngestReport:
-            return IngestReport(
-                plan.documents,
-                plan.chunks,
-                embedded,
-                cleanup,
-                rebuild_reason,
-                skipped=tuple(skipped),
-            )
-
+        report = IngestReport(
+            plan.documents, plan.chunks, 0, cleanup, rebuild_reason, skipped=tuple(skipped)
+        )
         if (
             previous is not None
             and not plan.changed
             and previous.manifest.lexical == lexical
             and previous.manifest.vector_dtype == vector_dtype
         ):
-            previous.report = report(0)
+            previous.report = report
             return previous
-        # the chunks and sections of documents that incremental cleanup leaves alone
-        kept_rows: list[int] = []
-        kept_sections: list[Section] = []
-        if previous is not None and plan.kept_groups:
-            old = previous.store.records
-            kept_rows = [
-                r
-                for r, md in enumerate(old.metadatas)
-                if group_id(namespace_of(md), str(md.get("doc_id", old.ids[r]))) in plan.kept_groups
-            ]
-            p = previous.parents
-            kept_sections = [
-                section_from_record(p.ids[r], p.texts[r], p.metadatas[r])
-                for r, md in enumerate(p.metadatas)
-                if group_id(namespace_of(md), str(md.get("doc_id"))) in plan.kept_groups
-            ]
         indexed = [indexed_text(c.text, md) for c, md in zip(chunks, metadatas, strict=True)]
         vectors = _vectors(embedder, indexed, previous, identity, stats, bar, batch_size, retry)
-        ids, texts = [c.id for c in chunks], [c.text for c in chunks]
-        if kept_rows:
-            assert previous is not None
-            old = previous.store.records
-            vectors = np.concatenate([np.asarray(previous.store.vectors[kept_rows]), vectors])
-            ids = [old.ids[r] for r in kept_rows] + ids
-            texts = [old.texts[r] for r in kept_rows] + texts
-            metadatas = [old.metadatas[r] for r in kept_rows] + metadatas
-            indexed = [indexed_text(old.texts[r], old.metadatas[r]) for r in kept_rows] + indexed
+        ids, texts, all_sections = [c.id for c in chunks], [c.text for c in chunks], sections
+        if previous is not None and plan.kept_groups:  # what incremental cleanup leaves alone
+
+            def kept(md: dict[str, Any], default: str | None) -> bool:
+                return (
+                    group_id(namespace_of(md), str(md.get("doc_id", default))) in plan.kept_groups
+                )
+
+            old, p = previous.store.records, previous.parents
+            rows = [r for r, md in enumerate(old.metadatas) if kept(md, old.ids[r])]
+            vectors = np.concatenate([np.asarray(previous.store.vectors[rows]), vectors])
+            ids = [old.ids[r] for r in rows] + ids
+            texts = [old.texts[r] for r in rows] + texts
+            metadatas = [old.metadatas[r] for r in rows] + metadatas
+            indexed = [indexed_text(old.texts[r], old.metadatas[r]) for r in rows] + indexed
+            all_sections = [
+                section_from_record(p.ids[r], p.texts[r], md)
+                for r, md in enumerate(p.metadatas)
+                if kept(md, None)
+            ] + sections
         bar.stage("index", len(ids), unit="chunk")
         store = NumpyVectorStore.from_vectors(
             texts, vectors, embedder, metadatas, ids=ids, dtype=vector_dtype
         )
-        all_sections = kept_sections + sections
         parents = RecordTable(
             [s.id for s in all_sections],
             [s.text for s in all_sections],
@@ -295,7 +274,7 @@ def build_index(
         stats=stats,
         derived=derived,
     )
-    index.report = report(stats.chunks_embedded)
+    index.report = replace(report, embedded=stats.chunks_embedded)
     return index
 
 
@@ -309,8 +288,7 @@ def _vectors(
     batch_size: int,
     retry: RetryPolicy,
 ) -> Matrix:
-    """One vector per indexed text: the stored one when text and embedder match, else
-    embedded (a text repeated within this ingest once)."""
+    """One vector per text: the stored one for the same text and embedder, else embedded once."""
     stored: dict[str, int] = {}
     if previous is not None:
         old = previous.store.records
@@ -353,7 +331,7 @@ def _vectors(
 def _sync_record(
     identity: str, id_: str, text: str, metadata: dict[str, Any], parent: dict[str, Any]
 ) -> SyncRecord:
-    """A chunk as the sync sees it: its parent's metadata (offsets in the document) counts."""
+    # its parent's metadata (offsets in the document) counts too
     group = group_id(namespace_of(metadata), str(metadata.get("doc_id", id_)))
     payload = {"chunk": metadata, "parent": parent}
     return SyncRecord(id_, group, fingerprint(identity, text, payload))

@@ -12,9 +12,8 @@ STORE_STAGES = ("read", "chunk", "write")  # into a remote store: it embeds insi
 
 
 class IngestProgress:
-    """A single tqdm bar that every stage of an ingest reuses: the description names the
-    stage and its position (``embed 3/5``), the postfix keeps the counts of the stages done, so
-    the finished bar sums up the run. ``enabled=False`` draws nothing but keeps the counts.
+    """One tqdm bar that every stage reuses (``embed 3/5``), its postfix the counts of the stages
+    done, so the finished bar sums up the run; ``enabled=False`` draws nothing.
 
     Example:
         >>> with IngestProgress(enabled=False) as bar:
@@ -32,7 +31,6 @@ class IngestProgress:
         self.done: dict[str, int] = {}
 
     def stage(self, name: str, total: int, *, unit: str = "item") -> None:
-        """Start stage ``name`` with ``total`` items (closing the previous stage)."""
         self._current = name
         self.done[name] = 0
         position = self._stages.index(name) + 1 if name in self._stages else 0
@@ -44,14 +42,12 @@ class IngestProgress:
         self._bar.set_postfix_str(self._summary(), refresh=True)
 
     def advance(self, n: int = 1) -> None:
-        """Count ``n`` items of the current stage as done."""
         if self._current is not None:
             self.done[self._current] += n
         if self._bar is not None:
             self._bar.update(n)
 
     def close(self) -> None:
-        """Finish the last stage and close the bar."""
         self._current = None
         if self._bar is None:
             return

@@ -1,9 +1,5 @@
-"""A persistent LangChain ``RecordManager`` on the standard library's sqlite3.
-
-``langchain_core`` ships only ``InMemoryRecordManager``; ``SQLRecordManager`` needs
-langchain-community and SQLAlchemy. This one is a file next to your project, so an
-incremental sync into Pinecone (or any remote store) remembers what it wrote between runs.
-"""
+"""A persistent LangChain ``RecordManager`` on sqlite3 (``SQLRecordManager`` needs SQLAlchemy),
+so an incremental sync into Pinecone or any store remembers what it wrote between runs."""
 
 from __future__ import annotations
 
@@ -35,11 +31,8 @@ _BATCH = 500  # keys per SQL statement (SQLite allows 999 host parameters by def
 
 
 class SQLiteRecordManager(RecordManager):
-    """Remembers which record keys were written to a vector store, in one SQLite file.
-
-    ``namespace`` separates the records of different stores in one file. Safe to share between
-    threads (one connection behind a lock); processes serialise on SQLite's file lock. The
-    async methods run the sync ones in a worker thread.
+    """Which record keys were written to a store, in one SQLite file, safe to share between
+    threads; ``namespace`` separates the stores of one file.
 
     Example:
         >>> manager = SQLiteRecordManager("demo", ":memory:")
@@ -56,12 +49,10 @@ class SQLiteRecordManager(RecordManager):
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
 
     def create_schema(self) -> None:
-        """Create the tables if they do not exist."""
         with self._lock:
             self._db.executescript(_SCHEMA)
 
     def get_time(self) -> float:
-        """Seconds since the epoch, from this machine's clock."""
         return time.time()
 
     def update(
@@ -71,8 +62,6 @@ class SQLiteRecordManager(RecordManager):
         group_ids: Sequence[str | None] | None = None,
         time_at_least: float | None = None,
     ) -> None:
-        """Insert or refresh ``keys`` with their groups, in one transaction (ValueError:
-        ``time_at_least`` is in the future, the clock went backwards)."""
         if group_ids is not None and len(group_ids) != len(keys):
             raise ValueError(f"got {len(group_ids)} group_ids for {len(keys)} keys")
         now = self.get_time()
@@ -90,7 +79,6 @@ class SQLiteRecordManager(RecordManager):
             )
 
     def exists(self, keys: Sequence[str]) -> list[bool]:
-        """Whether each key is recorded."""
         found: set[str] = set()
         with self._lock:
             for first in range(0, len(keys), _BATCH):
@@ -111,7 +99,6 @@ class SQLiteRecordManager(RecordManager):
         group_ids: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[str]:
-        """Keys updated before/after the given times, in the given groups, at most ``limit``."""
         clauses = ["namespace = ?"]
         params: list[object] = [self.namespace]
         if before is not None:
@@ -135,7 +122,6 @@ class SQLiteRecordManager(RecordManager):
         return keys[:limit] if limit else keys
 
     def delete_keys(self, keys: Sequence[str]) -> None:
-        """Forget ``keys``, in one transaction."""
         with self._lock, self._db:
             self._db.execute("BEGIN")
             self._db.executemany(
@@ -153,7 +139,6 @@ class SQLiteRecordManager(RecordManager):
         return None if row is None else bool(row[0])
 
     def record_tenanted(self, tenanted: bool) -> None:
-        """Record whether the store's chunks carry a ``tenant`` key (see :meth:`tenanted`)."""
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO tenancy (namespace, tenanted) VALUES (?, ?)",
@@ -161,7 +146,6 @@ class SQLiteRecordManager(RecordManager):
             )
 
     def close(self) -> None:
-        """Close the database connection."""
         with self._lock:
             self._db.close()
 

@@ -10,9 +10,7 @@ from ragtiller.ingest.store_sync import ChangeCounts, Cleanup
 
 @dataclass(frozen=True)
 class IngestReport:
-    """The counts of one ingest: ``embedded`` texts (unchanged ones reuse their vectors),
-    why the previous index was not reused, the version written (None: nothing changed or not
-    saved) and the paths not read."""
+    """The counts of one ingest (``version``: the one written, None when nothing was saved)."""
 
     documents: ChangeCounts
     chunks: ChangeCounts
@@ -24,11 +22,10 @@ class IngestReport:
 
     @property
     def changed(self) -> bool:
-        """Whether the index differs from the one that was there."""
         return self.chunks.changed or self.rebuild_reason is not None
 
     def summary(self) -> str:
-        """One line: documents, chunks, texts embedded, and what happened to the index.
+        """One line, as ``ragtiller ingest`` prints it.
 
         Example:
             >>> IngestReport(ChangeCounts(added=1), ChangeCounts(added=3), embedded=3).summary()

@@ -23,8 +23,7 @@ from ragtiller.ingest.doc_ids import DOCUMENT_ORIGIN, check_unique
 
 logger = logging.getLogger("ragtiller.index")
 
-Source = str | os.PathLike[str] | Document
-"""One ingest source: a file, a directory (read recursively) or a LangChain ``Document``."""
+Source = str | os.PathLike[str] | Document  # a file, a directory (walked) or a Document
 
 SUFFIX_FORMATS: dict[str, TextFormat] = {
     ".md": "markdown",
@@ -36,8 +35,7 @@ JSONL_SUFFIX = ".jsonl"
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 """Larger files are skipped, not read (a log or a disk image); ``--max-file-mb`` raises it."""
 INDEX_SKIP = "a ragtiller index (not ingested)"
-RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})
-"""Document metadata keys that ingest reads into :class:`SourceDocument` fields."""
+RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})  # Document fields
 
 
 @dataclass(frozen=True)
@@ -58,19 +56,11 @@ def load_sources(
 ) -> tuple[list[SourceDocument], list[SkippedSource]]:
     """Read every source into :class:`SourceDocument`s, and list what was skipped.
 
-    Directories are walked in sorted order, skipping hidden entries and keeping ``.md``,
-    ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` (BEIR corpus: one ``{"_id", "title",
-    "text"}`` per line) files; a file named is read whatever its suffix. A file's id and source
-    are its path from the directory named (its own folder, for a file); a record's source is
-    ``<that path>#<_id>``. A walk never leaves its tree: symlinks are followed only to regular
-    files inside it, never into directories (a path named is read through a symlink, as ``find
-    -H`` does). Index directories, special files, files over ``max_file_bytes``, binary (a NUL)
-    and undecodable files are skipped, reported once each here and in one INFO log record.
-    ``on_total`` gets the number of files and Documents, ``on_read`` is called after each.
-
-    Raises:
-        IngestError: A path does not exist, metadata is not JSON, or two sources give one
-            document id in a namespace (:func:`ragtiller.ingest.doc_ids.check_unique`).
+    A directory is walked in sorted order for ``.md``, ``.markdown``, ``.rst``, ``.txt`` and
+    BEIR ``.jsonl`` files, never leaving its tree (symlinks lead only to regular files inside
+    it); a path named is read through a symlink, as ``find -H`` does. A file's id is its path
+    from the directory named. Index directories, special, oversized, binary and undecodable
+    files are skipped, each reported once here and in one INFO log record.
     """
     if max_file_bytes < 1:
         raise ValueError(f"max_file_bytes must be > 0, but got {max_file_bytes}")
@@ -121,15 +111,12 @@ def load_sources(
 
 @dataclass(frozen=True)
 class _File:
-    """A file, the root its id is relative to and, met while walking, its resolved path."""
-
     path: Path
     root: Path
     real: Path | None
 
 
 def _in_index(path: Path) -> bool:
-    """Whether ``path``, resolved, is or is inside a directory holding a ragtiller index."""
     try:
         real = path.resolve()
     except RuntimeError:  # a symlink loop, before Python 3.13: opening it says so
@@ -138,7 +125,6 @@ def _in_index(path: Path) -> bool:
 
 
 def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
-    """Candidate files under ``root``, each inside it once resolved; what is not is reported."""
     real_root = root.resolve()
     if _in_index(root):
         skip(root, INDEX_SKIP)
@@ -181,7 +167,6 @@ def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
 
 
 def _resolved_inside(link: Path, real_root: Path, skip: Callable[[Path, str], None]) -> Path | None:
-    """Where ``link`` leads, if that is inside the tree and outside any index directory."""
     try:
         target = link.resolve()
     except RuntimeError:  # a symlink loop, before Python 3.13
@@ -204,12 +189,8 @@ def _document_name(doc: Document) -> str:
 
 
 def _read_file(
-    entry: _File,
-    namespace: str,
-    max_file_bytes: int,
-    skip: Callable[[Path, str], None],
+    entry: _File, namespace: str, max_file_bytes: int, skip: Callable[[Path, str], None]
 ) -> list[tuple[SourceDocument, str]]:
-    """The file's documents, each with its origin (the file; and the line, in BEIR)."""
     path = entry.path
     data = _read_regular_file(path, entry.real, max_file_bytes, skip)
     if data is None:
@@ -233,12 +214,9 @@ def _read_file(
 def _read_regular_file(
     path: Path, real: Path | None, max_file_bytes: int, skip: Callable[[Path, str], None]
 ) -> bytes | None:
-    """The bytes of ``path`` if it is (or links to) a regular file within the size cap.
-
-    Opened non-blocking (a FIFO cannot block) and checked by ``fstat`` on the descriptor (a
-    file swapped after the check is the one checked); a file met while walking is opened at
-    ``real`` without following a symlink, so a link swapped in cannot lead out of the tree.
-    """
+    """The bytes of a regular file within the cap: opened non-blocking (a FIFO cannot block),
+    checked by ``fstat`` (a file swapped after the check is the one checked), and a walked file
+    at ``real`` without following a symlink (one swapped in cannot lead out of the tree)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags) if real is None else os.open(real, flags | os.O_NOFOLLOW)
@@ -290,8 +268,7 @@ def _size(n: int) -> str:
 def _read_beir(
     text: str, path: Path, rel: str, namespace: str, skip: Callable[[Path, str], None]
 ) -> list[tuple[SourceDocument, str]]:
-    """The records of a BEIR corpus, each with its origin (file and line). Lines are split at
-    ``\\n`` only: JSON allows U+2028 and U+0085 unescaped inside a string."""
+    # split at "\n" only: JSON allows U+2028 and U+0085 unescaped inside a string
     documents: list[tuple[SourceDocument, str]] = []
     bad: list[int] = []
     nul: list[int] = []

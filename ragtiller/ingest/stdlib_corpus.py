@@ -45,10 +45,8 @@ def stdlib_documents(
     include_topics: bool = True,
     include_builtins: bool = True,
 ) -> list[Document]:
-    """The first ``max_docs`` (None: all) documents from ``pydoc_data.topics`` and stdlib
-    docstrings, in a fixed order: reference topics (reStructuredText), builtins (exceptions
-    first), then each module's docstring, classes and functions (Markdown, one ``##`` section
-    per method). Each has ``source`` (also its id), ``title`` and ``format`` metadata.
+    """The first ``max_docs`` documents of the reference topics, builtins and ``modules``, in
+    a fixed order, with ``source`` (also their id), ``title`` and ``format`` metadata.
 
     Example:
         >>> docs = stdlib_documents(max_docs=3)
@@ -113,13 +111,11 @@ def _module_documents(module_name: str, module: ModuleType) -> Iterator[Document
 
 
 def _public_names(module: ModuleType) -> list[str]:
-    """``__all__`` when the module declares it (its own public API), else every public name."""
     names = getattr(module, "__all__", None) or dir(module)
     return sorted({n for n in names if not n.startswith("_")})
 
 
 def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:
-    """Markdown for a class or function: heading, signature, docstring, documented methods."""
     doc = _own_doc(obj)
     if not doc:
         return ""
@@ -134,15 +130,13 @@ def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:
 
 
 def _own_doc(obj: Any) -> str:
-    """The object's own docstring, cleaned; never one inherited from a base class."""
     doc = getattr(obj, "__doc__", None)
     return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
 
 
 def _is_method(owner: type, name: str, member: Any) -> bool:
-    """A public method, classmethod, staticmethod or property defined with the class itself:
-    not one patched on at run time (transformers adds ``logging.Logger.warning_once``), so the
-    corpus is the same in every process."""
+    # not one patched on at run time (transformers adds Logger.warning_once): the same corpus
+    # in every process
     if name.startswith("_") or not (
         inspect.isroutine(member) or isinstance(member, classmethod | staticmethod | property)
     ):
@@ -157,8 +151,7 @@ def _is_exception(obj: Any) -> bool:
 
 
 def _signature(obj: Any) -> str:
-    """The signature, non-literal defaults shown as ``...``: their reprs (handler lists, memory
-    addresses) differ between processes and would change the text, hence the chunk ids."""
+    # non-literal defaults shown as ...: their reprs (memory addresses) differ between processes
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):

@@ -1,12 +1,9 @@
 """Incremental sync: what changed between an index and the chunks of this ingest.
 
-The vocabulary is LangChain's (``langchain_core.indexing``: a record manager, ``incremental``
-or ``full`` cleanup), but the loop is ragtiller's own, for two reasons. A record key is the
-chunk's **stable id** plus a fingerprint of its content, metadata and embedder, so an edited
-chunk is upserted over itself (``updated``) rather than added under a new hash id: every tier
-and Pinecone keep the chunk ids fusion relies on. And writes and deletes can go to one
-namespace at a time (``namespaced=True``), as Pinecone needs and ``index()`` cannot do.
-:func:`plan_sync` is pure and shared by the embedded index and :func:`sync_vector_store`.
+LangChain's vocabulary (a record manager, ``incremental`` or ``full`` cleanup), but not its
+``index()``: a record key here is the chunk's stable id plus a fingerprint, so an edited chunk
+is upserted over itself and keeps the id fusion relies on; and writes and deletes can go to one
+namespace at a time, as Pinecone needs.
 """
 
 from __future__ import annotations
@@ -47,14 +44,12 @@ class ChangeCounts:
 
     @property
     def changed(self) -> bool:
-        """Whether anything was added, updated or deleted."""
         return bool(self.added or self.updated or self.deleted)
 
 
 @dataclass(frozen=True)
 class SyncRecord:
-    """One chunk as the sync sees it: its stable id, its source document (:func:`group_id`,
-    the unit of cleanup) and the :func:`fingerprint` of its text, metadata and embedder."""
+    """A chunk's stable id, its source document (the unit of cleanup) and its fingerprint."""
 
     id: str
     group: str
@@ -62,12 +57,10 @@ class SyncRecord:
 
     @property
     def key(self) -> str:
-        """The record-manager key: id, fingerprint and group, JSON-encoded."""
         return json.dumps([self.id, self.fingerprint, self.group], ensure_ascii=False)
 
     @classmethod
     def from_key(cls, key: str) -> SyncRecord:
-        """The record a :attr:`key` encodes (ValueError: it was not written by :attr:`key`)."""
         try:
             id_, fingerprint, group = json.loads(key)
         except (ValueError, TypeError) as e:
@@ -77,9 +70,7 @@ class SyncRecord:
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """What to write (positions in the current records) and delete (ids gone from the sources
-    in scope) to bring an index up to date; ``stale`` records' keys go from the record
-    manager, and ``kept_groups`` lie outside an incremental run's scope."""
+    """Positions to write, ids to delete, stale keys to forget, groups left alone."""
 
     upsert: tuple[int, ...]
     delete: tuple[str, ...]
@@ -90,14 +81,12 @@ class SyncPlan:
 
     @property
     def changed(self) -> bool:
-        """Whether there is anything to write or delete."""
         return bool(self.upsert or self.delete)
 
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What :func:`sync_vector_store` did, per document and chunk, and the chunks written and
-    deleted per namespace (the ``None`` key when not namespaced)."""
+    """What :func:`sync_vector_store` did (per namespace: ``None`` when not namespaced)."""
 
     documents: ChangeCounts
     chunks: ChangeCounts
@@ -106,31 +95,27 @@ class SyncResult:
 
 
 def group_id(namespace: str, doc_id: str) -> str:
-    """The group (LangChain's "source id") of a document: its namespace and id."""
     return json.dumps([namespace, doc_id], ensure_ascii=False)
 
 
 def fingerprint(identity: str, text: str, metadata: Mapping[str, Any]) -> str:
-    """sha256 of the embedder identity, the text and the metadata (keys sorted), hex."""
     payload = json.dumps([identity, text, metadata], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def embedding_key(identity: str, text: str) -> str:
-    """sha256 of the embedder identity and the embedded text: one vector serves chunks sharing it."""
     return hashlib.sha256(f"{identity}\x1f{text}".encode()).hexdigest()
 
 
 def identity_of(name: str, dimension: int) -> str:
-    """An embedder's identity as keys use it."""
     return f"{name}@{dimension}"
 
 
 def plan_sync(
     current: Sequence[SyncRecord], previous: Iterable[SyncRecord], cleanup: Cleanup
 ) -> SyncPlan:
-    """The plan that makes an index holding ``previous`` hold exactly ``current`` (ids unique)
-    and, for ``incremental`` cleanup, the groups not in ``current`` as they were."""
+    """The plan that makes an index holding ``previous`` hold exactly ``current`` (and, for
+    ``incremental`` cleanup, the groups not in ``current`` as they were)."""
     if cleanup not in CLEANUP_MODES:
         raise ValueError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     seen_groups = {r.group for r in current}
@@ -201,16 +186,9 @@ def sync_vector_store(
     concurrency: int = 1,
     progress: IngestProgress | None = None,
 ) -> SyncResult:
-    """Bring any LangChain ``VectorStore`` up to date with ``documents``, incrementally.
-
-    Each Document needs an ``id`` (the stable chunk id) and ``doc_id`` metadata (its source
-    document; ``namespace`` metadata groups it too). Changed chunks are written with
-    ``add_documents(..., ids=...)``, ``concurrency`` batches at once (the store and the record
-    manager must then be thread-safe), stale ids deleted, and the store is written before the
-    record manager: a sync killed midway leaves records that claim less than the store holds,
-    so the next one writes only the batches not recorded. ``embedder_identity``
-    (:func:`identity_of`) is in every fingerprint: a new embedder rewrites everything.
-    ``namespaced`` passes ``namespace=`` to ``add_documents`` and ``delete`` (Pinecone).
+    """Bring any LangChain ``VectorStore`` up to date with ``documents`` (each with an id and
+    ``doc_id`` metadata), incrementally. Each batch is written to the store before its records,
+    so a sync killed midway is resumed by the next, which writes only the batches not recorded.
     """
     if batch_size < 1 or concurrency < 1:
         raise ValueError(

@@ -1,10 +1,5 @@
-"""Ingest into your own LangChain vector store: folder -> store in one call, incrementally.
-
-The same reading and chunking as ``ragtiller ingest`` (the same stable chunk ids and metadata),
-written through :func:`~ragtiller.ingest.store_sync.sync_vector_store` and a LangChain
-``RecordManager``: a second run writes only what changed and deletes what is gone. The store
-embeds with its own embedder; give the graph the same one.
-"""
+"""Ingest into your own LangChain vector store, incrementally: the chunks (ids, metadata) of
+``ragtiller ingest``, written through a record manager, embedded by the store's own embedder."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ from ragtiller.models.embedders import embedder_identity
 
 
 def store_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata most stores accept (Chroma's rules): no None, no empty list, no nested dict
-    (kept as its JSON text)."""
+    """Metadata most stores accept (Chroma's rules): no None or [], a dict as its JSON text."""
     out: dict[str, Any] = {}
     for key, value in metadata.items():
         if value is None or value == []:
@@ -47,12 +41,8 @@ def chunk_sources(
     progress: IngestProgress | None = None,
     window: ModelWindow | None = None,
 ) -> list[Document]:
-    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids
-    (for a retriever over the same chunks, ``BM25Retriever.from_documents``, say).
-
-    ``window`` (:meth:`ModelWindow.of` the embedder) bounds each chunk's indexed text when
-    ``chunking.window`` is ``embedder``. ``progress`` counts the stages ``read`` and ``chunk``.
-    """
+    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids;
+    ``window`` (:meth:`ModelWindow.of` the embedder) bounds them for ``chunking.window``."""
     bar = progress or IngestProgress(enabled=False)
     documents, _ = load_sources(
         sources,
@@ -88,12 +78,9 @@ def ingest_to_store(
 ) -> SyncResult:
     """Read, chunk and write ``sources`` into ``store``, writing only what changed.
 
-    ``store`` embeds with its own ``embeddings``, whose name and dimension are in every record
-    (a new embedder rewrites everything); ``record_manager`` remembers what was written between
-    runs. A :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` also records whether
-    the chunks carry a ``tenant`` key (its ``tenanted()``, a graph's ``require_tenant``): True
-    once a run writes one; False only when none did and the store holds just what these runs
-    wrote (a new store, or ``cleanup="full"``, which deletes documents not among ``sources``).
+    A :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` also records whether the
+    chunks carry a ``tenant`` key: True once a run writes one; False only when none did and the
+    store holds just what these runs wrote (a new store, or ``cleanup="full"``).
     """
     if store.embeddings is None:
         raise IngestError(

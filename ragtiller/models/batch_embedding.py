@@ -25,8 +25,7 @@ DEFAULT_RETRY = RetryPolicy()
 
 @dataclass
 class EmbeddingStats:
-    """What building an index cost: ``embed_documents`` calls (failed attempts included), the
-    calls that repeated a failed batch, and the texts embedded."""
+    """What building an index cost in embedder calls (failed attempts included)."""
 
     calls: int = 0
     retries: int = 0
@@ -44,14 +43,8 @@ def embed_texts(
     sleep: Callable[[float], None] = time.sleep,
     on_batch: Callable[[int], None] | None = None,
 ) -> Matrix:
-    """A float32 matrix, one L2-normalised row per text (at least one), embedded in batches,
-    each failed batch retried with backoff and full jitter.
-
-    Texts are batched shortest first (each batch pads to similar lengths; error messages number
-    texts in that order), and the rows come back in input order. ``progress`` shows a tqdm bar
-    when there is more than one batch; ``on_batch`` gets each batch's size (the ingest bar).
-    EmbeddingError: a batch failed every attempt, or gave vectors of the wrong shape or NaNs.
-    """
+    """One L2-normalised float32 row per text, in order, embedded in batches (shortest texts
+    first, so a batch pads to similar lengths), a failed batch retried with backoff."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be > 0, but got {batch_size}")
     stats = stats if stats is not None else EmbeddingStats()
@@ -87,7 +80,7 @@ def embed_texts(
 
 
 def normalize_rows(matrix: npt.ArrayLike) -> Matrix:
-    """``matrix`` as float32 with each row scaled to unit length (zero rows stay zero)."""
+    """``matrix`` as float32, each row of unit length (zero rows stay zero)."""
     array = np.array(matrix, dtype=np.float32, ndmin=2)
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     norms[norms == 0] = 1.0

