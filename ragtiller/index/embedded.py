@@ -36,7 +36,7 @@ from ragtiller.models.batch_embedding import EmbeddingStats
 from ragtiller.models.embedders import embedder_identity
 
 if TYPE_CHECKING:
-    from ragtiller.ingest.report import IngestReport
+    from ragtiller.ingest.pipeline import IngestReport
 
 CORPUS_MAP_FILE = "corpus_map.txt"
 INDEX_FILES = (

@@ -53,36 +53,25 @@ def stdlib_documents(
         >>> docs[0].metadata["source"]
         'pydoc:topics/assert'
     """
-    return list(
-        itertools.islice(_all_documents(modules, include_topics, include_builtins), max_docs)
-    )
 
+    def documents() -> Iterator[Document]:
+        if include_topics:
+            from pydoc_data.topics import topics
 
-def _all_documents(
-    modules: Sequence[str], include_topics: bool, include_builtins: bool
-) -> Iterator[Document]:
-    if include_topics:
-        from pydoc_data.topics import topics
+            for name in sorted(topics):
+                yield _doc(f"pydoc:topics/{name}", name, topics[name].strip(), "rst")
+        if include_builtins:
+            yield from _builtin_documents()
+        for name in modules:
+            yield from _module_documents(name, importlib.import_module(name))
 
-        for name in sorted(topics):
-            yield _doc(f"pydoc:topics/{name}", name, topics[name].strip(), "rst")
-    if include_builtins:
-        yield from _builtin_documents()
-    for module_name in modules:
-        module = importlib.import_module(module_name)
-        yield from _module_documents(module_name, module)
+    return list(itertools.islice(documents(), max_docs))
 
 
 def _builtin_documents() -> Iterator[Document]:
-    names = sorted(n for n in dir(builtins) if not n.startswith("_"))
-    objects = [(n, getattr(builtins, n)) for n in names]
-    exceptions = [(n, o) for n, o in objects if _is_exception(o)]
-    others = [
-        (n, o)
-        for n, o in objects
-        if not _is_exception(o) and (inspect.isclass(o) or inspect.isbuiltin(o))
-    ]
-    for name, obj in exceptions + others:
+    objects = [(n, getattr(builtins, n)) for n in sorted(dir(builtins)) if not n.startswith("_")]
+    chosen = [(n, o) for n, o in objects if inspect.isclass(o) or inspect.isbuiltin(o)]
+    for name, obj in sorted(chosen, key=lambda item: not _is_exception(item[1])):  # errors first
         text = _object_text(name, obj, methods=inspect.isclass(obj) and not _is_exception(obj))
         if text:
             yield _doc(f"docstring:builtins.{name}", name, text, "markdown")
@@ -90,14 +79,10 @@ def _builtin_documents() -> Iterator[Document]:
 
 def _module_documents(module_name: str, module: ModuleType) -> Iterator[Document]:
     if module.__doc__:
-        yield _doc(
-            f"docstring:{module_name}",
-            module_name,
-            f"# {module_name}\n\n" + inspect.cleandoc(module.__doc__),
-            "markdown",
-        )
-    exported = getattr(module, "__all__", None)
-    for name in _public_names(module):
+        text = f"# {module_name}\n\n" + inspect.cleandoc(module.__doc__)
+        yield _doc(f"docstring:{module_name}", module_name, text, "markdown")
+    exported = getattr(module, "__all__", None)  # its own public API, else every public name
+    for name in sorted({n for n in exported or dir(module) if not n.startswith("_")}):
         obj = getattr(module, name, None)
         if not (inspect.isclass(obj) or inspect.isroutine(obj)):
             continue
@@ -108,11 +93,6 @@ def _module_documents(module_name: str, module: ModuleType) -> Iterator[Document
         text = _object_text(qualname, obj, methods=inspect.isclass(obj))
         if text:
             yield _doc(f"docstring:{qualname}", qualname, text, "markdown")
-
-
-def _public_names(module: ModuleType) -> list[str]:
-    names = getattr(module, "__all__", None) or dir(module)
-    return sorted({n for n in names if not n.startswith("_")})
 
 
 def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:

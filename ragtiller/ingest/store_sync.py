@@ -135,41 +135,32 @@ def plan_sync(
         else:
             kept_groups.add(record.group)
     upsert: list[int] = []
-    stale: list[SyncRecord] = []
-    added = updated = unchanged = 0
+    stale: list[SyncRecord] = []  # the previous records of updated chunks
     changed_groups: set[str] = set()
-    current_ids = set()
     for position, record in enumerate(current):
-        current_ids.add(record.id)
         old = old_by_id.get(record.id)
-        if old is not None and old.fingerprint == record.fingerprint:
-            unchanged += 1
-            continue
-        upsert.append(position)
-        changed_groups.add(record.group)
-        if old is None:
-            added += 1
-        else:
-            updated += 1
-            stale.append(old)
-    gone = [r for r in old_by_id.values() if r.id not in current_ids]
-    stale.extend(gone)
-    stale.extend(doubled)
+        if old is None or old.fingerprint != record.fingerprint:
+            upsert.append(position)
+            changed_groups.add(record.group)
+            if old is not None:
+                stale.append(old)
+    updated = len(stale)
+    gone = [r for r in old_by_id.values() if r.id not in wanted]
     changed_groups.update(r.group for r in gone)
     old_groups = {r.group for r in old_by_id.values()}
     documents = ChangeCounts(
         added=len(seen_groups - old_groups),
-        updated=len((seen_groups & old_groups) & changed_groups),
+        updated=len(seen_groups & old_groups & changed_groups),
         unchanged=len((seen_groups & old_groups) - changed_groups),
         deleted=len(old_groups - seen_groups),
     )
     return SyncPlan(
-        upsert=tuple(upsert),
-        delete=tuple(r.id for r in gone),
-        stale=tuple(stale),
-        kept_groups=frozenset(kept_groups),
-        documents=documents,
-        chunks=ChangeCounts(added, updated, unchanged, len(gone)),
+        tuple(upsert),
+        tuple(r.id for r in gone),
+        (*stale, *gone, *doubled),
+        frozenset(kept_groups),
+        documents,
+        ChangeCounts(len(upsert) - updated, updated, len(current) - len(upsert), len(gone)),
     )
 
 

@@ -24,12 +24,11 @@ from ragtiller.models.embedders import embedder_identity
 
 def store_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     """Metadata most stores accept (Chroma's rules): no None or [], a dict as its JSON text."""
-    out: dict[str, Any] = {}
-    for key, value in metadata.items():
-        if value is None or value == []:
-            continue
-        out[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
-    return out
+    return {
+        key: json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+        for key, value in metadata.items()
+        if value is not None and value != []
+    }
 
 
 def chunk_sources(
@@ -57,11 +56,7 @@ def chunk_sources(
     if not chunks:
         raise IngestError("nothing to ingest: the sources hold no readable text")
     return [
-        Document(
-            id=c.id,
-            page_content=c.text,
-            metadata=store_metadata(chunk_metadata(c, chunking.header)),
-        )
+        Document(c.text, id=c.id, metadata=store_metadata(chunk_metadata(c, chunking.header)))
         for c in chunks
     ]
 

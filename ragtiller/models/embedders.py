@@ -21,7 +21,6 @@ from ragtiller.models.onnx_model import (
     DEFAULT_VARIANT,
     MINILM_NAME,
     OnnxMiniLMEmbedder,
-    ThreadedEmbeddings,
     Variant,
     prepare_model,
 )
@@ -86,7 +85,7 @@ class HashingEmbedder(Embeddings):
         return cached
 
 
-class MiniLMEmbedder(ThreadedEmbeddings):
+class MiniLMEmbedder(Embeddings):
     """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, offline: the
     reference, and the fallback without ONNX; torch is imported on first use (it takes seconds).
 
@@ -130,6 +129,9 @@ class MiniLMEmbedder(ThreadedEmbeddings):
             show_progress_bar=False,
         )
         return cast(list[list[float]], vectors.tolist())
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
 
 
 def local_embedder(

@@ -5,7 +5,6 @@ variant never reuses a stale file, and the embedder (the graph pools and normali
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -166,20 +165,7 @@ def runtime_environment() -> dict[str, Any]:
     }
 
 
-class ThreadedEmbeddings(Embeddings):
-    """An in-process model that releases the GIL (onnxruntime, torch): async runs in a thread."""
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await asyncio.to_thread(self.embed_documents, texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return await asyncio.to_thread(self.embed_query, text)
-
-
-class OnnxMiniLMEmbedder(ThreadedEmbeddings):
+class OnnxMiniLMEmbedder(Embeddings):
     """all-MiniLM-L6-v2 (384 dimensions) from a prepared ONNX export, fully offline.
 
     Tokenized as sentence-transformers does, batched by length (each batch pads to its longest
@@ -222,6 +208,9 @@ class OnnxMiniLMEmbedder(ThreadedEmbeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.embed_matrix(texts).tolist()  # type: ignore[no-any-return]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
 
     def embed_matrix(self, texts: list[str]) -> npt.NDArray[np.float32]:
         session, tokenizer = self._load()
