@@ -338,33 +338,25 @@ def _vectors(
         for row, (text, md) in enumerate(zip(old.texts, old.metadatas, strict=True)):
             stored.setdefault(embedding_key(identity, indexed_text(text, md)), row)
     keys = [embedding_key(identity, text) for text in indexed]
-    missing: dict[str, str] = {}
-    for key, text in zip(keys, indexed, strict=True):
-        if key not in stored:
-            missing.setdefault(key, text)
+    missing = {key: text for key, text in zip(keys, indexed, strict=True) if key not in stored}
     bar.stage("embed", len(missing), unit="text")
-    fresh: Matrix | None = None
-    if missing:
-        fresh = embed_texts(
-            embedder,
-            list(missing.values()),
-            batch_size=batch_size,
-            retry=retry,
-            stats=stats,
-            progress=False,
-            on_batch=bar.advance,
-        )
-    fresh_row = {key: i for i, key in enumerate(missing)}
-    if fresh is not None:
-        dimension = fresh.shape[1]
-    else:  # every text is stored
+    if not missing:  # every text is stored
         assert previous is not None
-        dimension = previous.manifest.embedder.dimension
-    out = np.empty((len(keys), dimension), dtype=np.float32)
+        return np.asarray(previous.store.vectors[[stored[key] for key in keys]], dtype=np.float32)
+    fresh = embed_texts(
+        embedder,
+        list(missing.values()),
+        batch_size=batch_size,
+        retry=retry,
+        stats=stats,
+        progress=False,
+        on_batch=bar.advance,
+    )
+    rows = {key: i for i, key in enumerate(missing)}
+    out = np.empty((len(keys), fresh.shape[1]), dtype=np.float32)
     for position, key in enumerate(keys):
-        if key in fresh_row:
-            assert fresh is not None
-            out[position] = fresh[fresh_row[key]]
+        if key in rows:
+            out[position] = fresh[rows[key]]
         else:
             assert previous is not None
             out[position] = previous.store.vectors[stored[key]]

@@ -88,11 +88,6 @@ class HashingEmbedder(Embeddings):
 class MiniLMEmbedder(Embeddings):
     """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, offline: the
     reference, and the fallback without ONNX; torch is imported on first use (it takes seconds).
-
-    Example:
-        >>> emb = MiniLMEmbedder()
-        >>> len(emb.embed_query("How do I cancel a task?"))  # doctest: +SKIP
-        384
     """
 
     model_name = MINILM_NAME

@@ -171,11 +171,6 @@ class OnnxMiniLMEmbedder(Embeddings):
     Tokenized as sentence-transformers does, batched by length (each batch pads to its longest
     text), one single-threaded session run per core (``workers``): at ingest's batch sizes that
     uses the cores better than intra-op ``threads`` (benchmarks/README.md), same vectors.
-
-    Example:
-        >>> emb = OnnxMiniLMEmbedder(prepare_model("uint8"))  # doctest: +SKIP
-        >>> len(emb.embed_query("How do I cancel a task?"))  # doctest: +SKIP
-        384
     """
 
     model_name = MINILM_NAME

@@ -80,11 +80,8 @@ class ServiceEmbeddings(Embeddings):
         max_retry_after_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        for name, value in (
-            ("batch_size", batch_size),
-            ("concurrency", concurrency),
-            ("timeout_s", timeout_s),
-        ):
+        sizes = {"batch_size": batch_size, "concurrency": concurrency, "timeout_s": timeout_s}
+        for name, value in sizes.items():
             if not value > 0:
                 raise ConfigurationError(f"{name} must be > 0, but got {value}")
         self.embedder = embedder
@@ -157,14 +154,9 @@ class ServiceEmbeddings(Embeddings):
                 with self._lock:
                     self.stats.retries += 1
                     self.stats.throttled += status == 429
+                tried = f"attempt {attempt} of {attempts}, retrying in {delay:.2f} s"
                 logger.warning(
-                    "embedding service %r failed on %s (attempt %d of %d), retrying in %.2f s: %s",
-                    self.model,
-                    span,
-                    attempt,
-                    attempts,
-                    delay,
-                    e,
+                    "embedding service %r failed on %s (%s): %s", self.model, span, tried, e
                 )
                 self._sleep(delay)
                 continue
