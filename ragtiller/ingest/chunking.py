@@ -134,11 +134,7 @@ def chunk_documents(
             tables = _tables(text)
             for c_start, c_end in passage_windows(text, config, _bound(text, section, config, fit)):
                 head = _repeated_head(text, tables, c_start, config)
-                c_text = (
-                    text[c_start:c_end]
-                    if head is None
-                    else text[slice(*head)] + text[c_start:c_end]
-                )
+                c_text = ("" if head is None else text[slice(*head)]) + text[c_start:c_end]
                 chunk_id = unique_id("chunk", doc.namespace, doc.doc_id, *path, c_text)
                 chunks.append(Chunk(chunk_id, section, c_text, c_start, c_end))
     return sections, chunks
@@ -184,7 +180,7 @@ def _bound(
 ) -> Bound | None:
     if window is None:
         return None
-    words = [text[a:b] for a, b in (m.span() for m in _PIECE.finditer(text))]
+    words = _PIECE.findall(text)
     if not words:
         return None
     header = _header(section.document.title, section.path, config.header)

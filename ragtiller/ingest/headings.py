@@ -48,11 +48,8 @@ def section_spans(text: str, headings: list[Heading]) -> list[SectionSpan]:
             stack.append((level, title))
         if not text[body:nxt].strip():
             continue
-        s, e = start, nxt
-        while text[s].isspace():
-            s += 1
-        while text[e - 1].isspace():
-            e -= 1
+        segment = text[start:nxt]
+        s, e = start + len(segment) - len(segment.lstrip()), start + len(segment.rstrip())
         out.append((tuple(t for _, t in stack), s, e, max(body - s, 0)))
     return out
 

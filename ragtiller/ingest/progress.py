@@ -3,8 +3,6 @@ remote store, read -> chunk -> write)."""
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from tqdm import tqdm
 
 STAGES = ("read", "chunk", "embed", "index", "save")
@@ -59,12 +57,7 @@ class IngestProgress:
     def __enter__(self) -> IngestProgress:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _summary(self) -> str:

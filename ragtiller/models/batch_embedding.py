@@ -6,7 +6,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -97,18 +96,15 @@ def _embed_batch(
     stats: EmbeddingStats,
     sleep: Callable[[float], None],
 ) -> Matrix:
+    span = f"{first}-{first + len(batch) - 1}"
+
     def call() -> list[list[float]]:
         stats.calls += 1
         try:
             return embedder.embed_documents(batch)
         except Exception as e:
             logger.warning(
-                "embedder %r failed on texts %d-%d (call %d): %s",
-                name,
-                first,
-                first + len(batch) - 1,
-                stats.calls,
-                e,
+                "embedder %r failed on texts %s (call %d): %s", name, span, stats.calls, e
             )
             raise
 
@@ -116,14 +112,10 @@ def _embed_batch(
         rows, attempts = retry_call(call, retry, sleep=sleep)
     except Exception as e:
         raise EmbeddingError(
-            f"embedder {name!r} failed on texts {first}-{first + len(batch) - 1} after "
-            f"{retry.attempts} attempts: {e}"
+            f"embedder {name!r} failed on texts {span} after {retry.attempts} attempts: {e}"
         ) from e
     stats.retries += attempts - 1
-    return _checked(rows, len(batch), name, first)
-
-
-def _checked(rows: Any, expected: int, name: str, first: int) -> Matrix:
+    expected = len(batch)
     try:
         block = np.asarray(rows, dtype=np.float32)
     except (TypeError, ValueError) as e:

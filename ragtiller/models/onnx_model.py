@@ -5,6 +5,7 @@ variant never reuses a stale file, and the embedder (the graph pools and normali
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -101,15 +102,11 @@ def prepare_model(variant: Variant = DEFAULT_VARIANT, *, force: bool = False) ->
         return target
     from ragtiller.models.onnx_export import export_onnx
 
-    # the one slow step of a first run (it sat at 0/32 texts, silent, for about 15 s)
-    print(
-        f"ragtiller: exporting the bundled all-MiniLM-L6-v2 to ONNX ({variant}), once per "
-        f"machine, into {target.onnx_path.parent}",
-        file=sys.stderr,
-        flush=True,
-    )
-    target.onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.onnx_path.parent) as scratch:  # no half model
+    where = target.onnx_path.parent  # the one slow step of a first run (~15 s): say so
+    note = f"exporting the bundled all-MiniLM-L6-v2 to ONNX ({variant}), once per machine"
+    print(f"ragtiller: {note}, into {where}", file=sys.stderr, flush=True)
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=where) as scratch:  # never half a model
         staged = Path(scratch) / _ONNX_FILE
         export_onnx(bundled_model_dir(), staged, variant, Path(scratch))
         os.replace(staged, target.onnx_path)
@@ -124,10 +121,8 @@ def model_files_hash(model_dir: Path) -> str:
         [str(model_dir), *[(name, s.st_size, s.st_mtime_ns) for name, s in stats]]
     )
     memo = model_cache_root() / "hashes" / hashlib.sha256(signature.encode()).hexdigest()
-    try:
+    with contextlib.suppress(OSError):
         return memo.read_text(encoding="ascii").strip()
-    except OSError:
-        pass
     digest = hashlib.sha256()
     for name, _ in stats:
         digest.update(name.encode())
@@ -135,11 +130,9 @@ def model_files_hash(model_dir: Path) -> str:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     value = digest.hexdigest()[:16]
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache costs the hash again next time
         memo.parent.mkdir(parents=True, exist_ok=True)
         memo.write_text(value, encoding="ascii")
-    except OSError:
-        pass  # a read-only cache only costs the hash again next time
     return value
 
 
@@ -150,14 +143,13 @@ def runtime_environment() -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         onnxruntime = None
     flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.partition(":")[2].split())
-                    break
-    except OSError:
-        pass
+    with (
+        contextlib.suppress(OSError),
+        open("/proc/cpuinfo", encoding="ascii", errors="replace") as f,
+    ):
+        flags = next(
+            (set(ln.partition(":")[2].split()) for ln in f if ln.startswith("flags")), flags
+        )
     return {
         "onnxruntime": onnxruntime,
         "machine": platform.machine(),
