@@ -242,7 +242,14 @@ def build_index(
             _sync_record(identity, c.id, c.text, md, parent_md[md["parent_id"]])
             for c, md in zip(chunks, metadatas, strict=True)
         ]
-        plan = plan_sync(current, _index_records(previous) if previous else [], cleanup)
+        stored: list[SyncRecord] = []  # the previous index's chunks, same embedder (checked)
+        if previous is not None:
+            old_parents = dict(zip(previous.parents.ids, previous.parents.metadatas, strict=True))
+            stored = [
+                _sync_record(identity, i, t, md, old_parents.get(str(md.get("parent_id")), {}))
+                for i, t, md in previous.store.records.items()
+            ]
+        plan = plan_sync(current, stored, cleanup)
         stats = EmbeddingStats()
         report = IngestReport(
             plan.documents, plan.chunks, 0, cleanup, rebuild_reason, skipped=tuple(skipped)
@@ -370,15 +377,3 @@ def _sync_record(
     group = group_id(namespace_of(metadata), str(metadata.get("doc_id", id_)))
     payload = {"chunk": metadata, "parent": parent}
     return SyncRecord(id_, group, fingerprint(identity, text, payload))
-
-
-def _index_records(index: EmbeddedIndex) -> list[SyncRecord]:
-    info = index.manifest.embedder
-    identity = identity_of(info.name, info.dimension)
-    parents = index.parents
-    out = []
-    for id_, text, md in index.store.records.items():
-        row = parents.row(str(md.get("parent_id")))
-        parent = parents.metadatas[row] if row is not None else {}
-        out.append(_sync_record(identity, id_, text, md, parent))
-    return out

@@ -68,15 +68,12 @@ class SQLiteRecordManager(RecordManager):
         if time_at_least is not None and time_at_least > now:
             raise ValueError(f"time_at_least {time_at_least} is after the current time {now}")
         groups = list(group_ids) if group_ids is not None else [None] * len(keys)
-        rows = [(self.namespace, k, g, now) for k, g in zip(keys, groups, strict=True)]
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT INTO records (namespace, key, group_id, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (namespace, key) DO UPDATE SET group_id = excluded.group_id, "
-                "updated_at = excluded.updated_at",
-                rows,
-            )
+        self._transaction(
+            "INSERT INTO records (namespace, key, group_id, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET group_id = excluded.group_id, "
+            "updated_at = excluded.updated_at",
+            [(self.namespace, k, g, now) for k, g in zip(keys, groups, strict=True)],
+        )
 
     def exists(self, keys: Sequence[str]) -> list[bool]:
         found: set[str] = set()
@@ -122,12 +119,13 @@ class SQLiteRecordManager(RecordManager):
         return keys[:limit] if limit else keys
 
     def delete_keys(self, keys: Sequence[str]) -> None:
+        rows = [(self.namespace, k) for k in keys]
+        self._transaction("DELETE FROM records WHERE namespace = ? AND key = ?", rows)
+
+    def _transaction(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
         with self._lock, self._db:
             self._db.execute("BEGIN")
-            self._db.executemany(
-                "DELETE FROM records WHERE namespace = ? AND key = ?",
-                [(self.namespace, k) for k in keys],
-            )
+            self._db.executemany(sql, rows)
 
     def tenanted(self) -> bool | None:
         """Whether the store's chunks carry a ``tenant`` key, as ``ingest_to_store`` recorded
