@@ -272,7 +272,7 @@ def build_index(
                     group_id(namespace_of(md), str(md.get("doc_id", default))) in plan.kept_groups
                 )
 
-            old, p = previous.store.records, previous.parents
+            old, old_sections = previous.store.records, previous.parents
             rows = [r for r, md in enumerate(old.metadatas) if kept(md, old.ids[r])]
             vectors = np.concatenate([np.asarray(previous.store.vectors[rows]), vectors])
             ids = [old.ids[r] for r in rows] + ids
@@ -280,8 +280,8 @@ def build_index(
             metadatas = [old.metadatas[r] for r in rows] + metadatas
             indexed = [indexed_text(old.texts[r], old.metadatas[r]) for r in rows] + indexed
             all_sections = [
-                section_from_record(p.ids[r], p.texts[r], md)
-                for r, md in enumerate(p.metadatas)
+                section_from_record(old_sections.ids[r], old_sections.texts[r], md)
+                for r, md in enumerate(old_sections.metadatas)
                 if kept(md, None)
             ] + sections
         bar.stage("index", len(ids), unit="chunk")

@@ -97,7 +97,9 @@ def load_sources(
         if isinstance(entry, Document):
             nul = entry.page_content.find("\x00")
             if nul >= 0:
-                skip(_document_name(entry), f"binary: a NUL character at offset {nul}")
+                md = entry.metadata
+                name = str(md.get("source") or md.get("id") or entry.id or "a Document")
+                skip(name, f"binary: a NUL character at offset {nul}")
             else:
                 documents.append((_from_langchain(entry, namespace), DOCUMENT_ORIGIN))
         elif entry.path not in seen:
@@ -185,10 +187,6 @@ def _resolved_inside(link: Path, real_root: Path, skip: Callable[[Path, str], No
         skip(link, "symlink into a ragtiller index (not followed)")
         return None
     return target
-
-
-def _document_name(doc: Document) -> str:
-    return str(doc.metadata.get("source") or doc.metadata.get("id") or doc.id or "a Document")
 
 
 def _read_file(

@@ -305,7 +305,6 @@ class OpenAICompatibleEmbeddings(Embeddings):
         request = urllib.request.Request(
             self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
         )
-        timed_out = f"{self.url} did not answer within {self.timeout_s:g} s"
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read())
@@ -317,12 +316,12 @@ class OpenAICompatibleEmbeddings(Embeddings):
                 status_code=e.code,
                 retry_after_s=retry_after_seconds(e.headers.get("retry-after")),
             ) from None
-        except TimeoutError as e:
-            raise EmbeddingTimeoutError(timed_out, status_code=None) from e
-        except (urllib.error.URLError, ConnectionError, OSError) as e:
+        except OSError as e:  # a URLError, a refused or dropped connection, a timeout
             reason = getattr(e, "reason", e)
             if isinstance(reason, TimeoutError):
-                raise EmbeddingTimeoutError(timed_out, status_code=None) from e
+                raise EmbeddingTimeoutError(
+                    f"{self.url} did not answer within {self.timeout_s:g} s", status_code=None
+                ) from e
             raise EmbeddingServiceError(
                 f"{self.url} could not be reached: {reason}", status_code=None
             ) from e
