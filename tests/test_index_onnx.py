@@ -32,11 +32,11 @@ from ragtiller.index.embedded import (
 )
 from ragtiller.ingest import build_index
 from ragtiller.models import MiniLMEmbedder, local_embedder
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
 from ragtiller.models.onnx_export import check_quantized, probe_cosine
 from ragtiller.models.onnx_model import (
     CPU_FLAGS,
     DEFAULT_VARIANT,
+    OnnxMiniLMEmbedder,
     PreparedModel,
     prepare_model,
     prepared_model,

@@ -32,8 +32,8 @@ from ragtiller.models import EmbeddingStats, HashingEmbedder, MiniLMEmbedder, em
 from ragtiller.models.embedders import embedder_identity, embedder_variant, local_embedder
 
 if TYPE_CHECKING:
+    from ragtiller.ingest.pipeline import IngestReport
     from ragtiller.ingest.progress import IngestProgress
-    from ragtiller.ingest.report import IngestReport
 
 PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
 _ROWS = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR)  # the chunks, sections and BM25
