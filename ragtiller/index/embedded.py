@@ -21,7 +21,8 @@ from ragtiller.errors import IndexStoreError
 from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
-from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
+from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, NumpyVectorStore
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, ParentChildTier, parent_rows

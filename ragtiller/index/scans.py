@@ -1,9 +1,8 @@
-"""One vector scan per query, shared by the tiers that read the same store.
+"""One scan per query, shared by the tiers that read the same store.
 
 The dense and parent-child tiers score the same child vectors with the same query vector in
-every turn; the scan (a full mat-vec) is most of each tier's cost. :class:`SharedScans` keeps
-the last few scans of one store and computes each at most once, even when both tiers ask at the
-same moment from two worker threads (the second waits for the first instead of scanning again).
+every turn, and the scan is most of each tier's cost: it is computed at most once, even when
+both tiers ask at the same moment from two threads (the second waits for the first).
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ from ragtiller.core.filters import filter_key
 T = TypeVar("T")
 
 KEPT_SCANS = 8
-"""Scans kept per store: enough for the tiers of several turns in flight at once; at 100k rows
-an entry is 0.4 MB of scores (row numbers are shared when nothing is filtered out)."""
+"""Scans kept per store, for several turns in flight; at 100k rows an entry is 0.4 MB."""
 
 
 def scan_key(
@@ -31,8 +29,7 @@ def scan_key(
     namespaces: Sequence[str] | None,
     filter: Mapping[str, Any] | None,
 ) -> Hashable | None:
-    """What identifies a scan's result (a query vector's, or an analysed query's terms'), or
-    None when the filter is not hashable (no sharing)."""
+    """What identifies a scan's result (of a vector, or of a query's terms); None: unhashable."""
     key = (
         query if isinstance(query, tuple) else query.tobytes(),
         None if namespaces is None else tuple(namespaces),
@@ -46,11 +43,8 @@ def scan_key(
 
 
 class SharedScans:
-    """The last :data:`KEPT_SCANS` results of one store's scans, each computed once.
-
-    Thread-safe. A scan that raises is not kept: the error goes to every caller waiting for it,
-    and the next caller scans again. Results must be treated as read-only by callers.
-    """
+    """The last :data:`KEPT_SCANS` results of one store's scans, each computed once (thread-safe,
+    read-only). A scan that raises is not kept: its waiters get the error, the next caller scans."""
 
     def __init__(self, kept: int = KEPT_SCANS) -> None:
         self._kept = kept

@@ -14,7 +14,7 @@ import numpy as np
 
 from ragtiller.core.bulkhead import within
 from ragtiller.core.tiers import DENSE, LEXICAL, StageRecord
-from ragtiller.index.dense import DenseTier
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.scope import check_tasks_scope

@@ -13,7 +13,7 @@ from typing import Any
 
 from ragtiller.core.tiers import Tier
 from ragtiller.errors import ConfigurationError
-from ragtiller.index.dense import DenseTier
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.policies.schema import RetrievalPolicy
 
