@@ -101,9 +101,8 @@ def worker(rows: int, blocks: int, block: int) -> None:
     import ragtiller
     from ragtiller.core.tiers import SearchRequest, tier_role
     from ragtiller.ranking import recipe
-    from ragtiller.ranking.coverage import SentenceCoverage
     from ragtiller.ranking.fusion import weights_by_name
-    from ragtiller.ranking.table import CandidateTable
+    from ragtiller.ranking.recipe import CandidateTable, SentenceCoverage
 
     graph, deps, next_query = setup(rows)
 

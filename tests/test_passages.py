@@ -26,9 +26,7 @@ from ragtiller.models import HashingEmbedder
 from ragtiller.nodes.context_budget import choose_passages, fit_context
 from ragtiller.policies.schema import BudgetsConfig
 from ragtiller.ranking import recipe
-from ragtiller.ranking.coverage import SentenceCoverage
-from ragtiller.ranking.documents import interleave
-from ragtiller.ranking.table import CandidateTable
+from ragtiller.ranking.recipe import CandidateTable, SentenceCoverage, interleave
 
 EMBEDDER = HashingEmbedder(dim=256)
 

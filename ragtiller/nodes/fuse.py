@@ -22,11 +22,15 @@ from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.tier_search import request_for
 from ragtiller.policies.decisions import decide_rerank
-from ragtiller.ranking.coverage import SentenceCoverage
-from ragtiller.ranking.feedback import feedback_passages, rocchio_vector
+from ragtiller.ranking.recipe import (
+    CandidateTable,
+    SentenceCoverage,
+    feedback_passages,
+    place,
+    rescore,
+    rocchio_vector,
+)
 from ragtiller.ranking.recipe import fuse as fuse_table
-from ragtiller.ranking.recipe import place, rescore
-from ragtiller.ranking.table import CandidateTable
 
 
 def make_fuse(deps: Components) -> NodeFn:

@@ -21,7 +21,7 @@ from ragtiller.nodes.deadline import OVERLOADED, TURN_DEADLINE, deadline
 from ragtiller.nodes.stage import COULD_NOT_AFFORD, Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import ceiling_wanted
-from ragtiller.ranking.documents import doc_key
+from ragtiller.ranking.recipe import doc_key
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.rerankers.floor import identity_order

@@ -1,35 +1,179 @@
 """The shipped ranking: a short fixed sequence of pure steps over the turn's candidate table.
 
-Fuse widens, rerank narrows. The fuse node runs the scoring steps over every passage a tier
-returned (:class:`~ragtiller.ranking.table.CandidateTable`):
-
-1. :func:`fuse`: the passages fused as ``fusion`` says (each tier's raw scores; the dense
-   tier's from the search feedback moved);
-2. :func:`place`: each passage's ``position``, its rank in the question's own fusion (the
-   dense passages at their cosine to the question, not to the moved query), which decides
-   how many of the leading positions each document holds: feedback's pull toward its best
-   documents ranks them without handing them every position;
-3. :func:`rescore`: the best-sentence coverage of the leading passages
-   (:class:`~ragtiller.ranking.coverage.SentenceCoverage`).
-
-The rerank stage's free floor then narrows (:func:`narrow`): documents rank by their best
-fused passage (Elasticsearch's collapse), each takes the positions its passages hold in the
-question's order, and fills them with its own passages, best first by the z-score of their fused
-score plus the z-score of their coverage.
+Fuse widens, rerank narrows (docs/passages.md tells the recipe). The fuse node runs Rocchio
+feedback (:func:`feedback_passages`, :func:`rocchio_vector`), then :func:`fuse` (every passage
+fused), :func:`place` (each passage's rank in the question's own fusion) and :func:`rescore`
+(best-sentence coverage, :class:`SentenceCoverage`); the rerank stage's free floor narrows with
+:func:`narrow`: documents rank by their best passage, passages answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ragtiller.core.tiers import Candidate
-from ragtiller.ranking.coverage import SentenceCoverage
-from ragtiller.ranking.documents import DocKey, doc_key, interleave
-from ragtiller.ranking.fusion import FusionMethod, fuse_hits, zscores
-from ragtiller.ranking.table import CandidateTable
+import numpy as np
 
+from ragtiller.core.tiers import Candidate, Hit, Tier
+from ragtiller.index.lexical import LexicalTier, lucene_idf
+from ragtiller.ranking.fusion import FusionMethod, fuse_hits, fuse_scores, zscores
+
+DocKey = tuple[str, str]
 RESCORE = "passage_rescore"
 """``metadata[RESCORE]`` of a leading passage: its best-sentence coverage of the query."""
+FEEDBACK_DEPTH = 100
+"""Passages of each first pass the feedback reads, whatever ``k`` the turn asks for, so the
+ranking does not change with the number of results asked for (the policy's cap knows it too)."""
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
+
+
+def doc_key(hit: Hit | Candidate | Mapping[str, Any]) -> DocKey:
+    """A hit's document: its namespace and ``doc_id`` (ids are unique per namespace)."""
+    return (str(hit["metadata"].get("namespace", "")), hit["doc_id"])
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Each tier's passages, best first (raw scores), and, for the tier whose search feedback
+    moved, each passage's score at the question's own vector (``question``)."""
+
+    tiers: Mapping[str, Sequence[Hit]]
+    question: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return list(dict.fromkeys(h["id"] for hits in self.tiers.values() for h in hits))
+
+    @property
+    def documents(self) -> list[DocKey]:
+        return list(dict.fromkeys(doc_key(h) for hits in self.tiers.values() for h in hits))
+
+    def head(self, depth: int) -> CandidateTable:
+        return replace(self, tiers={t: list(hits[:depth]) for t, hits in self.tiers.items()})
+
+    def moved(
+        self, tier: str, hits: Sequence[Hit], question: Mapping[str, float]
+    ) -> CandidateTable:
+        """``tier``'s passages replaced by a moved search's, each scored at the question too."""
+        return replace(self, tiers={**self.tiers, tier: list(hits)}, question={tier: question})
+
+    def at_question(self) -> dict[str, list[Hit]]:
+        """Each tier's passages with a moved passage at its question score, re-sorted (stable)."""
+        out = {t: list(hits) for t, hits in self.tiers.items()}
+        for tier, scores in self.question.items():
+            asked = []
+            for hit in out[tier]:
+                scored = hit.copy()
+                scored["score"] = scores.get(hit["id"], hit["score"])
+                asked.append(scored)
+            out[tier] = sorted(asked, key=lambda h: -h["score"])
+        return out
+
+
+class SentenceCoverage:
+    """Best-sentence query coverage, no model call: ``max over sentences of idf(query terms in
+    it) / idf(query)``, with the lexical tier's analysis. A term's IDF is the corpus's times its
+    IDF among the passages scored together: inside a long article every passage names its topic,
+    and the rarer terms among them tell them apart."""
+
+    def __init__(self, lexical: LexicalTier) -> None:
+        self.lexical = lexical
+
+    @classmethod
+    def from_tiers(cls, tiers: Iterable[Tier]) -> SentenceCoverage | None:
+        lexical = next((t for t in tiers if isinstance(t, LexicalTier)), None)
+        return None if lexical is None else cls(lexical)
+
+    def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Each text's best-sentence coverage of ``query``, in [0, 1]; all 0 without query terms.
+
+        Example:
+            >>> from ragtiller.index.records import RecordTable
+            >>> texts = ["Wings flutter. Panels bend.", "Panels bend and wings flutter."]
+            >>> records = RecordTable(["a", "b"], texts, [{}, {}])
+            >>> cover = SentenceCoverage(LexicalTier.build(records, texts))
+            >>> cover.scores("wing flutter panel", texts)
+            [0.6666666666666666, 1.0]
+        """
+        terms = set(self.lexical.query_terms(query))
+        if not terms:
+            return [0.0] * len(texts)
+        sets = [self.lexical.term_set(text) for text in texts]
+        n = len(sets)
+        weights = {
+            t: w * lucene_idf(sum(t in f for f in sets), n)
+            for t, w in self.lexical.idf(terms).items()
+        }
+        total = math.fsum(weights.values())
+        out: list[float] = []
+        for text in texts:
+            best = 0.0
+            for sentence in _SENTENCE_BREAK.split(text):
+                found = terms.intersection(self.lexical.term_set(sentence))
+                best = max(best, math.fsum(weights[t] for t in found))
+            out.append(best / total)
+        return out
+
+
+def rocchio_vector(query: Sequence[float], feedback: np.ndarray, *, weight: float) -> list[float]:
+    """``q + weight * mean(feedback rows)``, unit length (cosine scoring ignores the scale).
+
+    Example:
+        >>> rocchio_vector([1.0, 0.0], np.array([[0.0, 1.0]]), weight=1.0)
+        [0.7071067811865475, 0.7071067811865475]
+    """
+    q = np.asarray(query, dtype=np.float64)
+    q = q / (np.linalg.norm(q) or 1.0)
+    moved = q + weight * np.asarray(feedback, dtype=np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(moved))
+    return (moved / norm if norm else q).tolist()  # type: ignore[no-any-return]
+
+
+def feedback_passages(
+    table: CandidateTable,
+    dense: str,
+    lexical: str | None,
+    *,
+    docs: int,
+    method: FusionMethod,
+    rrf_k: int,
+    weights: Mapping[str, float] | None,
+) -> list[str]:
+    """Ids of the best ``dense`` passage of each of the top ``docs`` documents of the first
+    pass (the best ``FEEDBACK_DEPTH`` passages of ``dense`` and ``lexical``, whatever ``k`` the
+    turn asks for, collapsed to documents and fused). A top document the dense pass did not reach gives way to the next;
+    equal fused scores keep the dense order, then the other tiers'.
+
+    Example:
+        >>> def h(i, d, s):
+        ...     return {"id": i, "text": "", "score": s, "doc_id": d, "parent_id": None,
+        ...             "source": "", "metadata": {}}
+        >>> table = CandidateTable({"dense": [h("a1", "A", .9), h("b1", "B", .8), h("a2", "A", .7)],
+        ...                         "lexical": [h("b2", "B", 9.0), h("c1", "C", 1.0)]})
+        >>> feedback_passages(table, "dense", "lexical", docs=1, method="rrf", rrf_k=60,
+        ...                   weights=None)
+        ['b1']
+    """
+    first = table.head(FEEDBACK_DEPTH).tiers
+    names = [dense] if lexical is None or lexical not in first else [dense, lexical]
+    scored: dict[str, dict[DocKey, float]] = {}
+    for tier in names:  # each document's best score, in order of its best hit
+        scored[tier] = {}
+        for hit in first[tier]:
+            scored[tier].setdefault(doc_key(hit), float(hit["score"]))
+    best: dict[DocKey, str] = {}
+    for hit in first[dense]:
+        best.setdefault(doc_key(hit), hit["id"])
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    order: dict[DocKey, int] = {}
+    for tier in names:
+        for key in scored[tier]:
+            order.setdefault(key, len(order))
+    ranked = sorted(fused, key=lambda key: (-fused[key], order[key]))
+    return [best[key] for key in ranked if key in best][:docs]
 
 
 def fuse(
@@ -39,7 +183,7 @@ def fuse(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[Candidate]:
-    """Every passage of ``table``, fused, best first (see :func:`~ragtiller.ranking.fusion.fuse_hits`)."""
+    """Every passage of ``table``, fused, best first."""
     total = sum(len(hits) for hits in table.tiers.values())
     return fuse_hits(table.tiers, method=method, cap=total, rrf_k=rrf_k, weights=weights)
 
@@ -53,8 +197,7 @@ def place(
     weights: Mapping[str, float] | None,
 ) -> list[Candidate]:
     """``fused``, each with its ``position``: its 0-based rank in the fusion of the table at
-    the question's own scores (:meth:`~CandidateTable.at_question`); its rank in ``fused``
-    when no search was moved.
+    the question's own scores (its rank in ``fused`` when no search was moved).
 
     Example:
         >>> def h(i, s):
@@ -77,8 +220,8 @@ def place(
 def rescore(
     fused: Sequence[Candidate], query: str, coverage: SentenceCoverage | None, *, depth: int
 ) -> list[Candidate]:
-    """``fused`` with the first ``depth`` passages' best-sentence coverage of ``query`` in
-    ``metadata[RESCORE]`` (coverage among those passages; none with fewer than two)."""
+    """``fused`` with the first ``depth`` passages' coverage of ``query`` (among themselves) in
+    ``metadata[RESCORE]``; none with fewer than two."""
     head = fused[:depth]
     if coverage is None or len(head) < 2:
         return list(fused)
@@ -88,11 +231,6 @@ def rescore(
         for c, value in zip(head, values, strict=True)
     ]
     return scored + list(fused[depth:])
-
-
-def documents_by_best(fused: Sequence[Candidate]) -> list[DocKey]:
-    """Documents best first, each by its best passage in ``fused`` (its first)."""
-    return list(dict.fromkeys(doc_key(c) for c in fused))
 
 
 def passage_keys(head: Sequence[Candidate]) -> dict[str, float]:
@@ -113,6 +251,44 @@ def passage_keys(head: Sequence[Candidate]) -> dict[str, float]:
     for cand, z in zip(head, zscores(coverage), strict=True):
         keys[cand["id"]] += z
     return keys
+
+
+def interleave(
+    passages: Sequence[Candidate],
+    documents: Sequence[DocKey],
+    within: Callable[[list[Candidate]], list[Candidate]] | None = None,
+) -> list[Candidate]:
+    """Passages grouped under ranked documents, each document's best passages in its slots.
+
+    Each document holds the positions its passages hold in ``passages`` (like Elasticsearch's
+    collapse with ``inner_hits``); a document enters no earlier than every document ranked
+    above it in ``documents``. ``within`` orders one document's passages (default: as given).
+    Nothing is dropped or repeated.
+
+    Example:
+        >>> def c(i, d):
+        ...     return {"id": i, "doc_id": d, "metadata": {}}
+        >>> fused = [c("a1", "A"), c("a2", "A"), c("b1", "B"), c("a3", "A"), c("b2", "B")]
+        >>> [p["id"] for p in interleave(fused, [("", "B"), ("", "A")])]
+        ['b1', 'a1', 'a2', 'a3', 'b2']
+    """
+    by_doc: dict[DocKey, list[Candidate]] = {}
+    slots: dict[DocKey, list[int]] = {}
+    for position, cand in enumerate(passages):
+        by_doc.setdefault(doc_key(cand), []).append(cand)
+        slots.setdefault(doc_key(cand), []).append(position)
+    if within is not None:
+        by_doc = {key: within(group) for key, group in by_doc.items()}
+    ranked = [key for key in dict.fromkeys(documents) if key in by_doc]
+    listed = set(ranked)
+    ranked += [key for key in by_doc if key not in listed]
+    entry = 0
+    placed: list[tuple[int, int, int, Candidate]] = []
+    for rank, key in enumerate(ranked):
+        entry = max(entry, slots[key][0])
+        for n, cand in enumerate(by_doc[key]):
+            placed.append((max(slots[key][n], entry), rank, n, cand))
+    return [cand for *_, cand in sorted(placed, key=lambda p: p[:3])]
 
 
 def narrow(fused: Sequence[Candidate], top: int) -> list[Candidate]:
@@ -137,4 +313,5 @@ def narrow(fused: Sequence[Candidate], top: int) -> list[Candidate]:
         return sorted(group, key=lambda c: -keys.get(c["id"], floor))
 
     placed = sorted(fused, key=lambda c: c.get("position", 0))
-    return interleave(placed, documents_by_best(fused), within)[:top]
+    documents = list(dict.fromkeys(doc_key(c) for c in fused))  # each by its best (first) passage
+    return interleave(placed, documents, within)[:top]
