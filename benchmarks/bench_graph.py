@@ -27,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.fakes import StaticTier, hit
 
 from ragtiller.core.turn import TierTask
-from ragtiller.graph.builder import build_components, compile_graph, node_makers
-from ragtiller.graph.edges import (
+from ragtiller.graph.builder import (
     AFTER_FUSE_PATHS,
     AFTER_GATE_PATHS,
     NO_STEP_BACK,
@@ -36,7 +35,10 @@ from ragtiller.graph.edges import (
     after_embed,
     after_fuse,
     after_gate,
+    build_components,
+    compile_graph,
     edge,
+    node_makers,
 )
 from ragtiller.nodes.state import InputState, OutputState, RetrievalState, stage_log, tier_results
 from ragtiller.policies import load_policy
