@@ -17,8 +17,7 @@ from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.models.batch_embedding import normalize_rows
 
-MOVED_DEPTH = 1000
-"""Chunks nearest the question that Rocchio's second pass re-scores with the moved query."""
+MOVED_DEPTH = 1000  # chunks nearest the question that Rocchio's second pass re-scores
 
 
 class DenseTier(CpuTier):
@@ -32,8 +31,7 @@ class DenseTier(CpuTier):
         if approximate and store.ann is None:
             raise ValueError("an approximate dense tier needs a store with an HNSW graph")
         self.store = store
-        self.approximate = approximate
-        """Search the store's HNSW graph instead of scanning every row."""
+        self.approximate = approximate  # search the HNSW graph instead of every row
 
     def with_search(self, approximate: bool) -> DenseTier:
         if approximate == self.approximate:

@@ -1,14 +1,7 @@
-"""An immutable, row-aligned table of chunk (or section) records shared by the tiers.
-
-Every tier of one index reads the same table, so a row number means the same chunk in the
-vector matrix, the BM25 index and the hits; writes build a new table. A table read with
-:meth:`RecordTable.load` stays in its memory-mapped file: holding every chunk as Python objects
-cost more than the vectors (1.9 KB a chunk for 200-word chunks, against 1.5 KB of float32), and
-parsing them all was most of an open (1.6 s of 2 s at 100k chunks), while a turn reads a few
-hundred rows. Line boundaries are found in one vectorised scan, a line is parsed (and checked)
-when a row is first read, and the id lookup, namespace codes and filter columns are built on
-first use.
-"""
+"""An immutable, row-aligned table of chunk (or section) records shared by the tiers (a row is the
+same chunk in the vectors, the BM25 index and the hits). A loaded table stays in its memory-mapped
+file, a line parsed when first read: as Python objects the chunks cost more than the vectors, and
+parsing them all was most of an open (1.6 s of 2 s at 100k chunks)."""
 
 from __future__ import annotations
 
@@ -34,15 +27,12 @@ from ragtiller.errors import IndexStoreError
 
 T = TypeVar("T")
 _MISSING = object()
-MASKS_KEPT = 32
-"""Scope masks (namespaces and filter) kept per table: a tenant's mask serves its next turns."""
+MASKS_KEPT = 32  # scope masks kept per table: a tenant's mask serves its next turns
 RECENT_ROWS = 65536
 """Ids of recently built hits whose rows a table remembers, so :meth:`RecordTable.rows_in_scope`
 finds a turn's passages without the id map of every row (0.7 s and 19 MB at 100k chunks)."""
-CACHED_ROWS = 4096
-"""Parsed rows kept per table in a file: the rows of a few turns."""
-_SCAN_BYTES = 1 << 26
-"""Bytes scanned for line ends at once, so the scan needs little memory beyond the map."""
+CACHED_ROWS = 4096  # parsed rows kept per table in a file: the rows of a few turns
+_SCAN_BYTES = 1 << 26  # scanned for line ends at once: little memory beyond the map
 
 
 class RecordTable:
@@ -107,7 +97,6 @@ class RecordTable:
         return self._lookup().get(id_)
 
     def _lookup(self) -> dict[str, int]:
-        """Id -> row, built on first use; ids must be unique."""
         if self._row is None:
             lookup = {id_: row for row, id_ in enumerate(self.ids)}
             if len(lookup) != len(self):

@@ -1,9 +1,5 @@
-"""One scan per query, shared by the tiers that read the same store.
-
-The dense and parent-child tiers score the same child vectors with the same query vector in
-every turn, and the scan is most of each tier's cost: it is computed at most once, even when
-both tiers ask at the same moment from two threads (the second waits for the first).
-"""
+"""One scan per query, shared by the tiers that read the same store (the dense and parent-child
+tiers scan the same vectors each turn): computed once, even when both ask at the same moment."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ from ragtiller.core.filters import filter_key
 
 T = TypeVar("T")
 
-KEPT_SCANS = 8
-"""Scans kept per store, for several turns in flight; at 100k rows an entry is 0.4 MB."""
+KEPT_SCANS = 8  # per store, for several turns in flight; at 100k rows an entry is 0.4 MB
 
 
 def scan_key(

@@ -1,9 +1,5 @@
-"""Pure fusion maths: reciprocal rank fusion, z-score and min-max fusion of tier hit lists.
-
-Degenerate input: a tier whose hits all share one score carries no signal (its hits get z = 0,
-a miss z = -1); otherwise a miss gets the tier's lowest z, never 0 or NaN. Min-max maps a tier
-to [0, 1]; with max == min every hit gets 1, a miss 0.
-"""
+"""Pure fusion maths. A tier whose hits share one score carries no signal (z = 0, a miss -1);
+otherwise a miss gets the tier's lowest z. Min-max: a flat tier gives 1, a miss 0."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The shipped ranking: a short fixed sequence of pure steps over the turn's candidate table.
-
-Fuse widens, rerank narrows (docs/passages.md tells the recipe). The fuse node runs Rocchio
-feedback (:func:`feedback_passages`, :func:`rocchio_vector`), then :func:`fuse` (every passage
-fused), :func:`place` (each passage's rank in the question's own fusion) and :func:`rescore`
-(best-sentence coverage, :class:`SentenceCoverage`); the rerank stage's free floor narrows with
-:func:`narrow`: documents rank by their best passage, passages answer.
-"""
+"""The shipped ranking (docs/passages.md): pure steps over the turn's candidate table. The fuse
+node widens (feedback, :func:`fuse`, :func:`place`, :func:`rescore`); the floor narrows."""
 
 from __future__ import annotations
 
@@ -22,23 +16,19 @@ from ragtiller.index.lexical import LexicalTier, lucene_idf
 from ragtiller.ranking.fusion import FusionMethod, fuse_hits, fuse_scores, zscores
 
 DocKey = tuple[str, str]
-RESCORE = "passage_rescore"
-"""``metadata[RESCORE]`` of a leading passage: its best-sentence coverage of the query."""
-FEEDBACK_DEPTH = 100
-"""Passages of each first pass the feedback reads, whatever ``k`` the turn asks for, so the
-ranking does not change with the number of results asked for (the policy's cap knows it too)."""
+RESCORE = "passage_rescore"  # a leading passage's metadata key: its coverage of the query
+FEEDBACK_DEPTH = 100  # each first pass's passages feedback reads (the policy's cap knows it too)
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
 
 
 def doc_key(hit: Hit | Candidate | Mapping[str, Any]) -> DocKey:
-    """A hit's document: its namespace and ``doc_id`` (ids are unique per namespace)."""
+    """Ids are unique per namespace."""
     return (str(hit["metadata"].get("namespace", "")), hit["doc_id"])
 
 
 @dataclass(frozen=True)
 class CandidateTable:
-    """Each tier's passages, best first (raw scores), and, for the tier whose search feedback
-    moved, each passage's score at the question's own vector (``question``)."""
+    """Each tier's passages, best first, and the question's own scores of a moved tier's."""
 
     tiers: Mapping[str, Sequence[Hit]]
     question: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -57,11 +47,9 @@ class CandidateTable:
     def moved(
         self, tier: str, hits: Sequence[Hit], question: Mapping[str, float]
     ) -> CandidateTable:
-        """``tier``'s passages replaced by a moved search's, each scored at the question too."""
         return replace(self, tiers={**self.tiers, tier: list(hits)}, question={tier: question})
 
     def at_question(self) -> dict[str, list[Hit]]:
-        """Each tier's passages with a moved passage at its question score, re-sorted (stable)."""
         out = {t: list(hits) for t, hits in self.tiers.items()}
         for tier, scores in self.question.items():
             asked = []
@@ -74,10 +62,9 @@ class CandidateTable:
 
 
 class SentenceCoverage:
-    """Best-sentence query coverage, no model call: ``max over sentences of idf(query terms in
-    it) / idf(query)``, with the lexical tier's analysis. A term's IDF is the corpus's times its
-    IDF among the passages scored together: inside a long article every passage names its topic,
-    and the rarer terms among them tell them apart."""
+    """``max over sentences of idf(query terms in it) / idf(query)``, no model call. A term's IDF
+    is the corpus's times its IDF among the passages scored together: inside a long article
+    every passage names its topic, and the rarer terms tell them apart."""
 
     def __init__(self, lexical: LexicalTier) -> None:
         self.lexical = lexical
@@ -88,7 +75,7 @@ class SentenceCoverage:
         return None if lexical is None else cls(lexical)
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
-        """Each text's best-sentence coverage of ``query``, in [0, 1]; all 0 without query terms.
+        """In [0, 1]; all 0 without query terms.
 
         Example:
             >>> from ragtiller.index.records import RecordTable
@@ -119,7 +106,7 @@ class SentenceCoverage:
 
 
 def rocchio_vector(query: Sequence[float], feedback: np.ndarray, *, weight: float) -> list[float]:
-    """``q + weight * mean(feedback rows)``, unit length (cosine scoring ignores the scale).
+    """``q + weight * mean(feedback rows)``, unit length.
 
     Example:
         >>> rocchio_vector([1.0, 0.0], np.array([[0.0, 1.0]]), weight=1.0)
@@ -142,10 +129,9 @@ def feedback_passages(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[str]:
-    """Ids of the best ``dense`` passage of each of the top ``docs`` documents of the first
-    pass (the best ``FEEDBACK_DEPTH`` passages of ``dense`` and ``lexical``, whatever ``k`` the
-    turn asks for, collapsed to documents and fused). A top document the dense pass did not reach gives way to the next;
-    equal fused scores keep the dense order, then the other tiers'.
+    """The best ``dense`` passage of each of the top ``docs`` documents of the first pass
+    (``FEEDBACK_DEPTH`` deep whatever ``k`` the turn asks for, so the ranking does not change
+    with it); ties keep the dense order.
 
     Example:
         >>> def h(i, d, s):
@@ -183,7 +169,6 @@ def fuse(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[Candidate]:
-    """Every passage of ``table``, fused, best first."""
     total = sum(len(hits) for hits in table.tiers.values())
     return fuse_hits(table.tiers, method=method, cap=total, rrf_k=rrf_k, weights=weights)
 
@@ -196,8 +181,7 @@ def place(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[Candidate]:
-    """``fused``, each with its ``position``: its 0-based rank in the fusion of the table at
-    the question's own scores (its rank in ``fused`` when no search was moved).
+    """``fused``, each with its rank in the fusion at the question's own scores (``position``).
 
     Example:
         >>> def h(i, s):
@@ -220,8 +204,7 @@ def place(
 def rescore(
     fused: Sequence[Candidate], query: str, coverage: SentenceCoverage | None, *, depth: int
 ) -> list[Candidate]:
-    """``fused`` with the first ``depth`` passages' coverage of ``query`` (among themselves) in
-    ``metadata[RESCORE]``; none with fewer than two."""
+    """``fused``, the first ``depth`` passages with their coverage of ``query`` (of two or more)."""
     head = fused[:depth]
     if coverage is None or len(head) < 2:
         return list(fused)
@@ -258,12 +241,9 @@ def interleave(
     documents: Sequence[DocKey],
     within: Callable[[list[Candidate]], list[Candidate]] | None = None,
 ) -> list[Candidate]:
-    """Passages grouped under ranked documents, each document's best passages in its slots.
-
-    Each document holds the positions its passages hold in ``passages`` (like Elasticsearch's
-    collapse with ``inner_hits``); a document enters no earlier than every document ranked
-    above it in ``documents``. ``within`` orders one document's passages (default: as given).
-    Nothing is dropped or repeated.
+    """Each document's passages, ordered by ``within``, in the positions its passages hold in
+    ``passages`` (Elasticsearch's collapse with ``inner_hits``); a document enters no earlier
+    than every one ranked above it in ``documents``.
 
     Example:
         >>> def c(i, d):
@@ -292,9 +272,8 @@ def interleave(
 
 
 def narrow(fused: Sequence[Candidate], top: int) -> list[Candidate]:
-    """At most ``top`` passages, best first: documents by their best passage in ``fused``,
-    each in the positions its passages hold by ``position``, filled with its own passages by
-    :func:`passage_keys` over the first ``top`` of ``fused`` (a passage beyond gets the lowest).
+    """At most ``top`` passages: documents by their best passage, each in the positions its
+    passages hold, filled with its own by :func:`passage_keys`.
 
     Example:
         >>> def c(i, d, score, position):
