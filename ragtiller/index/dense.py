@@ -129,15 +129,12 @@ class NumpyVectorStore(VectorStore):
                 f"{self._vectors.shape[1]}-dimensional ones"
             )
         self.delete(list(table.ids))
-        if len(self._records):  # a float16 store stays float16
-            vectors = vectors.astype(self._vectors.dtype, copy=False)
-        old = self._vectors if len(self._records) else vectors[:0]
-        merged = (
-            table
-            if not len(self._records)
-            else self._records.extend(table.ids, table.texts, table.metadatas)
-        )
-        self._set(merged, np.concatenate([old, vectors]))
+        if not len(self._records):
+            self._set(table, vectors)
+        else:  # a float16 store stays float16
+            added = vectors.astype(self._vectors.dtype, copy=False)
+            merged = self._records.extend(table.ids, table.texts, table.metadatas)
+            self._set(merged, np.concatenate([self._vectors, added]))
         return list(table.ids)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
@@ -212,10 +209,7 @@ class NumpyVectorStore(VectorStore):
         return self._scans.get(key, lambda: self._scan(query, namespaces, filter))
 
     def _scan(
-        self,
-        query: Matrix,
-        namespaces: Sequence[str] | None,
-        filter: Mapping[str, Any] | None,
+        self, query: Matrix, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
         """Score every row in one pass, then mask: gathering the selected rows first copies them
         on every search and costs 3.5x the scan itself."""
@@ -315,13 +309,10 @@ class NumpyVectorStore(VectorStore):
                 f"{vectors.shape} ({stored.dtype} and {vectors.dtype}); re-ingest to rebuild "
                 "the index"
             )
-        _check_finite(
-            stored if vectors is None else vectors,
-            vectors_path if vectors is None else path / ANN_FILE,
-        )
-        vectors = stored if vectors is None else vectors
+        searched, source = (stored, vectors_path) if vectors is None else (vectors, path / ANN_FILE)
+        _check_finite(searched, source)
         store = cls(embedding)
-        store._set(records, vectors)
+        store._set(records, searched)
         return store
 
     def _set(self, records: RecordTable, vectors: Matrix) -> None:
@@ -335,9 +326,7 @@ class NumpyVectorStore(VectorStore):
 
 
 def _table(
-    texts: Sequence[str],
-    metadatas: Sequence[dict[str, Any]] | None,
-    ids: Sequence[str] | None,
+    texts: Sequence[str], metadatas: Sequence[dict[str, Any]] | None, ids: Sequence[str] | None
 ) -> RecordTable:
     if metadatas is not None and len(metadatas) != len(texts):
         raise ValueError(f"got {len(metadatas)} metadatas for {len(texts)} texts")

@@ -52,10 +52,7 @@ class RecordTable:
     )
 
     def __init__(
-        self,
-        ids: Sequence[str],
-        texts: Sequence[str],
-        metadatas: Sequence[dict[str, Any]],
+        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
     ) -> None:
         if not len(ids) == len(texts) == len(metadatas):
             raise ValueError(
@@ -125,17 +122,12 @@ class RecordTable:
         return values
 
     def mask(
-        self,
-        namespaces: Sequence[str] | None,
-        filter: Mapping[str, Any] | None,
+        self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> npt.NDArray[np.bool_] | None:
         """Rows in ``namespaces`` (None: all) whose metadata passes the portable ``filter``
         (:mod:`ragtiller.core.filters`); None when nothing is filtered out."""
         try:
-            key = (
-                None if namespaces is None else tuple(namespaces),
-                filter_key(filter),
-            )
+            key = (None if namespaces is None else tuple(namespaces), filter_key(filter))
             hash(key)
         except TypeError:  # an unhashable value: computed, not kept
             return self._mask(namespaces, filter)
@@ -171,10 +163,7 @@ class RecordTable:
         return mask
 
     def rows_in_scope(
-        self,
-        ids: Iterable[str],
-        namespaces: Sequence[str] | None,
-        filter: Mapping[str, Any] | None,
+        self, ids: Iterable[str], namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[list[str], list[int]]:
         """Those of ``ids`` in the scope a search sees, with their rows: a tier asked to score
         chunks never scores one its search could not have returned."""

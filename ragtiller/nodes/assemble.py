@@ -218,10 +218,7 @@ def to_document(rank: int, chunk: Candidate, *, in_context: bool = True) -> Docu
 
 
 def render_context(
-    documents: list[Document],
-    labels: list[str],
-    overview: str | None,
-    notes: Sequence[str] = (),
+    documents: list[Document], labels: list[str], overview: str | None, notes: Sequence[str] = ()
 ) -> str:
     parts: list[str] = []
     for doc in documents:

@@ -60,9 +60,7 @@ def reciprocal_rank_fusion(
 
 
 def zscore_fusion(
-    scored_lists: Mapping[str, Mapping[K, float]],
-    *,
-    weights: Mapping[str, float] | None = None,
+    scored_lists: Mapping[str, Mapping[K, float]], *, weights: Mapping[str, float] | None = None
 ) -> dict[K, float]:
     """Sum of per-list z-scores; a miss gets that list's lowest z."""
     all_ids = {i for s in scored_lists.values() for i in s}
@@ -77,9 +75,7 @@ def zscore_fusion(
 
 
 def minmax_fusion(
-    scored_lists: Mapping[str, Mapping[K, float]],
-    *,
-    weights: Mapping[str, float] | None = None,
+    scored_lists: Mapping[str, Mapping[K, float]], *, weights: Mapping[str, float] | None = None
 ) -> dict[K, float]:
     """Sum of per-list min-max normalised scores; a miss counts 0, a flat list counts 1."""
     fused: dict[K, float] = {i: 0.0 for s in scored_lists.values() for i in s}

@@ -163,11 +163,7 @@ def feedback_passages(
 
 
 def fuse(
-    table: CandidateTable,
-    *,
-    method: FusionMethod,
-    rrf_k: int,
-    weights: Mapping[str, float] | None,
+    table: CandidateTable, *, method: FusionMethod, rrf_k: int, weights: Mapping[str, float] | None
 ) -> list[Candidate]:
     total = sum(len(hits) for hits in table.tiers.values())
     return fuse_hits(table.tiers, method=method, cap=total, rrf_k=rrf_k, weights=weights)
