@@ -16,10 +16,9 @@ from langchain_core.vectorstores import VectorStore
 
 from ragtiller.errors import IndexStoreError
 from ragtiller.index.ann import ANN_FILE, AnnIndex
-from ragtiller.index.compute import top_k
+from ragtiller.index.compute import SharedScans, scan_key, top_k
 from ragtiller.index.manifest import VectorDtype
 from ragtiller.index.records import RecordTable, ensure_json_metadata
-from ragtiller.index.scans import SharedScans, scan_key
 from ragtiller.models.batch_embedding import Matrix, normalize_rows
 
 VECTORS_FILE = "vectors.npy"

@@ -20,6 +20,7 @@ from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
+from ragtiller.index.compute import SharedScans
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, NumpyVectorStore
 from ragtiller.index.dense_tier import DenseTier
@@ -27,7 +28,6 @@ from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, ParentChildTier, parent_rows
 from ragtiller.index.records import RecordTable
-from ragtiller.index.scans import SharedScans
 from ragtiller.index.versions import FaultHook, open_current, write_version
 from ragtiller.models import EmbeddingStats, HashingEmbedder, MiniLMEmbedder, embed_texts
 from ragtiller.models.embedders import embedder_identity, embedder_variant, local_embedder
