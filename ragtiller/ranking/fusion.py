@@ -113,6 +113,28 @@ def fuse_scores(
     raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
 
 
+def fused_order(
+    hits_by_tier: Mapping[str, Sequence[Hit]],
+    *,
+    method: FusionMethod = "rrf",
+    rrf_k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> tuple[list[str], dict[str, float], dict[str, dict[str, float]]]:
+    """Every id best first, with its fused score, and each tier's id -> raw score. Equal fused
+    scores break by the best rank any tier gave, then tier order, then id: equal scores are
+    common under RRF (rank 1 in one tier = rank 1 in another)."""
+    scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    best: dict[str, tuple[int, int]] = {}
+    for position, s in enumerate(scored.values()):
+        for rank, doc_id in enumerate(s, start=1):
+            held = best.get(doc_id)
+            if held is None or (rank, position) < held:
+                best[doc_id] = (rank, position)
+    order = sorted(fused, key=lambda doc_id: (-fused[doc_id], *best[doc_id], doc_id))
+    return order, fused, scored
+
+
 def fuse_hits(
     hits_by_tier: Mapping[str, Sequence[Hit]],
     *,
@@ -121,28 +143,21 @@ def fuse_hits(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
-    """At most ``cap`` candidates, best first, each with every tier's raw score, 1-based rank
-    and z-score. Equal fused scores break by the best rank any tier gave, then tier order, then
-    id: equal scores are common under RRF (rank 1 in one tier = rank 1 in another)."""
-    scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    """At most ``cap`` candidates in :func:`fused_order`, each with every tier's raw score,
+    1-based rank and z-score."""
+    order, fused, scored = fused_order(hits_by_tier, method=method, rrf_k=rrf_k, weights=weights)
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():
         for hit in hits:
             first_hit.setdefault(hit["id"], hit)
     seen: dict[str, list[tuple[str, float, int, float]]] = {}
-    best: dict[str, tuple[int, int]] = {}
-    for position, (tier, s) in enumerate(scored.items()):
-        z_of = dict(zip(s, zscores(list(s.values())), strict=True))
-        for rank, (doc_id, score) in enumerate(s.items(), start=1):
-            z = z_of[doc_id]
+    for tier, s in scored.items():
+        for rank, (doc_id, score, z) in enumerate(
+            zip(s, s.values(), zscores(list(s.values())), strict=True), start=1
+        ):
             seen.setdefault(doc_id, []).append((tier, score, rank, z))
-            held = best.get(doc_id)
-            if held is None or (rank, position) < held:
-                best[doc_id] = (rank, position)
-    order = sorted(fused, key=lambda doc_id: (-fused[doc_id], *best[doc_id], doc_id))[:cap]
     candidates: list[Candidate] = []
-    for doc_id in order:
+    for doc_id in order[:cap]:
         hit = first_hit[doc_id]
         tiers = seen[doc_id]
         candidates.append(

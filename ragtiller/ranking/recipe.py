@@ -13,7 +13,7 @@ import numpy as np
 
 from ragtiller.core.tiers import Candidate, Hit, Tier
 from ragtiller.index.lexical import LexicalTier, lucene_idf
-from ragtiller.ranking.fusion import FusionMethod, fuse_hits, fuse_scores, zscores
+from ragtiller.ranking.fusion import FusionMethod, fuse_hits, fuse_scores, fused_order, zscores
 
 DocKey = tuple[str, str]
 RESCORE = "passage_rescore"  # a leading passage's metadata key: its coverage of the query
@@ -191,9 +191,8 @@ def place(
     """
     if not table.question:
         return [{**c, "position": rank} for rank, c in enumerate(fused)]
-    asked = CandidateTable(table.at_question())
-    order = fuse(asked, method=method, rrf_k=rrf_k, weights=weights)
-    rank = {c["id"]: i for i, c in enumerate(order)}
+    order, _, _ = fused_order(table.at_question(), method=method, rrf_k=rrf_k, weights=weights)
+    rank = {id_: i for i, id_ in enumerate(order)}
     return [{**c, "position": rank[c["id"]]} for c in fused]
 
 
