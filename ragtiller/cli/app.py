@@ -13,16 +13,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import ragtiller
 from ragtiller.cli.exit_codes import error_line, exit_code
 from ragtiller.cli.ingest import add_ingest_command
-from ragtiller.cli.policy import add_policy_commands
 from ragtiller.graph.builder import build_graph
 from ragtiller.integrations.display import citations, stage_table, summary
 from ragtiller.policies import load_policy
+from ragtiller.policies.fields import fields_table
 
-SHOWN_QUERY_CHARS = 200
-"""How much of a query the turn's header repeats: a pasted document need not be echoed whole."""
+SHOWN_QUERY_CHARS = 200  # a pasted document need not be echoed whole in the turn's header
 DEBUG_HELP = "On an error, also print the Python traceback."
 
 
@@ -43,7 +44,6 @@ def run_turn(
 
 
 def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> None:
-    """The human view of a turn: summary, documents, the stage table, optionally the context."""
     manifest = out["manifest"]
     print(f"\n=== {shown_query(query)}")
     print(summary(manifest))
@@ -55,7 +55,7 @@ def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> Non
 
 
 def shown_query(query: str) -> str:
-    """The query as the header shows it: quoted, and cut after :data:`SHOWN_QUERY_CHARS`.
+    """The query quoted, cut after :data:`SHOWN_QUERY_CHARS`.
 
     Example:
         >>> shown_query("wing " * 100)[-30:]
@@ -67,8 +67,7 @@ def shown_query(query: str) -> str:
 
 
 def warm_up(embedder: Any) -> float:
-    """Load the embedder's model now (one embedding), so no turn's ``embed`` latency holds it;
-    the milliseconds it took."""
+    """Load the embedder's model now, so no turn's ``embed`` latency holds it (in ms)."""
     started = time.perf_counter()
     if embedder is not None:
         embedder.embed_query("warm-up")
@@ -163,20 +162,13 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--json",
         action="store_true",
-        help="Print one JSON object: load_ms, documents, context, manifest, events.",
+        help="Print JSON: load_ms, documents, context, manifest, events.",
     )
     ask.set_defaults(func=_ask)
 
-    demo = sub.add_parser(
-        "demo", help="Index the stdlib docs (cached); ask one question per route."
-    )
+    demo = sub.add_parser("demo", help="Index the stdlib docs (cached); ask one per route.")
     add = demo.add_argument
-    add(
-        "--embedder",
-        choices=["minilm", "hashing"],
-        default="minilm",
-        help="Default: minilm (bundled, offline); hashing needs no model.",
-    )
+    add("--embedder", choices=["minilm", "hashing"], default="minilm", help="Default: minilm.")
     add("--policy", help=POLICY_HELP)
     add("--question", action="append", help="Ask this instead of the built-in questions.")
     add("--context", action="store_true", help="Also print the full context text.")
@@ -189,29 +181,38 @@ def parser() -> argparse.ArgumentParser:
         "prepare", help="Export the bundled all-MiniLM-L6-v2 to ONNX once (needs torch)."
     )
     prepare.add_argument(
-        "--variant",
-        choices=["uint8", "fp32"],
-        default="uint8",
-        help="uint8 (the default embedder's) or fp32 (identical to sentence-transformers).",
+        "--variant", choices=["uint8", "fp32"], default="uint8", help="Default: uint8."
     )
     prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
     prepare.set_defaults(func=_model_prepare)
 
-    draw = sub.add_parser(
-        "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."
-    )
+    draw = sub.add_parser("draw", help="Print the graph as Mermaid, or write a PNG.")
     draw.add_argument("--png", type=Path, help="Write a PNG here instead of printing Mermaid.")
     draw.set_defaults(func=_draw)
 
     add_commands(sub)
-    add_policy_commands(sub)
+    policy = sub.add_parser("policy", help="Show retrieval policies.")
+    show = policy.add_subparsers(dest="policy_command", required=True).add_parser(
+        "show", help="Print the effective policy, every default filled in."
+    )
+    show.add_argument("name", nargs="?", help="Policy name or YAML path (default: default).")
+    show.add_argument("--fields", action="store_true", help="Print every field and what it does.")
+    show.set_defaults(func=_policy_show)
     _share_options(top)
     return top
 
 
+def _policy_show(args: argparse.Namespace) -> int:
+    policy = load_policy(args.name)
+    if args.fields:
+        print(fields_table(policy), end="")
+    else:
+        print(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False), end="")
+    return 0
+
+
 def _share_options(parser: argparse.ArgumentParser) -> None:
-    """Accept ``--debug`` after any subcommand too; a subcommand's copy has no default of its
-    own (``SUPPRESS``), so the top-level value stands unless it is given there."""
+    """Accept ``--debug`` after any subcommand too (``SUPPRESS``: the top-level value stands)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
@@ -222,12 +223,8 @@ def _share_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ragtiller`` command; returns the exit code.
-
-    Nothing escapes: any exception is one line on stderr and its exit code, with the traceback
-    first under ``--debug``. Text the terminal cannot encode (a lone surrogate from argv) is
-    escaped.
-    """
+    """Entry point of ``ragtiller``: any exception is one line on stderr and its exit code;
+    text the terminal cannot encode (a lone surrogate from argv) is escaped."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")

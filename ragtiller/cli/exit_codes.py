@@ -36,15 +36,7 @@ def exit_code(error: BaseException) -> int:
 
 
 def error_line(error: BaseException, *, debug: bool = False) -> str:
-    """The single line printed for ``error`` (credentials redacted, line breaks folded).
-
-    Example:
-        >>> from ragtiller.errors import IndexStoreError
-        >>> error_line(IndexStoreError("no index at ./idx; run `ragtiller ingest` first"))
-        'ragtiller: error: no index at ./idx; run `ragtiller ingest` first'
-        >>> error_line(TypeError("unhashable type: 'list'"))
-        "ragtiller: unexpected error: TypeError: unhashable type: 'list' (rerun with --debug for the traceback)"
-    """
+    """The single line printed for ``error`` (credentials redacted, line breaks folded)."""
     if isinstance(error, KeyboardInterrupt):
         return "ragtiller: interrupted"
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -85,13 +85,7 @@ def check_degraded(run: EvalRun, *, allow: bool, what: str) -> None:
 
 
 def without_deadlines(policy: RetrievalPolicy) -> RetrievalPolicy:
-    """The policy with every ``deadlines.*`` set to :data:`EVAL_DEADLINE_S` (nothing else).
-
-    Example:
-        >>> from ragtiller import load_policy
-        >>> without_deadlines(load_policy()).deadlines.turn_s
-        600.0
-    """
+    """The policy with every ``deadlines.*`` set to :data:`EVAL_DEADLINE_S` (nothing else)."""
     lifted = {name: EVAL_DEADLINE_S for name in DeadlinesConfig.model_fields}
     return with_overrides(policy, {"deadlines": lifted})
 

@@ -49,12 +49,7 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of paired differences, seeded with ``(seed,
     crc32(stream))`` so each slice's draws do not depend on the others; rounded to 12
-    decimals, as :attr:`Lift.mean` is, so float noise never puts a mean outside its CI.
-
-    Example:
-        >>> bootstrap_ci([0.1, 0.1, 0.1], seed=7)
-        (0.1, 0.1)
-    """
+    decimals, as :attr:`Lift.mean` is, so float noise never puts a mean outside its CI."""
     if not differences:
         raise ValueError("bootstrap_ci needs at least one difference")
     if n_resamples < 100:

@@ -37,13 +37,7 @@ TORCH_INSTALL_HINT = (
 
 class HashingEmbedder(Embeddings):
     """Deterministic feature-hashing embedder: an OFFLINE TEST embedder, not a semantic model
-    (words and their character trigrams hashed by CRC-32, the same on every platform).
-
-    Example:
-        >>> emb = HashingEmbedder(dim=64)
-        >>> len(emb.embed_query("hello world"))
-        64
-    """
+    (words and their character trigrams hashed by CRC-32, the same on every platform)."""
 
     def __init__(self, dim: int = 256, *, ngram_weight: float = 0.25) -> None:
         if dim < 1:
@@ -87,8 +81,7 @@ class HashingEmbedder(Embeddings):
 
 class MiniLMEmbedder(Embeddings):
     """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, offline: the
-    reference, and the fallback without ONNX; torch is imported on first use (it takes seconds).
-    """
+    reference, and the fallback without ONNX; torch is imported on first use (it takes seconds)."""
 
     model_name = MINILM_NAME
     dimension = 384

@@ -57,12 +57,6 @@ class ServiceEmbeddings(Embeddings):
     it ends) and wait for the rate limit. A retryable failure waits at least what
     ``Retry-After`` asks, and pauses every other call as long. Name and dimension are the
     wrapped embedder's, so wrapping changes no fingerprint.
-
-    Example:
-        >>> from ragtiller.models import HashingEmbedder
-        >>> driver = ServiceEmbeddings(HashingEmbedder(dim=8), batch_size=2, concurrency=2)
-        >>> len(driver.embed_documents(["a", "b", "c"])), driver.stats.calls
-        (3, 2)
     """
 
     def __init__(
@@ -252,13 +246,7 @@ def _int(value: Any) -> int | None:
 
 class OpenAICompatibleEmbeddings(Embeddings):
     """A stdlib client of ``POST {base_url}/embeddings`` (TEI, vLLM, Infinity, LiteLLM, OpenAI):
-    no SDK, one request per call, never retried (wrap it in :class:`ServiceEmbeddings`).
-
-    Example:
-        >>> client = OpenAICompatibleEmbeddings("http://127.0.0.1:8080/v1", "bge-small-en")
-        >>> client.url, client.model
-        ('http://127.0.0.1:8080/v1/embeddings', 'bge-small-en')
-    """
+    no SDK, one request per call, never retried (wrap it in :class:`ServiceEmbeddings`)."""
 
     def __init__(
         self,
