@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtiller.errors import RagtillerError
-from ragtiller.eval import fingerprint, honesty, tables, tuning
+from ragtiller.eval import honesty, tables, tuning
 from ragtiller.eval.datasets import EvalDataset, load_dataset, read_dataset_list
 from ragtiller.eval.promotion import DEFAULT_RESAMPLES, dumps_decision, judge, write_decision
 from ragtiller.eval.runner import Evaluate, QueryVectorCache, run_eval
@@ -107,10 +107,10 @@ def _handled(
     return func
 
 
-def _open(path: Path, dataset: EvalDataset) -> tuple[EmbeddedIndex, fingerprint.Coverage]:
+def _open(path: Path, dataset: EvalDataset) -> tuple[EmbeddedIndex, honesty.Coverage]:
     """The index, refused when it holds none of the dataset's documents."""
     index = open_index(path)
-    return index, fingerprint.check_coverage(dataset, fingerprint.index_doc_ids(index))
+    return index, honesty.check_coverage(dataset, honesty.index_doc_ids(index))
 
 
 def _measured(policy: RetrievalPolicy, dataset: EvalDataset, top_k: int | None) -> RetrievalPolicy:
@@ -142,7 +142,7 @@ def _evaluator(
         if check:
             what = f"{policy.policy_id} on {dataset.name}"
             honesty.check_degraded(run, allow=args.allow_degraded, what=what)
-        return replace(run, index=fingerprint.index_fingerprint(index))
+        return replace(run, index=honesty.index_fingerprint(index))
 
     return evaluate
 
@@ -169,7 +169,7 @@ def _eval(args: argparse.Namespace) -> int:
         payload = {
             "policy": {"policy_id": policy.policy_id, "version": policy.version},
             "dataset": {
-                **fingerprint.dataset_fingerprint(dataset, files=False),
+                **honesty.dataset_fingerprint(dataset, files=False),
                 "slices_from": slices_from,
                 "coverage": {"found": coverage.found, "total": coverage.total},
             },
@@ -219,7 +219,7 @@ def _promote(args: argparse.Namespace) -> int:
 
 def _collection(
     dataset: EvalDataset, index_path: Path, args: argparse.Namespace, top_k: int | None
-) -> tuple[tuning.Collection, fingerprint.Coverage, EmbeddedIndex]:
+) -> tuple[tuning.Collection, honesty.Coverage, EmbeddedIndex]:
     index, coverage = _open(index_path, dataset)
     tune_half, held_out = dataset.split_halves(seed=args.seed)
     evaluate = _evaluator(index, args, top_k=top_k)
@@ -277,8 +277,8 @@ def _tune_many(args: argparse.Namespace, base: RetrievalPolicy, space: dict[str,
         collections.append(collection)
         described.append(
             {
-                "dataset": fingerprint.dataset_fingerprint(dataset),
-                "index": fingerprint.index_fingerprint(index),
+                "dataset": honesty.dataset_fingerprint(dataset),
+                "index": honesty.index_fingerprint(index),
                 "metric": primary_metric(dataset),
                 "top_k": top_k,
                 "halves": [len(collection.tune_half.queries), len(collection.held_out.queries)],

@@ -131,11 +131,8 @@ DatasetKind = Literal["documents", "passages"]
 
 @dataclass(frozen=True)
 class EvalDataset:
-    """The queries of one split of a collection, with their judgments.
-
-    A BEIR split holds the queries its qrels name; a QA question's qrels are its gold document
-    (grade 1). ``labels`` is None when the slices are the routes the router chose.
-    """
+    """The queries of one split of a collection, with their judgments (a QA question's: its
+    gold document); ``labels`` is None when the slices are the routes the router chose."""
 
     name: str
     path: Path

@@ -15,8 +15,13 @@ import numpy as np
 
 from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import OVERALL, EvalDataset
-from ragtiller.eval.fingerprint import dataset_fingerprint, same_index
-from ragtiller.eval.honesty import EVAL_DEADLINE_S, Degradation, degradation
+from ragtiller.eval.honesty import (
+    EVAL_DEADLINE_S,
+    Degradation,
+    dataset_fingerprint,
+    degradation,
+    same_index,
+)
 from ragtiller.eval.runner import EvalRun, Evaluate
 from ragtiller.eval.summary import (
     METRIC_LABELS,
@@ -47,9 +52,8 @@ def bootstrap_ci(
     confidence: float = CONFIDENCE,
     stream: str = "",
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of paired differences, seeded with ``(seed,
-    crc32(stream))`` so each slice's draws do not depend on the others; rounded to 12
-    decimals, as :attr:`Lift.mean` is, so float noise never puts a mean outside its CI."""
+    """Percentile bootstrap CI of the mean of paired differences, seeded per ``stream`` (slice);
+    rounded to 12 decimals, as :attr:`Lift.mean` is, so no mean falls outside its CI."""
     if not differences:
         raise ValueError("bootstrap_ci needs at least one difference")
     if n_resamples < 100:

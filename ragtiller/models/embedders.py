@@ -8,8 +8,6 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Literal, cast, get_args
 
 import numpy as np
@@ -23,6 +21,7 @@ from ragtiller.models.onnx_model import (
     OnnxMiniLMEmbedder,
     Variant,
     prepare_model,
+    quiet_transformers,
 )
 
 logger = logging.getLogger("ragtiller.index")
@@ -173,17 +172,3 @@ def embedder_identity(embedder: Embeddings) -> tuple[str, int]:
         if isinstance(value, int) and value > 0:
             return model_label(embedder), value
     return model_label(embedder), len(embedder.embed_query("x"))
-
-
-@contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Hide transformers' "Loading weights" bar while a model loads."""
-    from transformers.utils import logging as hf_logging
-
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
