@@ -370,8 +370,7 @@ def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
 def check_against_index(
     documents: Iterable[SourceDocument], indexed: Iterable[Mapping[str, Any]]
 ) -> None:
-    """Refuse, incrementally, a BEIR record whose id is indexed from another corpus file (it
-    would replace that record); a file's id is its document, Documents the caller's to name."""
+    """Refuse, incrementally, a BEIR record whose id is indexed from another corpus file."""
     stored: dict[tuple[str, str], str] = {}
     for md in indexed:
         stored.setdefault((namespace_of(md), str(md.get("doc_id"))), str(md.get("source", "")))

@@ -111,7 +111,7 @@ def plan_sync(
     current: Sequence[SyncRecord], previous: Iterable[SyncRecord], cleanup: Cleanup
 ) -> SyncPlan:
     """The plan that makes an index holding ``previous`` hold exactly ``current`` (and, for
-    ``incremental`` cleanup, the groups not in ``current`` as they were)."""
+    ``incremental``, other groups as they were)."""
     if cleanup not in CLEANUP_MODES:
         raise ValueError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     seen_groups = {r.group for r in current}

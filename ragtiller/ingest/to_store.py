@@ -40,8 +40,7 @@ def chunk_sources(
     progress: IngestProgress | None = None,
     window: ModelWindow | None = None,
 ) -> list[Document]:
-    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids;
-    ``window`` (:meth:`ModelWindow.of` the embedder) bounds them for ``chunking.window``."""
+    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids."""
     bar = progress or IngestProgress(enabled=False)
     documents, _ = load_sources(
         sources,

@@ -130,9 +130,8 @@ def local_embedder(
     workers: int | None = None,
     device: str = "cpu",
 ) -> OnnxMiniLMEmbedder | MiniLMEmbedder:
-    """The default embedded-mode embedder: bundled all-MiniLM-L6-v2 on onnxruntime, exported
-    on the first call. ``runtime`` (default ``$RAGTILLER_EMBEDDER_RUNTIME`` or ``auto``):
-    ``auto`` falls back to torch with a notice (its ``variant`` says so), ``onnx`` raises."""
+    """The default embedder: bundled all-MiniLM-L6-v2 on onnxruntime; ``runtime`` ``auto`` falls
+    back to torch with a notice, ``onnx`` raises (default: ``$RAGTILLER_EMBEDDER_RUNTIME``)."""
     chosen = runtime or os.environ.get("RAGTILLER_EMBEDDER_RUNTIME") or "auto"
     if chosen not in get_args(Runtime):
         raise ValueError(

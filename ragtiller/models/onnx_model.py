@@ -165,12 +165,8 @@ def runtime_environment() -> dict[str, Any]:
 
 
 class OnnxMiniLMEmbedder(Embeddings):
-    """all-MiniLM-L6-v2 (384 dimensions) from a prepared ONNX export, fully offline.
-
-    Tokenized as sentence-transformers does, batched by length (each batch pads to its longest
-    text), one single-threaded session run per core (``workers``): at ingest's batch sizes that
-    uses the cores better than intra-op ``threads`` (benchmarks/README.md), same vectors.
-    """
+    """all-MiniLM-L6-v2 from a prepared ONNX export, offline: batched by length, one session run
+    per core (``workers``), which uses the cores better than intra-op ``threads``."""
 
     model_name = MINILM_NAME
     dimension = 384
