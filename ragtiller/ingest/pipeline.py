@@ -220,12 +220,10 @@ def build_index(
                 + "; pass Markdown, reStructuredText, text or BEIR .jsonl files, or Documents"
             )
         name, dimension = embedder_identity(embedder)
-        if previous is not None and (name, dimension) != (
-            previous.manifest.embedder.name,
-            previous.manifest.embedder.dimension,
-        ):
+        built = None if previous is None else previous.manifest.embedder
+        if built is not None and (name, dimension) != (built.name, built.dimension):
             raise IngestError(
-                f"the previous index was embedded with {previous.manifest.embedder.name!r}, "
+                f"the previous index was embedded with {built.name!r}, "
                 f"this ingest uses {name!r}; rebuild it in full (no previous index)"
             )
         identity = identity_of(name, dimension)
