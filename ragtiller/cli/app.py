@@ -1,5 +1,6 @@
 """The ``ragtiller`` command. Every error becomes one line on stderr and an exit code per kind
-(:mod:`ragtiller.cli.exit_codes`); the traceback only with ``ragtiller --debug``."""
+of failure, so scripts can tell a bad flag (fix the command) from a missing index (run
+``ingest``), a store that is down (retry later) and a bug (rerun with ``--debug``)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,59 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import ragtiller
-from ragtiller.cli.exit_codes import error_line, exit_code
 from ragtiller.cli.ingest import add_ingest_command
-from ragtiller.cli.policy import add_policy_commands
+from ragtiller.core.redact import redact
+from ragtiller.errors import (
+    EmbeddingError,
+    IndexStoreError,
+    RagtillerError,
+    StoreUnavailableError,
+    TierUnavailable,
+)
 from ragtiller.graph.builder import build_graph
 from ragtiller.integrations.display import citations, stage_table, summary
 from ragtiller.policies import load_policy
+from ragtiller.policies.fields import fields_table
 
-SHOWN_QUERY_CHARS = 200
-"""How much of a query the turn's header repeats: a pasted document need not be echoed whole."""
+EXIT_UNEXPECTED = 1  # a bug or an error ragtiller did not foresee
+EXIT_USAGE = 2  # bad arguments, configuration, policy or input (argparse uses 2 too)
+EXIT_INDEX = 3  # the index is missing, partial, corrupt or of another embedder, or saving failed
+EXIT_STORE = 4  # a shared store (Redis) could not be reached
+EXIT_PROVIDER = 5  # a provider (embedder, tier backend) failed after its retries
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+_BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
+    (IndexStoreError, EXIT_INDEX),
+    (StoreUnavailableError, EXIT_STORE),
+    (EmbeddingError, EXIT_PROVIDER),
+    (TierUnavailable, EXIT_PROVIDER),
+    (RagtillerError, EXIT_USAGE),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+)
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code for ``error``: the first class in the table it is an instance of, else 1."""
+    return next((code for cls, code in _BY_CLASS if isinstance(error, cls)), EXIT_UNEXPECTED)
+
+
+def error_line(error: BaseException, *, debug: bool = False) -> str:
+    """The single line printed for ``error`` (credentials redacted, line breaks folded)."""
+    if isinstance(error, KeyboardInterrupt):
+        return "ragtiller: interrupted"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    message = redact(" ".join([lines[0], "; ".join(lines[1:])]).strip()) if lines else ""
+    if exit_code(error) != EXIT_UNEXPECTED:
+        return f"ragtiller: error: {message or type(error).__name__}"
+    hint = "" if debug else " (rerun with --debug for the traceback)"
+    named = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return f"ragtiller: unexpected error: {named}{hint}"
+
+
+SHOWN_QUERY_CHARS = 200  # a pasted document need not be echoed whole in the turn's header
 DEBUG_HELP = "On an error, also print the Python traceback."
 
 
@@ -43,7 +87,6 @@ def run_turn(
 
 
 def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> None:
-    """The human view of a turn: summary, documents, the stage table, optionally the context."""
     manifest = out["manifest"]
     print(f"\n=== {shown_query(query)}")
     print(summary(manifest))
@@ -55,7 +98,7 @@ def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> Non
 
 
 def shown_query(query: str) -> str:
-    """The query as the header shows it: quoted, and cut after :data:`SHOWN_QUERY_CHARS`.
+    """The query quoted, cut after :data:`SHOWN_QUERY_CHARS`.
 
     Example:
         >>> shown_query("wing " * 100)[-30:]
@@ -67,8 +110,7 @@ def shown_query(query: str) -> str:
 
 
 def warm_up(embedder: Any) -> float:
-    """Load the embedder's model now (one embedding), so no turn's ``embed`` latency holds it;
-    the milliseconds it took."""
+    """Load the embedder's model now, so no turn's ``embed`` latency holds it (in ms)."""
     started = time.perf_counter()
     if embedder is not None:
         embedder.embed_query("warm-up")
@@ -163,20 +205,13 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--json",
         action="store_true",
-        help="Print one JSON object: load_ms, documents, context, manifest, events.",
+        help="Print JSON: load_ms, documents, context, manifest, events.",
     )
     ask.set_defaults(func=_ask)
 
-    demo = sub.add_parser(
-        "demo", help="Index the stdlib docs (cached); ask one question per route."
-    )
+    demo = sub.add_parser("demo", help="Index the stdlib docs (cached); ask one per route.")
     add = demo.add_argument
-    add(
-        "--embedder",
-        choices=["minilm", "hashing"],
-        default="minilm",
-        help="Default: minilm (bundled, offline); hashing needs no model.",
-    )
+    add("--embedder", choices=["minilm", "hashing"], default="minilm", help="Default: minilm.")
     add("--policy", help=POLICY_HELP)
     add("--question", action="append", help="Ask this instead of the built-in questions.")
     add("--context", action="store_true", help="Also print the full context text.")
@@ -189,29 +224,38 @@ def parser() -> argparse.ArgumentParser:
         "prepare", help="Export the bundled all-MiniLM-L6-v2 to ONNX once (needs torch)."
     )
     prepare.add_argument(
-        "--variant",
-        choices=["uint8", "fp32"],
-        default="uint8",
-        help="uint8 (the default embedder's) or fp32 (identical to sentence-transformers).",
+        "--variant", choices=["uint8", "fp32"], default="uint8", help="Default: uint8."
     )
     prepare.add_argument("--force", action="store_true", help="Export again even if cached.")
     prepare.set_defaults(func=_model_prepare)
 
-    draw = sub.add_parser(
-        "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."
-    )
+    draw = sub.add_parser("draw", help="Print the graph as Mermaid, or write a PNG.")
     draw.add_argument("--png", type=Path, help="Write a PNG here instead of printing Mermaid.")
     draw.set_defaults(func=_draw)
 
     add_commands(sub)
-    add_policy_commands(sub)
+    policy = sub.add_parser("policy", help="Show retrieval policies.")
+    show = policy.add_subparsers(dest="policy_command", required=True).add_parser(
+        "show", help="Print the effective policy, every default filled in."
+    )
+    show.add_argument("name", nargs="?", help="Policy name or YAML path (default: default).")
+    show.add_argument("--fields", action="store_true", help="Print every field and what it does.")
+    show.set_defaults(func=_policy_show)
     _share_options(top)
     return top
 
 
+def _policy_show(args: argparse.Namespace) -> int:
+    policy = load_policy(args.name)
+    if args.fields:
+        print(fields_table(policy), end="")
+    else:
+        print(yaml.safe_dump(policy.model_dump(mode="json"), sort_keys=False), end="")
+    return 0
+
+
 def _share_options(parser: argparse.ArgumentParser) -> None:
-    """Accept ``--debug`` after any subcommand too; a subcommand's copy has no default of its
-    own (``SUPPRESS``), so the top-level value stands unless it is given there."""
+    """Accept ``--debug`` after any subcommand too (``SUPPRESS``: the top-level value stands)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
@@ -222,12 +266,8 @@ def _share_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ragtiller`` command; returns the exit code.
-
-    Nothing escapes: any exception is one line on stderr and its exit code, with the traceback
-    first under ``--debug``. Text the terminal cannot encode (a lone surrogate from argv) is
-    escaped.
-    """
+    """Entry point of ``ragtiller``: any exception is one line on stderr and its exit code;
+    text the terminal cannot encode (a lone surrogate from argv) is escaped."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")

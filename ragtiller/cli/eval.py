@@ -1,7 +1,4 @@
-"""The ``eval``, ``promote`` and ``tune`` commands, wired in by ``ragtiller.cli.app``.
-
-Their errors are one line and exit 2 (docs/eval.md), not the per-kind codes of the others.
-"""
+"""``eval``, ``promote`` and ``tune``: their errors are one line and exit 2 (docs/eval.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtiller.errors import RagtillerError
-from ragtiller.eval import fingerprint, honesty, tables, tuning
+from ragtiller.eval import honesty, tables, tuning
 from ragtiller.eval.datasets import EvalDataset, load_dataset, read_dataset_list
 from ragtiller.eval.promotion import DEFAULT_RESAMPLES, dumps_decision, judge, write_decision
 from ragtiller.eval.runner import Evaluate, QueryVectorCache, run_eval
@@ -24,28 +21,16 @@ from ragtiller.index import EmbeddedIndex, open_index
 from ragtiller.policies import RetrievalPolicy, load_policy
 
 EXIT_PROMOTE, EXIT_REJECT, EXIT_ERROR = 0, 1, 2
-_HANDLED = (RagtillerError, OSError, ImportError, ValueError)
-"""Errors reported as one line with exit code 2; anything else is a bug and keeps its traceback."""
+_HANDLED = (RagtillerError, OSError, ImportError, ValueError)  # else a bug: traceback kept
 POLICY_HELP = "Policy YAML file or shipped policy name (default: default)."
 
 
 def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``eval``, ``promote`` and ``tune``; each sets ``func(args) -> int`` (the exit code).
-
-    Example:
-        >>> parser = argparse.ArgumentParser(prog="ragtiller")
-        >>> add_commands(parser.add_subparsers(dest="command", required=True))
-        >>> args = parser.parse_args(["eval", "--index", "i", "--dataset", "d", "--policy", "p"])
-        >>> args.concurrency, args.allow_degraded
-        (8, False)
-    """
+    """Register ``eval``, ``promote`` and ``tune``; each sets ``func(args) -> int`` (the exit code)."""
     ev = subparsers.add_parser(
         "eval",
-        help="Run a dataset (BEIR or passage QA) through the serving graph; metrics per slice.",
-        description="Run every query of a dataset through the graph built from --policy and "
-        "--index: NDCG@10, MRR@10, Recall@10/100 (BEIR) or answer hit@k, words per passage and "
-        "context words (QA), latency, LLM calls and degraded turns per slice (docs/eval.md). "
-        "Exit 0: measured, 2: error (also: no shared documents, or a degraded turn).",
+        help="Run a dataset through the serving graph; metrics per slice (docs/eval.md).",
+        description="Exit 0: measured, 2: error (also: no shared documents, or a degraded turn).",
     )
     ev.add_argument("--policy", default=None, help=POLICY_HELP)
     _common(ev)
@@ -54,10 +39,8 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
 
     pr = subparsers.add_parser(
         "promote",
-        help="Compare a candidate policy with a baseline and decide promote/reject.",
-        description="Evaluate both policies on one index and dataset, bootstrap the primary "
-        "metric's lift per slice and apply the candidate's promotion rules (docs/eval.md). "
-        "Exit 0: promote, 1: reject, 2: error.",
+        help="Compare a candidate policy with a baseline; promote or reject (docs/eval.md).",
+        description="Exit 0: promote, 1: reject, 2: error.",
     )
     pr.add_argument("--candidate", required=True, help="Candidate policy YAML (its rules apply).")
     pr.add_argument("--baseline", required=True, help="Baseline policy YAML or shipped name.")
@@ -69,22 +52,14 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
 
     tu = subparsers.add_parser(
         "tune",
-        help="Search a small policy space on tune halves; confirm on held-out data.",
-        description="Score every point of --space on a seeded tune half and judge the best "
-        "against --base on the held-out half as `promote` does (candidate.yaml, promotion.json); "
-        "with --datasets, leave-one-collection-out (selection.json; docs/eval.md). "
-        "Exit 0: confirmed (shipped), 1: not, 2: error.",
+        help="Search a policy space on tune halves; confirm on held-out data (docs/eval.md).",
+        description="Exit 0: confirmed (shipped), 1: not, 2: error.",
     )
     add = tu.add_argument
     add("--base", required=True, help="Base policy YAML or shipped policy name.")
     add("--space", required=True, type=Path, help="Search space YAML: field -> list of values.")
     add("--out", required=True, type=Path, help="Directory for the output files.")
-    add(
-        "--datasets",
-        type=Path,
-        help="Instead of --index and --dataset: leave-one-collection-out over a YAML list of "
-        "{dataset, index[, split, slices, top_k]} (an entry's top_k overrides --top-k).",
-    )
+    add("--datasets", type=Path, help="Instead of --index/--dataset: leave-one-collection-out.")
     _common(tu, single=False)
     _bootstrap(tu, "Split and bootstrap seed (default 0).")
     tu.set_defaults(func=_handled("tune", _tune))
@@ -114,17 +89,8 @@ def _common(parser: argparse.ArgumentParser, *, single: bool = True) -> None:
     if single:
         add("--half", choices=["tune", "heldout"], help="Only this half of the split `tune` uses.")
         add("--half-seed", type=int, default=0, help="Seed of the --half split (default 0).")
-    add(
-        "--top-k",
-        type=_positive,
-        help="Every route returns this many results (top_k and max_chunks), e.g. 100 so "
-        "Recall@100 is defined; the policy file is not changed.",
-    )
-    add(
-        "--allow-degraded",
-        action="store_true",
-        help="Report figures even when some turn was degraded (else such a run is an error).",
-    )
+    add("--top-k", type=_positive, help="Every route returns this many results.")
+    add("--allow-degraded", action="store_true", help="Report figures of degraded turns too.")
 
 
 def _handled(
@@ -141,15 +107,14 @@ def _handled(
     return func
 
 
-def _open(path: Path, dataset: EvalDataset) -> tuple[EmbeddedIndex, fingerprint.Coverage]:
+def _open(path: Path, dataset: EvalDataset) -> tuple[EmbeddedIndex, honesty.Coverage]:
     """The index, refused when it holds none of the dataset's documents."""
     index = open_index(path)
-    return index, fingerprint.check_coverage(dataset, fingerprint.index_doc_ids(index))
+    return index, honesty.check_coverage(dataset, honesty.index_doc_ids(index))
 
 
 def _measured(policy: RetrievalPolicy, dataset: EvalDataset, top_k: int | None) -> RetrievalPolicy:
-    """The policy an eval runs: ``--top-k`` applied (documents: one passage each; QA: the
-    policy's passages)."""
+    """``--top-k`` applied (documents: one passage each; QA: the policy's passages)."""
     if top_k is None:
         return policy
     return with_depth(policy, top_k, per_document=None if dataset.kind == "passages" else 1)
@@ -163,9 +128,8 @@ def _evaluator(
     progress: bool = False,
     check: bool = True,
 ) -> Evaluate:
-    """Runs on ``index``: deadlines lifted, ``top_k`` applied, the index fingerprinted, a
-    degraded run refused unless ``--allow-degraded`` (when ``check``); query vectors are
-    computed once for the runs of a comparison or a search."""
+    """Runs on ``index``, deadlines lifted, a degraded run refused when ``check``; query vectors
+    are computed once for the runs of a comparison or a search."""
     from ragtiller.graph.builder import build_graph
 
     embedder = QueryVectorCache(index.embedder) if check else None
@@ -178,7 +142,7 @@ def _evaluator(
         if check:
             what = f"{policy.policy_id} on {dataset.name}"
             honesty.check_degraded(run, allow=args.allow_degraded, what=what)
-        return replace(run, index=fingerprint.index_fingerprint(index))
+        return replace(run, index=honesty.index_fingerprint(index))
 
     return evaluate
 
@@ -205,7 +169,7 @@ def _eval(args: argparse.Namespace) -> int:
         payload = {
             "policy": {"policy_id": policy.policy_id, "version": policy.version},
             "dataset": {
-                **fingerprint.dataset_fingerprint(dataset, files=False),
+                **honesty.dataset_fingerprint(dataset, files=False),
                 "slices_from": slices_from,
                 "coverage": {"found": coverage.found, "total": coverage.total},
             },
@@ -255,8 +219,7 @@ def _promote(args: argparse.Namespace) -> int:
 
 def _collection(
     dataset: EvalDataset, index_path: Path, args: argparse.Namespace, top_k: int | None
-) -> tuple[tuning.Collection, fingerprint.Coverage, EmbeddedIndex]:
-    """``dataset`` split into the halves ``tune`` uses, run on its index at ``top_k``."""
+) -> tuple[tuning.Collection, honesty.Coverage, EmbeddedIndex]:
     index, coverage = _open(index_path, dataset)
     tune_half, held_out = dataset.split_halves(seed=args.seed)
     evaluate = _evaluator(index, args, top_k=top_k)
@@ -314,8 +277,8 @@ def _tune_many(args: argparse.Namespace, base: RetrievalPolicy, space: dict[str,
         collections.append(collection)
         described.append(
             {
-                "dataset": fingerprint.dataset_fingerprint(dataset),
-                "index": fingerprint.index_fingerprint(index),
+                "dataset": honesty.dataset_fingerprint(dataset),
+                "index": honesty.index_fingerprint(index),
                 "metric": primary_metric(dataset),
                 "top_k": top_k,
                 "halves": [len(collection.tune_half.queries), len(collection.held_out.queries)],

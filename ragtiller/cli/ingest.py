@@ -9,8 +9,7 @@ from typing import Any
 
 from ragtiller.errors import ConfigurationError, IngestError
 
-EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"
-"""The variable ``ingest --embed-url`` reads the service's API key from, unless told another."""
+EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"  # where --embed-url's API key is read, by default
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -55,7 +54,6 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _embedder(args: argparse.Namespace) -> Any:
-    """The bundled embedder ``--embedder`` names, or the ``--embed-url`` service's driver."""
     from ragtiller.integrations.demo import demo_embedder
 
     if args.embed_url is None:
@@ -92,7 +90,6 @@ def _embedder(args: argparse.Namespace) -> Any:
 
 
 def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
-    """Read, chunk, embed and upsert, batch by batch; a rerun resumes from ``--records``."""
     from ragtiller.ingest import SQLiteRecordManager
     from ragtiller.pinecone.calls import require_langchain_pinecone
     from ragtiller.pinecone.env import HOST_ENV, INDEX_ENV, PineconeIndexSettings
@@ -133,8 +130,7 @@ def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) 
 
 
 def _ingest_to_store(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
-    """The same read and chunking, written to the store ``--store MODULE:FACTORY`` builds (the
-    module found from the working directory)."""
+    """Into the store ``--store MODULE:FACTORY`` builds (the module found from the cwd)."""
     import importlib
 
     from ragtiller.ingest import SQLiteRecordManager
@@ -171,40 +167,18 @@ def add_ingest_command(sub: Any) -> None:
     add("paths", nargs="+", help="Markdown, reStructuredText, text or BEIR .jsonl files, or dirs.")
     target = ing.add_mutually_exclusive_group(required=True).add_argument
     target("--index", help="Index directory: created, or updated (only changed chunks embedded).")
-    target(
-        "--store",
-        metavar="MODULE:FACTORY",
-        help="Write to your own LangChain vector store, FACTORY(embedder); needs --records.",
-    )
-    target(
-        "--pinecone",
-        action="store_true",
-        help="Write to the Pinecone index PINECONE_API_KEY and PINECONE_HOST (or PINECONE_INDEX) "
-        "name, each chunk to its namespace; needs --records (a rerun resumes).",
-    )
-    add(
-        "--records",
-        help="With --store or --pinecone: the SQLite file of what was written (a rerun writes "
-        "only what changed or was not written yet).",
-    )
-    add(
-        "--embedder",
-        choices=["minilm", "hashing"],
-        help="Default: minilm (bundled, offline). Not with --embed-url.",
-    )
+    store_help = "Write to your own LangChain vector store, FACTORY(embedder); needs --records."
+    target("--store", metavar="MODULE:FACTORY", help=store_help)
+    target("--pinecone", action="store_true", help="Write to Pinecone (env); needs --records.")
+    add("--records", help="With --store or --pinecone: the SQLite file of what was written.")
+    add("--embedder", choices=["minilm", "hashing"], help="Default: minilm. Not with --embed-url.")
     svc = ing.add_argument_group(
-        "embedding service",
-        "Embed with an OpenAI-compatible POST /v1/embeddings service (TEI, vLLM, OpenAI...): "
-        "batched, concurrent, rate-limited, retried on 429/5xx/timeouts (with Retry-After).",
+        "embedding service", "An OpenAI-compatible POST /v1/embeddings service (TEI, vLLM...)."
     ).add_argument
     svc("--embed-url", help="The API root, e.g. http://tei:8080/v1.")
     svc("--embed-model", help="The model name sent with each request.")
-    svc(
-        "--embed-key-env",
-        default=EMBED_KEY_ENV,
-        metavar="VAR",
-        help=f"Environment variable holding the API key (default: {EMBED_KEY_ENV}; unset: none).",
-    )
+    key_help = f"Environment variable holding the API key (default: {EMBED_KEY_ENV})."
+    svc("--embed-key-env", default=EMBED_KEY_ENV, metavar="VAR", help=key_help)
     svc("--embed-dimension", type=int, help="Vector dimension (default: asked once).")
     svc("--embed-batch-size", type=int, help="Texts per call (default: 32).")
     svc("--embed-concurrency", type=int, help="Calls in flight at most (default: 4).")
@@ -213,28 +187,12 @@ def add_ingest_command(sub: Any) -> None:
     svc("--embed-timeout", type=float, help="Deadline of one call, in seconds (default: 60).")
     add("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
     add("--overlap-tokens", type=int, default=40, help="Overlap between child chunks, in tokens.")
-    add(
-        "--chunk-header",
-        choices=["title", "path"],
-        help="What a chunk is indexed under: title (its document's) or path (also its headings).",
-    )
-    add(
-        "--chunk-window",
-        choices=["embedder", "words"],
-        help="words (default): the word bound alone; embedder: also the embedder's input window.",
-    )
-    add(
-        "--vector-dtype",
-        choices=["float32", "float16"],
-        default="float32",
-        help="float32 (default) or float16 (half the memory; scores are still float32).",
-    )
-    add(
-        "--cleanup",
-        choices=["full", "incremental"],
-        default="full",
-        help="full (default): the index holds exactly these paths; incremental: others stay.",
-    )
+    add("--chunk-header", choices=["title", "path"], help="What a chunk is indexed under.")
+    add("--chunk-window", choices=["embedder", "words"], help="Default: words (the word bound).")
+    dtypes = ["float32", "float16"]
+    add("--vector-dtype", choices=dtypes, default="float32", help="Default: float32.")
+    cleanups = ["full", "incremental"]
+    add("--cleanup", choices=cleanups, default="full", help="Default: full (exactly these paths).")
     add("--max-file-mb", type=float, default=64.0, help="Skip larger files, in MiB (default: 64).")
     add("--quiet", action="store_true", help="No progress bar.")
     ing.set_defaults(func=_ingest)

@@ -1,29 +1,128 @@
 """Evaluation datasets: queries, graded qrels, optional slice labels, a content hash; the
-folder's layout tells a BEIR collection from a QA one (see :mod:`ragtiller.eval.qa`)."""
+folder's layout tells a BEIR collection from a passage-level QA one (``docs/`` and
+``<split>.jsonl`` questions, scored by the answer-hit rule of ``squad-dev/README.md``: a
+passage holds an answer when, normalized, it contains one at word boundaries, or anywhere for an
+answer not at word boundaries in its own gold passage, as SQuAD cuts a few spans mid-word)."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import numpy as np
 import yaml
 
 from ragtiller.errors import EvalError
-from ragtiller.eval.qa import (
-    DEFAULT_QA_SPLIT,
-    DOCS_DIR,
-    Answers,
-    document_key,
-    document_names,
-    read_questions,
-)
+from ragtiller.ingest.sources import SUFFIX_FORMATS
 from ragtiller.policies.evidence import OVERALL_SLICE
+
+DOCS_DIR = "docs"
+DEFAULT_QA_SPLIT = "questions"
+
+
+def normalize(text: str) -> str:
+    """Lower-cased, whitespace runs collapsed to one space, stripped."""
+    return " ".join(text.lower().split())
+
+
+@lru_cache(maxsize=16384)
+def _bounded(answer: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(answer)}(?!\w)")
+
+
+@dataclass(frozen=True)
+class Answers:
+    """One question's normalized answers: matched at word boundaries, or anywhere."""
+
+    bounded: tuple[str, ...]
+    anywhere: tuple[str, ...] = ()
+
+    def held_by(self, text: str) -> bool:
+        flat = normalize(text)
+        if any(answer in flat for answer in self.anywhere):
+            return True
+        return any(_bounded(answer).search(flat) for answer in self.bounded if answer in flat)
+
+
+def answers_for(answers: Iterable[str], *, gold_passage: str | None) -> Answers:
+    """Normalize ``answers`` (empty ones dropped) and split them by how they match."""
+    flat_gold = None if gold_passage is None else normalize(gold_passage)
+    bounded: list[str] = []
+    anywhere: list[str] = []
+    for answer in dict.fromkeys(normalize(a) for a in answers):
+        if answer:
+            cut = flat_gold is not None and not _bounded(answer).search(flat_gold)
+            (anywhere if cut else bounded).append(answer)
+    return Answers(tuple(bounded), tuple(anywhere))
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    answers: Answers
+    doc: str
+
+
+def document_names(docs: Path) -> list[str]:
+    """Paths under ``docs`` (posix, relative) of the files ``ragtiller ingest`` would read."""
+    files = sorted(f for f in docs.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIX_FORMATS)
+    rels = [file.relative_to(docs) for file in files]
+    return [rel.as_posix() for rel in rels if not any(p.startswith(".") for p in rel.parts)]
+
+
+def read_questions(path: Path, documents: Sequence[str]) -> list[Question]:
+    """Read a questions file, each ``doc`` checked against the dataset's documents."""
+    known = set(documents)
+    questions: dict[str, Question] = {}
+    for where, row in _jsonl(path):
+        question = _question(row, where)
+        if question.doc not in known:
+            raise EvalError(f"{where}: doc {question.doc!r} is not a file under {DOCS_DIR}/")
+        if question.id in questions:
+            raise EvalError(f"{where}: question id {question.id!r} repeats")
+        questions[question.id] = question
+    if not questions:
+        raise EvalError(f"{path}: holds no question")
+    return list(questions.values())
+
+
+def _question(row: object, where: str) -> Question:
+    if not isinstance(row, dict):
+        raise EvalError(f"{where}: expected a JSON object")
+    qid, text, doc, passage = row.get("id"), row.get("question"), row.get("doc"), row.get("passage")
+    answers = row.get("answers")
+    if not isinstance(qid, str | int) or not isinstance(text, str) or not text.strip():
+        raise EvalError(f"{where}: expected an 'id' and a non-empty 'question'")
+    if not isinstance(doc, str) or not doc:
+        raise EvalError(f"{where}: expected 'doc', the answering file's path under {DOCS_DIR}/")
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise EvalError(f"{where}: 'answers' must be a list of strings")
+    if passage is not None and not isinstance(passage, str):
+        raise EvalError(f"{where}: 'passage' must be a string")
+    matched = answers_for(answers, gold_passage=passage)
+    if not matched.bounded and not matched.anywhere:
+        raise EvalError(f"{where}: question {qid!r} has no non-empty answer")
+    return Question(str(qid), text, matched, doc)
+
+
+def document_key(doc_id: str, names: Mapping[str, None] | frozenset[str]) -> str:
+    """The dataset document an index ``doc_id`` names (``ingest docs/`` names a file ``a.md``,
+    an ingest of the dataset folder ``docs/a.md``), or ``doc_id`` itself when none."""
+    parts = PurePosixPath(doc_id).parts
+    for start in range(len(parts)):
+        candidate = "/".join(parts[start:])
+        if candidate in names and (start == 0 or parts[start - 1] == DOCS_DIR):
+            return candidate
+    return doc_id
+
 
 Qrels = Mapping[str, Mapping[str, int]]  # query id -> corpus id -> grade (> 0: relevant)
 OVERALL = OVERALL_SLICE  # the reserved slice of every query, ``all``
@@ -32,11 +131,8 @@ DatasetKind = Literal["documents", "passages"]
 
 @dataclass(frozen=True)
 class EvalDataset:
-    """The queries of one split of a collection, with their judgments.
-
-    A BEIR split holds the queries its qrels name; a QA question's qrels are its gold document
-    (grade 1). ``labels`` is None when the slices are the routes the router chose.
-    """
+    """The queries of one split of a collection, with their judgments (a QA question's: its
+    gold document); ``labels`` is None when the slices are the routes the router chose."""
 
     name: str
     path: Path
@@ -218,18 +314,22 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    """Each non-blank line's ``path:line`` and JSON value."""
     with path.open(encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise EvalError(f"{path}:{line_no}: not valid JSON: {e.msg}") from e
-            if not isinstance(row, dict) or "_id" not in row:
-                raise EvalError(f"{path}:{line_no}: expected a JSON object with an '_id'")
-            yield row
+            if line.strip():
+                try:
+                    yield f"{path}:{line_no}", json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise EvalError(f"{path}:{line_no}: not valid JSON: {e.msg}") from e
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    for where, row in _jsonl(path):
+        if not isinstance(row, dict) or "_id" not in row:
+            raise EvalError(f"{where}: expected a JSON object with an '_id'")
+        yield row
 
 
 def load_slice_labels(path: str | Path) -> dict[str, str]:

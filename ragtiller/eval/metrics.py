@@ -21,23 +21,13 @@ def _check(k: int) -> None:
 
 
 def dcg_at_k(grades: Sequence[float], k: int) -> float:
-    """Discounted cumulative gain of ``grades`` (best first) over the first ``k``.
-
-    Example:
-        >>> dcg_at_k([3, 2], k=10)  # 3 / log2(2) + 2 / log2(3)
-        4.2618595071429155
-    """
+    """Discounted cumulative gain of ``grades`` (best first) over the first ``k``."""
     _check(k)
     return math.fsum(g / math.log2(i + 2) for i, g in enumerate(grades[:k]) if g > 0)
 
 
 def ndcg_at_k(ranking: Sequence[str], grades: Mapping[str, int], k: int = 10) -> float | None:
-    """NDCG@k with graded gains; None when no document has grade ``> 0``.
-
-    Example:
-        >>> ndcg_at_k(["b", "a"], {"a": 2, "b": 1}, k=10)
-        0.8597186998521972
-    """
+    """NDCG@k with graded gains; None when no document has grade ``> 0``."""
     ideal = dcg_at_k(sorted(grades.values(), reverse=True), k)
     if ideal == 0.0:
         return None

@@ -15,8 +15,13 @@ import numpy as np
 
 from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import OVERALL, EvalDataset
-from ragtiller.eval.fingerprint import dataset_fingerprint, same_index
-from ragtiller.eval.honesty import EVAL_DEADLINE_S, Degradation, degradation
+from ragtiller.eval.honesty import (
+    EVAL_DEADLINE_S,
+    Degradation,
+    dataset_fingerprint,
+    degradation,
+    same_index,
+)
 from ragtiller.eval.runner import EvalRun, Evaluate
 from ragtiller.eval.summary import (
     METRIC_LABELS,
@@ -47,14 +52,8 @@ def bootstrap_ci(
     confidence: float = CONFIDENCE,
     stream: str = "",
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean of paired differences, seeded with ``(seed,
-    crc32(stream))`` so each slice's draws do not depend on the others; rounded to 12
-    decimals, as :attr:`Lift.mean` is, so float noise never puts a mean outside its CI.
-
-    Example:
-        >>> bootstrap_ci([0.1, 0.1, 0.1], seed=7)
-        (0.1, 0.1)
-    """
+    """Percentile bootstrap CI of the mean of paired differences, seeded per ``stream`` (slice);
+    rounded to 12 decimals, as :attr:`Lift.mean` is, so no mean falls outside its CI."""
     if not differences:
         raise ValueError("bootstrap_ci needs at least one difference")
     if n_resamples < 100:
@@ -201,20 +200,16 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
     for scope in [OVERALL, *rules.required_slices]:
         mean = lifts[scope].mean if scope in lifts else None
         reasons.append(_at_least("min_ndcg_lift", scope, mean, rules.min_ndcg_lift, lift_of))
-    floor = -rules.max_slice_regression
+    floor, rule = -rules.max_slice_regression, "max_slice_regression"
     for scope, lift in lifts.items():
         if scope == OVERALL or lift.mean is None:
             continue
         if lift.n < MIN_SLICE_QUERIES:
-            detail = (
-                f"{lift_of} {lift.mean:+.4f} not judged: {lift.n} judged queries < "
-                f"{MIN_SLICE_QUERIES}"
-            )
-            reasons.append(
-                RuleResult("max_slice_regression", scope, True, lift.mean, floor, detail)
-            )
+            few = f"not judged: {lift.n} judged queries < {MIN_SLICE_QUERIES}"
+            detail = f"{lift_of} {lift.mean:+.4f} {few}"
+            reasons.append(RuleResult(rule, scope, True, lift.mean, floor, detail))
         else:
-            reasons.append(_at_least("max_slice_regression", scope, lift.mean, floor, lift_of))
+            reasons.append(_at_least(rule, scope, lift.mean, floor, lift_of))
     overall = comparison.candidate[OVERALL]
     p95 = overall.latency_ms[TOTAL].p95 if TOTAL in overall.latency_ms else None
     calls = overall.llm_calls_per_turn if overall.n_queries else None
@@ -223,9 +218,8 @@ def decide(rules: PromotionConfig, comparison: Comparison) -> PromotionDecision:
         ("max_llm_calls_per_turn", calls, "LLM calls per turn"),
     ):
         reasons.append(_at_most(rule, observed, getattr(rules, rule), what))
-    return PromotionDecision(
-        "promote" if all(r.passed for r in reasons) else "reject", tuple(reasons)
-    )
+    passed = all(r.passed for r in reasons)
+    return PromotionDecision("promote" if passed else "reject", tuple(reasons))
 
 
 def decision_artifact(
@@ -313,9 +307,8 @@ def judge(
     """Run both policies over ``dataset``, compare them and apply the candidate's rules."""
     cand_run, base_run = evaluate(candidate, dataset), evaluate(base, dataset)
     comparison = compare_runs(cand_run, base_run, dataset, seed=seed, n_resamples=n_resamples)
-    return Judgement(
-        dataset, cand_run, base_run, comparison, decide(candidate.promotion, comparison)
-    )
+    decision = decide(candidate.promotion, comparison)
+    return Judgement(dataset, cand_run, base_run, comparison, decision)
 
 
 def dumps_decision(artifact: dict[str, Any]) -> str:

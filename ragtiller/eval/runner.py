@@ -36,8 +36,7 @@ class QueryResult:
 
 @dataclass(frozen=True)
 class EvalRun:
-    """Every query of a dataset, in its order, run once through one graph (``index``: the
-    fingerprint of the index it searched)."""
+    """Every query of a dataset, in its order, run once through one graph."""
 
     policy_id: str
     policy_version: str
@@ -133,7 +132,6 @@ async def arun_eval(
 def run_eval(
     graph: Runnable[Any, Any], dataset: EvalDataset, *, concurrency: int = 8, progress: bool = True
 ) -> EvalRun:
-    """Synchronous :func:`arun_eval`; call ``arun_eval`` from inside a running event loop."""
     return asyncio.run(arun_eval(graph, dataset, concurrency=concurrency, progress=progress))
 
 

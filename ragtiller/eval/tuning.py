@@ -1,13 +1,6 @@
-"""``ragtiller tune``: choose on tune halves, judge on held-out halves the search never saw.
-
-One dataset: the best point of the space on the tune half is judged against the base on the
-held-out half, as ``promote`` judges. Several (leave-one-collection-out), because a default
-tuned on two collections can fit them and lose on the next: each fold chooses the point with
-the best mean over the OTHER collections' tune halves; the one point other than the base the
-folds chose (two choices ship nothing) is judged on every held-out half, and ships when none
-rejects it and one shows a lift. A zero lift is no rejection: a mechanism that cannot act on a
-collection leaves its figures as they were.
-"""
+"""``ragtiller tune``: choose on tune halves, judge on held-out halves the search never saw;
+over several collections leave-one-collection-out (docs/eval.md), as a default tuned on two
+can fit them and lose on the next."""
 
 from __future__ import annotations
 
@@ -46,8 +39,7 @@ class Collection:
 
 @dataclass(frozen=True)
 class TuneResult:
-    """Every point (the base first), its tune-half score, the best one (the earliest among
-    equals), the candidate (the base with its overrides, renamed) and the held-out verdict."""
+    """Every point (the base first), its tune-half score, the best one and its verdict."""
 
     points: tuple[Mapping[str, Any], ...]
     scores: tuple[float, ...]
@@ -58,8 +50,7 @@ class TuneResult:
 
 @dataclass(frozen=True)
 class Fold:
-    """One collection held back: the point the others chose (0: the base), its mean over them,
-    and the folds' common candidate judged on its held-out half (None without one)."""
+    """One collection held back: the point the others chose (0: the base) and its judgement."""
 
     held_back: str
     choice: int
@@ -77,8 +68,7 @@ class Fold:
 
 @dataclass(frozen=True)
 class LocoResult:
-    """Every point (the base first), each collection's tune-half scores, the folds, their
-    common choice (``judged``), the shipped policy and a one-line verdict."""
+    """Every point, each collection's tune-half scores, the folds and the shipped policy."""
 
     points: tuple[Mapping[str, Any], ...]
     scores: Mapping[str, tuple[float, ...]]
@@ -89,13 +79,7 @@ class LocoResult:
 
 
 def load_space(path: str | Path) -> dict[str, list[Any]]:
-    """Read a search space: a YAML mapping of dotted policy field -> list of values.
-
-    Example file::
-
-        fusion.method: [rrf, zscore]
-        feedback.dense_weight: [0, 1.0]   # 0: no Rocchio feedback
-    """
+    """Read a search space: a YAML mapping of dotted policy field -> list of values."""
     file = Path(path)
     try:
         data = yaml.safe_load(file.read_text("utf-8"))
@@ -120,8 +104,7 @@ def _score(
     collections: Sequence[Collection],
     on_row: OnRow | None,
 ) -> tuple[list[Mapping[str, Any]], list[tuple[float, ...]]]:
-    """Every point (all validated before any run) and its overall primary metric on each tune
-    half (-1 when no query is judged)."""
+    """Every point (all validated before any run) and its primary metric on each tune half."""
     points: list[Mapping[str, Any]] = [{}, *expand_space(space)]
     policies = [base, *(with_overrides(base, o) for o in points[1:])]
     rows = []

@@ -18,13 +18,7 @@ def with_depth(
     policy: RetrievalPolicy, depth: int, *, per_document: int | None = 1
 ) -> RetrievalPolicy:
     """Every route returns ``depth`` results, so Recall@depth is defined; ``per_document`` 1
-    makes them the document ranking (one passage each), None keeps the policy's passages.
-
-    Example:
-        >>> from ragtiller import load_policy
-        >>> with_depth(load_policy(), 100).routes["factual_lookup"].top_k
-        100
-    """
+    makes them the document ranking (one passage each), None keeps the policy's passages."""
     overrides: dict[str, Any] = {
         "routes": {name: {"top_k": depth} for name in policy.routes},
         # max_chunks also sizes the candidate pool: a pool smaller than a user's turn gets
@@ -65,12 +59,7 @@ def _merge(base: Any, update: Any) -> Any:
 
 
 def expand_space(space: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of a search space (dotted key -> values), in a stable order.
-
-    Example:
-        >>> expand_space({"fusion.method": ["rrf", "zscore"], "fusion.rrf_k": [60]})
-        [{'fusion.method': 'rrf', 'fusion.rrf_k': 60}, {'fusion.method': 'zscore', 'fusion.rrf_k': 60}]
-    """
+    """Every combination of a search space (dotted key -> values), in a stable order."""
     keys = list(space)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*space.values())]
 

@@ -1,9 +1,6 @@
-"""Hierarchical chunking: documents -> parent sections (by heading) -> child chunks (passages).
-
-Children follow the author's units: a paragraph is a passage, a fragment joins its neighbour,
-and only a paragraph longer than ``chunk_tokens`` words is cut (at sentence ends, or between a
-pipe table's rows, each piece repeating the header row).
-"""
+"""Hierarchical chunking: documents -> sections (by heading) -> passages that follow the
+author's units (a paragraph; only one over ``chunk_tokens`` words is cut, at sentence ends or
+between a pipe table's rows, each piece repeating the header row)."""
 
 from __future__ import annotations
 
@@ -114,10 +111,8 @@ class ModelWindow:
 def chunk_documents(
     documents: Iterable[SourceDocument], config: ChunkingConfig, window: ModelWindow | None = None
 ) -> tuple[list[Section], list[Chunk]]:
-    """All sections and chunks of ``documents``; with ``config.window == "embedder"``, each
-    chunk's indexed text (header and chunk) also fits ``window``. An untitled document takes its
-    only top-level heading as title; ids are unique and stable (an exact repeat hashes a count).
-    """
+    """All sections and chunks; with ``config.window == "embedder"`` each chunk's indexed text
+    also fits ``window``. Ids are unique and stable (an exact repeat hashes a count)."""
     sections: list[Section] = []
     chunks: list[Chunk] = []
     unique_id = _UniqueIds()
@@ -191,14 +186,7 @@ def _bound(
 
 def passage_windows(text: str, config: ChunkingConfig, bound: Bound | None = None) -> list[Span]:
     """Character spans of the child chunks of ``text``: paragraphs, fragments (under a quarter
-    of ``chunk_tokens``) joined, long ones cut at sentence ends, overlapping by whole sentences.
-
-    Example:
-        >>> text = "# Title\\n\\nFirst paragraph, four words.\\n\\nThe second paragraph, five."
-        >>> config = ChunkingConfig(chunk_tokens=12, overlap_tokens=2)
-        >>> [text[s:e] for s, e in passage_windows(text, config)]
-        ['# Title\\n\\nFirst paragraph, four words.', 'The second paragraph, five.']
-    """
+    of ``chunk_tokens``) joined, long ones cut at sentence ends, overlapping by whole sentences."""
     spans = [m.span() for m in _PIECE.finditer(text)]  # an overlong word is several pieces
     if not spans:
         return []

@@ -16,11 +16,6 @@ Heading = tuple[int, int, int, str]  # start, body start, level, title
 SectionSpan = tuple[tuple[str, ...], int, int, int]  # heading path, start, end, body offset
 
 
-def split_sections(text: str, fmt: TextFormat) -> list[SectionSpan]:
-    """Each section with a non-blank body, its span stripped of surrounding whitespace."""
-    return section_spans(text, find_headings(text, fmt))
-
-
 def document_title(headings: list[Heading]) -> str | None:
     """The title of a document with these headings: its only top-level heading, or None.
 
@@ -38,6 +33,7 @@ def find_headings(text: str, fmt: TextFormat) -> list[Heading]:
 
 
 def section_spans(text: str, headings: list[Heading]) -> list[SectionSpan]:
+    """Each section with a non-blank body, its span stripped of surrounding whitespace."""
     bounds = [(0, 0, 0, ""), *headings, (len(text), len(text), 0, "")]
     stack: list[tuple[int, str]] = []
     out: list[SectionSpan] = []

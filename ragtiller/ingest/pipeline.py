@@ -81,12 +81,7 @@ class IngestReport:
         return self.chunks.changed or self.rebuild_reason is not None
 
     def summary(self) -> str:
-        """One line, as ``ragtiller ingest`` prints it.
-
-        Example:
-            >>> IngestReport(ChangeCounts(added=1), ChangeCounts(added=3), embedded=3).summary()
-            'documents: 1 added, 0 updated, 0 unchanged, 0 deleted; chunks: 3 added, 0 updated, 0 unchanged, 0 deleted; embedded 3 texts; not saved'
-        """
+        """One line, as ``ragtiller ingest`` prints it."""
         parts = [f"documents: {self.documents}", f"chunks: {self.chunks}"]
         parts.append(f"embedded {self.embedded} text{'s' if self.embedded != 1 else ''}")
         if self.rebuild_reason:
@@ -112,12 +107,8 @@ def ingest(
     fault: FaultHook | None = None,
     **options: Any,
 ) -> EmbeddedIndex:
-    """Ingest ``sources`` into ``index_dir``: the one door for a first and every later ingest.
-
-    Only what changed is embedded, and nothing changed writes nothing; an index built with
-    another embedder or chunking is rebuilt in full (``index.report`` says why). ``options`` go
-    to :func:`build_index`, ``fault`` to :meth:`EmbeddedIndex.save` (crash tests).
-    """
+    """Ingest ``sources`` into ``index_dir``, embedding only what changed; an index built with
+    another embedder or chunking is rebuilt in full. ``options`` go to :func:`build_index`."""
     if cleanup not in CLEANUP_MODES:
         raise IngestError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     directory = Path(index_dir)
@@ -198,8 +189,7 @@ def build_index(
     vector_dtype: VectorDtype = "float32",
 ) -> EmbeddedIndex:
     """Read, chunk, embed and index ``sources`` (not saved), reusing the vectors of unchanged
-    chunks of ``previous``, or ``previous`` itself (with a new report) when nothing changed.
-    ``rebuild_reason`` (for the report) is why an index that existed is not ``previous``."""
+    chunks of ``previous``, or ``previous`` itself (with a new report) when nothing changed."""
     if vector_dtype not in VECTOR_DTYPES:
         raise IngestError(f"vector_dtype must be one of {VECTOR_DTYPES}, but got {vector_dtype!r}")
     bar = progress if isinstance(progress, IngestProgress) else IngestProgress(enabled=progress)
@@ -230,12 +220,10 @@ def build_index(
                 + "; pass Markdown, reStructuredText, text or BEIR .jsonl files, or Documents"
             )
         name, dimension = embedder_identity(embedder)
-        if previous is not None and (name, dimension) != (
-            previous.manifest.embedder.name,
-            previous.manifest.embedder.dimension,
-        ):
+        built = None if previous is None else previous.manifest.embedder
+        if built is not None and (name, dimension) != (built.name, built.dimension):
             raise IngestError(
-                f"the previous index was embedded with {previous.manifest.embedder.name!r}, "
+                f"the previous index was embedded with {built.name!r}, "
                 f"this ingest uses {name!r}; rebuild it in full (no previous index)"
             )
         identity = identity_of(name, dimension)

@@ -1,5 +1,4 @@
-"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save (or, into a
-remote store, read -> chunk -> write)."""
+"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save."""
 
 from __future__ import annotations
 

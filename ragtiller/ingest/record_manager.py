@@ -32,15 +32,7 @@ _BATCH = 500  # keys per SQL statement (SQLite allows 999 host parameters by def
 
 class SQLiteRecordManager(RecordManager):
     """Which record keys were written to a store, in one SQLite file, safe to share between
-    threads; ``namespace`` separates the stores of one file.
-
-    Example:
-        >>> manager = SQLiteRecordManager("demo", ":memory:")
-        >>> manager.create_schema()
-        >>> manager.update(["a", "b"], group_ids=["doc1", "doc1"])
-        >>> manager.exists(["a", "c"])
-        [True, False]
-    """
+    threads; ``namespace`` separates the stores of one file."""
 
     def __init__(self, namespace: str, path: str | Path) -> None:
         super().__init__(namespace)
@@ -128,8 +120,7 @@ class SQLiteRecordManager(RecordManager):
             self._db.executemany(sql, rows)
 
     def tenanted(self) -> bool | None:
-        """Whether the store's chunks carry a ``tenant`` key, as ``ingest_to_store`` recorded
-        it (None: not recorded): what ``build_graph(..., require_tenant=...)`` takes."""
+        """Whether the store's chunks carry a ``tenant`` key (None: not recorded)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT tenanted FROM tenancy WHERE namespace = ?", (self.namespace,)

@@ -1,8 +1,5 @@
-"""The ingest door's intake: files, directories, BEIR JSONL corpora and LangChain Documents.
-
-Document ids are unique per namespace: two files never share one, so neither can replace or
-delete the other's chunks (the sync groups chunks by namespace and document id).
-"""
+"""The ingest door's intake: files, directories, BEIR JSONL corpora and LangChain Documents;
+document ids are unique per namespace, so no file can replace or delete another's chunks."""
 
 from __future__ import annotations
 
@@ -57,14 +54,9 @@ def load_sources(
     on_total: Callable[[int], None] | None = None,
     on_read: Callable[[], None] | None = None,
 ) -> tuple[list[SourceDocument], list[SkippedSource]]:
-    """Read every source into :class:`SourceDocument`s, and list what was skipped.
-
-    A directory is walked in sorted order for ``.md``, ``.markdown``, ``.rst``, ``.txt`` and
-    BEIR ``.jsonl`` files, never leaving its tree (symlinks lead only to regular files inside
-    it); a path named is read through a symlink, as ``find -H`` does. A file's id is its path
-    from the directory named. Index directories, special, oversized, binary and undecodable
-    files are skipped, each reported once here and in one INFO log record.
-    """
+    """Read every source, and list what was skipped. A directory is walked never leaving its
+    tree (symlinks lead only to regular files inside it); a path named is read through a
+    symlink, as ``find -H`` does. A file's id is its path from the directory named."""
     if max_file_bytes < 1:
         raise ValueError(f"max_file_bytes must be > 0, but got {max_file_bytes}")
     skipped: dict[str, SkippedSource] = {}
@@ -378,8 +370,7 @@ def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
 def check_against_index(
     documents: Iterable[SourceDocument], indexed: Iterable[Mapping[str, Any]]
 ) -> None:
-    """Refuse, incrementally, a BEIR record whose id is indexed from another corpus file (it
-    would replace that record); a file's id is its document, Documents the caller's to name."""
+    """Refuse, incrementally, a BEIR record whose id is indexed from another corpus file."""
     stored: dict[tuple[str, str], str] = {}
     for md in indexed:
         stored.setdefault((namespace_of(md), str(md.get("doc_id"))), str(md.get("source", "")))

@@ -46,13 +46,7 @@ def stdlib_documents(
     include_builtins: bool = True,
 ) -> list[Document]:
     """The first ``max_docs`` documents of the reference topics, builtins and ``modules``, in
-    a fixed order, with ``source`` (also their id), ``title`` and ``format`` metadata.
-
-    Example:
-        >>> docs = stdlib_documents(max_docs=3)
-        >>> docs[0].metadata["source"]
-        'pydoc:topics/assert'
-    """
+    a fixed order, with ``source`` (also their id), ``title`` and ``format`` metadata."""
 
     def documents() -> Iterator[Document]:
         if include_topics:

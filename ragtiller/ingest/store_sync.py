@@ -1,10 +1,6 @@
-"""Incremental sync: what changed between an index and the chunks of this ingest.
-
-LangChain's vocabulary (a record manager, ``incremental`` or ``full`` cleanup), but not its
-``index()``: a record key here is the chunk's stable id plus a fingerprint, so an edited chunk
-is upserted over itself and keeps the id fusion relies on; and writes and deletes can go to one
-namespace at a time, as Pinecone needs.
-"""
+"""Incremental sync, not LangChain's ``index()``: a record key is the chunk's stable id plus a
+fingerprint, so an edited chunk is upserted over itself and keeps the id fusion relies on; and
+writes and deletes go to one namespace at a time, as Pinecone needs."""
 
 from __future__ import annotations
 
@@ -115,7 +111,7 @@ def plan_sync(
     current: Sequence[SyncRecord], previous: Iterable[SyncRecord], cleanup: Cleanup
 ) -> SyncPlan:
     """The plan that makes an index holding ``previous`` hold exactly ``current`` (and, for
-    ``incremental`` cleanup, the groups not in ``current`` as they were)."""
+    ``incremental``, other groups as they were)."""
     if cleanup not in CLEANUP_MODES:
         raise ValueError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     seen_groups = {r.group for r in current}
@@ -177,10 +173,8 @@ def sync_vector_store(
     concurrency: int = 1,
     progress: IngestProgress | None = None,
 ) -> SyncResult:
-    """Bring any LangChain ``VectorStore`` up to date with ``documents`` (each with an id and
-    ``doc_id`` metadata), incrementally. Each batch is written to the store before its records,
-    so a sync killed midway is resumed by the next, which writes only the batches not recorded.
-    """
+    """Bring any LangChain ``VectorStore`` up to date with ``documents``; each batch is written
+    before its records, so a sync killed midway is resumed by the next."""
     if batch_size < 1 or concurrency < 1:
         raise ValueError(
             f"batch_size and concurrency must be > 0, but got {batch_size} and {concurrency}"

@@ -40,8 +40,7 @@ def chunk_sources(
     progress: IngestProgress | None = None,
     window: ModelWindow | None = None,
 ) -> list[Document]:
-    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids;
-    ``window`` (:meth:`ModelWindow.of` the embedder) bounds them for ``chunking.window``."""
+    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids."""
     bar = progress or IngestProgress(enabled=False)
     documents, _ = load_sources(
         sources,
@@ -71,12 +70,8 @@ def ingest_to_store(
     namespace: str = DEFAULT_NAMESPACE,
     batch_size: int = 100,
 ) -> SyncResult:
-    """Read, chunk and write ``sources`` into ``store``, writing only what changed.
-
-    A :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` also records whether the
-    chunks carry a ``tenant`` key: True once a run writes one; False only when none did and the
-    store holds just what these runs wrote (a new store, or ``cleanup="full"``).
-    """
+    """Write ``sources`` into ``store``, only what changed; a SQLiteRecordManager also records
+    whether chunks carry a ``tenant`` key (False only when the store holds just these runs')."""
     if store.embeddings is None:
         raise IngestError(
             f"the {type(store).__name__} has no embeddings: make it with an embedding function"

@@ -1,6 +1,5 @@
-"""The local embedding models: a hashing embedder for tests and demos, MiniLM through
-sentence-transformers or ONNX Runtime (exported once, cached), and batched embedding with retry;
-and the driver of a remote embedding service (batched, concurrent, rate-limited, retried)."""
+"""Embedding: a hashing embedder for tests, MiniLM on ONNX Runtime or torch, batched embedding
+with retry, and the driver of a remote embedding service."""
 
 from ragtiller.models.batch_embedding import EmbeddingStats, embed_texts
 from ragtiller.models.embedders import (

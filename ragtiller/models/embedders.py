@@ -8,8 +8,6 @@ import os
 import re
 import threading
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Literal, cast, get_args
 
 import numpy as np
@@ -23,6 +21,7 @@ from ragtiller.models.onnx_model import (
     OnnxMiniLMEmbedder,
     Variant,
     prepare_model,
+    quiet_transformers,
 )
 
 logger = logging.getLogger("ragtiller.index")
@@ -37,13 +36,7 @@ TORCH_INSTALL_HINT = (
 
 class HashingEmbedder(Embeddings):
     """Deterministic feature-hashing embedder: an OFFLINE TEST embedder, not a semantic model
-    (words and their character trigrams hashed by CRC-32, the same on every platform).
-
-    Example:
-        >>> emb = HashingEmbedder(dim=64)
-        >>> len(emb.embed_query("hello world"))
-        64
-    """
+    (words and their character trigrams hashed by CRC-32, the same on every platform)."""
 
     def __init__(self, dim: int = 256, *, ngram_weight: float = 0.25) -> None:
         if dim < 1:
@@ -87,8 +80,7 @@ class HashingEmbedder(Embeddings):
 
 class MiniLMEmbedder(Embeddings):
     """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers on torch, offline: the
-    reference, and the fallback without ONNX; torch is imported on first use (it takes seconds).
-    """
+    reference, and the fallback without ONNX; torch is imported on first use (it takes seconds)."""
 
     model_name = MINILM_NAME
     dimension = 384
@@ -138,9 +130,8 @@ def local_embedder(
     workers: int | None = None,
     device: str = "cpu",
 ) -> OnnxMiniLMEmbedder | MiniLMEmbedder:
-    """The default embedded-mode embedder: bundled all-MiniLM-L6-v2 on onnxruntime, exported
-    on the first call. ``runtime`` (default ``$RAGTILLER_EMBEDDER_RUNTIME`` or ``auto``):
-    ``auto`` falls back to torch with a notice (its ``variant`` says so), ``onnx`` raises."""
+    """The default embedder: bundled all-MiniLM-L6-v2 on onnxruntime; ``runtime`` ``auto`` falls
+    back to torch with a notice, ``onnx`` raises (default: ``$RAGTILLER_EMBEDDER_RUNTIME``)."""
     chosen = runtime or os.environ.get("RAGTILLER_EMBEDDER_RUNTIME") or "auto"
     if chosen not in get_args(Runtime):
         raise ValueError(
@@ -180,17 +171,3 @@ def embedder_identity(embedder: Embeddings) -> tuple[str, int]:
         if isinstance(value, int) and value > 0:
             return model_label(embedder), value
     return model_label(embedder), len(embedder.embed_query("x"))
-
-
-@contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Hide transformers' "Loading weights" bar while a model loads."""
-    from transformers.utils import logging as hf_logging
-
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]

@@ -1,8 +1,5 @@
-"""Drive a remote embedding service: batched calls, N in flight, a rate limit, retries, deadlines.
-
-Give the wrapped client no retries of its own (``max_retries=0`` for OpenAI and Cohere): the
-driver has to see each failure to honour ``Retry-After`` and keep to the rate limit.
-"""
+"""Drive a remote embedding service: batched calls, N in flight, a rate limit, retries, deadlines
+(give the wrapped client no retries of its own: the driver must see each failure)."""
 
 from __future__ import annotations
 
@@ -51,19 +48,8 @@ class ServiceStats:
 
 
 class ServiceEmbeddings(Embeddings):
-    """An ``Embeddings`` that sends another one's calls in batches, ``concurrency`` at a time.
-
-    Every thread's calls share the bound (a call abandoned at its deadline keeps its slot until
-    it ends) and wait for the rate limit. A retryable failure waits at least what
-    ``Retry-After`` asks, and pauses every other call as long. Name and dimension are the
-    wrapped embedder's, so wrapping changes no fingerprint.
-
-    Example:
-        >>> from ragtiller.models import HashingEmbedder
-        >>> driver = ServiceEmbeddings(HashingEmbedder(dim=8), batch_size=2, concurrency=2)
-        >>> len(driver.embed_documents(["a", "b", "c"])), driver.stats.calls
-        (3, 2)
-    """
+    """Another ``Embeddings``' calls in batches, ``concurrency`` at a time in every thread, rate
+    limited; ``Retry-After`` pauses every call. Its name is the wrapped one's (same fingerprint)."""
 
     def __init__(
         self,
@@ -167,9 +153,8 @@ class ServiceEmbeddings(Embeddings):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(self, call: Callable[[], list[list[float]]], count: int) -> list[list[float]]:
-        """One call in a daemon thread holding a slot until it ends, awaited until the deadline.
-        On a bulkhead worker the waits for a slot and the rate limit end by the caller's
-        deadline, as :class:`Overloaded`: queueing, not the service hanging."""
+        """One call in a daemon thread holding a slot until it ends, awaited until the deadline;
+        on a bulkhead worker, waiting past the caller's deadline is :class:`Overloaded`."""
         with throttled():
             left = call_time_left()
             if not self._slots.acquire(timeout=None if left == math.inf else max(0.0, left)):
@@ -207,8 +192,7 @@ class ServiceEmbeddings(Embeddings):
 
 def classify(error: BaseException) -> tuple[int | None, float | None, bool]:
     """The HTTP status, the ``Retry-After`` wait and whether another try can help, from what
-    openai, cohere, httpx and requests attach; without a status, timeouts and lost connections
-    are retried."""
+    openai, cohere, httpx and requests attach."""
     response = getattr(error, "response", None)
     status = _int(getattr(error, "status_code", None))
     for source, attr in ((error, "status"), (response, "status_code"), (response, "status")):
@@ -252,13 +236,7 @@ def _int(value: Any) -> int | None:
 
 class OpenAICompatibleEmbeddings(Embeddings):
     """A stdlib client of ``POST {base_url}/embeddings`` (TEI, vLLM, Infinity, LiteLLM, OpenAI):
-    no SDK, one request per call, never retried (wrap it in :class:`ServiceEmbeddings`).
-
-    Example:
-        >>> client = OpenAICompatibleEmbeddings("http://127.0.0.1:8080/v1", "bge-small-en")
-        >>> client.url, client.model
-        ('http://127.0.0.1:8080/v1/embeddings', 'bge-small-en')
-    """
+    no SDK, one request per call, never retried (wrap it in :class:`ServiceEmbeddings`)."""
 
     def __init__(
         self,
