@@ -18,13 +18,8 @@ from ragtiller.policies.schema import BackendConfig, RetrievalPolicy
 def tiers_for_policy(
     policy: RetrievalPolicy, index: EmbeddedIndex, *, env: Mapping[str, str] = os.environ
 ) -> list[Tier]:
-    """The index's tiers, with dense and lexical served by the backends the policy names
-    (Pinecone configured from ``env``; without a key its searches raise
-    ``TierUnavailable("no-credentials")`` and the fallback answers).
-
-    Example:
-        >>> tiers = tiers_for_policy(load_policy(), index)  # doctest: +SKIP
-    """
+    """The index's tiers, dense and lexical served by the policy's backends (Pinecone from
+    ``env``; without a key it raises ``TierUnavailable("no-credentials")``)."""
     remote: dict[TierRole, Tier] = {}
     dense, lexical = policy.dense_backend, policy.lexical_backend
     if dense.provider == "pinecone":
@@ -39,9 +34,7 @@ def tiers_for_policy(
 def fallbacks_for_policy(
     policy: RetrievalPolicy, index: Any, tiers: Sequence[Tier]
 ) -> dict[str, Fallback]:
-    """By tier name, the embedded tier of the same role behind each Pinecone tier with
-    ``fallback: embedded``: tried on ``TierUnavailable``, and on Pinecone errors too with
-    ``fallback_on_outage``."""
+    """By tier name, the embedded tier behind each Pinecone tier with ``fallback: embedded``."""
     if not isinstance(index, EmbeddedIndex):
         return {}
     own = {tier_role(t): t for t in index.tiers}

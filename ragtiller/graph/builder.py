@@ -1,8 +1,5 @@
-"""``build_graph``: wire the seven nodes and the policy-driven edges into one compiled graph.
-
-Each edge reads the decision its source node stored; that node also announces the stages the
-edge bypasses, so every event stream lists all seven stages.
-"""
+"""``build_graph``: the seven nodes and the policy-driven edges, each reading the decision its
+source node stored (which also announces the stages the edge bypasses)."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ from ragtiller.adapters import TierLike, as_tier
 from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
-from ragtiller.graph.backends import tiers_for_policy
+from ragtiller.graph.backends import fallbacks_for_policy, tiers_for_policy
 from ragtiller.graph.langgraph_internals import RunnableCallable, check_input_first
 from ragtiller.graph.per_run import NodeMaker, PerRunNodes
 from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input, dual
@@ -48,18 +45,17 @@ NO_STEP_BACK = "narrow, off or quota spent"
 NO_RETRIEVAL = "no retrieval"
 RERANK = "rerank: ceiling if quota left, else floor"
 NO_RERANK = "no rerank"
+# where each named edge goes; the names label the drawn edges
 AFTER_GATE_PATHS: dict[Hashable, str] = {
     STEP_BACK: "step_back",
     NO_STEP_BACK: "embed",
     NO_RETRIEVAL: "assemble",
 }
-"""Where each named edge out of the gate goes; the names label the drawn edges."""
 AFTER_FUSE_PATHS: dict[Hashable, str] = {RERANK: "rerank", NO_RERANK: "assemble"}
 
 
 def after_gate(state: dict[str, Any]) -> str:
-    """The gate sets ``step_back.status`` to ``active`` only when step-back can produce
-    something, so a quota-spent turn never enters the node."""
+    """The gate sets ``step_back.status`` active only when step-back can produce something."""
     if state["route"]["query_type"] == "no_retrieval":
         return NO_RETRIEVAL
     if state["step_back"]["status"] == "active":
@@ -88,8 +84,7 @@ def edge(fn: Callable[[dict[str, Any]], Any]) -> RunnableCallable:
 
 
 class IndexLike(Protocol):
-    """What ``build_graph(index=...)`` reads: an embedder and tiers; and, if it has one, an
-    ``overview(namespaces, filter)`` or ``corpus_map`` text, and a ``manifest``."""
+    """An embedder and tiers; read if present: ``overview``, ``corpus_map``, ``manifest``."""
 
     @property
     def embedder(self) -> Embeddings: ...
@@ -116,11 +111,9 @@ def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
 
 
 class GraphParts(TypedDict, total=False):
-    """The components a graph is built from, each optional; explicit parts override the
-    index's own. ``tiers`` may be LangChain vector stores or retrievers (:func:`as_tier`);
-    ``quota`` and ``cache`` default to Redis when ``REDIS_URL`` is set, else in-process;
-    ``reranker`` and ``llm_router`` to the policy's; ``corpus_map`` to the index's outline (one
-    text is shown only on turns without a tenant, since it cannot be cut to one)."""
+    """The parts a graph is built from, each optional, overriding the index's own (``tiers`` may
+    be LangChain vector stores or retrievers; ``quota``/``cache`` default to Redis with
+    ``REDIS_URL``; a ``corpus_map`` text shows only on turns without a tenant)."""
 
     index: IndexLike | None
     embedder: Embeddings | None
@@ -203,20 +196,17 @@ def build_components(
             deadlines=resolved.deadlines,
             cache_ttl_s=resolved.cache.ttl_s,
         )
-    given_reranker = reranker
+
+    def reranker_for(other: RetrievalPolicy) -> Reranker:
+        if reranker is not None:
+            return reranker
+        return reranker_from_policy(
+            other.reranker, ledger=quota, cache=cache, cache_ttl_s=other.cache.ttl_s
+        )
 
     def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
         tiers = apply_query_options(other, base_tiers, index)
-        rerank = given_reranker or reranker_from_policy(
-            other.reranker, ledger=quota, cache=cache, cache_ttl_s=other.cache.ttl_s
-        )
-        return {t.name: t for t in tiers}, rerank
-
-    if reranker is None:
-        reranker = reranker_from_policy(
-            resolved.reranker, ledger=quota, cache=cache, cache_ttl_s=resolved.cache.ttl_s
-        )
-    from ragtiller.graph.backends import fallbacks_for_policy
+        return {t.name: t for t in tiers}, reranker_for(other)
 
     return Components(
         policy=resolved,
@@ -225,7 +215,7 @@ def build_components(
         quota=quota,
         cache=cache,
         chat_model=chat_model,
-        reranker=reranker,
+        reranker=reranker_for(resolved),
         overview=corpus_map,
         llm_router=llm_router,
         variant=variant,
@@ -244,22 +234,8 @@ def build_graph(
     require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> RetrievalGraph:
-    """Build the retrieval graph (a :class:`RetrievalGraph`). Does no I/O of its own.
-
-    ``policy``: an object, a YAML path, a shipped name, or None for the default. ``namespaces``
-    (default: the index manifest's) must hold every namespace a route names. ``require_tenant``
-    refuses turns that name no tenant; default: whether the index manifest says its documents
-    carry tenants, True without one (pass ``records.tenanted()`` of an ``ingest_to_store``).
-
-    Example:
-        >>> from ragtiller import build_graph
-        >>> from ragtiller.index import EmbeddedIndex
-        >>> from ragtiller.models import HashingEmbedder
-        >>> from ragtiller.ingest import build_index
-        >>> index = build_index(["docs/"], embedder=HashingEmbedder())  # doctest: +SKIP
-        >>> graph = build_graph(index=index)  # doctest: +SKIP
-        >>> graph.invoke({"query": "how do I cancel a task?"})["context"]  # doctest: +SKIP
-    """
+    """Build the retrieval graph; no I/O of its own. ``require_tenant`` (refuse turns naming no
+    tenant) defaults to the index manifest's ``tenanted``, True without a manifest."""
     deps = build_components(policy, namespaces=namespaces, require_tenant=require_tenant, **parts)
     return compile_graph(
         deps,

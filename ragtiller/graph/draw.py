@@ -32,12 +32,7 @@ def mermaid() -> str:
 
 
 def png(path: str | None = None) -> bytes | None:
-    """The graph as a PNG (``ragtiller[draw]``): written to ``path``, or returned.
-
-    Example:
-        >>> from IPython.display import Image  # doctest: +SKIP
-        >>> Image(png())  # doctest: +SKIP
-    """
+    """The graph as a PNG (``ragtiller[draw]``): written to ``path``, or returned."""
     try:
         import pygraphviz  # noqa: F401
     except ImportError as e:

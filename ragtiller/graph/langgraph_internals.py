@@ -31,10 +31,8 @@ def inside_pregel(configurable: Mapping[str, Any]) -> bool:
 def check_input_first(
     compiled: CompiledStateGraph[Any, Any, Any, Any], check: InputCheck, reads: Sequence[str] = ()
 ) -> None:
-    """Make ``compiled``'s ``START`` step, which keeps only the input keys the schema names, run
-    ``check`` on the input as given first: on every path (``invoke``, the LangGraph server),
-    before any channel is written. Not as a subgraph (the parent's state is its input), nor on
-    a resume (no new input)."""
+    """Make ``compiled``'s ``START`` step run ``check`` on the input as given, on every path and
+    before any channel is written; not as a subgraph (its input is the parent's state)."""
 
     def run(value: dict[str, Any], config: RunnableConfig) -> Any:
         given = value[START]

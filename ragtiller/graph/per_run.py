@@ -1,5 +1,5 @@
-"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key (the
-default context pays one dictionary lookup per node); stage events reach LangChain callbacks."""
+"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key; stage
+events reach LangChain callbacks."""
 
 from __future__ import annotations
 
@@ -23,16 +23,14 @@ from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.stores import spend_caps
 
 NodeMaker = Callable[[Components], NodeFn]
-MAX_VARIANTS = 32
-"""Distinct run-context policy keys kept per graph; older variants are rebuilt when asked."""
+MAX_VARIANTS = 32  # run-context policy keys kept per graph; older variants are rebuilt
 
 
 def check_route_namespaces(
     policy: RetrievalPolicy, known: Sequence[str] | None, *, show_known: bool = True
 ) -> None:
-    """Fail when a route names a namespace the index does not hold. ``show_known`` lists the
-    index's namespaces: ``build_graph``'s operator reads them, a run's caller must not (they
-    may be other tenants')."""
+    """Fail when a route names a namespace the index lacks; only the operator sees the known
+    ones (``show_known``): a run's caller must not, they may be other tenants'."""
     if known is None:
         return
     bad = [
@@ -49,14 +47,12 @@ def check_route_namespaces(
         )
 
 
+# policy sections whose objects build_graph makes once (the router, the backends, cache TTLs)
 FIXED_AT_BUILD = ("router", "lexical_triggers", "cache", "dense_backend", "lexical_backend")
-"""Policy sections whose objects ``build_graph`` makes once (the LLM router, the backends; the
-router and the ceiling keep their cache TTL)."""
 
 
 def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
-    """The fields ``run`` changes that a run cannot: not the daily call limits, which cap a
-    turn's spends by the run policy's (lower a limit, never raise it)."""
+    """The fields ``run`` changes that a run cannot (daily limits may change: they only cap)."""
     changed = [name for name in FIXED_AT_BUILD if getattr(base, name) != getattr(run, name)]
     if base.quota.timezone != run.quota.timezone:
         changed.append("quota.timezone")
@@ -113,8 +109,7 @@ class PerRunNodes:
         check_route_namespaces(deps.policy, known_namespaces)
 
     def components(self, context: RunContext) -> Components:
-        """The graph's components with the context's policy and rerank switch applied: every
-        field the policy sets takes effect, or the run is refused."""
+        """The components with the context's policy and rerank switch: all apply, or refused."""
         if context.policy_key() == EMPTY.policy_key():
             return self.deps
         base = self.deps.policy
@@ -138,16 +133,14 @@ class PerRunNodes:
         return dataclasses.replace(self.deps, policy=policy, tiers=tiers, reranker=reranker)
 
     def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], dict[str, int]]:
-        """The nodes for ``context``'s policy key, built on first use, and the daily limits of
-        that policy, which cap every spend its nodes make (:func:`spend_caps`)."""
+        """The nodes for ``context``'s policy key, built on first use, and its daily limits."""
         key = context.policy_key()
         found = self._variants.get(key)
         if found is not None:
             return found
         deps = self.components(context)
         if deps is self.deps and key != EMPTY.policy_key():
-            # nothing this run sets changes the policy (a top_k within max_chunks, say): the
-            # graph's own nodes, not another copy of them per key
+            # nothing this run sets changes the policy: the graph's own nodes, not a copy per key
             variant = self.nodes(EMPTY)
         else:
             built = {name: make(deps) for name, make in self.makers.items()}

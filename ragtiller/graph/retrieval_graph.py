@@ -1,7 +1,5 @@
-"""What ``build_graph`` returns (:class:`RetrievalGraph`, holding the compiled graph), and the
-sync path: every coroutine runs on one private loop thread in a copy of the caller's context
-(loop-bound clients always see one loop; Jupyter's running loop is no obstacle), in one hop per
-top-level ``invoke``/``stream``, else one per node."""
+"""What ``build_graph`` returns, and the sync path: coroutines run on one private loop thread (so
+loop-bound clients see one loop, and Jupyter's is no obstacle), one hop per top-level run."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 def _submit(
     coro: Coroutine[Any, Any, Any], on_done: Callable[[asyncio.Task[Any]], None] | None = None
 ) -> Callable[[], object]:
-    """Schedule ``coro`` on the private loop from another thread; returns what cancels it (the
-    loop keeps the order of the two calls, so the cancel finds the task started)."""
+    """Schedule ``coro`` on the private loop, in the caller's context; returns its cancel."""
     loop = _background_loop()
     context = contextvars.copy_context()
     tasks: list[asyncio.Task[Any]] = []
@@ -71,8 +68,7 @@ def _submit(
 
 
 def run_sync(coro_fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
-    """Run ``coro_fn(*args, **kwargs)`` to completion from synchronous code, in the caller's
-    context; the task is cancelled if the caller stops waiting (``KeyboardInterrupt``)."""
+    """``coro_fn(*args, **kwargs)`` from sync code; cancelled if the caller stops waiting."""
     result: Future[T] = Future()
 
     def settle(task: asyncio.Task[T]) -> None:
@@ -92,8 +88,7 @@ def run_sync(coro_fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwarg
 
 
 def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
-    """Iterate an async iterator on the private loop, which pushes items into a queue as they
-    come (the run never waits for the consumer); closing the iterator early cancels the run."""
+    """``agen`` run on the private loop into a queue; closing the iterator early cancels it."""
     items: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
 
     async def pump() -> None:
@@ -134,8 +129,7 @@ def dual(
 
 
 def one_hop(graph: CompiledStateGraph, config: RunnableConfig | None) -> bool:  # type: ignore[type-arg]
-    """Whether a sync run of ``graph`` makes one hop to the loop: only a top-level run, off the
-    loop's own thread, with async checkpointing."""
+    """Only a top-level run, off the loop's thread, with async checkpointing, makes one hop."""
     if threading.current_thread() is _loop_thread:
         return False  # waiting for the loop on the loop would deadlock
     saver = graph.checkpointer
@@ -149,9 +143,8 @@ def one_hop(graph: CompiledStateGraph, config: RunnableConfig | None) -> bool:  
 
 
 def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | None = None) -> None:
-    """Refuse a turn's input before the graph writes it to the state or streams the thread's
-    earlier values: a key LangGraph would drop (``{"question": ...}`` would run as an empty
-    turn), a pinned field set differently, or a scope other than the thread's."""
+    """Refuse, before the graph writes or streams anything, a key LangGraph would drop, a pinned
+    field set differently, or a scope other than the thread's."""
     check_keys(input)
     context = pinned(pin, current_context(), input)
     previous = thread.get("scope")
@@ -160,9 +153,8 @@ def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | No
 
 
 class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
-    """The retrieval graph: input ``{"query": ...}`` or ``{"messages": [...]}``, output
-    ``{"documents", "messages", "context", "manifest", "stages"}``; ``.graph`` is the compiled
-    LangGraph graph, to which every call not here passes straight."""
+    """The retrieval graph: ``{"query": ...}`` or ``{"messages": [...]}`` in; ``.graph`` is the
+    compiled LangGraph graph, which the thread-state and schema calls pass straight to."""
 
     def __init__(
         self,
@@ -176,7 +168,6 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     def invoke(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """As LangGraph's ``invoke``, in one hop to the node loop for a top-level run."""
         if not one_hop(self.graph, config):
             return cast(dict[str, Any], self.graph.invoke(input, config, **kwargs))
         return cast(dict[str, Any], run_sync(self.graph.ainvoke, input, config, **kwargs))
@@ -190,7 +181,6 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     def stream(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
-        """As LangGraph's ``stream``, in one hop to the node loop for a top-level run."""
         if not one_hop(self.graph, config):
             return self.graph.stream(input, config, **kwargs)
         return iterate_sync(self.graph.astream(input, config, **kwargs))
@@ -207,10 +197,8 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         return events
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> RetrievalGraph:
-        """This graph with ``config`` merged into every run's, and the run-context fields under
-        ``configurable["ragtiller"]`` pinned into a recompiled graph's nodes: a run that sets
-        one differently, through any door, is refused; a later call may pin more, never change one.
-        """
+        """``config`` merged into every run's; fields under ``configurable["ragtiller"]`` are
+        pinned into a recompiled graph: a run (or later call) setting one differently is refused."""
         merged = merge_configs(config, cast(RunnableConfig, kwargs))
         configurable = dict(merged.get("configurable") or {})
         settings = configurable.pop(CONFIG_KEY, None)
@@ -220,8 +208,6 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         held = self._pinning(context_from(None, {CONFIG_KEY: settings}))
         bound = held.graph.with_config(merge_configs(self.graph.config, rest))
         return RetrievalGraph(bound, held._pinning)
-
-    # --- a thread's state, and the graph's shape: as LangGraph's ------------------------------
 
     def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
         return self.graph.get_state(config, subgraphs=subgraphs)

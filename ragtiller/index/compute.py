@@ -1,6 +1,5 @@
-"""CPU helpers shared by the tiers: exact top-k selection, off-loop execution, and one scan per
-query shared by the tiers that read the same store (the dense and parent-child tiers scan the
-same vectors each turn): computed once, even when both ask at the same moment."""
+"""CPU helpers shared by the tiers: exact top-k, off-loop execution, and one scan per query shared
+by the tiers that read one store (dense and parent-child), even when both ask at once."""
 
 from __future__ import annotations
 
@@ -23,12 +22,9 @@ from ragtiller.core.tiers import Hit, SearchRequest
 
 T = TypeVar("T")
 
-INLINE_ROWS = 10_000
-"""Tiers with at most this many rows search on the event loop itself: an exact search takes
-well under a millisecond there, about the price of a hop to a worker thread and back."""
+INLINE_ROWS = 10_000  # searched on the loop itself: well under a ms, the price of a thread hop
+# not the loop's default executor, which a hung third-party provider may have filled
 CPU = Bulkhead("cpu-search", workers=os.cpu_count() or 2, queue=1024)
-"""Workers of the large in-process searches; never the loop's default executor, which a hung
-third-party provider may have filled (see :mod:`ragtiller.core.bulkhead`)."""
 
 
 def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
@@ -39,8 +35,7 @@ def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
 
 
 def top_k_positive(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
-    """:func:`top_k` over the positive scores alone, without gathering them first when the top
-    ``k`` of all scores is one set: then it holds every one of the top ``k`` positives."""
+    """:func:`top_k` over the positive scores, gathered only when the fast path cannot answer."""
     above = _fast_top_k(scores, k)
     if above is not None:
         return above[scores[above] > 0]
@@ -50,13 +45,10 @@ def top_k_positive(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.i
     return rows[top_k(scores[rows], k)]
 
 
-THRESHOLD_MIN_ROWS = 4096
-"""From this many scores :func:`top_k` first keeps those at or above a cheap lower bound of the
-k-th best (a few hundred of 100,000)."""
+THRESHOLD_MIN_ROWS = 4096  # from here top_k first keeps scores above a cheap bound of the k-th
 
 
 def _fast_top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp] | None:
-    """:func:`_above_threshold` where it pays (enough scores for the bound to prune), else None."""
     if k < 1:
         raise ValueError(f"k must be > 0, but got {k}")
     n = scores.shape[0]
@@ -74,9 +66,8 @@ def _partitioned(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.int
 
 
 def _above_threshold(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp] | None:
-    """:func:`top_k` among the scores at or above the least of ``k`` block maxima (at least
-    ``k`` scores reach it, so none below is in the top ``k``), or None when that cannot be
-    proven to equal :func:`_partitioned`: a tie at the ``k``-th place, or a NaN."""
+    """:func:`top_k` among the scores at or above the least of ``k`` block maxima, or None when
+    that cannot be proven equal to :func:`_partitioned` (a tie at the ``k``-th place, a NaN)."""
     n = scores.shape[0]
     bound = scores[: n // k * k].reshape(k, -1).max(axis=1).min()
     if not np.isfinite(bound):
@@ -95,23 +86,18 @@ def _above_threshold(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np
 
 
 class CpuTier(ABC):
-    """A tier whose search is CPU-bound numpy/BM25 work: ``asearch`` runs it on the event loop
-    when :meth:`inline` says it is cheap, else in a worker thread of the ``cpu-search`` bulkhead
-    (``native_async``: the graph awaits it rather than use a thread)."""
+    """A CPU-bound tier: ``asearch`` runs on the loop when :meth:`inline`, else on :data:`CPU`."""
 
     native_async = True
 
     @property
     @abstractmethod
-    def rows(self) -> int:
-        """Rows one search scans."""
+    def rows(self) -> int: ...
 
     @abstractmethod
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``request.k`` hits, best first."""
+    def search(self, request: SearchRequest) -> list[Hit]: ...
 
     def inline(self, request: SearchRequest) -> bool:
-        """Whether ``request`` is cheap enough to search on the event loop."""
         return self.rows <= INLINE_ROWS
 
     async def asearch(self, request: SearchRequest) -> list[Hit]:
@@ -142,8 +128,7 @@ def scan_key(
 
 
 class SharedScans:
-    """The last :data:`KEPT_SCANS` results of one store's scans, each computed once (thread-safe,
-    read-only). A scan that raises is not kept: its waiters get the error, the next caller scans."""
+    """The last :data:`KEPT_SCANS` scans of one store, each computed once; a failed one is not kept."""
 
     def __init__(self, kept: int = KEPT_SCANS) -> None:
         self._kept = kept
@@ -151,13 +136,11 @@ class SharedScans:
         self._scans: OrderedDict[Hashable, Future[Any]] = OrderedDict()
 
     def holds(self, key: Hashable) -> bool:
-        """Whether the result for ``key`` is kept and ready (a search reading it scans nothing)."""
         with self._lock:
             future = self._scans.get(key)
         return future is not None and future.done() and future.exception() is None
 
     def get(self, key: Hashable, scan: Callable[[], T]) -> T:
-        """The result of ``scan()`` for ``key``: kept, being computed by another caller, or now."""
         with self._lock:
             future = self._scans.get(key)
             owner = future is None

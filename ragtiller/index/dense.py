@@ -26,17 +26,8 @@ CHUNKS_FILE = "chunks.jsonl"
 
 
 class NumpyVectorStore(VectorStore):
-    """An exact, in-process vector store and a full LangChain ``VectorStore``: normalised rows
-    (float32, or float16 at half the memory), cosine scores, numpy top-k. :meth:`load`
-    memory-maps the vectors, so an index larger than RAM pages in on demand. Not thread-safe
-    for writes during searches.
-
-    Example:
-        >>> from ragtiller.models import HashingEmbedder
-        >>> store = NumpyVectorStore.from_texts(["red apple", "blue sea"], HashingEmbedder())
-        >>> store.similarity_search("apple", k=1)[0].page_content
-        'red apple'
-    """
+    """An exact, in-process LangChain ``VectorStore`` of normalised rows (float32 or float16);
+    :meth:`load` memory-maps them. Not thread-safe for writes during searches."""
 
     def __init__(self, embedding: Embeddings) -> None:
         self._embedding = embedding
@@ -57,7 +48,6 @@ class NumpyVectorStore(VectorStore):
         ids: Sequence[str] | None = None,
         dtype: VectorDtype = "float32",
     ) -> NumpyVectorStore:
-        """A store over vectors computed elsewhere (normalised here, stored as ``dtype``)."""
         store = cls(embedding)
         matrix = normalize_rows(vectors) if len(texts) else np.empty((0, 0), dtype=np.float32)
         store._set(_table(texts, metadatas, ids), matrix.astype(dtype, copy=False))
@@ -83,12 +73,11 @@ class NumpyVectorStore(VectorStore):
 
     @property
     def records(self) -> RecordTable:
-        """The current rows (replaced, never mutated, by writes)."""
+        """Replaced, never mutated, by writes."""
         return self._records
 
     @property
     def vectors(self) -> Matrix:
-        """The normalised vectors, one row per record; a read-only memmap after :meth:`load`."""
         return self._vectors
 
     def __len__(self) -> int:
@@ -96,11 +85,10 @@ class NumpyVectorStore(VectorStore):
 
     @property
     def ann(self) -> AnnIndex | None:
-        """The HNSW graph over the current rows, if one is attached (any write drops it)."""
+        """The HNSW graph over the current rows, if attached (any write drops it)."""
         return self._ann
 
     def attach_ann(self, ann: AnnIndex) -> None:
-        """Let ``approximate`` searches use ``ann``, a graph over exactly the current rows."""
         rows, dim = self._vectors.shape
         if (ann.rows, ann.dimension) != (rows, dim):
             raise ValueError(
@@ -116,7 +104,7 @@ class NumpyVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        """Embed and add texts (upsert); the ids, uuid4 hex where none were given."""
+        """Upsert; the ids, uuid4 hex where none were given."""
         texts = list(texts)
         if not texts:
             return []
@@ -137,7 +125,6 @@ class NumpyVectorStore(VectorStore):
         return list(table.ids)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """Delete rows by id (``None``: everything); True when a row was deleted."""
         if ids is None:
             deleted = len(self._records) > 0
             self._set(RecordTable([], [], []), np.empty((0, 0), dtype=np.float32))
@@ -177,14 +164,12 @@ class NumpyVectorStore(VectorStore):
         namespaces: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> list[tuple[Document, float]]:
-        """Documents with their cosine, best first; ``filter`` and ``namespaces`` scope them."""
         return [
             (self._records.document(row), score)
             for row, score in self.search_rows(embedding, k, namespaces=namespaces, filter=filter)
         ]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        """Relevance in [0, 1] for LangChain's threshold search: the cosine, clipped at 0."""
         return lambda score: min(max(score, 0.0), 1.0)
 
     def score_rows(
@@ -194,8 +179,7 @@ class NumpyVectorStore(VectorStore):
         namespaces: Sequence[str] | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """Row numbers in scope and their cosines (read-only, in row order). The same query on
-        the same store is scanned once: a turn's dense and parent-child tiers share it."""
+        """Rows in scope and their cosines (read-only), each query scanned once per store."""
         rows_total, dim = self._vectors.shape
         query = normalize_rows(vector)[0]
         if not rows_total:
@@ -210,8 +194,7 @@ class NumpyVectorStore(VectorStore):
     def _scan(
         self, query: Matrix, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """Score every row in one pass, then mask: gathering the selected rows first copies them
-        on every search and costs 3.5x the scan itself."""
+        """Score every row, then mask: gathering the rows first costs 3.5x the scan itself."""
         scores = _cosines(self._vectors, query)
         mask = self._records.mask(namespaces, filter)
         if mask is None:
@@ -246,8 +229,7 @@ class NumpyVectorStore(VectorStore):
         filter: Mapping[str, Any] | None = None,
         approximate: bool = False,
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """Row numbers and cosines of the best ``k`` rows in scope, best first; ``approximate``
-        searches the HNSW graph instead of every row (the scope is exact either way)."""
+        """The best ``k`` rows in scope and their cosines; ``approximate`` searches the graph."""
         if k < 1:
             raise ValueError(f"k must be > 0, but got {k}")
         if approximate:
@@ -267,7 +249,6 @@ class NumpyVectorStore(VectorStore):
         return rows[best], scores[best]
 
     def save(self, directory: str | Path) -> None:
-        """Write ``vectors.npy`` and ``chunks.jsonl`` into ``directory`` (created if needed)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         np.save(path / VECTORS_FILE, np.ascontiguousarray(self._vectors))
@@ -284,9 +265,8 @@ class NumpyVectorStore(VectorStore):
         namespaces: Sequence[str] | None = None,
         dtype: VectorDtype = "float32",
     ) -> NumpyVectorStore:
-        """Read a store written by :meth:`save`. Every vector is checked once, so a corrupt file
-        fails the open, not every search. ``vectors`` given (an HNSW graph's own copy) are
-        searched instead of the file's, which is then never read: one copy in memory, not two."""
+        """A store written by :meth:`save`, its vectors checked once; ``vectors`` (an HNSW graph's
+        copy) are searched instead of the file's, so one copy is in memory, not two."""
         path = Path(directory)
         records = RecordTable.load(path / CHUNKS_FILE, namespaces=namespaces)
         vectors_path = path / VECTORS_FILE
@@ -359,10 +339,8 @@ _F16_BLOCK_ROWS = 4_096  # float16 rows widened per block of the scan: 6 MB at 3
 
 
 def _cosines(vectors: Matrix, query: Matrix) -> Matrix:
-    """Row-wise dot products in one thread, without BLAS, in float32: a BLAS mat-vec's spinning
-    threads fight each other when two tiers search at once (24 ms instead of 1.3 ms at 10k x 384
-    on a loaded 2-core machine). float16 rows are widened block by block (numpy has no float16
-    SIMD dot product, and a float16 sum would lose precision)."""
+    """Dot products in one thread, not BLAS (whose threads fight when two tiers search at once:
+    24 ms, not 1.3 ms, at 10k x 384); float16 rows widened to float32 block by block."""
     if vectors.dtype == np.float32:
         scores: Matrix = np.einsum("ij,j->i", vectors, query)
         return scores

@@ -21,8 +21,7 @@ MOVED_DEPTH = 1000  # chunks nearest the question that Rocchio's second pass re-
 
 
 class DenseTier(CpuTier):
-    """A separate class from the store because ``VectorStore.search`` already means something
-    else. ``asearch`` runs inline up to :data:`~ragtiller.index.compute.INLINE_ROWS` rows."""
+    """Not the store itself: ``VectorStore.search`` already means something else."""
 
     name = "dense"
     needs_vector = True
@@ -52,9 +51,8 @@ class DenseTier(CpuTier):
         return [records.hit(row, score) for row, score in pairs]
 
     def search_moved(self, request: SearchRequest, moved: Sequence[float]) -> list[Hit]:
-        """Rocchio's second pass: at most ``k`` of the :data:`MOVED_DEPTH` chunks in scope
-        nearest the request's vector, best first by their cosine to ``moved``; an approximate
-        tier searches its graph with ``moved`` instead."""
+        """Rocchio's second pass: the :data:`MOVED_DEPTH` chunks nearest the request's vector, best
+        first by their cosine to ``moved`` (an approximate tier searches with ``moved``)."""
         if self.approximate:
             return self.search(replace(request, vector=moved))
         if request.vector is None:
@@ -91,8 +89,7 @@ class DenseTier(CpuTier):
         return len(self.store)
 
     async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """An unfiltered graph search (well under a millisecond) runs inline, any scan in a
-        worker thread."""
+        """An unfiltered graph search (well under a millisecond) runs inline."""
         if self.approximate and not request.filter:
             return self.search(request)
         return await super().asearch(request)

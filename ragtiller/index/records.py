@@ -28,16 +28,14 @@ from ragtiller.errors import IndexStoreError
 T = TypeVar("T")
 _MISSING = object()
 MASKS_KEPT = 32  # scope masks kept per table: a tenant's mask serves its next turns
+# ids of recent hits whose rows a table remembers: rows_in_scope needs no id map of every row
 RECENT_ROWS = 65536
-"""Ids of recently built hits whose rows a table remembers, so :meth:`RecordTable.rows_in_scope`
-finds a turn's passages without the id map of every row (0.7 s and 19 MB at 100k chunks)."""
 CACHED_ROWS = 4096  # parsed rows kept per table in a file: the rows of a few turns
 _SCAN_BYTES = 1 << 26  # scanned for line ends at once: little memory beyond the map
 
 
 class RecordTable:
-    """Ids (unique), texts and metadata of N rows, with a namespace code per row for fast
-    filtering (``namespace`` defaults to ``"default"``)."""
+    """Ids (unique), texts and metadata of N rows, with a namespace code per row for filtering."""
 
     __slots__ = (
         "_columns",
@@ -70,19 +68,6 @@ class RecordTable:
         self._lock = threading.Lock()
         self._lookup()  # ids must be unique
 
-    @classmethod
-    def _in_file(cls, rows: JsonlRows, namespaces: Sequence[str] | None) -> RecordTable:
-        """A table whose rows stay in ``rows``' file; ``namespaces`` (an index manifest's, when
-        known) spares one namespace a pass over the rows."""
-        table = cls.__new__(cls)
-        table.ids, table.texts = Field(rows, "id"), Field(rows, "text")
-        table.metadatas = Field(rows, "metadata")
-        table._row, table._recent, table._columns, table._masks = None, {}, {}, {}
-        table._scopes, table._lock = None, threading.Lock()
-        if namespaces is not None and len(namespaces) == 1:
-            table._scopes = (np.zeros(len(rows), dtype=np.int32), {namespaces[0]: 0})
-        return table
-
     def __len__(self) -> int:
         return len(self.ids)
 
@@ -103,8 +88,7 @@ class RecordTable:
         return self._row
 
     def _codes(self) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
-        """A namespace code per row and the code of each namespace, built on first use and
-        set as one pair: a search on another thread never sees codes without their names."""
+        """Codes per row and by namespace, set as one pair for searches on other threads."""
         if self._scopes is None:
             codes: dict[str, int] = {}
             per_row = np.fromiter(
@@ -124,8 +108,7 @@ class RecordTable:
     def mask(
         self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> npt.NDArray[np.bool_] | None:
-        """Rows in ``namespaces`` (None: all) whose metadata passes the portable ``filter``
-        (:mod:`ragtiller.core.filters`); None when nothing is filtered out."""
+        """Rows in ``namespaces`` (None: all) passing ``filter``; None when none is filtered out."""
         try:
             key = (None if namespaces is None else tuple(namespaces), filter_key(filter))
             hash(key)
@@ -165,8 +148,8 @@ class RecordTable:
     def rows_in_scope(
         self, ids: Iterable[str], namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[list[str], list[int]]:
-        """Those of ``ids`` in the scope a search sees, with their rows: a tier asked to score
-        chunks never scores one its search could not have returned."""
+        """Those of ``ids`` in a search's scope, with their rows: a tier never scores a chunk its
+        search could not have returned."""
         mask = self.mask(namespaces, filter)
         found: list[str] = []
         rows: list[int] = []
@@ -232,17 +215,24 @@ class RecordTable:
 
     @classmethod
     def load(cls, path: Path, *, namespaces: Sequence[str] | None = None) -> RecordTable:
-        """Open a table written by :meth:`dump` in place, checking its first and last lines."""
+        """Open a table written by :meth:`dump` in place, checking its first and last lines; one
+        known namespace (an index manifest's) spares a pass over the rows."""
         rows = JsonlRows(path)
         if len(rows):
             rows.record(0)
             rows.record(len(rows) - 1)
-        return cls._in_file(rows, namespaces)
+        table = cls.__new__(cls)
+        table.ids, table.texts = Field(rows, "id"), Field(rows, "text")
+        table.metadatas = Field(rows, "metadata")
+        table._row, table._recent, table._columns, table._masks = None, {}, {}, {}
+        table._scopes, table._lock = None, threading.Lock()
+        if namespaces is not None and len(namespaces) == 1:
+            table._scopes = (np.zeros(len(rows), dtype=np.int32), {namespaces[0]: 0})
+        return table
 
 
 def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str, Any]:
-    """A copy of ``metadata`` whose every value survives a JSON round-trip; else a ValueError
-    naming ``owner`` (``document 'a.md'``) and the key."""
+    """A copy of ``metadata``, every value JSON-serialisable; else a ValueError naming ``owner``."""
     for key, value in metadata.items():
         try:
             json.dumps(value)
@@ -255,8 +245,7 @@ def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str
 
 
 class JsonlRows:
-    """The lines of a JSON-lines record file (``{"id", "text", "metadata"}`` per line), by row,
-    memory-mapped (pages shared by every process that opens it); a corrupt line fails the read
+    """The memory-mapped lines of a JSON-lines record file, by row; a corrupt line fails the read
     that reaches it, naming the file and the line."""
 
     def __init__(self, path: Path) -> None:
@@ -303,8 +292,7 @@ class JsonlRows:
 
 
 def _loads(raw: bytes) -> Any:
-    """orjson parses a turn's rows four times faster than ``json``, which takes what it refuses
-    and ``json.dumps`` writes (NaN, an integer over 64 bits)."""
+    """orjson is four times faster; ``json`` takes what it refuses (NaN, integers over 64 bits)."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

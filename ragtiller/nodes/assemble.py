@@ -1,8 +1,5 @@
-"""Assemble: cited context, LangChain documents, honest labels and the run manifest.
-
-The passages a turn returns are distinct, at most ``passages_per_document`` of a document, and
-together within ``budgets.context_words`` in the context; every passage left out is labelled.
-"""
+"""Assemble: cited context, LangChain documents, honest labels and the run manifest; passages
+are distinct, capped per document, within ``context_words``, and every one left out labelled."""
 
 from __future__ import annotations
 
@@ -32,8 +29,8 @@ from ragtiller.rerankers.floor import identity_order
 
 MAX_WORD_CHARS = 20  # a longer run (a URL, text without spaces) is a word per 20 characters
 _IDEOGRAPHS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# a CJK character (those scripts put no spaces between words), or a run of other non-space
 _WORD = re.compile(f"[{_IDEOGRAPHS}]|[^\\s{_IDEOGRAPHS}]{{1,{MAX_WORD_CHARS}}}")
-"""A CJK character (those scripts put no spaces between words), or a run of other non-space."""
 _UNLIKE_ENGLISH = re.compile(f"[{_IDEOGRAPHS}]|[^\\s]{{{MAX_WORD_CHARS + 1},}}")  # else: split
 
 
@@ -59,17 +56,8 @@ def first_words(text: str, n: int) -> str:
 
 
 def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate], str | None]:
-    """The passages, in order, whose words fit in ``budget``, and a label for what did not.
-
-    A passage that does not fit is left out and later, shorter ones still get their turn; the
-    first one is never left out, but cut to ``budget`` words when it alone is longer.
-
-    Example:
-        >>> p = [{"id": i, "text": t} for i, t in [("a", "one two"), ("b", "x " * 5), ("c", "y")]]
-        >>> kept, label = fit_context(p, 3)  # type: ignore[arg-type]
-        >>> [c["id"] for c in kept], label
-        (['a', 'c'], 'context budget 3 words: left out 1 of 3 passages (rank 2; 5 words)')
-    """
+    """The passages whose words fit in ``budget`` (later, shorter ones still get their turn; the
+    first is cut, never left out), and a label for what did not."""
     kept: list[Candidate] = []
     left: list[tuple[int, int]] = []
     used = 0
@@ -95,19 +83,8 @@ def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate]
 
 
 def fit_outline(outline: str, question: str, budget: int) -> str:
-    """``outline`` cut to what ``question`` is about, in at most ``budget`` words (0: none): its
-    header, then the documents whose title or sections share a term with the question (most
-    shared first, with their matching sections); the outline's start when none does. Shown
-    whole, it crowded the answers out of a small context (550 of 748 words on one trial).
-
-    Example:
-        >>> outline = "Corpus: 2 documents, 3 sections.\\n- Jobs\\n  - Retries: How often.\\n" \\
-        ...     "  - Visibility timeout: How long a job stays hidden.\\n- Billing: Plans."
-        >>> print(fit_outline(outline, "what is the visibility timeout?", 20))
-        Corpus: 2 documents, 3 sections.
-        - Jobs
-          - Visibility timeout: How long a job stays hidden.
-    """
+    """``outline`` cut to the documents and sections sharing a term with ``question``, in at most
+    ``budget`` words: shown whole, it crowded the answers out (550 of 748 words on one trial)."""
     if budget <= 0 or not outline.strip():
         return ""
     header, *lines = outline.strip().splitlines()
@@ -142,9 +119,8 @@ def fit_outline(outline: str, question: str, budget: int) -> str:
 def select_distinct(
     ranked: list[Candidate], top_n: int, per_document: int
 ) -> tuple[list[Candidate], str | None]:
-    """The best ``top_n`` passages, at most ``per_document`` of one document, and a label when
-    fewer came back. A passage that a chosen one contains, is part of (a parent-child window
-    and a child inside it) or repeats word for word is skipped: the context would repeat text."""
+    """The best ``top_n`` passages, at most ``per_document`` of one document, none repeating a
+    chosen one's text (its window, a child inside it, the same words), and a label when short."""
     chosen: list[Candidate] = []
     ids: set[str] = set()
     texts: set[str] = set()
@@ -188,8 +164,8 @@ def select_distinct(
 def choose_passages(
     ranked: list[Candidate], top_k: int, budgets: BudgetsConfig
 ) -> tuple[list[Candidate], list[Candidate], list[str]]:
-    """The turn's passages, those the context holds (the budget bounds the context, never the
-    list asked for), and the labels for what came back short or was left out."""
+    """The turn's passages, those the context holds (the budget bounds only the context), and
+    the labels for what came back short or was left out."""
     chosen, short = select_distinct(ranked, top_k, budgets.passages_per_document)
     shown, over = chosen, None
     if budgets.context_words is not None:
@@ -201,8 +177,8 @@ DESIGNED = "designed"  # the metadata status of a document on something not buil
 
 
 def to_document(rank: int, chunk: Candidate, *, in_context: bool = True) -> Document:
-    """A chosen chunk as a LangChain document. Not its raw tier scores: a BM25 score carries the
-    corpus-wide IDF, which would tell a tenant whether other tenants' documents hold a word."""
+    """Not its raw tier scores: a BM25 score's corpus-wide IDF would tell a tenant whether other
+    tenants' documents hold a word."""
     metadata = {
         **chunk["metadata"],
         "id": chunk["id"],
@@ -252,8 +228,7 @@ def answer_messages(state: RetrievalState, context: str, max_chars: int) -> list
 
 
 def turn_overview(deps: Components, state: RetrievalState) -> tuple[str | None, list[str]]:
-    """The outline for a broad turn step-back did not serve, cut to the turn's scope; a label
-    when it cannot be."""
+    """The outline for a broad turn step-back did not serve, cut to its scope; else a label."""
     route = state["route"]
     budget = deps.policy.budgets.outline_words
     if (

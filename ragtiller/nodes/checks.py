@@ -47,9 +47,8 @@ def check_vector(vector: Any) -> list[float]:
 
 
 def check_hits(hits: Any, k: int) -> list[Hit]:
-    """The best ``k`` hits, each with a str ``id`` and ``text``, a finite ``score``, ids once;
-    optional fields get their defaults. Every hit of every tier passes here each turn, so plain
-    ``str`` and ``float`` fields take the short test of each check."""
+    """The best ``k`` hits, each checked and defaulted; every hit passes here, so plain ``str``
+    and ``float`` fields take the short test of each check."""
     if not isinstance(hits, list):
         raise InvalidOutput(f"tier returned a {type(hits).__name__}, not a list of hits")
     checked: list[Hit] = []
@@ -87,8 +86,7 @@ def check_hits(hits: Any, k: int) -> list[Hit]:
 
 
 def check_ranking(ranked: Any, given: Sequence[Candidate]) -> list[Candidate]:
-    """OUR records of the reranked candidates, each once, with finite new ``final_score``s: a
-    provider can reorder the candidates but never change or add one."""
+    """OUR records of the reranked candidates: a provider can reorder, never change or add one."""
     if not isinstance(ranked, list) or not ranked:
         raise InvalidOutput("reranker returned no candidates")
     ours = {c["id"]: c for c in given}

@@ -21,13 +21,12 @@ if TYPE_CHECKING:
     from ragtiller.stores import Cache, QuotaLedger
 
 NodeFn = Callable[[Any], Coroutine[Any, Any, dict[str, Any]]]
+# the corpus outline of a turn's namespaces and tenant filter; None: none for that scope
 Overview = Callable[[Sequence[str], Mapping[str, Any] | None], str | None]
-"""The corpus outline of a turn's namespaces and tenant filter; None: none for that scope."""
 
 
 def fixed_overview(text: str, namespaces: Sequence[str] | None = None) -> Overview:
-    """An outline given as one text cannot be cut to a turn's scope: it is shown only on turns
-    that may search all it may describe (no tenant or filter, every known namespace)."""
+    """One text cannot be cut to a turn's scope: shown only on unfiltered turns of all namespaces."""
     whole = frozenset(namespaces or ())
 
     def outline(asked: Sequence[str], filter: Mapping[str, Any] | None) -> str | None:
@@ -38,8 +37,7 @@ def fixed_overview(text: str, namespaces: Sequence[str] | None = None) -> Overvi
 
 @dataclass(frozen=True)
 class Fallback:
-    """What answers for a tier that raised one of ``on`` (the embedded tier behind a Pinecone
-    one); ``primary`` and ``label`` are the stage's ``served_by`` for the tier and for this."""
+    """What answers for a tier that raised one of ``on``; ``primary``/``label``: ``served_by``."""
 
     tier: Tier
     on: tuple[type[Exception], ...] = (TierUnavailable,)
@@ -49,9 +47,8 @@ class Fallback:
 
 @dataclass(frozen=True)
 class Components:
-    """Everything the nodes use, built by :func:`ragtiller.build_graph`; immutable per graph.
-    ``variant`` rebuilds the tiers and reranker for a run policy; ``pin`` holds the run-context
-    fields fixed for every run (``RetrievalGraph.with_config``)."""
+    """Everything the nodes use, immutable per graph; ``variant`` rebuilds the tiers and reranker
+    for a run policy, ``pin`` holds the run-context fields ``with_config`` fixed."""
 
     policy: RetrievalPolicy
     embedder: Embeddings | None

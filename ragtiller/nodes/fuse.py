@@ -43,8 +43,7 @@ def make_fuse(deps: Components) -> NodeFn:
     rocchio = moves if isinstance(moves, DenseTier) and policy.feedback.enabled else None
 
     async def feedback(table: CandidateTable, state: RetrievalState) -> tuple[CandidateTable, str]:
-        """Rocchio: the first pass's best documents move the question's vector and the dense
-        tier searches again; the first pass stands when it cannot."""
+        """Rocchio: the best documents move the vector, the dense tier searches again."""
         tasks = {task["tier"]: task for task in state.get("tier_tasks") or []}
         if rocchio is None or dense not in table.tiers or dense not in tasks:
             return table, "off" if rocchio is None else "skipped: no dense first pass"

@@ -33,7 +33,6 @@ def ceiling_labels(detail: dict[str, Any]) -> list[str]:
 
 
 def floor_reason(plan: RerankDecision | None, detail: dict[str, Any]) -> str | None:
-    """Why the route chose the free floor (``exact-match`` adds its token to ``detail``)."""
     if plan is None or ceiling_wanted(plan):
         return None
     if "token" in plan:
@@ -45,7 +44,6 @@ def floor_reason(plan: RerankDecision | None, detail: dict[str, Any]) -> str | N
 def fused_order(
     candidates: list[Candidate], record: StageRecord, detail: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The fused order stands (the reranker failed, or no turn time was left for it)."""
     detail = {"error": record.get("error")} if detail is None else detail
     return {
         "ranked": identity_order(candidates, len(candidates)),

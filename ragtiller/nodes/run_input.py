@@ -113,9 +113,8 @@ def current_context() -> RunContext:
 def unknown_namespace_labels(
     asked: Sequence[str], known: Sequence[str] | None, tenant: str | None
 ) -> list[str]:
-    """A label per asked namespace the index does not hold, naming only what was asked (the
-    others may be other tenants'). A tenant's turn gets none: a namespace only another tenant's
-    documents fill would go unlabelled, and so tell that it exists."""
+    """A label per asked namespace the index lacks; none on a tenant's turn, where a missing
+    label would tell that another tenant's namespace exists."""
     if known is None or tenant is not None:
         return []
     return [f"namespace {name!r} not in the index" for name in asked if name not in known]
@@ -132,7 +131,6 @@ def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:
-    """A label when a tenant's turn found no hit in any tier; it blames the whole scope."""
     if tenant and tier_hits and not any(tier_hits.values()):
         tiers = ", ".join(sorted(tier_hits))
         return [f"no hit in {tiers} within the turn's tenant {tenant!r}, namespaces and filter"]

@@ -1,8 +1,6 @@
-"""A turn's scope (tenant, namespaces, metadata filter), its seal, and the checks that keep a
-checkpointed thread inside one scope. Whoever can run or edit a thread can write any channel
-(``update_state``) and send any node any input, so the gate seals the scope for its thread and
-each later node refuses one whose seal does not verify. Errors name no scope: either may be
-another tenant's."""
+"""A turn's scope (tenant, namespaces, filter) and its seal: whoever can edit a thread can write
+any channel and send any node any input, so the gate seals the scope for its thread and later
+nodes refuse one whose seal does not verify. Errors name no scope: it may be another tenant's."""
 
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ def asked_scope(state: Mapping[str, Any], context: RunContext) -> Scope:
     return Scope(tenant=tenant, namespaces=_listed(namespace), filter=context.filter)
 
 
+# a thread's asked scope, or one turn's searched scope: sealed, so one never passes for the other
 Kind = Literal["thread", "turn"]
-"""What a seal is for: a thread's asked scope, or one turn's searched scope (namespaces
-resolved); the kind is sealed too, so one never passes for the other."""
 
 SENT_FROM_OUTSIDE = (
     "this turn's tenant, namespace or filter is not the one its gate decided (the thread's "
@@ -93,8 +90,7 @@ def sealed_turn(
 
 
 def verified(holder: Any, kind: Kind, refusal: str = SENT_FROM_OUTSIDE) -> Scope:
-    """The scope ``holder`` (a route, a tier task, a thread's ``scope``) carries, when its seal
-    is the one the gate made for it on this thread; else ``refusal``."""
+    """The scope ``holder`` carries, if its seal is the gate's on this thread; else ``refusal``."""
     try:
         scope = Scope(
             tenant=holder["tenant"], namespaces=holder["namespaces"], filter=holder["filter"]
@@ -125,8 +121,7 @@ def turn_scope(node: str, state: Any) -> Scope:
 
 
 def check_tasks_scope(tasks: list[Any], route: Mapping[str, Any]) -> None:
-    """Refuse tier tasks without the (verified) route's scope and seal: fuse builds its vector
-    reads from them."""
+    """Refuse tier tasks without the verified route's scope and seal (fuse reads vectors by it)."""
     fields = ("tenant", "namespaces", "filter", "seal")
     for task in tasks:
         if not isinstance(task, Mapping) or any(task.get(f) != route[f] for f in fields):
@@ -134,8 +129,7 @@ def check_tasks_scope(tasks: list[Any], route: Mapping[str, Any]) -> None:
 
 
 def check_resumed_scope(scope: Scope, context: RunContext) -> None:
-    """Refuse a run whose context pins another scope than the paused turn's (a resume with
-    another tenant's pins); a turn searching no namespace passes any pinned one."""
+    """Refuse a resume pinning another scope than the paused turn's (no namespace passes any)."""
     namespaces = scope["namespaces"]
     differs = (
         (context.tenant is not None and context.tenant != scope["tenant"])
@@ -154,8 +148,7 @@ def check_resumed_scope(scope: Scope, context: RunContext) -> None:
 
 
 def turn_context(state: Mapping[str, Any], current: RunContext) -> RunContext:
-    """The run context the gate saw (saved in ``turn["overrides"]`` and each tier task), so a
-    resumed turn equals the run that paused; a resume with another context is refused."""
+    """The run context the gate saw, so a resumed turn equals the run that paused; else refused."""
     turn = state.get("turn")
     saved = turn.get("overrides") if isinstance(turn, Mapping) else state.get("overrides")
     mine = current.overrides()

@@ -1,5 +1,5 @@
-"""Stage records, their ``pipeline:step`` events, and each stage's deadline. A record carries its
-own degradation labels; ``assemble`` only collects them."""
+"""Stage records (each with its own degradation labels), their ``pipeline:step`` events, and each
+stage's deadline."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ TURN_DEADLINE = "turn-deadline"
 OVERLOADED = "overloaded"  # no bulkhead worker came free in time: the process, not the provider
 HUNG = "hung"  # the provider's calls keep outliving their deadlines, refused until a probe answers
 
+# skip reasons that mean "the turn was worse because something ran out", not "not needed"
 COULD_NOT_AFFORD = frozenset(
     {
         "quota",
@@ -27,16 +28,15 @@ COULD_NOT_AFFORD = frozenset(
         "no-credentials",
         "quota-store-unavailable",
         "latency",
-        "turn-deadline",
-        "overloaded",
+        TURN_DEADLINE,
+        OVERLOADED,
     }
 )
-"""Skip reasons that mean "the turn was worse because something ran out", not "not needed"."""
 
 
 @dataclass(frozen=True)
 class Deadline:
-    """How long one stage may wait; ``turn_bound`` when the turn's time left is the limit."""
+    """How long a stage may wait; ``turn_bound``: the turn's time left is the limit."""
 
     seconds: float
     turn_bound: bool
@@ -55,7 +55,6 @@ class Deadline:
 
 
 def deadline(policy: RetrievalPolicy, stage_s: float, started_at: float) -> Deadline:
-    """A stage's wait: ``min(stage_s, turn time left)`` in a turn begun at ``started_at``."""
     left = policy.deadlines.turn_s - (time.perf_counter() - started_at)
     if left < stage_s:
         return Deadline(max(left, 0.0), turn_bound=True)
@@ -84,7 +83,6 @@ def _event(record: StageRecord) -> dict[str, Any]:
 
 
 def final_event(record: StageRecord) -> dict[str, Any]:
-    """The ``pipeline:step`` event of a final record (also sent to LangChain callbacks)."""
     return _event(record)
 
 
@@ -179,6 +177,6 @@ class Stage:
         labels: Iterable[str] = (),
         **detail: Any,
     ) -> StageRecord:
-        """The stage failed and the turn goes on; credentials are redacted from the message."""
+        """The turn goes on; credentials are redacted from the message."""
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         return self._finish("error", reason, detail, labels, redact(text)[:500])

@@ -20,18 +20,12 @@ from ragtiller.core.turn import QuotaView, RerankDecision, RerankOutcome, Route,
 from ragtiller.errors import InputError
 from ragtiller.nodes.scope import SealedScope
 
+# (module, class) pairs a parent graph's own state may hold beyond plain data and documents
 CHECKPOINT_TYPES: tuple[tuple[str, str], ...] = (("ragtiller.core.run_manifest", "RunManifest"),)
-"""(module, class) pairs a parent graph's own state may hold beyond plain data and documents."""
 
 
 def checkpoint_serde() -> JsonPlusSerializer:
-    """A serializer that also restores a run manifest a parent graph's own state holds (the
-    retrieval graph's own checkpoints need none).
-
-    Example:
-        >>> from langgraph.checkpoint.memory import InMemorySaver
-        >>> saver = InMemorySaver(serde=checkpoint_serde())
-    """
+    """A serializer that also restores a run manifest a parent graph's own state holds."""
     return JsonPlusSerializer(allowed_msgpack_modules=list(CHECKPOINT_TYPES))
 
 
@@ -81,9 +75,8 @@ class ManifestValue(LastValue[Any]):
 
 
 class ScopeValue(LastValue[Any]):
-    """The ``scope`` channel: it refuses a write that is not a mapping, None above all, since
-    ``update_state`` could otherwise erase a thread's scope; the graph's input step refuses the
-    thread's next turn when the value's seal does not verify."""
+    """The ``scope`` channel refuses a write that is not a mapping: ``update_state`` could
+    otherwise erase a thread's scope (the input step checks its seal)."""
 
     __slots__ = ()
 

@@ -35,8 +35,6 @@ async def search(tier: Tier, task: TierTask) -> Any:
 
 
 class Served(NamedTuple):
-    """Which backend answered (None: no fallback), and why the fallback did (None: it didn't)."""
-
     by: str | None = None
     reason: str | None = None
 
@@ -68,8 +66,8 @@ LIFTED = frozenset(HIT_FIELDS)
 
 
 def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
-    """The hits inside the task's scope, and how many were not: for a tier that does not keep
-    to it (a custom tier, a store whose filter differs), so no other tenant's hit gets in."""
+    """The hits in the task's scope and how many were not: a tier that ignores it (a custom tier,
+    a store's filter differs) lets no other tenant's hit in."""
     scope = turn_filter(task)
     admits = scope_predicate(task["namespaces"], scope)
     lifted = LIFTED.intersection(scope or ())

@@ -31,13 +31,7 @@ def build_manifest(
     documents: list[Document],
     policy: RetrievalPolicy,
 ) -> RunManifest:
-    """Everything the turn decided, retrieved and spent, from its state and stage records.
-
-    ``degraded`` is every record's labels, in stage order; ``quota_remaining`` is the gate's
-    quota read less what this turn spent. The manifest and its nested records are validated
-    from plain data in one pass (a hundred or more scored ids a turn: one pydantic-core call,
-    not a Python constructor call per id).
-    """
+    """Validated from plain data in one pass: one pydantic-core call, not one per scored id."""
     route, turn = state["route"], state["turn"]
     ordered = sorted(stages, key=lambda r: STAGES.index(r["step"]))
     latency: dict[str, float] = {}

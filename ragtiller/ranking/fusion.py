@@ -15,12 +15,7 @@ MISSING_Z_FLAT = -1.0
 
 
 def zscores(scores: Sequence[float]) -> list[float]:
-    """Population z-scores; all zeros when sigma = 0 or there is a single score.
-
-    Example:
-        >>> zscores([3.0, 1.0])
-        [1.0, -1.0]
-    """
+    """Population z-scores; all zeros when sigma = 0 or there is a single score."""
     if not scores:
         return []
     n = len(scores)
@@ -43,12 +38,7 @@ def reciprocal_rank_fusion(
     k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> dict[K, float]:
-    """RRF score per id: the sum over lists of ``weight / (k + rank)``, rank 1-based.
-
-    Example:
-        >>> reciprocal_rank_fusion({"a": ["x", "y"], "b": ["y"]}, k=60)["y"]  # 1/62 + 1/61
-        0.03252247488101534
-    """
+    """RRF score per id: the sum over lists of ``weight / (k + rank)``, rank 1-based."""
     if k <= 0:
         raise ValueError(f"k must be > 0, but got {k}")
     fused: dict[K, float] = {}
@@ -97,12 +87,7 @@ def fuse_scores(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> dict[K, float]:
-    """Fused score per key of tier -> (key -> score) lists, each best first.
-
-    Example:
-        >>> fuse_scores({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 5.0}}, method="minmax")
-        {'x': 1.0, 'y': 1.0}
-    """
+    """Fused score per key of tier -> (key -> score) lists, each best first."""
     if method == "rrf":
         ranked = {tier: list(s) for tier, s in scored_lists.items()}
         return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
@@ -120,9 +105,8 @@ def fused_order(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> tuple[list[str], dict[str, float], dict[str, dict[str, float]]]:
-    """Every id best first, with its fused score, and each tier's id -> raw score. Equal fused
-    scores break by the best rank any tier gave, then tier order, then id: equal scores are
-    common under RRF (rank 1 in one tier = rank 1 in another)."""
+    """Every id best first, its fused score, and each tier's raw scores; ties (common under RRF)
+    break by the best rank any tier gave, then tier order, then id."""
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
     fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
     best: dict[str, tuple[int, int]] = {}
@@ -143,8 +127,7 @@ def fuse_hits(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
-    """At most ``cap`` candidates in :func:`fused_order`, each with every tier's raw score,
-    1-based rank and z-score."""
+    """At most ``cap`` candidates in :func:`fused_order`, with each tier's score, rank and z."""
     order, fused, scored = fused_order(hits_by_tier, method=method, rrf_k=rrf_k, weights=weights)
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():

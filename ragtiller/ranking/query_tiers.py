@@ -16,8 +16,7 @@ from ragtiller.policies.schema import RetrievalPolicy
 def apply_query_options(
     policy: RetrievalPolicy, tiers: Sequence[Tier], index: Any | None
 ) -> list[Tier]:
-    """``tiers`` with ``dense_backend.search`` and ``budgets.window_words`` applied. ``auto``
-    takes the store's HNSW graph where it has one; ``approximate`` builds one on first use."""
+    """``auto`` takes the store's HNSW graph where it has one; ``approximate`` builds one."""
     search = policy.dense_backend.search
     out: list[Tier] = []
     for tier in tiers:

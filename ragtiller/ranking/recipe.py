@@ -62,9 +62,8 @@ class CandidateTable:
 
 
 class SentenceCoverage:
-    """``max over sentences of idf(query terms in it) / idf(query)``, no model call. A term's IDF
-    is the corpus's times its IDF among the passages scored together: inside a long article
-    every passage names its topic, and the rarer terms tell them apart."""
+    """``max over sentences of idf(query terms in it) / idf(query)``; a term's IDF is the corpus's
+    times its IDF among the passages scored together (the rarer terms tell them apart)."""
 
     def __init__(self, lexical: LexicalTier) -> None:
         self.lexical = lexical
@@ -75,16 +74,7 @@ class SentenceCoverage:
         return None if lexical is None else cls(lexical)
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
-        """In [0, 1]; all 0 without query terms.
-
-        Example:
-            >>> from ragtiller.index.records import RecordTable
-            >>> texts = ["Wings flutter. Panels bend.", "Panels bend and wings flutter."]
-            >>> records = RecordTable(["a", "b"], texts, [{}, {}])
-            >>> cover = SentenceCoverage(LexicalTier.build(records, texts))
-            >>> cover.scores("wing flutter panel", texts)
-            [0.6666666666666666, 1.0]
-        """
+        """In [0, 1]; all 0 without query terms."""
         terms = set(self.lexical.query_terms(query))
         if not terms:
             return [0.0] * len(texts)
@@ -106,12 +96,7 @@ class SentenceCoverage:
 
 
 def rocchio_vector(query: Sequence[float], feedback: np.ndarray, *, weight: float) -> list[float]:
-    """``q + weight * mean(feedback rows)``, unit length.
-
-    Example:
-        >>> rocchio_vector([1.0, 0.0], np.array([[0.0, 1.0]]), weight=1.0)
-        [0.7071067811865475, 0.7071067811865475]
-    """
+    """``q + weight * mean(feedback rows)``, unit length."""
     q = np.asarray(query, dtype=np.float64)
     q = q / (np.linalg.norm(q) or 1.0)
     moved = q + weight * np.asarray(feedback, dtype=np.float64).mean(axis=0)
@@ -130,19 +115,7 @@ def feedback_passages(
     weights: Mapping[str, float] | None,
 ) -> list[str]:
     """The best ``dense`` passage of each of the top ``docs`` documents of the first pass
-    (``FEEDBACK_DEPTH`` deep whatever ``k`` the turn asks for, so the ranking does not change
-    with it); ties keep the dense order.
-
-    Example:
-        >>> def h(i, d, s):
-        ...     return {"id": i, "text": "", "score": s, "doc_id": d, "parent_id": None,
-        ...             "source": "", "metadata": {}}
-        >>> table = CandidateTable({"dense": [h("a1", "A", .9), h("b1", "B", .8), h("a2", "A", .7)],
-        ...                         "lexical": [h("b2", "B", 9.0), h("c1", "C", 1.0)]})
-        >>> feedback_passages(table, "dense", "lexical", docs=1, method="rrf", rrf_k=60,
-        ...                   weights=None)
-        ['b1']
-    """
+    (``FEEDBACK_DEPTH`` deep whatever the turn's ``k``, so the ranking does not change with it)."""
     first = table.head(FEEDBACK_DEPTH).tiers
     names = [dense] if lexical is None or lexical not in first else [dense, lexical]
     scored: dict[str, dict[DocKey, float]] = {}
@@ -177,18 +150,7 @@ def place(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[Candidate]:
-    """``fused``, each with its rank in the fusion at the question's own scores (``position``).
-
-    Example:
-        >>> def h(i, s):
-        ...     return {"id": i, "text": "", "score": s, "doc_id": i, "parent_id": None,
-        ...             "source": "", "metadata": {}}
-        >>> table = CandidateTable({"dense": [h("a", .9), h("b", .8)]}, {"dense": {"a": .1, "b": .5}})
-        >>> fused = fuse(table, method="zscore", rrf_k=60, weights=None)
-        >>> [(c["id"], c["position"]) for c in place(table, fused, method="zscore", rrf_k=60,
-        ...                                          weights=None)]
-        [('a', 1), ('b', 0)]
-    """
+    """``fused``, each with its rank in the fusion at the question's own scores (``position``)."""
     if not table.question:
         return [{**c, "position": rank} for rank, c in enumerate(fused)]
     order, _, _ = fused_order(table.at_question(), method=method, rrf_k=rrf_k, weights=weights)
@@ -212,14 +174,7 @@ def rescore(
 
 
 def passage_keys(head: Sequence[Candidate]) -> dict[str, float]:
-    """Id -> z(fused score) [+ z(coverage), where every passage has one] over ``head``.
-
-    Example:
-        >>> head = [{"id": "a", "fused_score": 2.0, "metadata": {RESCORE: 0.0}},
-        ...         {"id": "b", "fused_score": 1.0, "metadata": {RESCORE: 1.0}}]
-        >>> passage_keys(head)  # type: ignore[arg-type]
-        {'a': 0.0, 'b': 0.0}
-    """
+    """Id -> z(fused score) [+ z(coverage), where every passage has one] over ``head``."""
     keys = dict(
         zip((c["id"] for c in head), zscores([c["fused_score"] for c in head]), strict=True)
     )
@@ -236,17 +191,8 @@ def interleave(
     documents: Sequence[DocKey],
     within: Callable[[list[Candidate]], list[Candidate]] | None = None,
 ) -> list[Candidate]:
-    """Each document's passages, ordered by ``within``, in the positions its passages hold in
-    ``passages`` (Elasticsearch's collapse with ``inner_hits``); a document enters no earlier
-    than every one ranked above it in ``documents``.
-
-    Example:
-        >>> def c(i, d):
-        ...     return {"id": i, "doc_id": d, "metadata": {}}
-        >>> fused = [c("a1", "A"), c("a2", "A"), c("b1", "B"), c("a3", "A"), c("b2", "B")]
-        >>> [p["id"] for p in interleave(fused, [("", "B"), ("", "A")])]
-        ['b1', 'a1', 'a2', 'a3', 'b2']
-    """
+    """Each document's passages, ordered by ``within``, in the positions its passages hold, no
+    earlier than every document ranked above it (Elasticsearch's collapse with ``inner_hits``)."""
     by_doc: dict[DocKey, list[Candidate]] = {}
     slots: dict[DocKey, list[int]] = {}
     for position, cand in enumerate(passages):
@@ -267,17 +213,7 @@ def interleave(
 
 
 def narrow(fused: Sequence[Candidate], top: int) -> list[Candidate]:
-    """At most ``top`` passages: documents by their best passage, each in the positions its
-    passages hold, filled with its own by :func:`passage_keys`.
-
-    Example:
-        >>> def c(i, d, score, position):
-        ...     return {"id": i, "doc_id": d, "fused_score": score, "position": position,
-        ...             "metadata": {}}
-        >>> fused = [c("a1", "A", 3.0, 1), c("a2", "A", 2.0, 2), c("b1", "B", 1.0, 0)]
-        >>> [p["id"] for p in narrow(fused, 3)]  # type: ignore[arg-type]
-        ['a1', 'b1', 'a2']
-    """
+    """At most ``top`` passages: documents by their best, each filled by :func:`passage_keys`."""
     if not fused:
         return []
     keys = passage_keys(fused[:top])
