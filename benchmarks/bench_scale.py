@@ -316,8 +316,8 @@ def warm_up() -> None:
 def graph_tiers(index: Any) -> list[Any]:
     """The default policy's tiers over the index, as ``build_graph`` chooses them (exact or
     approximate), without Rocchio's wrapper: the dense search a turn makes."""
+    from ragtiller.graph.backends import apply_query_options
     from ragtiller.policies import load_policy
-    from ragtiller.ranking.query_tiers import apply_query_options
 
     policy = load_policy(None)
     plain = policy.model_copy(

@@ -13,6 +13,7 @@ from langchain_core.documents import Document
 
 from ragtiller.core.tiers import SearchRequest, Tier
 from ragtiller.errors import ConfigurationError, IndexStoreError
+from ragtiller.graph.backends import apply_query_options
 from ragtiller.graph.builder import build_components
 from ragtiller.index import DenseTier, ParentChildTier, open_index
 from ragtiller.index import ann as ann_module
@@ -23,7 +24,6 @@ from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies import load_policy
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.ranking.query_tiers import apply_query_options
 
 EMBEDDER = HashingEmbedder(dim=64)
 TOPICS = ["wing flutter", "boundary layer", "shock wave", "heat transfer", "panel buckling"]

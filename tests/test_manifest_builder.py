@@ -8,8 +8,8 @@ from typing import Any
 from langchain_core.documents import Document
 
 from ragtiller import load_policy
+from ragtiller.nodes.assemble import build_manifest
 from ragtiller.nodes.stage import record
-from ragtiller.nodes.turn_manifest import build_manifest
 from ragtiller.policies.decisions import decision
 
 

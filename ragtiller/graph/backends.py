@@ -1,4 +1,6 @@
-"""Pick each tier's backend from the policy: the embedded index, or Pinecone with a fallback."""
+"""The policy's tier options, applied once when a graph is built: each tier's backend (the
+embedded index, or Pinecone with a fallback), exact or approximate dense search, and the
+parent-child window."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragtiller.core.tiers import DENSE, LEXICAL, Tier, TierRole, tier_role
-from ragtiller.errors import TierUnavailable
+from ragtiller.errors import ConfigurationError, TierUnavailable
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.index.embedded import EmbeddedIndex
+from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.nodes.components import Fallback
 from ragtiller.pinecone.calls import PineconeTierError
 from ragtiller.pinecone.env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
@@ -55,3 +59,28 @@ def fallbacks_for_policy(
             on += (PineconeTierError,)
         fallbacks[tier.name] = Fallback(own[role], on=on, primary="pinecone", label="embedded")
     return fallbacks
+
+
+def apply_query_options(
+    policy: RetrievalPolicy, tiers: Sequence[Tier], index: Any | None
+) -> list[Tier]:
+    """``auto`` takes the store's HNSW graph where it has one; ``approximate`` builds one."""
+    search = policy.dense_backend.search
+    out: list[Tier] = []
+    for tier in tiers:
+        if not isinstance(tier, DenseTier | ParentChildTier):
+            out.append(tier)
+            continue
+        store = tier.store
+        if search == "approximate" and store.ann is None:
+            if getattr(index, "store", None) is not store or not hasattr(index, "ann"):
+                raise ConfigurationError(
+                    f"dense_backend.search is approximate but the {tier.name} tier's store has "
+                    "no HNSW graph: attach one (NumpyVectorStore.attach_ann), or pass index=..."
+                )
+            index.ann()  # type: ignore[union-attr]  # checked: hasattr(index, "ann")
+        out.append(tier.with_search(store.ann is not None and search != "exact"))
+    return [
+        t.with_window(policy.budgets.window_words) if isinstance(t, ParentChildTier) else t
+        for t in out
+    ]

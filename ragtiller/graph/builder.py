@@ -18,7 +18,7 @@ from ragtiller.adapters import TierLike, as_tier
 from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
-from ragtiller.graph.backends import fallbacks_for_policy, tiers_for_policy
+from ragtiller.graph.backends import apply_query_options, fallbacks_for_policy, tiers_for_policy
 from ragtiller.graph.langgraph_internals import RunnableCallable, check_input_first
 from ragtiller.graph.per_run import NodeMaker, PerRunNodes
 from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input, dual
@@ -35,7 +35,6 @@ from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext, pinned
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.ranking.query_tiers import apply_query_options
 from ragtiller.rerankers import reranker_from_policy
 from ragtiller.rerankers.base import Reranker
 from ragtiller.stores import Cache, QuotaLedger, stores_from_env

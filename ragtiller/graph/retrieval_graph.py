@@ -16,7 +16,6 @@ from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_core.runnables.graph import Graph
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
 from ragtiller.graph.langgraph_internals import RunnableCallable, inside_pregel
@@ -209,29 +208,11 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         bound = held.graph.with_config(merge_configs(self.graph.config, rest))
         return RetrievalGraph(bound, held._pinning)
 
-    def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        return self.graph.get_state(config, subgraphs=subgraphs)
-
-    async def aget_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        return await self.graph.aget_state(config, subgraphs=subgraphs)
-
-    def get_state_history(self, config: RunnableConfig, **kwargs: Any) -> Iterator[StateSnapshot]:
-        return self.graph.get_state_history(config, **kwargs)
-
-    def aget_state_history(
-        self, config: RunnableConfig, **kwargs: Any
-    ) -> AsyncIterator[StateSnapshot]:
-        return self.graph.aget_state_history(config, **kwargs)
-
-    def update_state(
-        self, config: RunnableConfig, values: dict[str, Any] | Any, as_node: str | None = None
-    ) -> RunnableConfig:
-        return self.graph.update_state(config, values, as_node)
-
-    async def aupdate_state(
-        self, config: RunnableConfig, values: dict[str, Any] | Any, as_node: str | None = None
-    ) -> RunnableConfig:
-        return await self.graph.aupdate_state(config, values, as_node)
+    def __getattr__(self, name: str) -> Any:
+        """Every other call (``get_state``, ``update_state``, ...) as LangGraph's."""
+        if name.startswith("_") or name == "graph":
+            raise AttributeError(name)
+        return getattr(self.graph, name)
 
     def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Graph:
         return self.graph.get_graph(config, xray=xray)
@@ -247,6 +228,3 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
 
     def get_output_jsonschema(self, config: RunnableConfig | None = None) -> dict[str, Any]:
         return self.graph.get_output_jsonschema(config)
-
-    def get_context_jsonschema(self) -> dict[str, Any] | None:
-        return self.graph.get_context_jsonschema()

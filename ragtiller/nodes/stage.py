@@ -68,7 +68,7 @@ def _writer() -> Callable[[Any], None]:
         return lambda _event: None
 
 
-def _event(record: StageRecord) -> dict[str, Any]:
+def final_event(record: StageRecord) -> dict[str, Any]:
     event: dict[str, Any] = {
         "type": EVENT_TYPE,
         "step": record["step"],
@@ -80,10 +80,6 @@ def _event(record: StageRecord) -> dict[str, Any]:
     if "error" in record:
         event["error"] = record["error"]
     return event
-
-
-def final_event(record: StageRecord) -> dict[str, Any]:
-    return _event(record)
 
 
 def _labels(
@@ -126,7 +122,7 @@ def skipped(
     step: StageName, reason: str, *, labels: Iterable[str] = (), **detail: Any
 ) -> StageRecord:
     final = record(step, "skipped", reason, detail=detail, labels=labels)
-    _writer()(_event(final))
+    _writer()(final_event(final))
     return final
 
 
@@ -158,7 +154,7 @@ class Stage:
     ) -> StageRecord:
         ms = (time.perf_counter() - self._start) * 1000.0
         final = record(self.step, status, reason, ms=ms, detail=detail, labels=labels, error=error)
-        self._write(_event(final))
+        self._write(final_event(final))
         return final
 
     def done(
