@@ -22,8 +22,7 @@ from ragtiller.policies.schema import BackendConfig, RetrievalPolicy
 def tiers_for_policy(
     policy: RetrievalPolicy, index: EmbeddedIndex, *, env: Mapping[str, str] = os.environ
 ) -> list[Tier]:
-    """The index's tiers, dense and lexical served by the policy's backends (Pinecone from
-    ``env``; without a key it raises ``TierUnavailable("no-credentials")``)."""
+    """The index's tiers, dense and lexical served by the policy's backends."""
     remote: dict[TierRole, Tier] = {}
     dense, lexical = policy.dense_backend, policy.lexical_backend
     if dense.provider == "pinecone":

@@ -15,12 +15,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from ragtiller.adapters import TierLike, as_tier
-from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier, tier_role
+from ragtiller.core.tiers import INDEX_TIER_NAMES, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph.backends import apply_query_options, fallbacks_for_policy, tiers_for_policy
 from ragtiller.graph.langgraph_internals import RunnableCallable, check_input_first
-from ragtiller.graph.per_run import NodeMaker, PerRunNodes
+from ragtiller.graph.per_run import NodeMaker, PerRunNodes, daily_limits
 from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input, dual
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.nodes.assemble import make_assemble
@@ -102,11 +102,7 @@ def _known_namespaces(
 
 def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
-    limits: dict[str, int] = {
-        CHAT_RESOURCE: policy.quota.chat_gen_per_day,
-        RERANK_RESOURCE: policy.reranker.daily_calls,
-    }
-    return stores_from_env(limits, timezone=policy.quota.timezone)
+    return stores_from_env(daily_limits(policy), timezone=policy.quota.timezone)
 
 
 class GraphParts(TypedDict, total=False):
@@ -233,8 +229,7 @@ def build_graph(
     require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> RetrievalGraph:
-    """Build the retrieval graph; no I/O of its own. ``require_tenant`` (refuse turns naming no
-    tenant) defaults to the index manifest's ``tenanted``, True without a manifest."""
+    """Build the retrieval graph; no I/O of its own."""
     deps = build_components(policy, namespaces=namespaces, require_tenant=require_tenant, **parts)
     return compile_graph(
         deps,

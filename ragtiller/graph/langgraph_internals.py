@@ -31,8 +31,7 @@ def inside_pregel(configurable: Mapping[str, Any]) -> bool:
 def check_input_first(
     compiled: CompiledStateGraph[Any, Any, Any, Any], check: InputCheck, reads: Sequence[str] = ()
 ) -> None:
-    """Make ``compiled``'s ``START`` step run ``check`` on the input as given, on every path and
-    before any channel is written; not as a subgraph (its input is the parent's state)."""
+    """Run ``check`` on the input as given before any channel is written (not as a subgraph)."""
 
     def run(value: dict[str, Any], config: RunnableConfig) -> Any:
         given = value[START]

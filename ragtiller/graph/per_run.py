@@ -26,11 +26,17 @@ NodeMaker = Callable[[Components], NodeFn]
 MAX_VARIANTS = 32  # run-context policy keys kept per graph; older variants are rebuilt
 
 
+def daily_limits(policy: RetrievalPolicy) -> dict[str, int]:
+    return {
+        CHAT_RESOURCE: policy.quota.chat_gen_per_day,
+        RERANK_RESOURCE: policy.reranker.daily_calls,
+    }
+
+
 def check_route_namespaces(
     policy: RetrievalPolicy, known: Sequence[str] | None, *, show_known: bool = True
 ) -> None:
-    """Fail when a route names a namespace the index lacks; only the operator sees the known
-    ones (``show_known``): a run's caller must not, they may be other tenants'."""
+    """Only the operator sees the index's namespaces (``show_known``): they may be tenants'."""
     if known is None:
         return
     bad = [
@@ -144,11 +150,7 @@ class PerRunNodes:
             variant = self.nodes(EMPTY)
         else:
             built = {name: make(deps) for name, make in self.makers.items()}
-            caps: dict[str, int] = {
-                CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
-                RERANK_RESOURCE: deps.policy.reranker.daily_calls,
-            }
-            variant = built, caps
+            variant = built, daily_limits(deps.policy)
         with self._lock:
             if len(self._variants) >= MAX_VARIANTS:
                 self._variants.pop(next(iter(self._variants)))

@@ -142,8 +142,7 @@ def one_hop(graph: CompiledStateGraph, config: RunnableConfig | None) -> bool:  
 
 
 def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | None = None) -> None:
-    """Refuse, before the graph writes or streams anything, a key LangGraph would drop, a pinned
-    field set differently, or a scope other than the thread's."""
+    """Refuse a dropped key, a changed pin or another scope before anything is written."""
     check_keys(input)
     context = pinned(pin, current_context(), input)
     previous = thread.get("scope")
@@ -152,8 +151,7 @@ def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | No
 
 
 class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
-    """The retrieval graph: ``{"query": ...}`` or ``{"messages": [...]}`` in; ``.graph`` is the
-    compiled LangGraph graph, which the thread-state and schema calls pass straight to."""
+    """The retrieval graph; ``.graph`` is the compiled LangGraph graph it passes calls to."""
 
     def __init__(
         self,
@@ -196,8 +194,7 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         return events
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> RetrievalGraph:
-        """``config`` merged into every run's; fields under ``configurable["ragtiller"]`` are
-        pinned into a recompiled graph: a run (or later call) setting one differently is refused."""
+        """Fields under ``configurable["ragtiller"]`` are pinned: set differently, refused."""
         merged = merge_configs(config, cast(RunnableConfig, kwargs))
         configurable = dict(merged.get("configurable") or {})
         settings = configurable.pop(CONFIG_KEY, None)

@@ -28,8 +28,7 @@ CPU = Bulkhead("cpu-search", workers=os.cpu_count() or 2, queue=1024)
 
 
 def top_k(scores: npt.NDArray[np.floating], k: int) -> npt.NDArray[np.intp]:
-    """Positions of the ``k`` (> 0) largest scores, best first; ties keep the lower position
-    first. O(n + k log k), not O(n log n)."""
+    """Positions of the ``k`` largest scores, best first, ties by position; O(n + k log k)."""
     above = _fast_top_k(scores, k)
     return above if above is not None else _partitioned(scores, k)
 

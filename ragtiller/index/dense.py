@@ -26,8 +26,7 @@ CHUNKS_FILE = "chunks.jsonl"
 
 
 class NumpyVectorStore(VectorStore):
-    """An exact, in-process LangChain ``VectorStore`` of normalised rows (float32 or float16);
-    :meth:`load` memory-maps them. Not thread-safe for writes during searches."""
+    """An exact, in-process LangChain ``VectorStore``; not thread-safe for writes."""
 
     def __init__(self, embedding: Embeddings) -> None:
         self._embedding = embedding
@@ -265,8 +264,7 @@ class NumpyVectorStore(VectorStore):
         namespaces: Sequence[str] | None = None,
         dtype: VectorDtype = "float32",
     ) -> NumpyVectorStore:
-        """A store written by :meth:`save`, its vectors checked once; ``vectors`` (an HNSW graph's
-        copy) are searched instead of the file's, so one copy is in memory, not two."""
+        """``vectors`` (an HNSW graph's copy) replace the file's: one copy in memory, not two."""
         path = Path(directory)
         records = RecordTable.load(path / CHUNKS_FILE, namespaces=namespaces)
         vectors_path = path / VECTORS_FILE

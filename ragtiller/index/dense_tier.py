@@ -51,8 +51,7 @@ class DenseTier(CpuTier):
         return [records.hit(row, score) for row, score in pairs]
 
     def search_moved(self, request: SearchRequest, moved: Sequence[float]) -> list[Hit]:
-        """Rocchio's second pass: the :data:`MOVED_DEPTH` chunks nearest the request's vector, best
-        first by their cosine to ``moved`` (an approximate tier searches with ``moved``)."""
+        """Rocchio's second pass: the chunks nearest the vector, rescored against ``moved``."""
         if self.approximate:
             return self.search(replace(request, vector=moved))
         if request.vector is None:

@@ -57,16 +57,19 @@ class RecordTable:
                 f"ids, texts and metadatas must have one entry per row, but got "
                 f"{len(ids)}, {len(texts)} and {len(metadatas)}"
             )
-        self.ids: Sequence[str] = tuple(ids)
-        self.texts: Sequence[str] = tuple(texts)
-        self.metadatas: Sequence[dict[str, Any]] = tuple(metadatas)
+        self._fill(tuple(ids), tuple(texts), tuple(metadatas))
+        self._lookup()  # ids must be unique
+
+    def _fill(
+        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
+    ) -> None:
+        self.ids, self.texts, self.metadatas = ids, texts, metadatas
         self._row: dict[str, int] | None = None
         self._recent: dict[str, int] = {}
         self._columns: dict[str, tuple[Any, ...]] = {}
         self._masks: dict[Any, npt.NDArray[np.bool_] | None] = {}
         self._scopes: tuple[npt.NDArray[np.int32], dict[str, int]] | None = None
         self._lock = threading.Lock()
-        self._lookup()  # ids must be unique
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -148,8 +151,7 @@ class RecordTable:
     def rows_in_scope(
         self, ids: Iterable[str], namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[list[str], list[int]]:
-        """Those of ``ids`` in a search's scope, with their rows: a tier never scores a chunk its
-        search could not have returned."""
+        """Those of ``ids`` a search could have returned, with their rows."""
         mask = self.mask(namespaces, filter)
         found: list[str] = []
         rows: list[int] = []
@@ -215,17 +217,13 @@ class RecordTable:
 
     @classmethod
     def load(cls, path: Path, *, namespaces: Sequence[str] | None = None) -> RecordTable:
-        """Open a table written by :meth:`dump` in place, checking its first and last lines; one
-        known namespace (an index manifest's) spares a pass over the rows."""
+        """A table written by :meth:`dump`, in place; its first and last lines checked."""
         rows = JsonlRows(path)
         if len(rows):
             rows.record(0)
             rows.record(len(rows) - 1)
         table = cls.__new__(cls)
-        table.ids, table.texts = Field(rows, "id"), Field(rows, "text")
-        table.metadatas = Field(rows, "metadata")
-        table._row, table._recent, table._columns, table._masks = None, {}, {}, {}
-        table._scopes, table._lock = None, threading.Lock()
+        table._fill(Field(rows, "id"), Field(rows, "text"), Field(rows, "metadata"))
         if namespaces is not None and len(namespaces) == 1:
             table._scopes = (np.zeros(len(rows), dtype=np.int32), {namespaces[0]: 0})
         return table
@@ -245,8 +243,7 @@ def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str
 
 
 class JsonlRows:
-    """The memory-mapped lines of a JSON-lines record file, by row; a corrupt line fails the read
-    that reaches it, naming the file and the line."""
+    """A record file's memory-mapped lines; a corrupt line fails the read that reaches it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

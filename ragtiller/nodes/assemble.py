@@ -38,12 +38,7 @@ _UNLIKE_ENGLISH = re.compile(f"[{_IDEOGRAPHS}]|[^\\s]{{{MAX_WORD_CHARS + 1},}}")
 
 
 def words(text: str) -> int:
-    """The words of ``text`` as the budget counts them, so it bounds the context in any script.
-
-    Example:
-        >>> words("one two three"), words("鍵の回転"), words("x" * 45)
-        (3, 4, 3)
-    """
+    """The words of ``text`` as the budget counts them, so it bounds the context in any script."""
     if _UNLIKE_ENGLISH.search(text) is None:  # the same count, at C speed
         return len(text.split())
     return sum(1 for _ in _WORD.finditer(text))
@@ -59,8 +54,7 @@ def first_words(text: str, n: int) -> str:
 
 
 def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate], str | None]:
-    """The passages whose words fit in ``budget`` (later, shorter ones still get their turn; the
-    first is cut, never left out), and a label for what did not."""
+    """The passages that fit ``budget`` words (the first cut, never left out), and a label."""
     kept: list[Candidate] = []
     left: list[tuple[int, int]] = []
     used = 0
@@ -86,8 +80,7 @@ def fit_context(passages: list[Candidate], budget: int) -> tuple[list[Candidate]
 
 
 def fit_outline(outline: str, question: str, budget: int) -> str:
-    """``outline`` cut to the documents and sections sharing a term with ``question``, in at most
-    ``budget`` words: shown whole, it crowded the answers out (550 of 748 words on one trial)."""
+    """``outline`` cut to what ``question`` shares a term with: whole, it crowded answers out."""
     if budget <= 0 or not outline.strip():
         return ""
     header, *lines = outline.strip().splitlines()
@@ -122,8 +115,7 @@ def fit_outline(outline: str, question: str, budget: int) -> str:
 def select_distinct(
     ranked: list[Candidate], top_n: int, per_document: int
 ) -> tuple[list[Candidate], str | None]:
-    """The best ``top_n`` passages, at most ``per_document`` of one document, none repeating a
-    chosen one's text (its window, a child inside it, the same words), and a label when short."""
+    """The best ``top_n`` passages, capped per document, none repeating a chosen one's text."""
     chosen: list[Candidate] = []
     ids: set[str] = set()
     texts: set[str] = set()
@@ -167,8 +159,7 @@ def select_distinct(
 def choose_passages(
     ranked: list[Candidate], top_k: int, budgets: BudgetsConfig
 ) -> tuple[list[Candidate], list[Candidate], list[str]]:
-    """The turn's passages, those the context holds (the budget bounds only the context), and
-    the labels for what came back short or was left out."""
+    """The passages, those the context's budget holds, and labels for what was short or out."""
     chosen, short = select_distinct(ranked, top_k, budgets.passages_per_document)
     shown, over = chosen, None
     if budgets.context_words is not None:
@@ -180,8 +171,7 @@ DESIGNED = "designed"  # the metadata status of a document on something not buil
 
 
 def to_document(rank: int, chunk: Candidate, *, in_context: bool = True) -> Document:
-    """Not its raw tier scores: a BM25 score's corpus-wide IDF would tell a tenant whether other
-    tenants' documents hold a word."""
+    """No raw tier scores: BM25's corpus-wide IDF would tell of other tenants' words."""
     metadata = {
         **chunk["metadata"],
         "id": chunk["id"],

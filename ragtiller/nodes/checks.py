@@ -47,8 +47,7 @@ def check_vector(vector: Any) -> list[float]:
 
 
 def check_hits(hits: Any, k: int) -> list[Hit]:
-    """The best ``k`` hits, each checked and defaulted; every hit passes here, so plain ``str``
-    and ``float`` fields take the short test of each check."""
+    """The best ``k`` hits, checked; every hit passes here, so plain types take a short test."""
     if not isinstance(hits, list):
         raise InvalidOutput(f"tier returned a {type(hits).__name__}, not a list of hits")
     checked: list[Hit] = []
@@ -65,12 +64,8 @@ def check_hits(hits: Any, k: int) -> list[Hit]:
         if id_ in seen:
             raise InvalidOutput(f"hit {id_!r} appears twice")
         seen.add(id_)
-        doc_id, parent_id, source, metadata = (
-            get("doc_id"),
-            get("parent_id"),
-            get("source"),
-            get("metadata"),
-        )
+        doc_id, parent_id = get("doc_id"), get("parent_id")
+        source, metadata = get("source"), get("metadata")
         checked.append(
             {
                 "id": id_,

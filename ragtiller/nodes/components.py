@@ -47,8 +47,7 @@ class Fallback:
 
 @dataclass(frozen=True)
 class Components:
-    """Everything the nodes use, immutable per graph; ``variant`` rebuilds the tiers and reranker
-    for a run policy, ``pin`` holds the run-context fields ``with_config`` fixed."""
+    """Everything the nodes use, immutable per graph (``variant``: for a run policy)."""
 
     policy: RetrievalPolicy
     embedder: Embeddings | None

@@ -22,8 +22,7 @@ EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
 async def embed_query(
     deps: Components, retry: RetryPolicy, text: str, state: RetrievalState
 ) -> tuple[list[float] | None, StageRecord]:
-    """The query vector (None on failure) and the record; on the embedder's own bulkhead, so a
-    hung one holds only its threads; retries share one deadline."""
+    """On the embedder's own bulkhead, so a hung one holds only its threads."""
     limit = deadline(deps.policy, deps.policy.deadlines.embed_s, state["turn"]["started_at"])
     if limit.expired:
         return None, skipped("embed", TURN_DEADLINE, labels=[LEXICAL_ONLY])

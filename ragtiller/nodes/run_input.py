@@ -55,12 +55,7 @@ ANSWER_NAME = "ragtiller"  # the name of the AI message that carries a turn's an
 
 
 def answer_text(context: str, no_retrieval_reason: str | None) -> str:
-    """A turn's answer in a chat: the context, or why there is none (never empty).
-
-    Example:
-        >>> answer_text("", "too-short")
-        'No documents retrieved (too-short).'
-    """
+    """A turn's answer in a chat: the context, or why there is none (never empty)."""
     return context or f"No documents retrieved ({no_retrieval_reason or 'nothing matched'})."
 
 
@@ -113,8 +108,7 @@ def current_context() -> RunContext:
 def unknown_namespace_labels(
     asked: Sequence[str], known: Sequence[str] | None, tenant: str | None
 ) -> list[str]:
-    """A label per asked namespace the index lacks; none on a tenant's turn, where a missing
-    label would tell that another tenant's namespace exists."""
+    """None on a tenant's turn: a label's absence would tell another tenant's namespace exists."""
     if known is None or tenant is not None:
         return []
     return [f"namespace {name!r} not in the index" for name in asked if name not in known]

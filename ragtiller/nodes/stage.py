@@ -127,16 +127,7 @@ def skipped(
 
 
 class Stage:
-    """Times one stage: announces ``active`` on creation, then one final status.
-
-    Example:
-        >>> stage = Stage("embed")
-        >>> final = stage.done(dim=384)
-        >>> final["status"], final["labels"]
-        ('done', [])
-        >>> Stage("rerank").skip("budget")["labels"]
-        ['rerank skipped: budget']
-    """
+    """Times one stage: announces ``active`` on creation, then one final status."""
 
     def __init__(self, step: StageName, **detail: Any) -> None:
         self.step: StageName = step

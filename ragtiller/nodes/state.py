@@ -30,8 +30,7 @@ def checkpoint_serde() -> JsonPlusSerializer:
 
 
 class PlainManifest(dict[str, Any]):
-    """A manifest's JSON dict that still holds its model: checkpoints and ``updates`` events
-    carry the plain dict, and the channel hands out the model without validating it again."""
+    """A manifest's JSON dict that still holds its model, so the channel need not validate it."""
 
     __slots__ = ("model",)
 
@@ -41,8 +40,7 @@ class PlainManifest(dict[str, Any]):
 
 
 class ManifestValue(LastValue[Any]):
-    """The ``manifest`` channel: a ``RunManifest`` to nodes and callers, its JSON dict in
-    checkpoints. A dict read back or written by ``update_state`` is validated on first read."""
+    """A ``RunManifest`` to nodes, its JSON dict in checkpoints (validated on first read)."""
 
     __slots__ = ("model",)
 
@@ -75,8 +73,7 @@ class ManifestValue(LastValue[Any]):
 
 
 class ScopeValue(LastValue[Any]):
-    """The ``scope`` channel refuses a write that is not a mapping: ``update_state`` could
-    otherwise erase a thread's scope (the input step checks its seal)."""
+    """Refuses a non-mapping write: ``update_state`` could otherwise erase a thread's scope."""
 
     __slots__ = ()
 

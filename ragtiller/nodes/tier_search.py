@@ -66,8 +66,7 @@ LIFTED = frozenset(HIT_FIELDS)
 
 
 def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
-    """The hits in the task's scope and how many were not: a tier that ignores it (a custom tier,
-    a store's filter differs) lets no other tenant's hit in."""
+    """The hits in scope, and how many were not: a tier ignoring it lets no other tenant in."""
     scope = turn_filter(task)
     admits = scope_predicate(task["namespaces"], scope)
     lifted = LIFTED.intersection(scope or ())

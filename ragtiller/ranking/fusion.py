@@ -105,8 +105,7 @@ def fused_order(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> tuple[list[str], dict[str, float], dict[str, dict[str, float]]]:
-    """Every id best first, its fused score, and each tier's raw scores; ties (common under RRF)
-    break by the best rank any tier gave, then tier order, then id."""
+    """Ids best first, fused and raw scores; ties break by best rank, tier order, id."""
     scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
     fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
     best: dict[str, tuple[int, int]] = {}

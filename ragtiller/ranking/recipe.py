@@ -33,14 +33,6 @@ class CandidateTable:
     tiers: Mapping[str, Sequence[Hit]]
     question: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
-    @property
-    def ids(self) -> list[str]:
-        return list(dict.fromkeys(h["id"] for hits in self.tiers.values() for h in hits))
-
-    @property
-    def documents(self) -> list[DocKey]:
-        return list(dict.fromkeys(doc_key(h) for hits in self.tiers.values() for h in hits))
-
     def head(self, depth: int) -> CandidateTable:
         return replace(self, tiers={t: list(hits[:depth]) for t, hits in self.tiers.items()})
 
@@ -114,8 +106,7 @@ def feedback_passages(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[str]:
-    """The best ``dense`` passage of each of the top ``docs`` documents of the first pass
-    (``FEEDBACK_DEPTH`` deep whatever the turn's ``k``, so the ranking does not change with it)."""
+    """The best dense passage of each of the top ``docs`` documents, ``FEEDBACK_DEPTH`` deep."""
     first = table.head(FEEDBACK_DEPTH).tiers
     names = [dense] if lexical is None or lexical not in first else [dense, lexical]
     scored: dict[str, dict[DocKey, float]] = {}
@@ -191,8 +182,7 @@ def interleave(
     documents: Sequence[DocKey],
     within: Callable[[list[Candidate]], list[Candidate]] | None = None,
 ) -> list[Candidate]:
-    """Each document's passages, ordered by ``within``, in the positions its passages hold, no
-    earlier than every document ranked above it (Elasticsearch's collapse with ``inner_hits``)."""
+    """Each document's passages in the positions they hold (Elasticsearch's collapse)."""
     by_doc: dict[DocKey, list[Candidate]] = {}
     slots: dict[DocKey, list[int]] = {}
     for position, cand in enumerate(passages):
