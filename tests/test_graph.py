@@ -13,7 +13,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from ragtiller import EVENT_TYPE, RetrievalPolicy, RunManifest, build_graph, load_policy
 from ragtiller.core.tiers import STAGES, Candidate
-from ragtiller.graph.draw import mermaid
+from ragtiller.graph.builder import mermaid
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryQuotaLedger
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.graph.draw import mermaid, png
+from ragtiller.graph.builder import mermaid, png
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```mermaid\n(.*?)^```$", re.MULTILINE | re.DOTALL)

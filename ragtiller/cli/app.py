@@ -171,7 +171,7 @@ def _model_prepare(args: argparse.Namespace) -> int:
 
 
 def _draw(args: argparse.Namespace) -> int:
-    from ragtiller.graph.draw import mermaid, png
+    from ragtiller.graph.builder import mermaid, png
 
     if args.png:
         png(str(args.png))

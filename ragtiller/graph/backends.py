@@ -1,6 +1,4 @@
-"""The policy's tier options, applied once when a graph is built: each tier's backend (the
-embedded index, or Pinecone with a fallback), exact or approximate dense search, and the
-parent-child window."""
+"""The policy's tier options, applied when a graph is built: backends, dense search, window."""
 
 from __future__ import annotations
 

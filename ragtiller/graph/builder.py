@@ -1,5 +1,5 @@
-"""``build_graph``: the seven nodes and the policy-driven edges, each reading the decision its
-source node stored (which also announces the stages the edge bypasses)."""
+"""``build_graph``: the seven nodes and the edges, each reading its source node's decision; and
+the graph's shape, as Mermaid or a PNG rendered offline (LangGraph's PNG renderer is a web call)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from ragtiller.adapters import TierLike, as_tier
-from ragtiller.core.tiers import INDEX_TIER_NAMES, Tier, tier_role
+from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph.backends import apply_query_options, fallbacks_for_policy, tiers_for_policy
@@ -35,9 +35,9 @@ from ragtiller.nodes.tier_search import make_tier_search
 from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext, pinned
 from ragtiller.policies.schema import RetrievalPolicy
-from ragtiller.rerankers import reranker_from_policy
+from ragtiller.rerankers import IdentityReranker, reranker_from_policy
 from ragtiller.rerankers.base import Reranker
-from ragtiller.stores import Cache, QuotaLedger, stores_from_env
+from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, stores_from_env
 
 STEP_BACK = "step-back affordable"
 NO_STEP_BACK = "narrow, off or quota spent"
@@ -302,3 +302,33 @@ def compile_graph(
         )
 
     return RetrievalGraph(compiled, pinning)
+
+
+def shape_graph() -> Any:
+    deps = Components(
+        policy=load_policy(),
+        embedder=None,
+        tiers={},
+        quota=MemoryQuotaLedger({CHAT_RESOURCE: 0}),
+        cache=MemoryCache(),
+        chat_model=None,
+        reranker=IdentityReranker(),
+    )
+    return compile_graph(deps).get_graph()
+
+
+def mermaid() -> str:
+    return str(shape_graph().draw_mermaid())
+
+
+def png(path: str | None = None) -> bytes | None:
+    """The graph as a PNG (``ragtiller[draw]``): written to ``path``, or returned."""
+    try:
+        import pygraphviz  # noqa: F401
+    except ImportError as e:
+        raise ConfigurationError(
+            "drawing a PNG needs pygraphviz: pip install 'ragtiller[draw]' "
+            "(it compiles against Graphviz: apt-get install graphviz libgraphviz-dev)"
+        ) from e
+    result = shape_graph().draw_png(path)
+    return result if isinstance(result, bytes) else None

@@ -14,22 +14,20 @@ from langgraph.graph.state import CompiledStateGraph
 
 __all__ = ("RunnableCallable", "check_input_first", "inside_pregel")
 
+# a node or edge with a sync and an async body and no tracing of its own (what add_node wraps
+# functions in); RunnableLambda would trace every edge and costs several times more
 RunnableCallable = RunnableCallable
-"""A node or edge with a sync and an async body and no tracing of its own (what ``add_node``
-wraps functions in); ``RunnableLambda`` would trace every edge and costs several times more."""
-
-_PREGEL_PREFIX = "__pregel_"
-
-InputCheck = Callable[[Any, Mapping[str, Any]], None]  # (input, the thread's channels read)
 
 
 def inside_pregel(configurable: Mapping[str, Any]) -> bool:
     """Whether a run comes from a running Pregel loop (a subgraph call): ``__pregel_*`` keys."""
-    return any(key.startswith(_PREGEL_PREFIX) for key in configurable)
+    return any(key.startswith("__pregel_") for key in configurable)
 
 
 def check_input_first(
-    compiled: CompiledStateGraph[Any, Any, Any, Any], check: InputCheck, reads: Sequence[str] = ()
+    compiled: CompiledStateGraph[Any, Any, Any, Any],
+    check: Callable[[Any, Mapping[str, Any]], None],  # (input, the thread's channels read)
+    reads: Sequence[str] = (),
 ) -> None:
     """Run ``check`` on the input as given before any channel is written (not as a subgraph)."""
 

@@ -1,5 +1,4 @@
-"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key; stage
-events reach LangChain callbacks."""
+"""Run-context dispatch: nodes built per run policy, cached per key; stage events to callbacks."""
 
 from __future__ import annotations
 
@@ -74,29 +73,20 @@ def _query_options(policy: RetrievalPolicy) -> tuple[Any, ...]:
     return (policy.fusion, policy.feedback, policy.budgets.window_words)
 
 
-def _listening(config: Mapping[str, Any]) -> bool:
-    callbacks = config.get("callbacks")
-    if isinstance(callbacks, BaseCallbackManager):
-        handlers = callbacks.handlers
-    elif isinstance(callbacks, list):
-        handlers = callbacks
-    else:
-        return False
-    return any(not getattr(h, "ignore_custom_event", False) for h in handlers)
-
-
 async def announce(update: Mapping[str, Any]) -> None:
     records = update.get("stages") if isinstance(update, Mapping) else None
-    if not records:
-        return
     try:
-        config = get_config()
+        config = get_config() if records else None
     except RuntimeError:
         return
-    if not _listening(config):
-        return
-    for record in records:
-        await adispatch_custom_event(EVENT_TYPE, final_event(record), config=config)
+    callbacks = config.get("callbacks") if config is not None else None
+    if isinstance(callbacks, BaseCallbackManager):
+        callbacks = callbacks.handlers
+    if isinstance(callbacks, list) and any(
+        not getattr(h, "ignore_custom_event", False) for h in callbacks
+    ):
+        for record in records or ():
+            await adispatch_custom_event(EVENT_TYPE, final_event(record), config=config)
 
 
 class PerRunNodes:

@@ -172,8 +172,7 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     async def ainvoke(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        out: dict[str, Any] = await self.graph.ainvoke(input, config, **kwargs)
-        return out
+        return cast(dict[str, Any], await self.graph.ainvoke(input, config, **kwargs))
 
     def stream(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -190,8 +189,7 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     def astream_events(  # type: ignore[override]
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        events: AsyncIterator[Any] = self.graph.astream_events(input, config, **kwargs)
-        return events
+        return cast(AsyncIterator[Any], self.graph.astream_events(input, config, **kwargs))
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> RetrievalGraph:
         """Fields under ``configurable["ragtiller"]`` are pinned: set differently, refused."""

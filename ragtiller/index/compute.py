@@ -1,5 +1,4 @@
-"""CPU helpers shared by the tiers: exact top-k, off-loop execution, and one scan per query shared
-by the tiers that read one store (dense and parent-child), even when both ask at once."""
+"""CPU helpers shared by the tiers: exact top-k, off-loop execution, one scan per query shared."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The vector store behind the dense tiers: exact cosine search over a numpy matrix (float32, or
-float16 scored in float32), also a LangChain VectorStore."""
+"""The vector store behind the dense tiers: exact cosine search, also a LangChain VectorStore."""
 
 from __future__ import annotations
 

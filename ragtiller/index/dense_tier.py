@@ -1,5 +1,4 @@
-"""The ``dense`` tier: child chunks of a :class:`~ragtiller.index.dense.NumpyVectorStore` ranked
-by cosine with the query vector, exactly or through the store's HNSW graph."""
+"""The ``dense`` tier: chunks by cosine with the query, exactly or through the HNSW graph."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""An immutable, row-aligned table of chunk (or section) records shared by the tiers (a row is the
-same chunk in the vectors, the BM25 index and the hits). A loaded table stays in its memory-mapped
-file, a line parsed when first read: as Python objects the chunks cost more than the vectors, and
-parsing them all was most of an open (1.6 s of 2 s at 100k chunks)."""
+"""An immutable, row-aligned table of chunk records shared by the tiers; a loaded table stays in
+its memory-mapped file, a line parsed when first read (parsing all was 1.6 s of a 2 s open)."""
 
 from __future__ import annotations
 

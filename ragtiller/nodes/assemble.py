@@ -1,5 +1,4 @@
-"""Assemble: cited context, LangChain documents, honest labels and the run manifest; passages
-are distinct, capped per document, within ``context_words``, and every one left out labelled."""
+"""Assemble: cited context, LangChain documents, honest labels and the run manifest."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Provider output is checked at the node boundary: what fails a check is that provider's error,
-never the turn's, and never puts a document it was not given into the answer."""
+"""Provider output checked at the node boundary: a failure is the provider's, never the turn's."""
 
 from __future__ import annotations
 

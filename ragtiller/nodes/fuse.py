@@ -1,5 +1,4 @@
-"""Fuse: the turn's candidate table, Rocchio feedback's second dense search, the fused pool (fuse
-widens, rerank narrows), and the rerank edge's decision."""
+"""Fuse: the candidate table, Rocchio's second dense search, the fused pool, the rerank edge."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Rerank: narrow the fused pool against the ORIGINAL question with the free floor, or the paid
-ceiling when the route lets it and quota is left; any failure keeps the fusion order."""
+"""Rerank against the ORIGINAL question (floor, or paid ceiling); a failure keeps fusion order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a turn was given: the checked input keys, the query (or the last human message) and the
-run context, plus the labels for namespaces and tenants that cannot match anything."""
+"""What a turn was given: the checked input, the query, the run context, and their labels."""
 
 from __future__ import annotations
 

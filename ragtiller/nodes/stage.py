@@ -1,5 +1,4 @@
-"""Stage records (each with its own degradation labels), their ``pipeline:step`` events, and each
-stage's deadline."""
+"""Stage records (each with its own labels), their ``pipeline:step`` events, stage deadlines."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Graph state and its channels. Checkpoints hold plain data only (LangGraph's strict msgpack mode
-refuses other classes): the run manifest's channel saves its JSON dict."""
+"""Graph state and its channels; checkpoints hold plain data only (strict msgpack)."""
 
 from __future__ import annotations
 

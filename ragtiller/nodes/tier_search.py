@@ -1,9 +1,8 @@
-"""Tier search: one parallel branch per tier; a failing tier costs its own hits, labelled, and a
-tier with a :class:`~ragtiller.nodes.components.Fallback` is answered by it in the time left."""
+"""Tier search: one parallel branch per tier; a failing tier costs only its own hits, labelled."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, bulkhead_for, within
 from ragtiller.core.filters import scope_predicate
@@ -34,32 +33,24 @@ async def search(tier: Tier, task: TierTask) -> Any:
     return await pool.call(tier.search, request, timeout_s=task["deadline_s"])
 
 
-class Served(NamedTuple):
-    by: str | None = None
-    reason: str | None = None
-
-    def detail(self) -> dict[str, str]:
-        pairs = (("served_by", self.by), ("fallback_reason", self.reason))
-        return {key: value for key, value in pairs if value is not None}
-
-    def labels(self, name: str) -> list[str]:
-        if self.reason is None:
-            return []
-        return [f"tier_search ({name}) served by fallback {self.by}: {self.reason}"]
+Served = dict[str, str]  # which backend answered (served_by), and why the fallback did
 
 
 async def served(tier: Tier, fallback: Fallback | None, task: TierTask) -> tuple[Any, Served]:
     if fallback is None:
-        return await search(tier, task), Served()
+        return await search(tier, task), {}
     return await within(_with_fallback(tier, fallback, task), task["deadline_s"])
 
 
 async def _with_fallback(tier: Tier, fallback: Fallback, task: TierTask) -> tuple[Any, Served]:
     try:
-        return await search(tier, task), Served(fallback.primary)
+        return await search(tier, task), {"served_by": fallback.primary}
     except fallback.on as e:
         reason = e.reason if isinstance(e, TierUnavailable) else type(e).__name__
-        return await search(fallback.tier, task), Served(fallback.label, reason)
+        return await search(fallback.tier, task), {
+            "served_by": fallback.label,
+            "fallback_reason": reason,
+        }
 
 
 LIFTED = frozenset(HIT_FIELDS)
@@ -76,13 +67,6 @@ def in_scope(hits: list[Hit], task: TierTask) -> tuple[list[Hit], int]:
 
 def _filterable(hit: Hit, lifted: frozenset[str]) -> dict[str, Any]:
     return {**{key: hit[key] for key in lifted}, **hit["metadata"]}  # type: ignore[literal-required]
-
-
-def out_of_scope_labels(name: str, dropped: int) -> list[str]:
-    # named by count only: they may be another tenant's
-    if not dropped:
-        return []
-    return [f"tier_search ({name}) dropped {dropped} hits outside the turn's namespaces and filter"]
 
 
 def make_tier_search(deps: Components) -> NodeFn:
@@ -109,10 +93,16 @@ def make_tier_search(deps: Components) -> NodeFn:
         else:
             hits, foreign = in_scope(hits, task)
             top = hits[0]["score"] if hits else None
-            labels = by.labels(name) + out_of_scope_labels(name, foreign)
-            done = stage.done(
-                labels=labels, tier=name, hits=len(hits), top_score=top, **by.detail()
-            )
+            named, labels = f"tier_search ({name})", list[str]()
+            if "fallback_reason" in by:
+                labels.append(
+                    f"{named} served by fallback {by['served_by']}: {by['fallback_reason']}"
+                )
+            if foreign:  # named by count only: they may be another tenant's
+                labels.append(
+                    f"{named} dropped {foreign} hits outside the turn's namespaces and filter"
+                )
+            done = stage.done(labels=labels, tier=name, hits=len(hits), top_score=top, **by)
             return {"tier_hits": {name: hits}, "stages": [done]}
         return {"tier_hits": {name: []}, "stages": [failed]}
 

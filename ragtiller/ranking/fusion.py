@@ -26,12 +26,6 @@ def zscores(scores: Sequence[float]) -> list[float]:
     return [(s - mean) / sigma for s in scores]
 
 
-def _missing_z(z_values: Sequence[float]) -> float:
-    if not z_values or all(z == 0.0 for z in z_values):
-        return MISSING_Z_FLAT
-    return min(z_values)
-
-
 def reciprocal_rank_fusion(
     ranked_lists: Mapping[str, Sequence[K]],
     *,
@@ -58,7 +52,8 @@ def zscore_fusion(
     for tier, s in scored_lists.items():
         zs = dict(zip(s, zscores(list(s.values())), strict=True))
         weight = 1.0 if weights is None else weights.get(tier, 1.0)
-        floor = _missing_z(list(zs.values()))
+        flat = all(z == 0.0 for z in zs.values())  # also when empty
+        floor = MISSING_Z_FLAT if flat else min(zs.values())
         for doc_id in all_ids:
             fused[doc_id] = fused.get(doc_id, 0.0) + weight * zs.get(doc_id, floor)
     return fused

@@ -1,5 +1,4 @@
-"""The shipped ranking (docs/passages.md): pure steps over the turn's candidate table. The fuse
-node widens (feedback, :func:`fuse`, :func:`place`, :func:`rescore`); the floor narrows."""
+"""The shipped ranking (docs/passages.md): pure steps over the turn's candidate table."""
 
 from __future__ import annotations
 
