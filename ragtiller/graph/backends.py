@@ -14,7 +14,7 @@ from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.nodes.components import Fallback
 from ragtiller.pinecone.calls import PineconeTierError
 from ragtiller.pinecone.env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
-from ragtiller.policies.schema import BackendConfig, RetrievalPolicy
+from ragtiller.policies.schema import RetrievalPolicy
 
 
 def tiers_for_policy(
@@ -39,10 +39,7 @@ def fallbacks_for_policy(
     if not isinstance(index, EmbeddedIndex):
         return {}
     own = {tier_role(t): t for t in index.tiers}
-    configs: dict[TierRole, BackendConfig] = {
-        DENSE: policy.dense_backend,
-        LEXICAL: policy.lexical_backend,
-    }
+    configs = {DENSE: policy.dense_backend, LEXICAL: policy.lexical_backend}
     fallbacks: dict[str, Fallback] = {}
     for tier in tiers:
         role = tier_role(tier)

@@ -24,13 +24,6 @@ from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.rerankers.floor import identity_order
 
 
-def ceiling_labels(detail: dict[str, Any]) -> list[str]:
-    reason = detail.get("ceiling_reason")
-    if detail.get("ceiling") == "skipped" and reason in COULD_NOT_AFFORD:
-        return [f"rerank ceiling skipped: {reason}"]
-    return []
-
-
 def floor_reason(plan: RerankDecision | None, detail: dict[str, Any]) -> str | None:
     if plan is None or ceiling_wanted(plan):
         return None
@@ -81,14 +74,14 @@ def make_rerank(deps: Components) -> NodeFn:
             return fused_order(candidates, record)
         except Overloaded:
             return fused_order(candidates, stage.skip(OVERLOADED, method="identity"))
-        except InvalidOutput as e:
-            record = stage.error(e, INVALID_OUTPUT, method="identity", provider=provider.name)
-            return fused_order(candidates, record)
-        except Exception as e:  # the provider broke its never-raise contract: identity fallback
-            record = stage.error(e, "provider-failed", method="identity", provider=provider.name)
+        except Exception as e:  # invalid output, or the provider broke its never-raise contract
+            why = INVALID_OUTPUT if isinstance(e, InvalidOutput) else "provider-failed"
+            record = stage.error(e, why, method="identity", provider=provider.name)
             return fused_order(candidates, record)
         detail = {**result.detail, "method": result.method}
-        labels = ceiling_labels(result.detail)
+        skip = result.detail.get("ceiling_reason")
+        afforded = result.detail.get("ceiling") != "skipped" or skip not in COULD_NOT_AFFORD
+        labels = [] if afforded else [f"rerank ceiling skipped: {skip}"]
         reason = floor_reason(state["rerank"], detail)
         if result.error:
             record = stage.error(result.error, "fallback", labels=labels, **detail)

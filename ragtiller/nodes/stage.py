@@ -81,18 +81,6 @@ def final_event(record: StageRecord) -> dict[str, Any]:
     return event
 
 
-def _labels(
-    step: StageName, status: StageStatus, reason: str | None, detail: dict[str, Any]
-) -> list[str]:
-    tier = detail.get("tier")
-    name = f"{step} ({tier})" if tier else step
-    if status == "skipped" and reason in COULD_NOT_AFFORD:
-        return [f"{name} skipped: {reason}"]
-    if status == "error":
-        return [f"{name} failed: {reason or 'error'}"]
-    return []
-
-
 def record(
     step: StageName,
     status: StageStatus,
@@ -104,14 +92,15 @@ def record(
     error: str | None = None,
 ) -> StageRecord:
     details = detail or {}
-    made = StageRecord(
-        step=step,
-        status=status,
-        reason=reason,
-        ms=ms,
-        detail=details,
-        labels=[*_labels(step, status, reason, details), *labels],
-    )
+    tier = details.get("tier")
+    name = f"{step} ({tier})" if tier else step
+    own: list[str] = []
+    if status == "skipped" and reason in COULD_NOT_AFFORD:
+        own = [f"{name} skipped: {reason}"]
+    elif status == "error":
+        own = [f"{name} failed: {reason or 'error'}"]
+    own.extend(labels)
+    made = StageRecord(step=step, status=status, reason=reason, ms=ms, detail=details, labels=own)
     if error is not None:
         made["error"] = error
     return made
