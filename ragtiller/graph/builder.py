@@ -106,9 +106,7 @@ def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
 
 
 class GraphParts(TypedDict, total=False):
-    """The parts a graph is built from, each optional, overriding the index's own (``tiers`` may
-    be LangChain vector stores or retrievers; ``quota``/``cache`` default to Redis with
-    ``REDIS_URL``; a ``corpus_map`` text shows only on turns without a tenant)."""
+    """Each optional, overriding the index's own; a ``corpus_map`` text shows only untenanted."""
 
     index: IndexLike | None
     embedder: Embeddings | None
@@ -134,14 +132,11 @@ def build_components(
     chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
     corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    given: Sequence[TierLike]
-    if tiers is not None:
-        given = list(tiers)
-    elif isinstance(index, EmbeddedIndex):  # served by the policy's backends
-        given = tiers_for_policy(resolved, index)
-    else:
-        given = list(index.tiers) if index is not None else []
-    base_tiers = [as_tier(t, position) for position, t in enumerate(given)]
+    if tiers is None and isinstance(index, EmbeddedIndex):  # served by the policy's backends
+        tiers = tiers_for_policy(resolved, index)
+    elif tiers is None:
+        tiers = index.tiers if index is not None else []
+    base_tiers = [as_tier(t, position) for position, t in enumerate(tiers)]
     if not base_tiers:
         raise ConfigurationError(
             "build_graph needs at least one tier: pass index=... or tiers=[...]"

@@ -201,10 +201,9 @@ def render_context(
         )
     if overview:
         parts.append(f"<project-overview>\n{overview.strip()}\n</project-overview>")
-    if labels:
-        parts.append("<degraded>\n" + "\n".join(f"- {label}" for label in labels) + "\n</degraded>")
-    if notes:
-        parts.append("<notes>\n" + "\n".join(f"- {note}" for note in notes) + "\n</notes>")
+    for tag, items in (("degraded", labels), ("notes", notes)):
+        if items:
+            parts.append(f"<{tag}>\n" + "\n".join(f"- {item}" for item in items) + f"\n</{tag}>")
     return "\n\n".join(parts)
 
 

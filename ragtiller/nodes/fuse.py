@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ragtiller.core.bulkhead import within
-from ragtiller.core.tiers import DENSE, LEXICAL, StageRecord
+from ragtiller.core.tiers import DENSE, LEXICAL, Candidate
 from ragtiller.index.dense_tier import DenseTier
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
@@ -74,33 +74,26 @@ def make_fuse(deps: Components) -> NodeFn:
     async def fuse(state: RetrievalState) -> dict[str, Any]:
         route = state["route"]
         check_tasks_scope(state.get("tier_tasks") or [], route)  # its vector reads' scope
-        hits = {tier: h for tier, h in (state.get("tier_hits") or {}).items() if h}
-        records: list[StageRecord] = []
+        tier_hits = state.get("tier_hits") or {}
+        hits = {tier: h for tier, h in tier_hits.items() if h}
+        candidates: list[Candidate] = []
         if not hits:
-            candidates = []
-            tier_hits = state.get("tier_hits") or {}
-            labels = nothing_matched_labels(state["route"]["tenant"], tier_hits)
-            records.append(skipped("fuse", "no-candidates", labels=labels))
+            labels = nothing_matched_labels(route["tenant"], tier_hits)
+            record = skipped("fuse", "no-candidates", labels=labels)
         else:
             stage = Stage("fuse", method=fusion.method, tiers=sorted(hits))
             table, moved = await feedback(CandidateTable(hits), state)
             table = table.head(cap)
-            how: dict[str, Any] = {
-                "method": fusion.method,
-                "rrf_k": fusion.rrf_k,
-                "weights": weights,
-            }
+            how: dict[str, Any] = dict(method=fusion.method, rrf_k=fusion.rrf_k, weights=weights)
             candidates = place(table, fuse_table(table, **how), **how)
             candidates = rescore(candidates, state["rerank_query"], coverage, depth=cap)
             documents = len({(c["metadata"].get("namespace"), c["doc_id"]) for c in candidates})
-            records.append(
-                stage.done(
-                    candidates=len(candidates),
-                    documents=documents,
-                    cap=cap,
-                    feedback=moved,
-                    rescore=coverage is not None,
-                )
+            record = stage.done(
+                candidates=len(candidates),
+                documents=documents,
+                cap=cap,
+                feedback=moved,
+                rescore=coverage is not None,
             )
         assert route["rerank"] is not None  # set by the gate on every retrieval route
         plan = decide_rerank(
@@ -112,6 +105,6 @@ def make_fuse(deps: Components) -> NodeFn:
             has_ceiling=deps.has_ceiling,
             quota=state["turn"]["quota"],
         )
-        return {"candidates": candidates, "rerank": plan, "stages": records}
+        return {"candidates": candidates, "rerank": plan, "stages": [record]}
 
     return fuse
