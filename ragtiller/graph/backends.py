@@ -48,9 +48,8 @@ def fallbacks_for_policy(
             continue
         if role not in own or tier is own[role]:
             continue  # no embedded tier to fall back to, or the tier is the embedded one
-        on: tuple[type[Exception], ...] = (TierUnavailable,)
-        if config.fallback_on_outage:
-            on += (PineconeTierError,)
+        outage = (PineconeTierError,) if config.fallback_on_outage else ()
+        on: tuple[type[Exception], ...] = (TierUnavailable, *outage)
         fallbacks[tier.name] = Fallback(own[role], on=on, primary="pinecone", label="embedded")
     return fallbacks
 

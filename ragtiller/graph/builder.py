@@ -263,12 +263,9 @@ def compile_graph(
         input_schema=InputState,
         output_schema=OutputState,
     )
-    for node in ("gate", "step_back", "embed", "tier_search", "fuse", "rerank", "assemble"):
-        builder.add_node(
-            node,
-            dual(per_run.node(node), node),
-            input_schema=TierTask if node == "tier_search" else None,
-        )
+    for node in per_run.makers:  # gate, step_back, embed, tier_search, fuse, rerank, assemble
+        schema = TierTask if node == "tier_search" else None
+        builder.add_node(node, dual(per_run.node(node), node), input_schema=schema)
 
     builder.add_edge(START, "gate")
     builder.add_conditional_edges("gate", edge(after_gate), AFTER_GATE_PATHS)

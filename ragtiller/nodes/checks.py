@@ -96,6 +96,5 @@ def check_ranking(ranked: Any, given: Sequence[Candidate]) -> list[Candidate]:
         score = item.get("final_score", ours[id_]["fused_score"])
         if not _finite(score):
             raise InvalidOutput(f"reranked {id_!r} has score {score!r}, not a finite number")
-        reranked: Candidate = {**ours[id_], "final_score": float(score)}
-        out.append(reranked)
+        out.append({**ours[id_], "final_score": float(score)})
     return out
