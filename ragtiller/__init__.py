@@ -44,37 +44,18 @@ if TYPE_CHECKING:
 
 __version__ = "0.2.0"
 
-_WHERE: dict[str, str] = {
-    "ConfigurationError": "ragtiller.errors",
-    "EmbeddingError": "ragtiller.errors",
-    "IndexStoreError": "ragtiller.errors",
-    "IngestError": "ragtiller.errors",
-    "InputError": "ragtiller.errors",
-    "PolicyError": "ragtiller.errors",
-    "RagtillerError": "ragtiller.errors",
-    "StoreUnavailableError": "ragtiller.errors",
-    "TierUnavailable": "ragtiller.errors",
-    "EVENT_TYPE": "ragtiller.graph",
-    "InputState": "ragtiller.graph",
-    "OutputState": "ragtiller.graph",
-    "RetrievalGraph": "ragtiller.graph",
-    "RetrievalState": "ragtiller.graph",
-    "build_graph": "ragtiller.graph",
-    "as_retriever": "ragtiller.integrations.langchain",
-    "as_tool": "ragtiller.integrations.langchain",
-    "RunManifest": "ragtiller.core.run_manifest",
-    "StageSummary": "ragtiller.core.run_manifest",
-    "RetrievalPolicy": "ragtiller.policies",
-    "load_policy": "ragtiller.policies",
-    "RunContext": "ragtiller.policies.run_context",
-    "Reranker": "ragtiller.rerankers.base",
-    "RerankResult": "ragtiller.rerankers.base",
-    "Candidate": "ragtiller.core.tiers",
-    "Hit": "ragtiller.core.tiers",
-    "StageRecord": "ragtiller.core.tiers",
-    "Tier": "ragtiller.core.tiers",
+_EXPORTS = {
+    "ragtiller.errors": "ConfigurationError EmbeddingError IndexStoreError IngestError InputError "
+    "PolicyError RagtillerError StoreUnavailableError TierUnavailable",
+    "ragtiller.graph": "EVENT_TYPE InputState OutputState RetrievalGraph RetrievalState build_graph",
+    "ragtiller.integrations.langchain": "as_retriever as_tool",
+    "ragtiller.core.run_manifest": "RunManifest StageSummary",
+    "ragtiller.policies": "RetrievalPolicy load_policy",
+    "ragtiller.policies.run_context": "RunContext",
+    "ragtiller.rerankers.base": "Reranker RerankResult",
+    "ragtiller.core.tiers": "Candidate Hit StageRecord Tier",
 }
-
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
 __all__ = (
     "EVENT_TYPE",
     "Candidate",

@@ -1,13 +1,8 @@
-"""LangChain vector stores and retrievers as tiers: their hits, what their scores mean, and a
-search's scope in the store's own filter syntax.
-
-A ``VectorStore`` is asked by vector, never by text, so it must hold vectors of the graph's
-embedder; a ``BaseRetriever`` reads the query text, and is asked for ``k`` as a call keyword
-and, when it has an integer ``k`` field (``BM25Retriever``), through a copy with ``k`` set.
-Fusion ranks or standardises each tier's list on its own, so what an adapter must get right is
-the direction: a distance ``d`` becomes ``1 - d``, hits without scores score ``(n - i) / n``.
-Whatever of the scope was pushed down, every hit is checked against the whole scope before it
-leaves the adapter: a store whose filter semantics differ can cost recall, never leak.
+"""LangChain vector stores (asked by vector: they hold the graph embedder's vectors) and
+retrievers (asked by text, for ``k``) as tiers. Fusion standardises each tier's list on its own,
+so an adapter need only get the direction right: a distance ``d`` scores ``1 - d``, hits without
+scores ``(n - i) / n``. Every hit is checked against the whole scope before it leaves, whatever
+was pushed down: a store whose filters differ can cost recall, never leak.
 """
 
 from __future__ import annotations
@@ -25,17 +20,16 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ragtiller.core.bulkhead import bulkhead_for
 from ragtiller.core.filters import DEFAULT_NAMESPACE, join_where, scope_predicate, where_clause
-from ragtiller.core.tiers import DENSE, HIT_FIELDS, LEXICAL, Hit, SearchRequest, TierRole
+from ragtiller.core.tiers import DENSE, HIT_FIELDS, LEXICAL, Hit, SearchRequest, Tier, TierRole
 from ragtiller.errors import ConfigurationError
 
 ScoreKind = Literal["similarity", "distance", "none"]  # none: fused by rank
 SCORE_KINDS: tuple[ScoreKind, ...] = ("similarity", "distance", "none")
 LIFTED = frozenset(HIT_FIELDS)
 
+# how a search's scope reaches the store: a Document -> bool predicate (InMemoryVectorStore,
+# FAISS), a Chroma-style where dict, or nothing (checked on the results)
 Pushdown = Literal["callable", "where", "none"]
-"""How an adapter hands a search's scope to its store: a ``Document -> bool`` predicate
-(``InMemoryVectorStore``, FAISS), a Chroma-style ``where`` dict, or nothing (checked on the
-results)."""
 PUSHDOWNS: tuple[Pushdown, ...] = ("callable", "where", "none")
 OVERFETCH = 4  # k times this when the scope is cut on the results, so that up to k are left
 
@@ -106,8 +100,8 @@ def to_hits(
 
 @dataclass(frozen=True)
 class Scope:
-    """One search's scope: ``native``, the store's ``filter`` argument (None: none), and
-    whether it says the whole scope (else results are over-fetched, then cut here)."""
+    """One search's scope: ``native``, the store's ``filter`` argument, and whether it is
+    ``complete`` (else results are over-fetched, then cut here)."""
 
     native: Any
     complete: bool
@@ -129,9 +123,8 @@ class Scope:
 
 
 def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
-    """The scope of ``request`` for a store that takes ``pushdown`` filters. A ``where`` clause
-    cannot select a hit's ``doc_id`` (the store's own id when the metadata names none), nor
-    ``default``, which also holds documents without a ``namespace`` key."""
+    """A ``where`` clause cannot select a hit's ``doc_id`` (the store's id when the metadata has
+    none), nor ``default``, which also holds documents without a ``namespace`` key."""
     namespaces = list(request.namespaces) if request.namespaces is not None else None
     filter = dict(request.filter) if request.filter else None
     if namespaces is None and filter is None:
@@ -227,8 +220,8 @@ CHROMA_SCALES = {
 
 
 def _chroma_space(store: Any) -> str:
-    """The collection's distance, read from its stored configuration (``l2`` unless it was made
-    with another; ``collection.configuration`` warns on collections LangChain made)."""
+    """The collection's distance from its stored configuration (``collection.configuration``
+    warns on collections LangChain made)."""
     collection = store._collection
     config = getattr(getattr(collection, "_model", None), "configuration_json", None) or {}
     for section in ("hnsw", "spann"):
@@ -252,12 +245,8 @@ def _known(store: VectorStore) -> tuple[ScoreSemantics, Pushdown] | None:
 
 
 class VectorStoreTier(StoreTier):
-    """A LangChain ``VectorStore`` as a tier that reads the query vector.
-
-    ``scores`` (``similarity``, ``distance`` or ``none``) and ``pushdown`` are known for
-    ``InMemoryVectorStore`` and Chroma, and ``none`` for a store searched only with
-    ``similarity_search_by_vector``; any other store must say its ``scores``. A store's own
-    async method is awaited (``native_async``), else the sync one runs on the tier's threads.
+    """A LangChain ``VectorStore`` as a tier that reads the query vector; a store other than
+    ``InMemoryVectorStore`` or Chroma that returns scores must say what they mean (``scores``).
 
     Example:
         >>> from langchain_core.vectorstores import InMemoryVectorStore
@@ -395,3 +384,22 @@ class RetrieverTier(StoreTier):
         retriever, kwargs, scope = self._call(request)
         docs = await retriever.ainvoke(request.query, **kwargs)
         return self._hits([(d, self._score(d)) for d in docs], scope, request.k)
+
+
+TierLike = Tier | VectorStore | BaseRetriever  # what build_graph(tiers=[...]) takes
+
+
+def as_tier(value: TierLike | Any, position: int = 0) -> Tier:
+    """A tier as it is; a ``VectorStore`` or ``BaseRetriever`` wrapped with its defaults."""
+    if isinstance(value, VectorStore):
+        return VectorStoreTier(value)
+    if isinstance(value, BaseRetriever):
+        return RetrieverTier(value)
+    missing = [m for m in ("name", "needs_vector", "search") if not hasattr(value, m)]
+    if missing:
+        raise ConfigurationError(
+            f"tiers[{position}] is a {type(value).__name__}: not a ragtiller Tier (it lacks "
+            f"{', '.join(missing)}), a LangChain VectorStore or a BaseRetriever"
+        )
+    tier: Tier = value
+    return tier

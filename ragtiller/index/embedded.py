@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
 _ROWS = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR)  # the chunks, sections and BM25
+# what every version holds, the manifest written last (ann.faiss just before it, if any)
 INDEX_FILES = (*_ROWS, PARENT_ROWS_FILE, OUTLINE_FILE, CORPUS_MAP_FILE, MANIFEST_FILE)
-"""What every version holds, the manifest written last (``ann.faiss`` just before it, if any)."""
 SCOPES_KEPT = 64  # corpus maps kept per index, one per (namespaces, filter) asked for
 
 
@@ -57,20 +57,8 @@ def build_derived(store: NumpyVectorStore, parents: RecordTable) -> Derived:
 
 
 class EmbeddedIndex:
-    """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
-
-    Build it with :func:`ragtiller.ingest.build_index` (or ``ingest``, which also saves), reopen
-    it with :meth:`load`. The tiers share one chunk table, so a chunk id means the same chunk in
-    every tier.
-
-    Example:
-        >>> from langchain_core.documents import Document
-        >>> from ragtiller.models import HashingEmbedder
-        >>> from ragtiller.ingest import build_index
-        >>> docs = [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})]
-        >>> [t.name for t in build_index(docs, embedder=HashingEmbedder(), progress=False).tiers]
-        ['dense', 'parent_child', 'lexical']
-    """
+    """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers
+    over one chunk table (a chunk id means one chunk in every tier); made by ``build_index``."""
 
     def __init__(
         self,

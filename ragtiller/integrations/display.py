@@ -29,9 +29,8 @@ def stage_table(manifest: RunManifest) -> str:
 
 
 def citations(documents: Sequence[Document], *, width: int = 100) -> str:
-    """``[n] source  (score)  first line`` per document, best first. A ``rerank`` score ranked
-    the list; a ``fused`` one did not alone (the floor places documents by their best passage),
-    so the list need not be sorted by it."""
+    """``[n] source  (score)  first line`` per document, best first (a ``fused`` score alone did
+    not rank them: the floor places documents by their best passage)."""
     lines = []
     for doc in documents:
         meta = doc.metadata

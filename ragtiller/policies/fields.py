@@ -16,8 +16,7 @@ from ragtiller.policies.schema import RetrievalPolicy
 
 
 def _rows(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, str, Any, str]]:
-    """Every leaf of ``model`` in schema order (each route's under its name): its dotted path,
-    ``applies`` tag, JSON value and description."""
+    """Every leaf of ``model`` in schema order: dotted path, ``applies`` tag, value, description."""
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         if isinstance(value, BaseModel):

@@ -69,25 +69,16 @@ class RouteConfig(PolicyModel):
 
     @property
     def namespaces(self) -> list[str]:
-        """The namespaces as a list."""
         return [self.namespace] if isinstance(self.namespace, str) else list(self.namespace)
 
 
 class RetrievalPolicy(PolicyModel):
-    """A versioned retrieval policy: every field is read by the code its description names.
-
-    Example:
-        >>> from ragtiller import load_policy
-        >>> policy = load_policy()  # the shipped default
-        >>> policy.routes["synthesis"].top_k
-        8
-    """
+    """A versioned retrieval policy: every field is read by the code its description names."""
 
     @property
     def tier_hits(self) -> int:
-        """Hits each tier is asked for on a turn: the candidate cap, and with Rocchio feedback
-        at least the first pass it reads (:data:`FEEDBACK_DEPTH`); fusion reads each tier's
-        best ``candidate_cap``."""
+        """Hits asked of each tier: the candidate cap, and with Rocchio feedback at least the first
+        pass it reads (fusion reads each tier's best ``candidate_cap``)."""
         cap = self.budgets.candidate_cap
         return max(cap, FEEDBACK_DEPTH) if self.feedback.enabled else cap
 

@@ -11,25 +11,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticUndefined
 
-Toggle = bool | Literal["conditional"]
-"""A stage switch: always on, always off, or decided per query (each decision carries a reason)."""
-
+Toggle = bool | Literal["conditional"]  # conditional: decided per query, with a reason
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In seconds.")]
-"""A duration in seconds: finite and > 0 (``.inf``, ``.nan``, 0 and negatives are rejected)."""
-
 Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="In milliseconds.")]
+Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # 0 mutes a tier
 
-Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-"""A fusion weight: finite and >= 0 (0 mutes a tier)."""
-
+# When a field is read: build, once, when the graph is built; turn, by the nodes on every turn
+# (so a run context's policy may change it); promote, only by `ragtiller promote`.
 Applies = Literal["build", "turn", "promote"]
-"""When a field is read: ``build`` once, when the graph (its tiers, reranker, router and stores)
-is built; ``turn`` by the nodes on every turn, so a run context's policy may change it;
-``promote`` only by ``ragtiller promote``, never by the graph."""
 
 
 def _tagged(applies: Applies) -> Callable[..., Any]:
-    """``Field(default, description=..., **constraints)`` with the ``applies`` tag."""
     tag: dict[str, Any] = {"applies": applies}
 
     def field(default: Any = PydanticUndefined, description: str = "", **constraints: Any) -> Any:
@@ -51,8 +43,7 @@ class PolicyModel(BaseModel):
 
 # --- ranking: the budgets, fusion and feedback the shipped recipe reads ---
 
-FEEDBACK_DEPTH = 100
-"""Passages of each first pass Rocchio feedback reads (``ranking.feedback.FEEDBACK_DEPTH``)."""
+FEEDBACK_DEPTH = 100  # passages of each first pass Rocchio feedback reads
 
 
 class BudgetsConfig(PolicyModel):
@@ -104,7 +95,6 @@ class BudgetsConfig(PolicyModel):
 
     @property
     def candidate_cap(self) -> int:
-        """``max(candidate_multiplier x max_chunks, candidate_floor)``."""
         return max(self.candidate_multiplier * self.max_chunks, self.candidate_floor)
 
 
@@ -143,15 +133,13 @@ class FeedbackConfig(PolicyModel):
     )
 
     @property
-    def enabled(self) -> bool:
-        """Whether Rocchio runs: a weight of 0 would move the vector nowhere."""
+    def enabled(self) -> bool:  # a weight of 0 would move the vector nowhere
         return self.dense_weight > 0
 
 
 # --- the services around ranking ---
 
-PINECONE_SHARE = 0.8
-"""The part of ``deadlines.tier_s`` a Pinecone query may take (4 s of the default 5)."""
+PINECONE_SHARE = 0.8  # of deadlines.tier_s a Pinecone query may take (4 s of the default 5)
 
 
 class RouterConfig(PolicyModel):
@@ -226,8 +214,8 @@ class DeadlinesConfig(PolicyModel):
 
     @property
     def pinecone_s(self) -> float:
-        """The Pinecone query deadline: :data:`PINECONE_SHARE` of ``tier_s``, so an outage is
-        the Pinecone tier's own error, which the embedded fallback can still answer."""
+        """Short of ``tier_s``, so an outage is the Pinecone tier's own error, which the embedded
+        fallback can still answer."""
         return PINECONE_SHARE * self.tier_s
 
 

@@ -55,12 +55,7 @@ confidence: how sure you are of the route, from 0 to 1."""
 
 
 class RouteChoice(BaseModel):
-    """The chat model's reading of one query: the structured-output schema.
-
-    Example:
-        >>> RouteChoice(route="synthesis", is_broad=True, triggers=[], confidence=0.8).route
-        'synthesis'
-    """
+    """The chat model's reading of one query: the structured-output schema."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -104,14 +99,8 @@ def _is_choice(value: object) -> bool:  # else the cache entry is a miss
 
 
 def router_key(model: str, query: str, tenant: str | None = None) -> str:
-    """The cache key of ``model``'s route choice for ``query`` asked by ``tenant``: per tenant,
-    so one tenant's reading never routes another's turn; on the exact text (its casing makes an
-    acronym), so query and tenant go in as hex, which the key's casefolding cannot merge.
-
-    Example:
-        >>> router_key("m", "TLS setup", "acme") == router_key("m", "tls setup", "acme")
-        False
-    """
+    """Per tenant (one tenant's reading never routes another's turn) and on the exact text (its
+    casing makes an acronym): query and tenant go in as hex, which casefolding cannot merge."""
     exact = (text.encode("utf-8", "surrogatepass").hex() for text in (query, tenant or ""))
     return cache_key("llm-router", ROUTER_PROMPT, model, *exact)
 
@@ -129,25 +118,8 @@ def _describe(error: BaseException) -> str:
 
 
 class LLMRouter:
-    """Route a query with a chat model, falling back to the deterministic classification.
-
-    Each way the model cannot answer (eval gate, no model, quota, timeout, error, invalid or
-    unsure output) keeps the deterministic route and names the reason in the detail; the order
-    of those checks and the detail's keys are in docs/llm_router.md. One structured-output call
-    per cache miss, no retry; the cache is per tenant and exact query text (:func:`router_key`).
-
-    Example:
-        >>> import asyncio
-        >>> from ragtiller import load_policy
-        >>> from ragtiller.routing.rules import classify
-        >>> from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-        >>> router = LLMRouter(RouterConfig(llm_router="on"), chat_model=None,
-        ...                    quota=MemoryQuotaLedger({"chat_gen": 20}), cache=MemoryCache())
-        >>> query = "which port does the server listen on"
-        >>> cls, name, detail = asyncio.run(router(query, classify(query, load_policy())))
-        >>> cls.query_type, name, detail["fallback_reason"], detail["llm_calls"]
-        ('factual_lookup', 'deterministic', 'no-llm', 0)
-    """
+    """Route a query with a chat model; every way it cannot answer keeps the deterministic route
+    and names why (docs/llm_router.md). One structured-output call per cache miss, no retry."""
 
     def __init__(
         self,
@@ -195,8 +167,7 @@ class LLMRouter:
     async def __call__(
         self, query: str, deterministic: Classification, tenant: str | None = None
     ) -> tuple[Classification, RouterName, dict[str, Any]]:
-        """The classification to use, the router that made it and the detail for the manifest;
-        never raises for a model, quota or cache problem."""
+        """The classification, the router that made it and the manifest's detail; never raises."""
         detail = self._detail(deterministic)
         if deterministic.query_type is None:
             return self._fall_back(deterministic, detail, "no-retrieval")
@@ -297,8 +268,8 @@ class LLMRouter:
     def _classification(
         self, query: str, deterministic: Classification, choice: RouteChoice, detail: dict[str, Any]
     ) -> Classification:
-        """The LLM's route and breadth (an exact lookup is never broad), with the deterministic
-        triggers plus each LLM trigger found in the query, of a kind the policy enables."""
+        """The LLM's route and breadth (an exact lookup is never broad); its triggers join the
+        deterministic ones when found in the query and of a kind the policy enables."""
         triggers = list(deterministic.triggers)
         dropped: list[str] = []
         for wanted in choice.triggers:
@@ -335,21 +306,8 @@ def make_llm_router(
     deadlines: DeadlinesConfig | None = None,
     cache_ttl_s: int | None = None,
 ) -> LLMRouter | None:
-    """The router strategy the policy selects: None for ``llm_router: off``; for
-    ``evaluated_optional``, a router gated by ``config.llm_eval_artifact`` (read once, here),
-    which without a proven lift never calls the model.
-
-    Example:
-        >>> from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-        >>> stores = {"quota": MemoryQuotaLedger({"chat_gen": 20}), "cache": MemoryCache()}
-        >>> make_llm_router(RouterConfig(llm_router="off"), chat_model=None, **stores) is None
-        True
-        >>> router = make_llm_router(
-        ...     RouterConfig(llm_router="evaluated_optional"), chat_model=None, **stores
-        ... )
-        >>> router.evidence.reason
-        'no-eval-evidence'
-    """
+    """None for ``llm_router: off``; for ``evaluated_optional`` a router gated by the eval
+    artifact (read once, here), which without a proven lift never calls the model."""
     if config.llm_router == "off":
         return None
     evidence = None
