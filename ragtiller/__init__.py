@@ -2,12 +2,6 @@
 
 Names are imported on first use, so ``import ragtiller.stores`` (or a worker process) does not
 pay for importing LangGraph.
-
-Example:
-    >>> from ragtiller import build_graph, load_policy
-    >>> policy = load_policy()
-    >>> policy.policy_id
-    'default-retrieval-policy'
 """
 
 from __future__ import annotations

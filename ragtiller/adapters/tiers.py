@@ -84,14 +84,10 @@ def to_hits(
     pairs: Sequence[tuple[Document, float | None]], scores: ScoreSemantics, k: int
 ) -> list[Hit]:
     """At most ``k`` hits, best first, each id once (a store may repeat a chunk)."""
-    seen: set[str] = set()
-    kept: list[tuple[Document, float | None]] = []
+    firsts: dict[str, tuple[Document, float | None]] = {}
     for doc, raw in pairs:
-        id_ = document_id(doc)
-        if id_ not in seen:
-            seen.add(id_)
-            kept.append((doc, raw))
-    kept = kept[:k]
+        firsts.setdefault(document_id(doc), (doc, raw))
+    kept = list(firsts.values())[:k]
     normalised = scores.normalise([raw for _, raw in kept])
     hits = [to_hit(doc, s) for (doc, _), s in zip(kept, normalised, strict=True)]
     hits.sort(key=lambda h: -h["score"])  # stable: the store's order breaks ties

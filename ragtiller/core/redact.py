@@ -26,10 +26,7 @@ _SCHEME = r"(?:bearer|basic|token|digest)\s+"  # kept, so the reader sees what k
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # "Authorization: Bearer <t>", "x-api-key: <t>": the scheme word is kept, the value goes.
-    (
-        re.compile(rf"(?i){_START}({_HEADER})(\s*:\s*)({_SCHEME})?+{_VALUE}"),
-        rf"\1\2\3{REDACTED}",
-    ),
+    (re.compile(rf"(?i){_START}({_HEADER})(\s*:\s*)({_SCHEME})?+{_VALUE}"), rf"\1\2\3{REDACTED}"),
     # {'Authorization': 'Bearer <t>'}, "api_key": "<t>": a quoted field of a dict or JSON body.
     (
         re.compile(

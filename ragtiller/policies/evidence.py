@@ -32,14 +32,7 @@ class EvalEvidence:
 
 def read_eval_evidence(path: str | None, *, setting: str) -> EvalEvidence:
     """The eval gate at ``path`` (the policy field ``setting``): a gated component runs only on a
-    ``promote`` decision with a positive NDCG@10 lift in every required slice. Never raises.
-
-    Example:
-        >>> read_eval_evidence(None, setting="router.llm_eval_artifact").reason
-        'no-eval-evidence'
-        >>> read_eval_evidence("missing.json", setting="router.llm_eval_artifact").reason
-        'eval-artifact-unreadable'
-    """
+    ``promote`` decision with a positive NDCG@10 lift in every required slice. Never raises."""
     if not path:
         return EvalEvidence(
             None,

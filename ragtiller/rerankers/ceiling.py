@@ -123,9 +123,8 @@ class CeilingReranker(BaseReranker):
             note: dict[str, Any] = (
                 {"ceiling_note": self.disabled_note} if self.disabled_note else {}
             )
-            return await self._floor(
-                query, candidates, top_n, "skipped", self.disabled_reason, **note
-            )
+            reason = self.disabled_reason
+            return await self._floor(query, candidates, top_n, "skipped", reason, **note)
         sent = list(candidates[:MAX_DOCUMENTS_PER_CALL])  # one Cohere search unit
         if not sent or top_n <= 0:
             return await self._floor(query, candidates, top_n, "skipped", "no-candidates")
@@ -144,13 +143,8 @@ class CeilingReranker(BaseReranker):
             return await self._floor(
                 query, candidates, top_n, "error", error_kind(e), error=describe_error(e)
             )
-        detail = self._detail(
-            "used",
-            None,
-            from_cache=from_cache,
-            cost_usd=0.0 if from_cache else self.config.cost_usd_per_call,
-            candidates_sent=0 if from_cache else len(sent),
-        )
+        paid = {"cost_usd": self.config.cost_usd_per_call, "candidates_sent": len(sent)}
+        detail = self._detail("used", None, from_cache=from_cache, **({} if from_cache else paid))
         return RerankResult(ordered[:top_n], self.ceiling.name, detail)
 
     @property

@@ -181,17 +181,26 @@ class LLMRouter:
         try:
             raw, from_cache = await within(
                 self.cache.aget_or_compute(
-                    key,
-                    lambda: self._ask(query, made),
-                    self.cache_ttl_s,
-                    accept=_is_choice,
+                    key, lambda: self._ask(query, made), self.cache_ttl_s, accept=_is_choice
                 ),
                 self.timeout_s,
             )
             detail.update(llm_calls=len(made), from_cache=from_cache)
             choice = _coerce(raw)  # a cached entry is re-validated
         except Exception as e:  # any failure: the deterministic route serves the turn
-            return self._failed(deterministic, detail, made, _reason(e), e)
+            reason = _reason(e)
+            detail["llm_calls"] = len(made)
+            if reason in ("quota", "quota-store-unavailable"):
+                logger.info("LLM router skipped (%s); using the deterministic route", reason)
+                return self._fall_back(deterministic, detail, reason)
+            detail["error"] = str(e) if isinstance(e, _Fallback) else _describe(e)
+            logger.warning(
+                "LLM router failed (%s); using the deterministic route: %s",
+                reason,
+                detail["error"],
+                exc_info=reason == "llm-error",
+            )
+            return self._fall_back(deterministic, detail, reason)
         detail.update(confidence=choice.confidence, llm_route=choice.route)
         if choice.confidence < self.config.llm_min_confidence:
             detail["note"] = (
@@ -244,27 +253,6 @@ class LLMRouter:
         detail.update(router="deterministic", fallback_reason=reason)
         return deterministic, "deterministic", detail
 
-    def _failed(
-        self,
-        deterministic: Classification,
-        detail: dict[str, Any],
-        made: list[str],
-        reason: str,
-        error: BaseException,
-    ) -> tuple[Classification, RouterName, dict[str, Any]]:
-        detail["llm_calls"] = len(made)
-        if reason in ("quota", "quota-store-unavailable"):
-            logger.info("LLM router skipped (%s); using the deterministic route", reason)
-        else:
-            detail["error"] = str(error) if isinstance(error, _Fallback) else _describe(error)
-            logger.warning(
-                "LLM router failed (%s); using the deterministic route: %s",
-                reason,
-                detail["error"],
-                exc_info=reason == "llm-error",
-            )
-        return self._fall_back(deterministic, detail, reason)
-
     def _classification(
         self, query: str, deterministic: Classification, choice: RouteChoice, detail: dict[str, Any]
     ) -> Classification:
@@ -296,18 +284,10 @@ class LLMRouter:
         )
 
 
-def make_llm_router(
-    config: RouterConfig,
-    *,
-    chat_model: BaseChatModel | None,
-    quota: QuotaLedger,
-    cache: Cache,
-    trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
-    deadlines: DeadlinesConfig | None = None,
-    cache_ttl_s: int | None = None,
-) -> LLMRouter | None:
+def make_llm_router(config: RouterConfig, **parts: Any) -> LLMRouter | None:
     """None for ``llm_router: off``; for ``evaluated_optional`` a router gated by the eval
-    artifact (read once, here), which without a proven lift never calls the model."""
+    artifact (read once, here), which without a proven lift never calls the model; ``parts``
+    are :class:`LLMRouter`'s."""
     if config.llm_router == "off":
         return None
     evidence = None
@@ -315,13 +295,4 @@ def make_llm_router(
         evidence = read_eval_evidence(config.llm_eval_artifact, setting="router.llm_eval_artifact")
         if evidence.reason is not None:
             logger.info("LLM router off (%s): %s", evidence.reason, evidence.note)
-    return LLMRouter(
-        config,
-        chat_model=chat_model,
-        quota=quota,
-        cache=cache,
-        trigger_kinds=trigger_kinds,
-        evidence=evidence,
-        deadlines=deadlines,
-        cache_ttl_s=cache_ttl_s,
-    )
+    return LLMRouter(config, evidence=evidence, **parts)
