@@ -69,14 +69,9 @@ def _looks_random(token: str) -> bool:
     return switches * 5 >= len(classes)
 
 
-def _mask_long_token(match: re.Match[str]) -> str:
-    token = match.group(0)
-    return REDACTED if _looks_random(token) else token
-
-
 def redact(text: str) -> str:
     """``text`` without credential headers and fields, bearer tokens, secret parameters, URL
     passwords, known key prefixes and random-looking runs of 32+ characters; idempotent."""
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
-    return _LONG_TOKEN.sub(_mask_long_token, text)
+    return _LONG_TOKEN.sub(lambda m: REDACTED if _looks_random(m[0]) else m[0], text)

@@ -200,17 +200,13 @@ def _without_values(message: str, value: Any) -> str:
     return message
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    parts = [str(part) if len(str(part)) <= 40 else f"{str(part)[:40]}..." for part in loc]
-    return ".".join(parts) or "<root>"
-
-
 def _format_errors(source: str, error: ValidationError) -> str:
     items = error.errors()
     lines = [f"invalid retrieval policy {source}:"]
     for item in items[:MAX_LISTED_ERRORS]:
         message = _without_values(item["msg"], item.get("input"))
-        lines.append(f"  {_field_path(item['loc'])}: {message}")
+        parts = [p if len(p) <= 40 else f"{p[:40]}..." for p in map(str, item["loc"])]
+        lines.append(f"  {'.'.join(parts) or '<root>'}: {message}")
     if len(items) > MAX_LISTED_ERRORS:
         lines.append(f"  ... and {len(items) - MAX_LISTED_ERRORS} more errors")
     return "\n".join(lines)
@@ -247,7 +243,6 @@ def _parse(text: str, source: str) -> RetrievalPolicy:
 
 
 def policy_dir(env: Mapping[str, str] = os.environ) -> Path | None:
-    """``RAGTILLER_POLICY_DIR``, if set."""
     value = env.get(POLICY_DIR_ENV, "").strip()
     return Path(value) if value else None
 

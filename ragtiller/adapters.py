@@ -1,8 +1,14 @@
-"""LangChain vector stores (asked by vector: they hold the graph embedder's vectors) and
-retrievers (asked by text, for ``k``) as tiers. Fusion standardises each tier's list on its own,
-so an adapter need only get the direction right: a distance ``d`` scores ``1 - d``, hits without
-scores ``(n - i) / n``. Every hit is checked against the whole scope before it leaves, whatever
-was pushed down: a store whose filters differ can cost recall, never leak.
+"""Bring your own store: any LangChain ``VectorStore`` (asked by vector: it holds the graph
+embedder's vectors) or ``BaseRetriever`` (asked by text, for ``k``) as a tier. ``build_graph``
+wraps a bare one with :func:`as_tier`; wrap it yourself to give it a name, a role, or what its
+scores mean::
+
+    build_graph(tiers=[VectorStoreTier(chroma, name="chroma"), RetrieverTier(bm25)], embedder=emb)
+
+Fusion standardises each tier's list on its own, so an adapter need only get the direction
+right: a distance ``d`` scores ``1 - d``, hits without scores ``(n - i) / n``. Every hit is
+checked against the whole scope before it leaves, whatever was pushed down: a store whose
+filters differ can cost recall, never leak.
 """
 
 from __future__ import annotations
@@ -399,3 +405,14 @@ def as_tier(value: TierLike | Any, position: int = 0) -> Tier:
         )
     tier: Tier = value
     return tier
+
+
+__all__ = (
+    "Pushdown",
+    "RetrieverTier",
+    "ScoreKind",
+    "ScoreSemantics",
+    "TierLike",
+    "VectorStoreTier",
+    "as_tier",
+)
