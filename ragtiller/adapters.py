@@ -63,7 +63,6 @@ NO_SCORES = ScoreSemantics("none", "no scores: fused by rank")
 
 
 def document_id(doc: Document) -> str:
-    """The document's id; without one, a hash of its source and text."""
     if doc.id:
         return str(doc.id)
     source = str(doc.metadata.get("source", ""))

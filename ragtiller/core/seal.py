@@ -35,7 +35,6 @@ def key_file() -> Path:
 
 @functools.cache
 def seal_key() -> bytes:
-    """The key every seal of this process uses, read once."""
     given = os.environ.get(KEY_ENV)
     if given:
         if len(given) < MIN_KEY_CHARS:

@@ -237,7 +237,6 @@ def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.
 
 
 def read_manifest(path: Path) -> IndexManifest:
-    """The manifest at ``path``, checked."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:

@@ -98,7 +98,6 @@ class LexicalTier(CpuTier):
     def build(
         cls, records: RecordTable, texts: Sequence[str], config: LexicalConfig = DEFAULT_LEXICAL
     ) -> LexicalTier:
-        """Index ``texts``, one per row of ``records``."""
         if len(texts) != len(records):
             raise ValueError(f"got {len(texts)} texts for {len(records)} records")
         retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)

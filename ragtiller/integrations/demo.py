@@ -42,7 +42,6 @@ def demo_index(
     rebuild: bool = False,
     log: Callable[[str], None] = print,
 ) -> EmbeddedIndex:
-    """The demo index: loaded from the cache, or built from the stdlib corpus and cached."""
     docs = stdlib_documents()
     fingerprint = hashlib.sha256()
     for doc in docs:

@@ -194,7 +194,6 @@ def _files(
 
 
 def _confined(root: Path, path: str, root_name: str) -> Path:
-    """``path`` resolved inside ``root``, or an :class:`InputError` saying why not."""
     if len(path) > MAX_PATH_CHARS:
         raise InputError(f"path is {len(path)} characters long; at most {MAX_PATH_CHARS}")
     if "\x00" in path:

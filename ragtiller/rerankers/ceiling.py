@@ -248,7 +248,6 @@ class CeilingReranker(BaseReranker):
 
 
 def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
-    """Refuse a ledger without a ``rerank_calls`` limit; warn when its limit is not the policy's."""
     if RERANK_RESOURCE not in ledger.limits:
         raise ConfigurationError(
             f"the quota ledger has no {RERANK_RESOURCE!r} limit; create it with "
@@ -309,9 +308,9 @@ def reranker_from_policy(
     if config.require_eval_lift:
         setting = "reranker.ceiling_eval_artifact"
         evidence = read_eval_evidence(config.ceiling_eval_artifact, setting=setting)
-        blocked = None if evidence.allowed else evidence.note
-    if blocked is not None:
-        logger.info("rerank ceiling %r disabled: %s", ceiling.name, blocked)
+        if not evidence.allowed:
+            blocked = evidence.note
+            logger.info("rerank ceiling %r disabled: %s", ceiling.name, blocked)
     return CeilingReranker(
         ceiling,
         floor,
