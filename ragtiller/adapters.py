@@ -294,14 +294,9 @@ class VectorStoreTier(StoreTier):
             semantics = ScoreSemantics(scores, f"{scores}, as declared")
         amethod = getattr(type(store), f"a{self.method}", None)
         own = amethod is not None and amethod is not getattr(VectorStore, f"a{self.method}", None)
-        super().__init__(
-            store,
-            name,
-            role,
-            semantics,
-            pushdown or (known[1] if known is not None else "none"),
-            own if native_async is None else native_async,
-        )
+        pushdown = pushdown or (known[1] if known is not None else "none")
+        native = own if native_async is None else native_async
+        super().__init__(store, name, role, semantics, pushdown, native)
         self.store = store
         self.search_kwargs = dict(search_kwargs or {})
 
