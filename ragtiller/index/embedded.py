@@ -202,18 +202,17 @@ class EmbeddedIndex:
                 f"index file {path / VECTORS_FILE} is corrupt: {store.vectors.shape[1]}-dimensional "
                 f"vectors, the manifest says {built.dimension}"
             )
-        lexical = LexicalTier.load(path / LEXICAL_DIR, store.records, manifest.lexical)
-        corpus_map = (path / CORPUS_MAP_FILE).read_text(encoding="utf-8")
-        rows = load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents))
-        outline = OutlineRows.load(path / OUTLINE_FILE, len(parents))
-        derived = Derived(rows, graph, outline)
         return cls(
             store=store,
             parents=parents,
-            lexical=lexical,
+            lexical=LexicalTier.load(path / LEXICAL_DIR, store.records, manifest.lexical),
             manifest=manifest,
-            corpus_map=corpus_map,
-            derived=derived,
+            corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
+            derived=Derived(
+                load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents)),
+                graph,
+                OutlineRows.load(path / OUTLINE_FILE, len(parents)),
+            ),
         )
 
 

@@ -127,20 +127,17 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
         )
     words = len(text.split())
     strong = sorted({kind.value for kind, _ in triggers if kind in _STRONG})
+    route: RouteName
     if strong:
-        reason = f"exact trigger ({', '.join(strong)})"
-        return Classification("exact_lexical_lookup", triggers=triggers, reason=reason)
-    if (_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS:
-        return Classification(
-            "synthesis", is_broad=True, triggers=triggers, reason="broad question"
-        )
-    if _SYNTHESIS.search(text) or words > 30:
-        return Classification(
-            "synthesis", triggers=triggers, reason="asks to explain, compare or summarise"
-        )
-    return Classification(
-        "factual_lookup", triggers=triggers, reason="a specific question without exact identifiers"
-    )
+        route, broad, reason = "exact_lexical_lookup", False, f"exact trigger ({', '.join(strong)})"
+    elif (_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS:
+        route, broad, reason = "synthesis", True, "broad question"
+    elif _SYNTHESIS.search(text) or words > 30:
+        route, broad, reason = "synthesis", False, "asks to explain, compare or summarise"
+    else:
+        route, broad = "factual_lookup", False
+        reason = "a specific question without exact identifiers"
+    return Classification(route, is_broad=broad, triggers=triggers, reason=reason)
 
 
 def trigger_kind(text: str) -> TriggerKind:
