@@ -11,6 +11,7 @@ from ragtiller.stores._cache_redis import RedisCache
 from ragtiller.stores._env import stores_from_env
 from ragtiller.stores._keys import cache_key
 from ragtiller.stores._quota import (
+    Budget,
     QuotaLedger,
     QuotaSnapshot,
     QuotaWindow,
@@ -25,6 +26,7 @@ from ragtiller.stores._quota_redis import RedisQuotaLedger
 __all__ = (
     "BreakerSnapshot",
     "BreakerState",
+    "Budget",
     "Cache",
     "CircuitBreaker",
     "MemoryCache",

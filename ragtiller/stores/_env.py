@@ -18,7 +18,11 @@ logger = logging.getLogger("ragtiller.stores")
 
 
 def stores_from_env(
-    limits: Mapping[str, int], *, timezone: str = "UTC", prefix: str = "ragtiller:"
+    limits: Mapping[str, int],
+    *,
+    tenant_limits: Mapping[str, int] | None = None,
+    timezone: str = "UTC",
+    prefix: str = "ragtiller:",
 ) -> tuple[QuotaLedger, Cache]:
     """The quota ledger and cache this deployment should use.
 
@@ -29,6 +33,7 @@ def stores_from_env(
 
     Args:
         limits: Units allowed per day, per quota resource.
+        tenant_limits: Units each tenant may spend per day, per quota resource.
         timezone: IANA name of the timezone whose calendar day is the quota window.
         prefix: Start of every Redis key (ignored in memory).
 
@@ -48,8 +53,17 @@ def stores_from_env(
     url = os.environ.get("REDIS_URL", "").strip()
     if not url:
         logger.info("REDIS_URL not set; quota ledger and cache live in this process")
-        return MemoryQuotaLedger(limits, timezone=timezone), MemoryCache()
+        return MemoryQuotaLedger(
+            limits, tenant_limits=tenant_limits, timezone=timezone
+        ), MemoryCache()
     breaker = CircuitBreaker()
-    ledger = RedisQuotaLedger(limits, url=url, prefix=prefix, timezone=timezone, breaker=breaker)
+    ledger = RedisQuotaLedger(
+        limits,
+        tenant_limits=tenant_limits,
+        url=url,
+        prefix=prefix,
+        timezone=timezone,
+        breaker=breaker,
+    )
     logger.info("REDIS_URL set; quota ledger and cache live in Redis under prefix %r", prefix)
     return ledger, RedisCache(url=url, prefix=prefix, breaker=breaker)

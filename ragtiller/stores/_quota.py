@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from types import MappingProxyType
 from typing import Literal
@@ -18,19 +19,31 @@ from ragtiller.errors import UnknownResourceError as UnknownResourceError  # re-
 
 logger = logging.getLogger("ragtiller.stores")
 
-_caps: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar(
-    "ragtiller_spend_caps", default=MappingProxyType({})
+_NONE: Mapping[str, int] = MappingProxyType({})
+_caps: contextvars.ContextVar[tuple[Mapping[str, int], Mapping[str, int]]] = contextvars.ContextVar(
+    "ragtiller_spend_caps", default=(_NONE, _NONE)
 )
+
+INF = sys.maxsize
+"""No limit: above any count a store can hold."""
+
+Counter = tuple[str, str | None]
+"""One budget's counter: a resource, and the tenant whose own budget it is (None: shared)."""
+
+Budget = Literal["shared", "tenant"]
+"""Which daily budget a figure or a refusal is of: the shared one, or a tenant's own."""
 
 
 @contextlib.contextmanager
-def spend_caps(caps: Mapping[str, int]) -> Iterator[None]:
+def spend_caps(caps: Mapping[str, int], tenant_caps: Mapping[str, int] = _NONE) -> Iterator[None]:
     """Cap every spend made inside at ``caps`` (resource -> daily limit), below the ledger's
     own limits, in the same atomic step, and every read of what is left: a turn whose policy
     sets a lower daily limit than the ledger's (a run policy) never passes it, however many of
-    its turns run at once. The graph sets its turn policy's limits around each node; a provider
-    that spends (step-back, the LLM router, the rerank ceiling) needs no argument for it."""
-    token = _caps.set(caps)
+    its turns run at once. ``tenant_caps`` caps (or sets, where the ledger has none) each
+    tenant's own daily budget the same way. The graph sets its turn policy's limits around each
+    node; a provider that spends (step-back, the LLM router, the rerank ceiling) needs no
+    argument for it."""
+    token = _caps.set((caps, tenant_caps))
     try:
         yield
     finally:
@@ -43,18 +56,23 @@ SpendRefusal = Literal["quota", "quota-store-unavailable"]
 
 @dataclass(frozen=True)
 class SpendResult:
-    """The answer to one :meth:`QuotaLedger.try_spend`.
+    """The answer to one :meth:`QuotaLedger.atry_spend`.
 
     Attributes:
         allowed: Whether the units were spent.
-        remaining: Budget left in the current window after this call (0 when the store failed).
+        remaining: Budget left in the current window after this call (0 when the store failed):
+            of ``budget``, the lower of the shared budget and the tenant's own.
         reason: None when allowed; ``"quota"`` when the budget is spent;
             ``"quota-store-unavailable"`` when the store failed.
+        budget: ``"tenant"`` when ``remaining`` (and a ``quota`` refusal) is the tenant's own
+            budget: a spend for a tenant under a per-tenant limit, whose own budget is the
+            lower one; else ``"shared"``.
     """
 
     allowed: bool
     remaining: int
     reason: SpendRefusal | None = None
+    budget: Budget = "shared"
 
 
 @dataclass(frozen=True)
@@ -62,13 +80,17 @@ class QuotaSnapshot:
     """What is left of several budgets, read in one round trip, and whether the store answered.
 
     Attributes:
-        remaining: Units left in the current window, per resource (0 each when the store failed).
+        remaining: Units left in the current window of the shared budget, per resource (0
+            each when the store failed).
         available: Whether the store answered; False means the quota fails closed this turn
             (reason ``quota-store-unavailable``).
+        tenant_remaining: Units left of the tenant's own budget, per resource with a per-tenant
+            limit (read for a tenant only): what one tenant's activity never moves for another.
     """
 
     remaining: Mapping[str, int]
     available: bool
+    tenant_remaining: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,26 +126,29 @@ def _utc_now() -> datetime:
 
 
 class QuotaLedger(ABC):
-    """Daily budget per resource (e.g. ``"chat_gen"``, ``"rerank_calls"``).
+    """Daily budget per resource (e.g. ``"chat_gen"``, ``"rerank_calls"``), and optionally
+    each tenant's own daily budget beside it (``tenant_limits``).
 
     The window is the calendar day in ``timezone``. Spending is atomic and never raises on a store
     failure: it fails closed (``allowed=False``, reason ``"quota-store-unavailable"``) and logs on
-    the ``ragtiller.stores`` logger.
+    the ``ragtiller.stores`` logger. A spend for a tenant under a per-tenant limit takes its
+    units from the shared budget and from the tenant's own in one atomic step, or from neither.
 
     Example:
         >>> import asyncio
         >>> from ragtiller.stores import MemoryQuotaLedger
         >>> ledger = MemoryQuotaLedger({"chat_gen": 2})
         >>> asyncio.run(ledger.atry_spend("chat_gen"))
-        SpendResult(allowed=True, remaining=1, reason=None)
+        SpendResult(allowed=True, remaining=1, reason=None, budget='shared')
         >>> asyncio.run(ledger.atry_spend("chat_gen", 2))
-        SpendResult(allowed=False, remaining=1, reason='quota')
+        SpendResult(allowed=False, remaining=1, reason='quota', budget='shared')
     """
 
     def __init__(
         self,
         limits: Mapping[str, int],
         *,
+        tenant_limits: Mapping[str, int] | None = None,
         timezone: str = "UTC",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -131,6 +156,8 @@ class QuotaLedger(ABC):
 
         Args:
             limits: Units allowed per window, per resource name; 0 disables a resource.
+            tenant_limits: Units each tenant may spend per window, per resource (beside the
+                shared limit); a resource not named has no per-tenant limit.
             timezone: IANA name of the timezone whose calendar day is the window.
             clock: Returns the current time; a naive result is read as UTC. Default: the system
                 clock.
@@ -138,7 +165,7 @@ class QuotaLedger(ABC):
         Raises:
             ConfigurationError: A limit is not a non-negative int, or the timezone is unknown.
         """
-        for resource, limit in limits.items():
+        for resource, limit in (*limits.items(), *(tenant_limits or {}).items()):
             if not resource or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ConfigurationError(
                     f"quota limits must map non-empty resource names to ints >= 0, "
@@ -151,12 +178,18 @@ class QuotaLedger(ABC):
                 f"unknown timezone {timezone!r}; use an IANA name such as 'UTC' or 'Europe/Paris'"
             ) from e
         self._limits = MappingProxyType(dict(limits))
+        self._tenant_limits = MappingProxyType(dict(tenant_limits or {}))
         self._clock = clock or _utc_now
 
     @property
     def limits(self) -> Mapping[str, int]:
         """Units allowed per window, per resource (read-only)."""
         return self._limits
+
+    @property
+    def tenant_limits(self) -> Mapping[str, int]:
+        """Units each tenant may spend per window, per resource with a per-tenant limit."""
+        return self._tenant_limits
 
     @property
     def timezone(self) -> str:
@@ -203,23 +236,33 @@ class QuotaLedger(ABC):
         end = datetime.combine(local + timedelta(days=1), time(), tzinfo=self._tz)
         return Day(local.isoformat(), start.timestamp(), end.timestamp())
 
-    async def atry_spend(self, resource: str, n: int = 1) -> SpendResult:
+    async def atry_spend(
+        self, resource: str, n: int = 1, *, tenant: str | None = None
+    ) -> SpendResult:
         """Spend ``n`` units if all of them fit in the window's budget (and under any
-        :func:`spend_caps` in force); never part of them.
+        :func:`spend_caps` in force); never part of them. For a ``tenant`` under a per-tenant
+        limit, they must fit in its own budget too, and are spent from both or neither.
 
         Raises:
             UnknownResourceError: ``resource`` has no limit.
             ValueError: ``n`` is below 1.
         """
-        limit = self._check(resource, n)
+        counters = self._counters([resource], tenant)
+        _check_n(n)
         try:
-            allowed, remaining = await self._aspend(resource, n, limit, self.window())
+            spent, left = await self._achange(counters, n, self.window())
         except StoreUnavailableError as e:
-            return self._refuse_unavailable(resource, n, e)
-        return _result(allowed, remaining)
+            logger.warning(
+                "quota store unavailable; refusing %d %s (fail closed): %s", n, resource, e
+            )
+            return SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
+        lowest = min(left)
+        budget: Budget = "tenant" if len(left) == 2 and left[1] == lowest else "shared"
+        return SpendResult(spent, lowest, None if spent else "quota", budget)
 
-    async def arefund(self, resource: str, n: int = 1) -> None:
-        """Give back ``n`` units spent in the current window (never more than were spent).
+    async def arefund(self, resource: str, n: int = 1, *, tenant: str | None = None) -> None:
+        """Give back ``n`` units spent in the current window (never more than were spent), to
+        the shared budget and, for a ``tenant`` under a per-tenant limit, to its own.
 
         A store failure is logged, not raised: the units stay spent.
 
@@ -227,32 +270,37 @@ class QuotaLedger(ABC):
             UnknownResourceError: ``resource`` has no limit.
             ValueError: ``n`` is below 1.
         """
-        self._check(resource, n)
+        counters = self._counters([resource], tenant)
+        _check_n(n)
         try:
-            await self._arefund(resource, n, self.window())
+            await self._achange(counters, -n, self.window())
         except StoreUnavailableError as e:
             logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
 
-    async def aremaining(self, resource: str) -> int:
+    async def aremaining(self, resource: str, *, tenant: str | None = None) -> int:
         """Units of ``resource`` left in the current window (under any :func:`spend_caps` in
-        force); 0 when the store failed.
+        force), for ``tenant``: the lower of the shared budget and its own; 0 when the store
+        failed.
 
         Raises:
             UnknownResourceError: ``resource`` has no limit.
         """
-        limit = self._capped(resource)
+        counters = self._counters([resource], tenant)
         try:
-            return max(0, limit - await self._aused(resource, self.window()))
+            return min((await self._achange(counters, 0, self.window()))[1])
         except StoreUnavailableError as e:
             logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
             return 0
 
-    async def asnapshot(self, resources: Iterable[str] | None = None) -> QuotaSnapshot:
+    async def asnapshot(
+        self, resources: Iterable[str] | None = None, *, tenant: str | None = None
+    ) -> QuotaSnapshot:
         """Units left of several resources, in one store round trip, for a gate to call once a
-        turn; never raises on a store failure.
+        turn; never raises on a store failure. With a ``tenant``, its own budgets too.
 
         Args:
             resources: The resources to read; None: every resource with a limit.
+            tenant: Whose own budgets to read (``tenant_remaining``); None: the shared only.
 
         Raises:
             UnknownResourceError: A resource has no limit.
@@ -261,15 +309,23 @@ class QuotaLedger(ABC):
             >>> import asyncio
             >>> from ragtiller.stores import MemoryQuotaLedger
             >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-            >>> asyncio.run(ledger.asnapshot())
-            QuotaSnapshot(remaining={'chat_gen': 20, 'rerank_calls': 100}, available=True)
+            >>> asyncio.run(ledger.asnapshot()).remaining
+            {'chat_gen': 20, 'rerank_calls': 100}
         """
-        names, limits = self._many(resources)
+        names = tuple(self._limits if resources is None else dict.fromkeys(resources))
+        counters = self._counters(names, tenant)
         try:
-            used = await self._aused_many(names, self.window())
+            left = (await self._achange(counters, 0, self.window()))[1] if counters else []
         except StoreUnavailableError as e:
-            return self._unread(names, e)
-        return _reading(names, limits, used)
+            logger.warning(
+                "quota store unavailable; reporting 0 left of %s: %s", ", ".join(names), e
+            )
+            left, available = [0] * len(counters), False
+        else:
+            available = True
+        shared = {r: n for ((r, owner), _), n in zip(counters, left, strict=True) if owner is None}
+        own = {r: n for ((r, owner), _), n in zip(counters, left, strict=True) if owner is not None}
+        return QuotaSnapshot(shared, available, own)
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
         """Release connections this ledger opened (nothing to do in memory)."""
@@ -278,81 +334,37 @@ class QuotaLedger(ABC):
         """Release connections this ledger opened, the asyncio ones included."""
         self.close()
 
-    def _check(self, resource: str, n: int) -> int:
-        limit = self._capped(resource)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an int >= 1, but got {n!r}")
-        return limit
-
-    def _capped(self, resource: str) -> int:
-        """The limit of ``resource`` that holds here: the ledger's, or a lower
-        :func:`spend_caps` cap in force."""
-        limit = self.limit(resource)
-        cap = _caps.get().get(resource)
-        return limit if cap is None else min(limit, cap)
-
-    def _many(self, resources: Iterable[str] | None) -> tuple[tuple[str, ...], list[int]]:
-        names = tuple(self._limits if resources is None else dict.fromkeys(resources))
-        return names, [self._capped(name) for name in names]
-
-    @staticmethod
-    def _unread(names: Sequence[str], error: StoreUnavailableError) -> QuotaSnapshot:
-        logger.warning(
-            "quota store unavailable; reporting 0 left of %s: %s", ", ".join(names), error
-        )
-        return QuotaSnapshot(dict.fromkeys(names, 0), available=False)
-
-    @staticmethod
-    def _refuse_unavailable(resource: str, n: int, error: StoreUnavailableError) -> SpendResult:
-        logger.warning(
-            "quota store unavailable; refusing %d %s (fail closed): %s", n, resource, error
-        )
-        return SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
+    def _counters(self, resources: Iterable[str], tenant: str | None) -> list[tuple[Counter, int]]:
+        """The counters a call on ``resources`` for ``tenant`` reads or changes, each with the
+        limit that holds there: the ledger's, or a lower :func:`spend_caps` cap in force. A
+        resource's shared counter comes first, then the tenant's own when a per-tenant limit
+        (the ledger's or a cap) applies to it."""
+        caps, tenant_caps = _caps.get()
+        counters: list[tuple[Counter, int]] = []
+        for resource in resources:
+            counters.append(((resource, None), min(self.limit(resource), caps.get(resource, INF))))
+            own = min(self._tenant_limits.get(resource, INF), tenant_caps.get(resource, INF))
+            if tenant is not None and own < INF:
+                counters.append(((resource, tenant), own))
+        return counters
 
     @abstractmethod
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
-        """Atomically add ``n`` to the window's use unless it would pass ``limit``.
+    async def _achange(
+        self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
+    ) -> tuple[bool, list[int]]:
+        """In one atomic step: with ``n > 0``, add ``n`` to every counter's use in the window
+        unless one would pass its limit (then to none); with ``n < 0``, take ``-n`` from each,
+        never below 0; with ``n == 0``, only read them.
 
         Returns:
-            Whether it was added, and the units left afterwards.
+            Whether the units were spent, and the units left of each counter afterwards
+            (never below 0).
 
         Raises:
             StoreUnavailableError: The store failed.
         """
 
-    @abstractmethod
-    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        """Subtract up to ``n`` from the window's use, not below 0.
 
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
-
-    @abstractmethod
-    async def _aused(self, resource: str, window: QuotaWindow) -> int:
-        """Units spent in the window.
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
-
-    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        """Units spent in the window, per resource, in the order given.
-
-        Backends override it to read them all in one round trip.
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
-        return [await self._aused(resource, window) for resource in resources]
-
-
-def _reading(names: Sequence[str], limits: Sequence[int], used: Sequence[int]) -> QuotaSnapshot:
-    left = {n: max(0, limit - u) for n, limit, u in zip(names, limits, used, strict=True)}
-    return QuotaSnapshot(left, available=True)
-
-
-def _result(allowed: bool, remaining: int) -> SpendResult:
-    return SpendResult(allowed, max(0, remaining), None if allowed else "quota")
+def _check_n(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, but got {n!r}")

@@ -1,4 +1,4 @@
-"""The in-process quota ledger: one lock, one counter per resource, reset when the day turns."""
+"""The in-process quota ledger: one lock, one counter per budget, reset when the day turns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from ragtiller.stores._quota import QuotaLedger, QuotaWindow
+from ragtiller.stores._quota import Counter, QuotaLedger, QuotaWindow
 
 
 class MemoryQuotaLedger(QuotaLedger):
@@ -26,43 +26,31 @@ class MemoryQuotaLedger(QuotaLedger):
         self,
         limits: Mapping[str, int],
         *,
+        tenant_limits: Mapping[str, int] | None = None,
         timezone: str = "UTC",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         """Set the budgets; see :class:`QuotaLedger`."""
-        super().__init__(limits, timezone=timezone, clock=clock)
+        super().__init__(limits, tenant_limits=tenant_limits, timezone=timezone, clock=clock)
         self._lock = threading.Lock()
         self._window_id = ""
-        self._spent: dict[str, int] = {}
+        self._spent: dict[Counter, int] = {}
 
-    def _counts(self, window: QuotaWindow) -> dict[str, int]:
+    def _counts(self, window: QuotaWindow) -> dict[Counter, int]:
         """The counters of ``window``; call with the lock held."""
         if window.id != self._window_id:
             self._window_id = window.id
             self._spent = {}
         return self._spent
 
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
+    async def _achange(
+        self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
+    ) -> tuple[bool, list[int]]:
         with self._lock:
             counts = self._counts(window)
-            used = counts.get(resource, 0)
-            if used + n > limit:
-                return False, limit - used
-            counts[resource] = used + n
-            return True, limit - used - n
-
-    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        with self._lock:
-            counts = self._counts(window)
-            counts[resource] = max(0, counts.get(resource, 0) - n)
-
-    async def _aused(self, resource: str, window: QuotaWindow) -> int:
-        with self._lock:
-            return self._counts(window).get(resource, 0)
-
-    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        with self._lock:
-            counts = self._counts(window)
-            return [counts.get(resource, 0) for resource in resources]
+            used = {counter: counts.get(counter, 0) for counter, _ in counters}
+            spent = n > 0 and all(used[counter] + n <= limit for counter, limit in counters)
+            if spent or n < 0:
+                used = {counter: max(0, u + n) for counter, u in used.items()}
+                counts.update(used)
+            return spent, [max(0, limit - used[counter]) for counter, limit in counters]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragtiller.core.breaker import CircuitBreaker
 from ragtiller.errors import StoreUnavailableError
-from ragtiller.stores._quota import Day, QuotaLedger, QuotaWindow
+from ragtiller.stores._quota import Counter, Day, QuotaLedger, QuotaWindow
 from ragtiller.stores._redis import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_SOCKET_TIMEOUT_S,
@@ -21,8 +20,6 @@ from ragtiller.stores._redis import (
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
-
-_COUNT = re.compile("[0-9]+")
 
 _DAY = """
 local now = tonumber(ARGV[1])
@@ -48,67 +45,48 @@ the number of candidate days and ``ARGV[3..]`` their ``start, end`` pairs; ``cou
 counter (None when it is not a string of digits). The day's argument list ends at
 ``ARGV[2 + 2 * days]``; a script's own arguments follow."""
 
-_SPEND = RedisScript(
+_CHANGE = RedisScript(
     _DAY
     + """
-local base = 2 + 2 * tonumber(ARGV[2])
-if not pick then return {-2, 0, tostring(now)} end
-local key = KEYS[pick]
-local used = count(redis.call('GET', key))
-if not used then return {-1, pick, 0} end
-local n, limit = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-if used + n > limit then
-  return {0, pick, math.max(0, limit - used)}
-end
-used = redis.call('INCRBY', key, n)
-local expiry = math.ceil(tonumber(ARGV[2 + 2 * pick]) - now) + tonumber(ARGV[base + 3])
-redis.call('EXPIRE', key, math.max(1, expiry))
-return {1, pick, limit - used}
-"""
-)
-"""Spend ``ARGV[base + 1]`` units of the picked day's counter unless they would pass the limit
-``ARGV[base + 2]``; the counter expires ``ARGV[base + 3]`` seconds after its day. Replies
-``{1, day, left}`` (spent), ``{0, day, left}`` (refused), ``{-1, day, 0}`` (the counter is not a
-count) or ``{-2, 0, now}`` (no candidate day holds the store's time)."""
-
-_REFUND = RedisScript(
-    _DAY
-    + """
-local base = 2 + 2 * tonumber(ARGV[2])
-if not pick then return {-2, 0} end
-local key = KEYS[pick]
-local used = count(redis.call('GET', key))
-if not used then return {-1, pick} end
-local n = math.min(used, tonumber(ARGV[base + 1]))
-if n > 0 then
-  redis.call('DECRBY', key, n)
-end
-return {1, pick}
-"""
-)
-"""Give back up to ``ARGV[base + 1]`` units of the picked day, never below 0."""
-
-_READ = RedisScript(
-    _DAY
-    + """
-if not pick then return {-2} end
+if not pick then return {-2, 0, 0} end
 local days = tonumber(ARGV[2])
-local reply = {pick}
-for r = 0, #KEYS / days - 1 do
-  reply[#reply + 1] = redis.call('GET', KEYS[r * days + pick])
+local base = 2 + 2 * days
+local n = tonumber(ARGV[base + 1])
+local used, fits = {}, n > 0
+for c = 1, #KEYS / days do
+  used[c] = count(redis.call('GET', KEYS[(c - 1) * days + pick]))
+  if not used[c] then return {-1, pick, c} end
+  if used[c] + n > tonumber(ARGV[base + 2 + c]) then fits = false end
+end
+local reply = {fits and 1 or 0, pick, 0}
+for c = 1, #used do
+  local key = KEYS[(c - 1) * days + pick]
+  if fits then
+    used[c] = redis.call('INCRBY', key, n)
+    local expiry = math.ceil(tonumber(ARGV[2 + 2 * pick]) - now) + tonumber(ARGV[base + 2])
+    redis.call('EXPIRE', key, math.max(1, expiry))
+  elseif n < 0 and used[c] > 0 then
+    used[c] = redis.call('DECRBY', key, math.min(used[c], -n))
+  end
+  reply[#reply + 1] = math.max(0, tonumber(ARGV[base + 2 + c]) - used[c])
 end
 return reply
 """
 )
-"""The raw counters of the picked day, one per resource (nil when absent): ``KEYS`` holds each
-resource's candidate days in turn."""
+"""Change the picked day's counters by ``ARGV[base + 1]`` units: a spend (> 0) adds them to
+every counter unless one would pass its limit (``ARGV[base + 2 + c]``; then to none), a refund
+(< 0) takes them from each, never below 0, and 0 only reads; a spent counter expires
+``ARGV[base + 2]`` seconds after its day. ``KEYS`` holds each counter's candidate days in turn.
+Replies ``{1 or 0 (spent or not), day, 0, left of each counter...}``, ``{-1, day, c}`` (counter
+``c`` is not a count) or ``{-2, 0, 0}`` (no candidate day holds the store's time)."""
 
 
 class RedisQuotaLedger(RedisBacked, QuotaLedger):
     """A quota ledger shared by every process and replica that uses the same Redis and prefix.
 
-    Each resource and window has one counter, ``{prefix}quota:{resource}:{window id}``, changed only
-    by Lua scripts (check-and-increment is atomic across processes). A counter expires
+    Each resource and window has one counter, ``{prefix}quota:{resource}:{window id}`` (and one
+    per tenant under a per-tenant limit, see :meth:`key`), changed only by one Lua script
+    (check-and-increment of both is atomic across processes). A counter expires
     ``expiry_slack_s`` seconds after its window ends. When Redis fails, spending fails closed. A
     timeout after the script ran (or the client's retry of it) can count units that were not
     granted: the ledger errs towards spending less than the budget, never more.
@@ -129,7 +107,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         >>> import asyncio
         >>> ledger = RedisQuotaLedger({"chat_gen": 20}, url="redis://localhost:6379/0")
         >>> asyncio.run(ledger.atry_spend("chat_gen"))  # doctest: +SKIP
-        SpendResult(allowed=True, remaining=19, reason=None)
+        SpendResult(allowed=True, remaining=19, reason=None, budget='shared')
         >>> ledger.close()
     """
 
@@ -137,6 +115,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         self,
         limits: Mapping[str, int],
         *,
+        tenant_limits: Mapping[str, int] | None = None,
         aclient: redis.asyncio.Redis | None = None,
         url: str | None = None,
         prefix: str = "ragtiller:",
@@ -151,6 +130,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
 
         Args:
             limits: Units allowed per window, per resource name; see :class:`QuotaLedger`.
+            tenant_limits: Units each tenant may spend per window, per resource.
             aclient: A ``redis.asyncio`` client; never closed by the ledger.
             url: Builds an asyncio client per event loop, with the timeouts below (when no
                 ``aclient`` is given); closed by :meth:`close` / :meth:`aclose`.
@@ -169,7 +149,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
             ConfigurationError: Bad limits, timezone or timeouts, or no ``aclient`` and no URL.
             ImportError: The ``redis`` package is not installed.
         """
-        super().__init__(limits, timezone=timezone, clock=clock)
+        super().__init__(limits, tenant_limits=tenant_limits, timezone=timezone, clock=clock)
         self._redis = RedisConnection(
             client=None,
             aclient=aclient,
@@ -183,12 +163,17 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         self._store_clock = clock is None
         self._around: tuple[date, list[Day], list[str | int]] | None = None
 
-    def key(self, resource: str, window: QuotaWindow) -> str:
-        """The Redis key of ``resource``'s counter in ``window``."""
-        return self._counter(resource, window.id)
+    def key(self, resource: str, window: QuotaWindow, tenant: str | None = None) -> str:
+        """The Redis key of ``resource``'s counter in ``window``: the shared one, or
+        ``tenant``'s own (``{prefix}quota@{tenant as hex}:{resource}:{window id}``)."""
+        return self._counter((resource, tenant), window.id)
 
-    def _counter(self, resource: str, day_id: str) -> str:
-        return f"{self._prefix}quota:{resource}:{day_id}"
+    def _counter(self, counter: Counter, day_id: str) -> str:
+        resource, tenant = counter
+        if tenant is None:
+            return f"{self._prefix}quota:{resource}:{day_id}"
+        owner = tenant.encode("utf-8", "surrogatepass").hex()
+        return f"{self._prefix}quota@{owner}:{resource}:{day_id}"
 
     def _days(self) -> tuple[list[Day], list[str | int]]:
         """The candidate days, and the script arguments that pick one (see ``_DAY``)."""
@@ -204,58 +189,22 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
             known = self._around = (today, days, ["", len(days), *spans])
         return known[1], list(known[2])
 
-    def _picked(self, status: Any, pick: Any, resource: str, days: list[Day]) -> None:
-        """Raise for a script's refusal to count (see ``_SPEND``)."""
+    async def _achange(
+        self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
+    ) -> tuple[bool, list[int]]:
+        days, args = self._days()
+        keys = [self._counter(counter, day.id) for counter, _ in counters for day in days]
+        args += [n, self._slack_s, *(limit for _, limit in counters)]
+        status, pick, *left = await self._redis.acall(lambda c: _CHANGE.arun(c, keys, args))
         if int(status) == -2:
             raise StoreUnavailableError(
                 f"the store's clock is more than a day from this replica's ({self.now()}); "
                 "check both clocks"
             )
         if int(status) == -1:
-            key = self._counter(resource, days[int(pick) - 1].id)
+            key = self._counter(counters[int(left[0]) - 1][0], days[int(pick) - 1].id)
             raise StoreUnavailableError(
                 f"quota counter {key} does not hold a count of units (written by hand or by "
                 "another tool?); fix or delete it"
             )
-
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
-        days, args = self._days()
-        keys = [self._counter(resource, day.id) for day in days]
-        args += [n, limit, self._slack_s]
-        status, pick, left = await self._redis.acall(lambda c: _SPEND.arun(c, keys, args))
-        self._picked(status, pick, resource, days)
-        return int(status) == 1, int(left)
-
-    async def _arefund(self, resource: str, n: int, window: QuotaWindow) -> None:
-        days, args = self._days()
-        keys = [self._counter(resource, day.id) for day in days]
-        status, pick = await self._redis.acall(lambda c: _REFUND.arun(c, keys, [*args, n]))
-        self._picked(status, pick, resource, days)
-
-    async def _aused(self, resource: str, window: QuotaWindow) -> int:
-        return (await self._aused_many([resource], window))[0]
-
-    async def _aused_many(self, resources: Sequence[str], window: QuotaWindow) -> list[int]:
-        if not resources:
-            return []
-        days, args = self._days()
-        keys = [self._counter(r, day.id) for r in resources for day in days]
-        reply = await self._redis.acall(lambda c: _READ.arun(c, keys, args))
-        return self._counts(resources, days, reply)
-
-    def _counts(self, resources: Sequence[str], days: list[Day], reply: list[Any]) -> list[int]:
-        """The counters ``_READ`` replied, checked to be counts."""
-        pick = reply[0]
-        self._picked(pick, 0, "", days)  # -2: no day holds the store's time
-        used = []
-        for resource, raw in zip(resources, reply[1:], strict=True):
-            if raw is None:
-                used.append(0)
-                continue
-            text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
-            if not _COUNT.fullmatch(text):
-                self._picked(-1, pick, resource, days)
-            used.append(int(text))
-        return used
+        return int(status) == 1, [int(x) for x in left[1:]]

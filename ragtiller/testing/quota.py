@@ -14,11 +14,18 @@ from typing import Any
 import pytest
 
 from ragtiller.errors import ConfigurationError, RagtillerError
-from ragtiller.stores import QuotaLedger, QuotaSnapshot, SpendResult, UnknownResourceError
+from ragtiller.stores import (
+    QuotaLedger,
+    QuotaSnapshot,
+    SpendResult,
+    UnknownResourceError,
+    spend_caps,
+)
 from ragtiller.testing._stores import Opened
 
 LedgerFactory = Callable[..., QuotaLedger]
-"""What ``make_ledger`` returns: ``(limits, *, timezone="UTC", clock=None)`` to a new ledger."""
+"""What ``make_ledger`` returns: ``(limits, *, tenant_limits=None, timezone="UTC", clock=None)``
+to a new ledger."""
 LIMITS: Mapping[str, int] = {"chat_gen": 3, "rerank_calls": 20, "disabled": 0}
 """The budgets a contract ledger gets unless a test says otherwise."""
 UNAVAILABLE = SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
@@ -42,8 +49,9 @@ class QuotaLedgerContract:
 
     @pytest.fixture
     def make_ledger(self) -> LedgerFactory:
-        """Override: return a function ``(limits, *, timezone="UTC", clock=None)`` to a new
-        ledger of yours over an empty store (ledgers made in one test may share it, or not)."""
+        """Override: return a function ``(limits, *, tenant_limits=None, timezone="UTC",
+        clock=None)`` to a new ledger of yours over an empty store (ledgers made in one test may
+        share it, or not)."""
         raise NotImplementedError("define a make_ledger fixture in your QuotaLedgerContract")
 
     @pytest.fixture
@@ -251,6 +259,73 @@ class QuotaLedgerContract:
             assert sum(r.allowed for r in results) == 20
             assert sorted(r.remaining for r in results if r.allowed) == list(range(20))
             assert await ledger.aremaining("rerank_calls") == 0
+
+        ledgers.run(main)
+
+    def test_a_tenant_spends_from_its_own_budget_and_the_shared_one(
+        self, ledgers: Opened[QuotaLedger]
+    ) -> None:
+        ledger = ledgers({"chat_gen": 6}, tenant_limits={"chat_gen": 2})
+        own = SpendResult(allowed=True, remaining=1, budget="tenant")
+
+        async def main() -> None:
+            assert await ledger.atry_spend("chat_gen", tenant="acme") == own
+            assert await ledger.atry_spend("chat_gen", tenant="acme") == SpendResult(
+                True, 0, budget="tenant"
+            )
+            assert await ledger.atry_spend("chat_gen", tenant="acme") == SpendResult(
+                False, 0, "quota", "tenant"
+            )
+            assert await ledger.aremaining("chat_gen") == 4  # the refusal spent neither
+            for other in ("globex", "acme:x", "ACME"):  # a budget of its own, however named
+                assert await ledger.atry_spend("chat_gen", tenant=other) == own
+            assert await ledger.atry_spend("chat_gen") == SpendResult(True, 0)  # shared only
+            assert await ledger.atry_spend("chat_gen", tenant="initech") == SpendResult(
+                False, 0, "quota", "shared"
+            )
+            assert await ledger.asnapshot(["chat_gen"], tenant="globex") == QuotaSnapshot(
+                {"chat_gen": 0}, True, {"chat_gen": 1}
+            )
+            await ledger.arefund("chat_gen", tenant="acme")
+            assert await ledger.asnapshot(tenant="acme") == QuotaSnapshot(
+                {"chat_gen": 1}, True, {"chat_gen": 1}
+            )
+            assert await ledger.aremaining("chat_gen", tenant="globex") == 1
+            assert await ledger.atry_spend("chat_gen", tenant="globex") == SpendResult(
+                True, 0, budget="tenant"
+            )
+
+        ledgers.run(main)
+
+    def test_a_per_tenant_cap_holds_where_the_ledger_has_none(
+        self, ledgers: Opened[QuotaLedger]
+    ) -> None:
+        ledger = ledgers(LIMITS)
+
+        async def main() -> None:
+            with spend_caps({}, {"chat_gen": 1}):
+                assert await ledger.atry_spend("chat_gen", tenant="acme") == SpendResult(
+                    True, 0, budget="tenant"
+                )
+                assert await ledger.atry_spend("chat_gen", tenant="acme") == SpendResult(
+                    False, 0, "quota", "tenant"
+                )
+                assert (await ledger.asnapshot(tenant="acme")).tenant_remaining == {"chat_gen": 0}
+            assert await ledger.atry_spend("chat_gen", tenant="acme") == SpendResult(True, 1)
+
+        ledgers.run(main)
+
+    def test_200_tasks_of_4_tenants_keep_both_budgets(self, ledgers: Opened[QuotaLedger]) -> None:
+        ledger = ledgers({"chat_gen": 30}, tenant_limits={"chat_gen": 10})
+        tenants = ["acme", "globex", "initech", "umbrella"]
+
+        async def main() -> None:
+            spends = [ledger.atry_spend("chat_gen", tenant=tenants[i % 4]) for i in range(200)]
+            results = await asyncio.gather(*spends)
+            allowed = [tenants[i % 4] for i, r in enumerate(results) if r.allowed]
+            assert len(allowed) == 30
+            assert max(allowed.count(t) for t in tenants) <= 10
+            assert await ledger.aremaining("chat_gen") == 0
 
         ledgers.run(main)
 
