@@ -117,6 +117,16 @@ class QuotaConfig(PolicyModel):
             "default ledger when the graph is built; a run policy can lower it, never raise it."
         ),
     ] = 20
+    chat_gen_per_tenant_per_day: Annotated[
+        int | None,
+        Field(ge=0),
+        turn_field(
+            "In calls a day: each tenant's own chat-model calls a day, beside the shared "
+            "chat_gen_per_day (a call needs room in both; a turn without a tenant spends the "
+            "shared one only); null: no per-tenant limit. A run policy can lower it, never "
+            "raise it."
+        ),
+    ] = None
     timezone: Annotated[
         str, build_field("IANA timezone whose calendar day is the quota window ('UTC').")
     ] = "UTC"

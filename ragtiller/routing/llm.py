@@ -78,9 +78,10 @@ class RouteChoice(BaseModel):
 class _Fallback(Exception):
     """The LLM's answer cannot be used; raised inside the cache computation so nothing is cached."""
 
-    def __init__(self, reason: str, message: str = "") -> None:
+    def __init__(self, reason: str, message: str = "", budget: str = "shared") -> None:
         super().__init__(message or reason)
         self.reason = reason
+        self.budget = budget
 
 
 def _coerce(value: object) -> RouteChoice:
@@ -143,8 +144,10 @@ class LLMRouter:
        name (:func:`router_key`), kept ``config.cache_ttl_s``: a hit costs nothing
        (``from_cache``), and concurrent identical queries share one call (single-flight); an
        entry that is not a route choice is a miss;
-    5. one unit of the ledger's ``chat_gen`` (the step-back budget): refused -> ``quota``, or
-       ``quota-store-unavailable`` when the store failed (quotas fail closed);
+    5. one unit of the ledger's ``chat_gen`` (the step-back budget), and of the turn's
+       tenant's own under a per-tenant limit: refused -> ``quota`` (with ``quota_budget:
+       tenant`` when the tenant's own ran out), or ``quota-store-unavailable`` when the store
+       failed (quotas fail closed);
     6. ONE structured-output call, no retry -> ``llm-error`` (any exception) or
        ``invalid-output`` (not a :class:`RouteChoice`); ``overloaded`` when the model's bulkhead
        had no worker in time, ``hung`` when it refuses a model that keeps hanging (neither
@@ -265,7 +268,7 @@ class LLMRouter:
             raw, from_cache = await within(
                 self.cache.aget_or_compute(
                     key,
-                    lambda: self._ask(query, made),
+                    lambda: self._ask(query, tenant, made),
                     self.config.cache_ttl_s,
                     accept=_is_choice,
                 ),
@@ -295,12 +298,14 @@ class LLMRouter:
             return self._fall_back(deterministic, detail, "low-confidence")
         return self._classification(query, deterministic, choice, detail), "llm", detail
 
-    async def _ask(self, query: str, made: list[str]) -> dict[str, Any]:
-        """Spend one unit and ask the model once; return the choice as JSON-ready data."""
+    async def _ask(self, query: str, tenant: str | None, made: list[str]) -> dict[str, Any]:
+        """Spend one unit (of ``tenant``'s too, under a per-tenant limit) and ask the model
+        once; return the choice as JSON-ready data."""
         assert self._structured is not None and self._model is not None
-        spend = await self.quota.atry_spend(CHAT_RESOURCE, 1)
+        spend = await self.quota.atry_spend(CHAT_RESOURCE, 1, tenant=tenant)
         if not spend.allowed:
-            raise _Fallback(spend.reason or "quota", f"no {CHAT_RESOURCE} call left today")
+            message = f"no {CHAT_RESOURCE} call left today"
+            raise _Fallback(spend.reason or "quota", message, spend.budget)
         made.append(query)
         messages = [SystemMessage(ROUTER_PROMPT), HumanMessage(query)]
         try:
@@ -311,7 +316,7 @@ class LLMRouter:
             raise _Fallback("invalid-output", _describe(e)) from e
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(query)
-            await self.quota.arefund(CHAT_RESOURCE, 1)
+            await self.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
             raise
         return _coerce(value).model_dump(mode="json")
 
@@ -348,6 +353,8 @@ class LLMRouter:
         error: BaseException,
     ) -> tuple[Classification, RouterName, dict[str, Any]]:
         detail["llm_calls"] = len(made)
+        if isinstance(error, _Fallback) and error.budget == "tenant":
+            detail["quota_budget"] = "tenant"
         if reason in ("quota", "quota-store-unavailable"):
             logger.info("LLM router skipped (%s); using the deterministic route", reason)
         else:
