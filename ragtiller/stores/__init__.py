@@ -5,13 +5,12 @@ A circuit breaker shared by the Redis ledger and cache stops calling a Redis tha
 """
 
 from ragtiller.core.breaker import BreakerSnapshot, BreakerState, CircuitBreaker
-from ragtiller.stores._cache import Cache
-from ragtiller.stores._cache_memory import MemoryCache
+from ragtiller.stores._cache import Cache, MemoryCache, cache_key
 from ragtiller.stores._cache_redis import RedisCache
 from ragtiller.stores._env import stores_from_env
-from ragtiller.stores._keys import cache_key
 from ragtiller.stores._quota import (
     Budget,
+    MemoryQuotaLedger,
     QuotaLedger,
     QuotaSnapshot,
     QuotaWindow,
@@ -20,7 +19,6 @@ from ragtiller.stores._quota import (
     UnknownResourceError,
     spend_caps,
 )
-from ragtiller.stores._quota_memory import MemoryQuotaLedger
 from ragtiller.stores._quota_redis import RedisQuotaLedger
 
 __all__ = (

@@ -1,19 +1,21 @@
-"""The cache contract: JSON values with a TTL, fail-open reads and writes, single-flight."""
+"""The cache: JSON values with a TTL, fail-open reads and writes, single-flight; in memory here."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from ragtiller.errors import StoreUnavailableError
+from ragtiller.errors import ConfigurationError, StoreUnavailableError
 
 T = TypeVar("T")
 
@@ -23,15 +25,26 @@ Accept = Callable[[Any], bool]
 """Whether a cached value is one its reader can use; a value it refuses is a miss."""
 
 
+def cache_key(*parts: str) -> str:
+    """A SHA-256 key of ``parts``, each casefolded with its whitespace collapsed, so no query
+    text reaches the store. ``surrogatepass`` encodes a lone surrogate (an undecodable byte
+    from argv) as its own bytes: two different normalized texts never share a key.
+
+    Example:
+        >>> a = cache_key("step-back", "  How do I   START? ")
+        >>> a == cache_key("Step-Back", "how do i start?")
+        True
+        >>> len(cache_key("step-back", "lift \\udcff?"))
+        64
+    """
+    normalized = "\x1f".join(" ".join(part.casefold().split()) for part in parts)
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Filled:
-    """A value found in or put into the cache.
-
-    Attributes:
-        value: The value (as computed, or decoded from the cache).
-        text: Its JSON text, which waiters of a single flight decode into their own copy.
-        from_cache: Whether the value came from the cache rather than this caller's compute.
-    """
+    """A value found or computed, with its JSON text (each single-flight waiter decodes its
+    own copy) and whether it came from the cache."""
 
     value: Any
     text: str
@@ -39,11 +52,6 @@ class Filled:
 
 
 def dumps(value: Any) -> str:
-    """Encode a cache value as JSON.
-
-    Raises:
-        TypeError: ``value`` is not JSON-serialisable.
-    """
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as e:
@@ -53,23 +61,36 @@ def dumps(value: Any) -> str:
 
 
 def check_ttl(ttl_s: float) -> None:
-    """Reject a TTL that is not a positive, finite number of seconds.
-
-    Raises:
-        ValueError: ``ttl_s`` is not > 0 or not finite.
-    """
     if not (ttl_s > 0 and math.isfinite(ttl_s)):
         raise ValueError(f"ttl_s must be a finite number of seconds > 0, but got {ttl_s!r}")
 
 
-class Cache(ABC):
-    """TTL cache of JSON-serialisable values, with single-flight.
+def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:
+    """The entry ``text`` of ``key``, or None when absent, not JSON or refused (logged)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        logger.warning("cache entry %s is not JSON; treated as a miss: %s", key, e)
+        return None
+    if accept is not None and not accept(value):
+        logger.warning(
+            "cache entry %s (%d characters) is not a value its reader accepts; treated as a miss",
+            key,
+            len(text),
+        )
+        return None
+    return Filled(value, text, from_cache=True)
 
-    Values round-trip through JSON (a tuple comes back as a list). A store failure never raises:
-    reads become misses and writes are dropped, both logged on the ``ragtiller.stores`` logger.
-    :meth:`aget` cannot tell a cached ``None`` from a miss; :meth:`aget_or_compute` can and caches
-    ``None`` like any other value. Tasks of one event loop share computations; tasks of two loops
-    missing the same key at once compute twice.
+
+class Cache(ABC):
+    """TTL cache of JSON-serialisable values (a tuple comes back a list), with single-flight.
+
+    A store failure never raises: reads miss and writes are dropped, logged on the
+    ``ragtiller.stores`` logger. :meth:`aget` cannot tell a cached ``None`` from a miss;
+    :meth:`aget_or_compute` can. Tasks of one event loop share computations; tasks of two loops
+    missing one key at once compute twice.
 
     Example:
         >>> import asyncio
@@ -85,22 +106,21 @@ class Cache(ABC):
     """
 
     def __init__(self) -> None:
-        """Prepare the in-process single-flight registry."""
         self._flights_lock = threading.Lock()
         self._aflights: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Filled]] = {}
 
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach the store; no I/O."""
+        return True
+
     async def aget(self, key: str) -> Any | None:
-        """The cached value of ``key``, or None on a miss, an expired entry or a store failure."""
+        """The cached value of ``key``, or None (a miss, an expired entry, a store failure)."""
         found = await self._alookup(key)
         return None if found is None else found.value
 
     async def aset(self, key: str, value: Any, ttl_s: float) -> None:
-        """Cache ``value`` under ``key`` for ``ttl_s`` seconds; a store failure is logged.
-
-        Raises:
-            TypeError: ``value`` is not JSON-serialisable.
-            ValueError: ``ttl_s`` is not a positive, finite number.
-        """
+        """Cache ``value`` for ``ttl_s`` seconds; a store failure is logged."""
         check_ttl(ttl_s)
         await self._astore(key, dumps(value), ttl_s)
 
@@ -112,24 +132,14 @@ class Cache(ABC):
         *,
         accept: Accept | None = None,
     ) -> tuple[T, bool]:
-        """The cached value of ``key``, or ``await compute()`` cached for ``ttl_s`` seconds.
+        """The cached value of ``key``, or ``await compute()`` cached for ``ttl_s`` seconds, and
+        whether it came from the cache (or another caller's computation).
 
-        Tasks of one event loop that miss the same key at the same time wait for ONE
-        computation. If it raises, every waiter gets the exception and nothing is cached. A
-        cached value that ``accept`` refuses (written by another tool or version, or by hand) is
-        a miss, logged, and the computed value replaces it.
-
-        The computation runs in its own task, so cancelling the caller that started it does not
-        cancel it for the others. It runs in the context of that caller, so an enclosing
-        :func:`ragtiller.core.bulkhead.within` deadline bounds its waits (see :class:`RedisCache`).
-
-        Returns:
-            The value, and whether it came from the cache (or from another caller's computation):
-            False only for the caller whose ``compute`` ran.
-
-        Raises:
-            TypeError: The computed value is not JSON-serialisable.
-            ValueError: ``ttl_s`` is not a positive, finite number.
+        Tasks of one loop missing the key at once wait for ONE computation; its exception
+        reaches them all and nothing is cached. A value ``accept`` refuses is a miss. The
+        computation runs in its own task (cancelling the caller that started it does not cancel
+        it for the others), in that caller's context, so an enclosing
+        :func:`ragtiller.core.bulkhead.within` deadline bounds its waits.
         """
         check_ttl(ttl_s)
         found = await self._alookup(key, accept)
@@ -150,11 +160,7 @@ class Cache(ABC):
         return cast(T, json.loads(filled.text)), True
 
     async def _aflight(
-        self,
-        key: str,
-        compute: Callable[[], Awaitable[T]],
-        ttl_s: float,
-        accept: Accept | None,
+        self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float, accept: Accept | None
     ) -> Filled:
         found = await self._alookup(key, accept)
         return found if found is not None else await self._afill(key, compute, ttl_s, accept)
@@ -167,30 +173,21 @@ class Cache(ABC):
         if not task.cancelled():
             task.exception()  # retrieved: the callers that awaited it have raised it already
 
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach the store; no I/O (always True in memory)."""
-        return True
-
     @abstractmethod
     def clear(self) -> None:
         """Remove every entry of this cache."""
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
-        """Release connections this cache opened (nothing to do in memory)."""
+        """Release connections this cache opened."""
 
     async def aclose(self) -> None:
         """Release connections this cache opened, the asyncio ones included."""
         self.close()
 
     async def _afill(
-        self,
-        key: str,
-        compute: Callable[[], Awaitable[T]],
-        ttl_s: float,
-        accept: Accept | None,
+        self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float, accept: Accept | None
     ) -> Filled:
-        """Compute the value of a missed key and cache it (``accept``: see the Redis cache)."""
+        """Compute a missed key's value and cache it (``accept``: for the Redis cache)."""
         value = await compute()
         text = dumps(value)
         await self._astore(key, text, ttl_s)
@@ -211,36 +208,51 @@ class Cache(ABC):
 
     @abstractmethod
     async def _aget_text(self, key: str) -> str | None:
-        """The JSON text cached under ``key``, or None.
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
+        """The JSON text under ``key``, or None; raises ``StoreUnavailableError``."""
 
     @abstractmethod
     async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
-        """Cache JSON ``text`` under ``key`` for ``ttl_s`` seconds.
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
+        """Store JSON ``text`` under ``key`` for ``ttl_s`` s; raises ``StoreUnavailableError``."""
 
 
-def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:
-    """The cache entry ``text`` of ``key`` decoded, or None when absent, not JSON, or refused
-    by ``accept`` (both logged)."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        logger.warning("cache entry %s is not JSON; treated as a miss: %s", key, e)
-        return None
-    if accept is not None and not accept(value):
-        logger.warning(
-            "cache entry %s (%d characters) is not a value its reader accepts; treated as a miss",
-            key,
-            len(text),
-        )
-        return None
-    return Filled(value, text, from_cache=True)
+class MemoryCache(Cache):
+    """A cache for one process: JSON texts (values behave as with :class:`RedisCache`), dropped
+    when read expired; past ``max_entries`` the oldest is evicted. ``clock``: monotonic seconds.
+
+    Example:
+        >>> import asyncio
+        >>> cache = MemoryCache()
+        >>> asyncio.run(cache.aset("k", {"ids": [1, 2]}, ttl_s=60))
+        >>> asyncio.run(cache.aget("k"))
+        {'ids': [1, 2]}
+    """
+
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000
+    ) -> None:
+        if max_entries < 1:
+            raise ConfigurationError(f"max_entries must be >= 1, but got {max_entries}")
+        super().__init__()
+        self._clock = clock
+        self._max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, str]] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    async def _aget_text(self, key: str) -> str | None:
+        with self._lock:
+            expires_at, text = self._entries.get(key, (math.inf, None))
+            if text is not None and self._clock() >= expires_at:
+                del self._entries[key]
+                return None
+            return text
+
+    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+            if len(self._entries) >= self._max_entries:
+                del self._entries[next(iter(self._entries))]
+            self._entries[key] = (self._clock() + ttl_s, text)

@@ -27,12 +27,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _RELEASE = RedisScript(
-    """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 )
 
 _ACQUIRE = RedisScript(
@@ -53,13 +48,7 @@ return 0
 _CLEAR_BATCH = 500
 
 MAX_ENTRY_BYTES = 1 << 20
-"""Largest cache entry read, in bytes; a longer one (never written by ragtiller, whose values
-are short) is a miss, and only this much of it crosses the network."""
-
-
-def _glob_escape(text: str) -> str:
-    """Escape the characters a Redis ``MATCH`` pattern treats specially."""
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+"""Largest entry read; a longer one (never ragtiller's) is a miss, and no more crosses the wire."""
 
 
 def _bounded(key: str, raw: bytes | str | None) -> str | None:
@@ -75,19 +64,16 @@ def _bounded(key: str, raw: bytes | str | None) -> str | None:
 
 
 class RedisCache(RedisBacked, Cache):
-    """A cache shared by every process that uses the same Redis and prefix.
+    """A cache shared by every process on the same Redis and prefix.
 
-    An entry lives at ``{prefix}cache:{key}`` with a millisecond TTL. Identical misses share one
-    computation: inside a process through the base class, across processes through a short lock
-    (``SET NX PX`` on ``{prefix}cache-lock:{key}``) while the others poll for the value. A
-    waiter computes anyway after ``lock_wait_s``, or after half the time its caller has left
-    (the deadline of an enclosing :func:`ragtiller.core.bulkhead.within`), whichever comes first:
-    the other half is left for its own computation, so a lock left by a dead process costs a
-    turn part of its deadline, never more. A lock with no expiry, or a longer one than
-    ``lock_ttl_s``, is cut to ``lock_ttl_s``. An entry that is not JSON, is refused by the
-    reader's ``accept``, is longer than :data:`MAX_ENTRY_BYTES` or is not a Redis string is a
-    miss. When Redis fails, reads are misses, writes are dropped and computing goes on without
-    the lock, all logged.
+    An entry lives at ``{prefix}cache:{key}``. Identical misses share one computation: in a
+    process through the base class, across processes through a lock (``SET NX PX`` on
+    ``{prefix}cache-lock:{key}``, cut to ``lock_ttl_s``) while the others poll. A waiter
+    computes anyway after ``lock_wait_s`` or half the time its caller has left (an enclosing
+    :func:`ragtiller.core.bulkhead.within`), so a dead process's lock costs a turn part of its
+    deadline, never more. An entry that is not JSON, refused by ``accept``, longer than
+    :data:`MAX_ENTRY_BYTES` or not a Redis string is a miss. When Redis fails, reads miss,
+    writes are dropped and computing goes on without the lock, all logged.
 
     Example:
         >>> import asyncio
@@ -110,28 +96,8 @@ class RedisCache(RedisBacked, Cache):
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        """Connect the cache to Redis (lazily: no I/O happens here).
-
-        Args:
-            client: A sync client, used by :meth:`clear`; never closed by the cache.
-            aclient: A ``redis.asyncio`` client, used by the async methods; never closed by the
-                cache.
-            url: Builds the clients not given, with the timeouts below; closed by
-                :meth:`close` / :meth:`aclose`.
-            prefix: Start of every key the cache writes.
-            lock_ttl_s: Life of the cross-process compute lock, in seconds.
-            lock_wait_s: Longest wait for another process's computation, in seconds.
-            poll_interval_s: Pause between two looks for that computation's value, in seconds.
-            connect_timeout_s: Connect timeout of clients built from ``url``, in seconds.
-            socket_timeout_s: Read/write timeout of clients built from ``url``, in seconds.
-            breaker: Opens after consecutive Redis failures; pass the same one to the ledger and
-                the cache of one Redis so that either's failures spare the other the timeouts.
-                Default: a breaker of this cache's own (3 failures, 5 s).
-
-        Raises:
-            ConfigurationError: No client and no URL, or a timing that is not positive.
-            ImportError: The ``redis`` package is not installed.
-        """
+        """No I/O here. ``client`` (used by :meth:`clear`) and ``aclient`` are never closed
+        by the cache; clients built from ``url`` are. Share ``breaker`` with the ledger."""
         if not (lock_ttl_s > 0 and lock_wait_s >= 0 and poll_interval_s > 0):
             raise ConfigurationError(
                 "lock_ttl_s and poll_interval_s must be > 0 and lock_wait_s >= 0, but got "
@@ -152,23 +118,16 @@ class RedisCache(RedisBacked, Cache):
         self._poll_s = poll_interval_s
 
     def key(self, key: str) -> str:
-        """The Redis key of cache entry ``key``."""
         return f"{self._prefix}cache:{key}"
 
     def lock_key(self, key: str) -> str:
-        """The Redis key of the cross-process compute lock of cache entry ``key``."""
         return f"{self._prefix}cache-lock:{key}"
 
     def clear(self) -> None:
-        """Delete every entry under this cache's prefix (``SCAN`` + ``DEL``, never ``KEYS``).
-
-        Quota counters and locks under the same prefix are kept.
-
-        Raises:
-            StoreUnavailableError: Redis failed; unlike reads and writes, a clear that did not
-                happen must not pass silently.
-        """
-        pattern = _glob_escape(self._prefix) + "cache:*"
+        """Delete every entry under the prefix (``SCAN``, never ``KEYS``; quota keys are kept).
+        Raises ``StoreUnavailableError``: a clear that did not happen must not pass silently."""
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self._prefix)
+        pattern = escaped + "cache:*"
 
         def run(client: redis.Redis) -> None:
             batch: list[bytes | str] = []
@@ -215,17 +174,9 @@ class RedisCache(RedisBacked, Cache):
     async def _await_turn(
         self, key: str, token: str, accept: Accept | None
     ) -> tuple[Filled | None, bool]:
-        """Wait until another process has cached ``key`` or this one holds its lock, at most
-        ``lock_wait_s`` or half the caller's time left.
-
-        Returns:
-            The value when it was found; else whether this process holds the lock (False when the
-            wait ran out).
-
-        Raises:
-            StoreUnavailableError: Redis failed.
-        """
-        keys, args = [self.lock_key(key)], self._acquire_args(token)
+        """Wait (at most ``lock_wait_s`` or half the caller's time left) until another process
+        has cached ``key`` (its value) or this one holds its lock (whether it does)."""
+        keys, args = [self.lock_key(key)], [token, str(self._lock_px)]
         wait_s = max(0.0, min(self._lock_wait_s, time_left() / 2))
         deadline = time.monotonic() + wait_s
         while True:
@@ -251,9 +202,6 @@ class RedisCache(RedisBacked, Cache):
                 )
                 return None, False
             await asyncio.sleep(min(self._poll_s, left))
-
-    def _acquire_args(self, token: str) -> list[str | int]:
-        return [token, self._lock_px]
 
     async def _arelease(self, key: str, token: str) -> None:
         keys: list[str] = [self.lock_key(key)]

@@ -7,11 +7,9 @@ import os
 from collections.abc import Mapping
 
 from ragtiller.core.breaker import CircuitBreaker
-from ragtiller.stores._cache import Cache
-from ragtiller.stores._cache_memory import MemoryCache
+from ragtiller.stores._cache import Cache, MemoryCache
 from ragtiller.stores._cache_redis import RedisCache
-from ragtiller.stores._quota import QuotaLedger
-from ragtiller.stores._quota_memory import MemoryQuotaLedger
+from ragtiller.stores._quota import MemoryQuotaLedger, QuotaLedger
 from ragtiller.stores._quota_redis import RedisQuotaLedger
 
 logger = logging.getLogger("ragtiller.stores")
@@ -24,26 +22,10 @@ def stores_from_env(
     timezone: str = "UTC",
     prefix: str = "ragtiller:",
 ) -> tuple[QuotaLedger, Cache]:
-    """The quota ledger and cache this deployment should use.
-
-    With ``REDIS_URL`` set (and not blank), both live in that Redis under ``prefix`` and are shared
-    by every replica, behind one :class:`CircuitBreaker` (so a Redis that stopped answering to
-    one of them is not called by the other either); otherwise both live in this process. No
-    connection is opened here.
-
-    Args:
-        limits: Units allowed per day, per quota resource.
-        tenant_limits: Units each tenant may spend per day, per quota resource.
-        timezone: IANA name of the timezone whose calendar day is the quota window.
-        prefix: Start of every Redis key (ignored in memory).
-
-    Returns:
-        The ledger and the cache; close them with ``close()`` / ``await aclose()`` when done.
-
-    Raises:
-        ConfigurationError: Bad limits or timezone.
-        ImportError: ``REDIS_URL`` is set but the ``redis`` package is not installed; the message
-            says ``pip install 'ragtiller[redis]'``.
+    """The quota ledger and cache of this deployment, with daily ``limits`` (and each
+    tenant's own): with ``REDIS_URL`` set, both in that Redis under ``prefix``, shared by every
+    replica, behind one :class:`CircuitBreaker` (a Redis that stopped answering one is not
+    called by the other); otherwise both in this process. No connection is opened here.
 
     Example:
         >>> ledger, cache = stores_from_env({"chat_gen": 20})  # REDIS_URL unset: in memory
@@ -53,9 +35,10 @@ def stores_from_env(
     url = os.environ.get("REDIS_URL", "").strip()
     if not url:
         logger.info("REDIS_URL not set; quota ledger and cache live in this process")
-        return MemoryQuotaLedger(
+        ledger: QuotaLedger = MemoryQuotaLedger(
             limits, tenant_limits=tenant_limits, timezone=timezone
-        ), MemoryCache()
+        )
+        return ledger, MemoryCache()
     breaker = CircuitBreaker()
     ledger = RedisQuotaLedger(
         limits,

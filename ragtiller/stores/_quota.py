@@ -1,4 +1,4 @@
-"""The daily quota ledger: its result type, its window, and the fail-closed contract."""
+"""The daily quota ledger: its results, its window, the fail-closed rule, and the in-process one."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import contextlib
 import contextvars
 import logging
 import sys
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,26 +24,23 @@ _NONE: Mapping[str, int] = MappingProxyType({})
 _caps: contextvars.ContextVar[tuple[Mapping[str, int], Mapping[str, int]]] = contextvars.ContextVar(
     "ragtiller_spend_caps", default=(_NONE, _NONE)
 )
-
 INF = sys.maxsize
 """No limit: above any count a store can hold."""
 
 Counter = tuple[str, str | None]
 """One budget's counter: a resource, and the tenant whose own budget it is (None: shared)."""
-
 Budget = Literal["shared", "tenant"]
 """Which daily budget a figure or a refusal is of: the shared one, or a tenant's own."""
+SpendRefusal = Literal["quota", "quota-store-unavailable"]
+"""Why a spend was refused: the budget is spent, or the store failed (quotas fail closed)."""
 
 
 @contextlib.contextmanager
 def spend_caps(caps: Mapping[str, int], tenant_caps: Mapping[str, int] = _NONE) -> Iterator[None]:
-    """Cap every spend made inside at ``caps`` (resource -> daily limit), below the ledger's
-    own limits, in the same atomic step, and every read of what is left: a turn whose policy
-    sets a lower daily limit than the ledger's (a run policy) never passes it, however many of
-    its turns run at once. ``tenant_caps`` caps (or sets, where the ledger has none) each
-    tenant's own daily budget the same way. The graph sets its turn policy's limits around each
-    node; a provider that spends (step-back, the LLM router, the rerank ceiling) needs no
-    argument for it."""
+    """Cap every spend and read made inside at ``caps`` (resource -> daily limit) and each
+    tenant's own budget at ``tenant_caps``, in the ledger's atomic step: the graph sets its turn
+    policy's limits around each node, so a run policy lowers a limit (never raises it) however
+    many of its turns run at once, and a provider that spends needs no argument for it."""
     token = _caps.set((caps, tenant_caps))
     try:
         yield
@@ -50,24 +48,11 @@ def spend_caps(caps: Mapping[str, int], tenant_caps: Mapping[str, int] = _NONE) 
         _caps.reset(token)
 
 
-SpendRefusal = Literal["quota", "quota-store-unavailable"]
-"""Why a spend was refused: the budget is spent, or the store failed (quotas fail closed)."""
-
-
 @dataclass(frozen=True)
 class SpendResult:
-    """The answer to one :meth:`QuotaLedger.atry_spend`.
-
-    Attributes:
-        allowed: Whether the units were spent.
-        remaining: Budget left in the current window after this call (0 when the store failed):
-            of ``budget``, the lower of the shared budget and the tenant's own.
-        reason: None when allowed; ``"quota"`` when the budget is spent;
-            ``"quota-store-unavailable"`` when the store failed.
-        budget: ``"tenant"`` when ``remaining`` (and a ``quota`` refusal) is the tenant's own
-            budget: a spend for a tenant under a per-tenant limit, whose own budget is the
-            lower one; else ``"shared"``.
-    """
+    """One :meth:`QuotaLedger.atry_spend`: ``remaining`` is what is left of ``budget``, the
+    lower of the shared budget and (for a tenant under a per-tenant limit) the tenant's own; 0
+    when the store failed."""
 
     allowed: bool
     remaining: int
@@ -77,16 +62,8 @@ class SpendResult:
 
 @dataclass(frozen=True)
 class QuotaSnapshot:
-    """What is left of several budgets, read in one round trip, and whether the store answered.
-
-    Attributes:
-        remaining: Units left in the current window of the shared budget, per resource (0
-            each when the store failed).
-        available: Whether the store answered; False means the quota fails closed this turn
-            (reason ``quota-store-unavailable``).
-        tenant_remaining: Units left of the tenant's own budget, per resource with a per-tenant
-            limit (read for a tenant only): what one tenant's activity never moves for another.
-    """
+    """Several budgets read in one round trip: the shared ones, the tenant's own (per resource
+    with a per-tenant limit), and whether the store answered (all 0 and False when it failed)."""
 
     remaining: Mapping[str, int]
     available: bool
@@ -95,12 +72,7 @@ class QuotaSnapshot:
 
 @dataclass(frozen=True)
 class QuotaWindow:
-    """The current budget window: one calendar day in the ledger's timezone.
-
-    Attributes:
-        id: The local date, ISO format (``2026-06-16``).
-        seconds_left: Time until the next local midnight, in seconds.
-    """
+    """The current window: one calendar day (``id``, ISO) in the ledger's timezone."""
 
     id: str
     seconds_left: float
@@ -108,13 +80,7 @@ class QuotaWindow:
 
 @dataclass(frozen=True)
 class Day:
-    """One calendar day of a ledger's timezone, as a span of POSIX time.
-
-    Attributes:
-        id: The local date, ISO format; names the day's counters.
-        start: Its first second (local midnight), POSIX seconds.
-        end: The next local midnight, POSIX seconds.
-    """
+    """One calendar day of a ledger's timezone, as a span of POSIX seconds."""
 
     id: str
     start: float
@@ -126,13 +92,11 @@ def _utc_now() -> datetime:
 
 
 class QuotaLedger(ABC):
-    """Daily budget per resource (e.g. ``"chat_gen"``, ``"rerank_calls"``), and optionally
-    each tenant's own daily budget beside it (``tenant_limits``).
+    """Daily budgets per resource (``chat_gen``, ``rerank_calls``), and optionally each
+    tenant's own beside them (``tenant_limits``): a tenant's spend takes from both or neither.
 
-    The window is the calendar day in ``timezone``. Spending is atomic and never raises on a store
-    failure: it fails closed (``allowed=False``, reason ``"quota-store-unavailable"``) and logs on
-    the ``ragtiller.stores`` logger. A spend for a tenant under a per-tenant limit takes its
-    units from the shared budget and from the tenant's own in one atomic step, or from neither.
+    The window is the calendar day in ``timezone``. A store failure never raises: spends fail
+    closed (reason ``quota-store-unavailable``), logged on the ``ragtiller.stores`` logger.
 
     Example:
         >>> import asyncio
@@ -152,19 +116,7 @@ class QuotaLedger(ABC):
         timezone: str = "UTC",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        """Set the budgets.
-
-        Args:
-            limits: Units allowed per window, per resource name; 0 disables a resource.
-            tenant_limits: Units each tenant may spend per window, per resource (beside the
-                shared limit); a resource not named has no per-tenant limit.
-            timezone: IANA name of the timezone whose calendar day is the window.
-            clock: Returns the current time; a naive result is read as UTC. Default: the system
-                clock.
-
-        Raises:
-            ConfigurationError: A limit is not a non-negative int, or the timezone is unknown.
-        """
+        """``clock`` returns the time (naive: UTC); a limit of 0 disables a resource."""
         for resource, limit in (*limits.items(), *(tenant_limits or {}).items()):
             if not resource or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ConfigurationError(
@@ -177,19 +129,9 @@ class QuotaLedger(ABC):
             raise ConfigurationError(
                 f"unknown timezone {timezone!r}; use an IANA name such as 'UTC' or 'Europe/Paris'"
             ) from e
-        self._limits = MappingProxyType(dict(limits))
-        self._tenant_limits = MappingProxyType(dict(tenant_limits or {}))
+        self.limits: Mapping[str, int] = MappingProxyType(dict(limits))
+        self.tenant_limits: Mapping[str, int] = MappingProxyType(dict(tenant_limits or {}))
         self._clock = clock or _utc_now
-
-    @property
-    def limits(self) -> Mapping[str, int]:
-        """Units allowed per window, per resource (read-only)."""
-        return self._limits
-
-    @property
-    def tenant_limits(self) -> Mapping[str, int]:
-        """Units each tenant may spend per window, per resource with a per-tenant limit."""
-        return self._tenant_limits
 
     @property
     def timezone(self) -> str:
@@ -198,19 +140,15 @@ class QuotaLedger(ABC):
 
     @property
     def available(self) -> bool:
-        """Whether a call made now would reach the store; no I/O (always True in memory)."""
+        """Whether a call made now would reach the store; no I/O."""
         return True
 
     def limit(self, resource: str) -> int:
-        """Units of ``resource`` allowed per window.
-
-        Raises:
-            UnknownResourceError: ``resource`` has no limit; the message lists the known ones.
-        """
+        """Units of ``resource`` allowed per window (``UnknownResourceError`` lists the known)."""
         try:
-            return self._limits[resource]
+            return self.limits[resource]
         except KeyError:
-            known = ", ".join(sorted(self._limits)) or "(none)"
+            known = ", ".join(sorted(self.limits)) or "(none)"
             raise UnknownResourceError(
                 f"unknown quota resource {resource!r}; known resources: {known}"
             ) from None
@@ -222,16 +160,13 @@ class QuotaLedger(ABC):
         return QuotaWindow(day.id, day.end - now.timestamp())
 
     def now(self) -> datetime:
-        """The ledger's clock, timezone-aware."""
         now = self._clock()
         return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
 
     def today(self, now: datetime) -> date:
-        """The calendar date of ``now`` in the ledger's timezone."""
         return now.astimezone(self._tz).date()
 
     def day(self, local: date) -> Day:
-        """The window of calendar day ``local`` in the ledger's timezone."""
         start = datetime.combine(local, time(), tzinfo=self._tz)
         end = datetime.combine(local + timedelta(days=1), time(), tzinfo=self._tz)
         return Day(local.isoformat(), start.timestamp(), end.timestamp())
@@ -239,14 +174,8 @@ class QuotaLedger(ABC):
     async def atry_spend(
         self, resource: str, n: int = 1, *, tenant: str | None = None
     ) -> SpendResult:
-        """Spend ``n`` units if all of them fit in the window's budget (and under any
-        :func:`spend_caps` in force); never part of them. For a ``tenant`` under a per-tenant
-        limit, they must fit in its own budget too, and are spent from both or neither.
-
-        Raises:
-            UnknownResourceError: ``resource`` has no limit.
-            ValueError: ``n`` is below 1.
-        """
+        """Spend ``n`` units if all of them fit (under any :func:`spend_caps` in force, and in
+        ``tenant``'s own budget under a per-tenant limit); never part of them."""
         counters = self._counters([resource], tenant)
         _check_n(n)
         try:
@@ -261,15 +190,8 @@ class QuotaLedger(ABC):
         return SpendResult(spent, lowest, None if spent else "quota", budget)
 
     async def arefund(self, resource: str, n: int = 1, *, tenant: str | None = None) -> None:
-        """Give back ``n`` units spent in the current window (never more than were spent), to
-        the shared budget and, for a ``tenant`` under a per-tenant limit, to its own.
-
-        A store failure is logged, not raised: the units stay spent.
-
-        Raises:
-            UnknownResourceError: ``resource`` has no limit.
-            ValueError: ``n`` is below 1.
-        """
+        """Give back up to ``n`` units spent today (to ``tenant``'s own budget too); a store
+        failure is logged, and the units stay spent."""
         counters = self._counters([resource], tenant)
         _check_n(n)
         try:
@@ -278,13 +200,7 @@ class QuotaLedger(ABC):
             logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
 
     async def aremaining(self, resource: str, *, tenant: str | None = None) -> int:
-        """Units of ``resource`` left in the current window (under any :func:`spend_caps` in
-        force), for ``tenant``: the lower of the shared budget and its own; 0 when the store
-        failed.
-
-        Raises:
-            UnknownResourceError: ``resource`` has no limit.
-        """
+        """Units ``tenant`` (or anyone) could still spend today; 0 when the store failed."""
         counters = self._counters([resource], tenant)
         try:
             return min((await self._achange(counters, 0, self.window()))[1])
@@ -295,15 +211,8 @@ class QuotaLedger(ABC):
     async def asnapshot(
         self, resources: Iterable[str] | None = None, *, tenant: str | None = None
     ) -> QuotaSnapshot:
-        """Units left of several resources, in one store round trip, for a gate to call once a
-        turn; never raises on a store failure. With a ``tenant``, its own budgets too.
-
-        Args:
-            resources: The resources to read; None: every resource with a limit.
-            tenant: Whose own budgets to read (``tenant_remaining``); None: the shared only.
-
-        Raises:
-            UnknownResourceError: A resource has no limit.
+        """What is left of ``resources`` (None: every one), ``tenant``'s own included, in one
+        store round trip, for a gate to read once a turn; never raises on a store failure.
 
         Example:
             >>> import asyncio
@@ -312,8 +221,9 @@ class QuotaLedger(ABC):
             >>> asyncio.run(ledger.asnapshot()).remaining
             {'chat_gen': 20, 'rerank_calls': 100}
         """
-        names = tuple(self._limits if resources is None else dict.fromkeys(resources))
+        names = tuple(self.limits if resources is None else dict.fromkeys(resources))
         counters = self._counters(names, tenant)
+        available = True
         try:
             left = (await self._achange(counters, 0, self.window()))[1] if counters else []
         except StoreUnavailableError as e:
@@ -321,29 +231,28 @@ class QuotaLedger(ABC):
                 "quota store unavailable; reporting 0 left of %s: %s", ", ".join(names), e
             )
             left, available = [0] * len(counters), False
-        else:
-            available = True
-        shared = {r: n for ((r, owner), _), n in zip(counters, left, strict=True) if owner is None}
-        own = {r: n for ((r, owner), _), n in zip(counters, left, strict=True) if owner is not None}
-        return QuotaSnapshot(shared, available, own)
+        read = list(zip(counters, left, strict=True))
+        return QuotaSnapshot(
+            {r: n for ((r, owner), _), n in read if owner is None},
+            available,
+            {r: n for ((r, owner), _), n in read if owner is not None},
+        )
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
-        """Release connections this ledger opened (nothing to do in memory)."""
+        """Release connections this ledger opened."""
 
     async def aclose(self) -> None:
         """Release connections this ledger opened, the asyncio ones included."""
         self.close()
 
     def _counters(self, resources: Iterable[str], tenant: str | None) -> list[tuple[Counter, int]]:
-        """The counters a call on ``resources`` for ``tenant`` reads or changes, each with the
-        limit that holds there: the ledger's, or a lower :func:`spend_caps` cap in force. A
-        resource's shared counter comes first, then the tenant's own when a per-tenant limit
-        (the ledger's or a cap) applies to it."""
+        """Each resource's shared counter, then ``tenant``'s own when a per-tenant limit (the
+        ledger's or a cap) applies to it, each with the limit that holds."""
         caps, tenant_caps = _caps.get()
         counters: list[tuple[Counter, int]] = []
         for resource in resources:
             counters.append(((resource, None), min(self.limit(resource), caps.get(resource, INF))))
-            own = min(self._tenant_limits.get(resource, INF), tenant_caps.get(resource, INF))
+            own = min(self.tenant_limits.get(resource, INF), tenant_caps.get(resource, INF))
             if tenant is not None and own < INF:
                 counters.append(((resource, tenant), own))
         return counters
@@ -352,19 +261,50 @@ class QuotaLedger(ABC):
     async def _achange(
         self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
     ) -> tuple[bool, list[int]]:
-        """In one atomic step: with ``n > 0``, add ``n`` to every counter's use in the window
-        unless one would pass its limit (then to none); with ``n < 0``, take ``-n`` from each,
-        never below 0; with ``n == 0``, only read them.
-
-        Returns:
-            Whether the units were spent, and the units left of each counter afterwards
-            (never below 0).
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
+        """In one atomic step: ``n > 0`` adds ``n`` to every counter unless one would pass its
+        limit (then to none), ``n < 0`` takes ``-n`` from each (never below 0), 0 only reads.
+        Returns whether it spent, and the units left of each counter (raises
+        ``StoreUnavailableError`` when the store failed)."""
 
 
 def _check_n(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, but got {n!r}")
+
+
+class MemoryQuotaLedger(QuotaLedger):
+    """A quota ledger for one process: one lock (never held across an ``await``, so tasks of
+    several event loops share it), and only the current window's counters.
+
+    Example:
+        >>> import asyncio
+        >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
+        >>> asyncio.run(ledger.aremaining("rerank_calls"))
+        100
+    """
+
+    def __init__(
+        self,
+        limits: Mapping[str, int],
+        *,
+        tenant_limits: Mapping[str, int] | None = None,
+        timezone: str = "UTC",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(limits, tenant_limits=tenant_limits, timezone=timezone, clock=clock)
+        self._lock = threading.Lock()
+        self._window_id = ""
+        self._spent: dict[Counter, int] = {}
+
+    async def _achange(
+        self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
+    ) -> tuple[bool, list[int]]:
+        with self._lock:
+            if window.id != self._window_id:
+                self._window_id, self._spent = window.id, {}
+            used = {counter: self._spent.get(counter, 0) for counter, _ in counters}
+            spent = n > 0 and all(used[counter] + n <= limit for counter, limit in counters)
+            if spent or n < 0:
+                used = {counter: max(0, u + n) for counter, u in used.items()}
+                self._spent.update(used)
+            return spent, [max(0, limit - used[counter]) for counter, limit in counters]

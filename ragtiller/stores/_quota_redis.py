@@ -1,4 +1,4 @@
-"""The shared quota ledger: one Redis counter per resource and day, spent by a Lua script."""
+"""The shared quota ledger: one Redis counter per budget and day, changed by one Lua script."""
 
 from __future__ import annotations
 
@@ -18,44 +18,31 @@ from ragtiller.stores._redis import (
 )
 
 if TYPE_CHECKING:
-    import redis
     import redis.asyncio
 
-_DAY = """
+_CHANGE = RedisScript(
+    """
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
+local days = tonumber(ARGV[2])
 local pick = nil
-for i = 1, tonumber(ARGV[2]) do
+for i = 1, days do
   if now >= tonumber(ARGV[1 + 2 * i]) and now < tonumber(ARGV[2 + 2 * i]) then
     pick = i
     break
   end
 end
-local function count(raw)
-  if not raw then return 0 end
-  if not string.match(raw, '^%d+$') then return nil end
-  return tonumber(raw)
-end
-"""
-"""Picks the window: ``ARGV[1]`` is the time (empty: the store's own, ``TIME``), ``ARGV[2]``
-the number of candidate days and ``ARGV[3..]`` their ``start, end`` pairs; ``count`` reads a
-counter (None when it is not a string of digits). The day's argument list ends at
-``ARGV[2 + 2 * days]``; a script's own arguments follow."""
-
-_CHANGE = RedisScript(
-    _DAY
-    + """
 if not pick then return {-2, 0, 0} end
-local days = tonumber(ARGV[2])
 local base = 2 + 2 * days
 local n = tonumber(ARGV[base + 1])
 local used, fits = {}, n > 0
 for c = 1, #KEYS / days do
-  used[c] = count(redis.call('GET', KEYS[(c - 1) * days + pick]))
-  if not used[c] then return {-1, pick, c} end
+  local raw = redis.call('GET', KEYS[(c - 1) * days + pick])
+  if raw and not string.match(raw, '^%d+$') then return {-1, pick, c} end
+  used[c] = tonumber(raw or 0)
   if used[c] + n > tonumber(ARGV[base + 2 + c]) then fits = false end
 end
 local reply = {fits and 1 or 0, pick, 0}
@@ -73,35 +60,28 @@ end
 return reply
 """
 )
-"""Change the picked day's counters by ``ARGV[base + 1]`` units: a spend (> 0) adds them to
-every counter unless one would pass its limit (``ARGV[base + 2 + c]``; then to none), a refund
-(< 0) takes them from each, never below 0, and 0 only reads; a spent counter expires
-``ARGV[base + 2]`` seconds after its day. ``KEYS`` holds each counter's candidate days in turn.
-Replies ``{1 or 0 (spent or not), day, 0, left of each counter...}``, ``{-1, day, c}`` (counter
-``c`` is not a count) or ``{-2, 0, 0}`` (no candidate day holds the store's time)."""
+"""``ARGV``: the time (empty: the store's ``TIME``), the number of candidate days, their
+``start, end`` pairs, then ``n``, the expiry slack and each counter's limit; ``KEYS``: each
+counter's candidate days in turn. In the picked day, ``n > 0`` spends (every counter or none),
+``n < 0`` refunds (never below 0), 0 reads. Replies ``{spent (1 or 0), day, 0, left...}``,
+``{-1, day, c}`` (counter ``c`` is not a count) or ``{-2, 0, 0}`` (no day holds the time)."""
 
 
 class RedisQuotaLedger(RedisBacked, QuotaLedger):
-    """A quota ledger shared by every process and replica that uses the same Redis and prefix.
+    """A quota ledger shared by every replica on the same Redis and prefix.
 
-    Each resource and window has one counter, ``{prefix}quota:{resource}:{window id}`` (and one
-    per tenant under a per-tenant limit, see :meth:`key`), changed only by one Lua script
-    (check-and-increment of both is atomic across processes). A counter expires
-    ``expiry_slack_s`` seconds after its window ends. When Redis fails, spending fails closed. A
-    timeout after the script ran (or the client's retry of it) can count units that were not
-    granted: the ledger errs towards spending less than the budget, never more.
+    Each resource and day has one counter, ``{prefix}quota:{resource}:{date}``, and each tenant
+    under a per-tenant limit its own, ``{prefix}quota@{tenant as UTF-8 hex}:{resource}:{date}``
+    (hex: any tenant name makes a key of its own); a counter expires ``expiry_slack_s`` after its
+    day. A timeout after the script ran can count units that were not granted: the ledger errs
+    towards spending less than the budget, never more.
 
-    **The day is the store's.** Without ``clock=``, each script reads Redis's own clock
-    (``TIME``) and picks the day it falls in, among yesterday, today and tomorrow by this
-    replica's clock: replicas whose clocks disagree still count every call in the same day's
-    counter, and that day turns at the same instant for all of them (the store's midnight in
-    ``timezone``). A replica more than a day off the store fails closed. With ``clock=`` (tests,
-    a single process), that clock decides the day instead.
-
-    A counter that is not a string of digits (``abc``, ``5.5``, ``-3``, a hash: written by hand or
-    another tool) makes every read and spend of it fail closed, reason
-    ``quota-store-unavailable``, logged with its key, until it is fixed or deleted; a count
-    beyond the limit, however large, is a spent budget.
+    **The day is the store's**: without ``clock=``, the script reads Redis's ``TIME`` and picks
+    its day among yesterday, today and tomorrow by this replica's clock, so replicas with
+    skewed clocks share one day's counter, turning at the store's midnight; a replica more than
+    a day off fails closed. With ``clock=`` (tests, one process), that clock decides the day.
+    A counter that is not a string of digits fails closed (``quota-store-unavailable``, logged
+    with its key) until fixed or deleted; a count beyond the limit is a spent budget.
 
     Example:
         >>> import asyncio
@@ -126,29 +106,9 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        """Set the budgets and the Redis to keep them in.
-
-        Args:
-            limits: Units allowed per window, per resource name; see :class:`QuotaLedger`.
-            tenant_limits: Units each tenant may spend per window, per resource.
-            aclient: A ``redis.asyncio`` client; never closed by the ledger.
-            url: Builds an asyncio client per event loop, with the timeouts below (when no
-                ``aclient`` is given); closed by :meth:`close` / :meth:`aclose`.
-            prefix: Start of every key the ledger writes.
-            timezone: IANA name of the timezone whose calendar day is the window.
-            clock: Returns the current time, and then decides the day (see :class:`QuotaLedger`).
-                Default None: Redis's own clock decides it, the same for every replica.
-            expiry_slack_s: How long a counter outlives its window, in seconds.
-            connect_timeout_s: Connect timeout of clients built from ``url``, in seconds.
-            socket_timeout_s: Read/write timeout of clients built from ``url``, in seconds.
-            breaker: Opens after consecutive Redis failures; pass the same one to the ledger and
-                the cache of one Redis so that either's failures spare the other the timeouts.
-                Default: a breaker of this ledger's own (3 failures, 5 s).
-
-        Raises:
-            ConfigurationError: Bad limits, timezone or timeouts, or no ``aclient`` and no URL.
-            ImportError: The ``redis`` package is not installed.
-        """
+        """``aclient`` is never closed here; clients built from ``url`` are, by ``close``. Pass
+        the cache of the same Redis the same ``breaker``, so either's failures spare the other
+        the timeouts."""
         super().__init__(limits, tenant_limits=tenant_limits, timezone=timezone, clock=clock)
         self._redis = RedisConnection(
             client=None,
@@ -163,20 +123,14 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         self._store_clock = clock is None
         self._around: tuple[date, list[Day], list[str | int]] | None = None
 
-    def key(self, resource: str, window: QuotaWindow, tenant: str | None = None) -> str:
-        """The Redis key of ``resource``'s counter in ``window``: the shared one, or
-        ``tenant``'s own (``{prefix}quota@{tenant as hex}:{resource}:{window id}``)."""
-        return self._counter((resource, tenant), window.id)
-
-    def _counter(self, counter: Counter, day_id: str) -> str:
+    def _key(self, counter: Counter, day_id: str) -> str:
         resource, tenant = counter
         if tenant is None:
             return f"{self._prefix}quota:{resource}:{day_id}"
-        owner = tenant.encode("utf-8", "surrogatepass").hex()
-        return f"{self._prefix}quota@{owner}:{resource}:{day_id}"
+        return f"{self._prefix}quota@{tenant.encode('utf-8', 'surrogatepass').hex()}:{resource}:{day_id}"
 
     def _days(self) -> tuple[list[Day], list[str | int]]:
-        """The candidate days, and the script arguments that pick one (see ``_DAY``)."""
+        """The candidate days, and the script arguments that pick one."""
         now = self.now()
         today = self.today(now)
         if not self._store_clock:
@@ -193,7 +147,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
     ) -> tuple[bool, list[int]]:
         days, args = self._days()
-        keys = [self._counter(counter, day.id) for counter, _ in counters for day in days]
+        keys = [self._key(counter, day.id) for counter, _ in counters for day in days]
         args += [n, self._slack_s, *(limit for _, limit in counters)]
         status, pick, *left = await self._redis.acall(lambda c: _CHANGE.arun(c, keys, args))
         if int(status) == -2:
@@ -202,7 +156,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
                 "check both clocks"
             )
         if int(status) == -1:
-            key = self._counter(counters[int(left[0]) - 1][0], days[int(pick) - 1].id)
+            key = self._key(counters[int(left[0]) - 1][0], days[int(pick) - 1].id)
             raise StoreUnavailableError(
                 f"quota counter {key} does not hold a count of units (written by hand or by "
                 "another tool?); fix or delete it"
