@@ -35,33 +35,12 @@ def sync_to_pinecone(
     concurrency: int = 1,
     progress: IngestProgress | None = None,
 ) -> SyncResult:
-    """Upsert the chunks that changed since the last sync and delete the stale ids, per namespace.
-
-    Each chunk goes to the Pinecone namespace its ``namespace`` metadata names, under its stable
-    chunk id, so the Pinecone dense tier returns the same ids as the embedded tiers. Metadata
-    values that are None are left out (Pinecone rejects nulls). The record manager remembers
-    what was written, so the next sync sends only the difference.
-
-    Args:
-        chunks: The embedded index (all its chunks), or chunk ``Document``s with ids and
-            ``doc_id`` metadata.
-        store: A ``langchain_pinecone.PineconeVectorStore``; its embedder embeds what is sent.
-        record_manager: Remembers the written records between runs (e.g.
-            :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager`).
-        cleanup: ``incremental``: delete stale chunks of the documents synced;
-            ``full``: also delete documents not among ``chunks``.
-        batch_size: Chunks per ``add_documents`` call (one embedding call, when it is at most
-            the embedder's batch size).
-        concurrency: Batches written at once (see :func:`sync_vector_store`).
-        progress: Counts the chunks written.
-
-    Returns:
-        Counts per document and chunk, and per namespace.
-
-    Raises:
-        IngestError: A metadata value is neither a string, number, boolean nor a list of
-            strings, or ``store`` has no embedding.
-    """
+    """Upsert the chunks that changed since the last sync and delete the stale ids, each chunk
+    in the namespace its metadata names, under its stable chunk id (so the Pinecone tier returns
+    the embedded tiers' ids), embedded by the store's embedder. ``record_manager`` remembers
+    what was written (the next sync sends the difference); ``cleanup="full"`` also deletes the
+    documents not among ``chunks``. ``batch_size`` chunks per ``add_documents`` call,
+    ``concurrency`` batches at once (see :func:`sync_vector_store`)."""
     documents = chunks.documents() if isinstance(chunks, EmbeddedIndex) else list(chunks)
     cleaned = [
         Document(id=d.id, page_content=d.page_content, metadata=pinecone_metadata(d.id, d.metadata))
@@ -97,36 +76,11 @@ def ingest_to_pinecone(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: bool = True,
 ) -> SyncResult:
-    """Read, chunk, embed (with the store's embedder) and upsert ``sources`` into Pinecone.
-
-    The path for corpora beyond one machine's embedder: give the store a
-    :class:`~ragtiller.models.ServiceEmbeddings` and the same ``batch_size`` and
-    ``concurrency``, so each batch is one embedding call and one upsert, ``concurrency`` in
-    flight, recorded in ``record_manager`` as soon as it is stored. Killed midway, the next
-    run with the same sources embeds only what was not recorded (see ``docs/pinecone.md``).
-
-    Args:
-        sources: Files, directories and/or LangChain ``Document``s.
-        store: A ``PineconeVectorStore`` whose embedding embeds what is written.
-        record_manager: Remembers what was written (e.g. a
-            :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` file).
-        cleanup: As in :func:`sync_to_pinecone`.
-        chunking: As for ``ragtiller ingest``.
-        namespace: For documents that name none in their metadata.
-        batch_size: Chunks per embedding call and upsert.
-        concurrency: Batches in flight.
-        max_file_bytes: Larger files are skipped.
-        progress: One bar over read, chunk and write.
-
-    Returns:
-        Counts per document and chunk, and per namespace.
-
-    Raises:
-        IngestError: Nothing to ingest, a missing path, metadata Pinecone cannot store, or a
-            store without an embedding.
-        EmbeddingError: The embedder kept failing on a batch (the batches before it stay
-            written and recorded).
-    """
+    """Read, chunk, embed (with the store's embedder) and upsert ``sources`` into Pinecone:
+    the path for corpora beyond one machine's embedder (a
+    :class:`~ragtiller.models.ServiceEmbeddings` with the same ``batch_size`` and
+    ``concurrency``: each batch one embedding call and one upsert, recorded as soon as it is
+    stored, so a run killed midway resumes with what was not recorded; ``docs/pinecone.md``)."""
     with IngestProgress(enabled=progress, stages=STORE_STAGES) as bar:
         chunks = chunk_sources(
             sources,

@@ -1,0 +1,304 @@
+"""Pinecone as the dense and lexical tiers: each namespace one query, run in parallel under one
+deadline, merged by score. See ``docs/pinecone.md``.
+
+The lexical tier uses the ``pinecone`` SDK, not ``langchain_pinecone.PineconeSparseVectorStore``:
+that store takes only Pinecone's hosted sparse model (one encoding for documents and queries),
+while BM25 weighs the two sides differently, with statistics ragtiller keeps in the index.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+
+from ragtiller.core.filters import to_where
+from ragtiller.core.tiers import HIT_FIELDS, Hit, SearchRequest
+from ragtiller.errors import ConfigurationError, TierUnavailable
+from ragtiller.pinecone.calls import RESERVED_NAMESPACE_PREFIX, InFlightLimit
+from ragtiller.pinecone.sparse_bm25 import BM25SparseEncoder, read_stats, read_version
+
+if TYPE_CHECKING:
+    from langchain_pinecone import PineconeVectorStore
+
+TEXT_KEY = "text"
+"""Metadata key holding a chunk's text (langchain-pinecone's default ``text_key``)."""
+
+QueryOne = Callable[[str], list[tuple[Document, float]]]
+"""One namespace's query: the namespace in, (document, score) pairs out, best first."""
+
+
+class NamespacedSearch(ABC):
+    """What both Pinecone tiers share: each namespace asked for is one call in a daemon thread,
+    all under one deadline ``timeout_s`` (for :meth:`asearch` too, which never blocks the event
+    loop), at most ``max_in_flight`` of them at once, abandoned ones included. ``namespaces=None``
+    searches every non-empty namespace the index holds (one more call). Hits are merged by score,
+    an id found twice kept once at its best; ``metadata["namespace"]`` names where it was found.
+    The SDK retries HTTP 5xx itself (about 8 s in all), never 429; a call past the deadline is
+    abandoned, not stopped.
+
+    The index (or store) is given as a handle, or as a function making it on first search (so
+    that building a tier does no network I/O; a failing function is called again next time).
+    """
+
+    needs_vector: bool
+
+    def __init__(self, name: str, timeout_s: float, max_in_flight: int, handle: Any) -> None:
+        if timeout_s <= 0:
+            raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
+        self.name = name
+        self.timeout_s = timeout_s
+        self.call_limit = InFlightLimit(max_in_flight)
+        self._handle = handle if self._is_handle(handle) else None
+        self._make: Callable[[], Any] | None = None if self._handle is not None else handle
+        self._lock = threading.Lock()
+
+    def _connected(self) -> Any:
+        """The handle, made on first use when the tier was given a function."""
+        with self._lock:
+            if self._handle is None:
+                assert self._make is not None
+                self._handle = self._make()
+            return self._handle
+
+    def search(self, request: SearchRequest) -> list[Hit]:
+        """At most ``request.k`` hits over the request's namespaces, best first; Pinecone's
+        failures raise :class:`PineconeTierError` (:class:`PineconeTimeoutError` past the
+        deadline)."""
+        query, limit = self._query(request), self.call_limit
+        deadline = time.monotonic() + self.timeout_s
+        namespaces = request.namespaces
+        if namespaces is None:
+            listing = limit.start(self._list_namespaces, "*", deadline)
+            namespaces = limit.wait(listing, deadline, self.timeout_s, "*")
+        calls = [
+            (ns, limit.start(functools.partial(query, ns), ns, deadline))
+            for ns in dict.fromkeys(namespaces)
+        ]
+        results = [(ns, limit.wait(call, deadline, self.timeout_s, ns)) for ns, call in calls]
+        return merge_hits(results, request.k)
+
+    async def asearch(self, request: SearchRequest) -> list[Hit]:
+        """:meth:`search` for the event loop: the same calls and deadline, awaited."""
+        query, limit = self._query(request), self.call_limit
+        deadline = time.monotonic() + self.timeout_s
+        namespaces = request.namespaces
+        if namespaces is None:
+            listing = await limit.astart(self._list_namespaces, "*", deadline)
+            namespaces = await limit.await_(listing, deadline, self.timeout_s, "*")
+        calls = [
+            (ns, await limit.astart(functools.partial(query, ns), ns, deadline))
+            for ns in dict.fromkeys(namespaces)
+        ]
+        results = [(ns, await limit.await_(c, deadline, self.timeout_s, ns)) for ns, c in calls]
+        return merge_hits(results, request.k)
+
+    def _list_namespaces(self) -> list[str]:
+        """Non-empty namespaces, ragtiller's own left out."""
+        stats = self._index().describe_index_stats()
+        return [
+            name
+            for name, s in stats.namespaces.items()
+            if s.vector_count and not name.startswith(RESERVED_NAMESPACE_PREFIX)
+        ]
+
+    @staticmethod
+    @abstractmethod
+    def _is_handle(handle: Any) -> bool:
+        """Whether ``handle`` is the index (or store) itself, not a function making it."""
+
+    @abstractmethod
+    def _index(self) -> Any:
+        """The ``pinecone`` data-plane index."""
+
+    @abstractmethod
+    def _query(self, request: SearchRequest) -> QueryOne:
+        """How to query one namespace for ``request`` (checked here, run in a worker)."""
+
+
+def merge_hits(results: list[tuple[str, list[tuple[Document, float]]]], k: int) -> list[Hit]:
+    """Hits of every namespace, best score first, each id once (its best), at most ``k``;
+    ties keep the namespaces' order, then Pinecone's."""
+    best: dict[str, Hit] = {}
+    for namespace, pairs in results:
+        for doc, score in pairs:
+            metadata = {key: v for key, v in doc.metadata.items() if key not in HIT_FIELDS}
+            record_id = str(doc.id)
+            hit = Hit(
+                id=record_id,
+                text=doc.page_content,
+                score=float(score),
+                doc_id=str(doc.metadata.get("doc_id") or record_id),
+                parent_id=doc.metadata.get("parent_id"),
+                source=str(doc.metadata.get("source", "")),
+                metadata={**metadata, "namespace": namespace},
+            )
+            if record_id not in best or hit["score"] > best[record_id]["score"]:
+                best[record_id] = hit
+    return sorted(best.values(), key=lambda h: -h["score"])[:k]
+
+
+def _check_k(k: int) -> int:
+    if k < 1:
+        raise ValueError(f"k must be > 0, but got {k}")
+    return k
+
+
+class PineconeTier(NamespacedSearch):
+    """The dense tier served by a Pinecone index (cosine) through a ``PineconeVectorStore``.
+
+    One query per namespace (``similarity_search_by_vector_with_score``); cosine scores of one
+    index share one scale, so namespaces merge by score. Hits: the vector id (the chunk id, see
+    ``upsert_chunks``), its ``text`` metadata (langchain-pinecone skips matches without), and
+    ``doc_id`` / ``parent_id`` / ``source`` from metadata. ``filter`` is the portable filter
+    (:mod:`ragtiller.core.filters`), sent as ``$eq`` / ``$in``.
+
+    Example:
+        >>> def connect():  # called on the first search, not here
+        ...     raise AssertionError("no I/O when the tier is built")
+        >>> tier = PineconeTier(connect, timeout_s=2.0)
+        >>> (tier.name, tier.needs_vector, tier.timeout_s)
+        ('dense', True, 2.0)
+    """
+
+    needs_vector = True
+
+    def __init__(
+        self,
+        store: PineconeVectorStore | Callable[[], PineconeVectorStore],
+        *,
+        name: str = "dense",
+        timeout_s: float = 5.0,
+        max_in_flight: int = 16,
+    ) -> None:
+        super().__init__(name, timeout_s, max_in_flight, store)
+
+    @staticmethod
+    def _is_handle(handle: Any) -> bool:
+        return isinstance(handle, VectorStore)
+
+    def vector_store(self) -> PineconeVectorStore:
+        """The vector store, made on first use (a method: reading attributes never connects);
+        a tier without credentials raises ``TierUnavailable``."""
+        store: PineconeVectorStore = self._connected()
+        return store
+
+    def _index(self) -> Any:
+        return self.vector_store().index
+
+    def _query(self, request: SearchRequest) -> QueryOne:
+        if request.vector is None:
+            raise ValueError("the Pinecone tier needs a query vector, but got None")
+        k, filter = _check_k(request.k), request.filter
+        vector = [float(x) for x in request.vector]  # the SDK refuses numpy scalars
+
+        def query(namespace: str) -> list[tuple[Document, float]]:
+            return self.vector_store().similarity_search_by_vector_with_score(
+                vector, k=k, namespace=namespace, filter=to_where(filter)
+            )
+
+        return query
+
+
+class PineconeLexicalTier(NamespacedSearch):
+    """The lexical tier served by a Pinecone sparse index (``dotproduct``) of BM25 vectors.
+
+    A query is analysed as the embedded tier analyses it and encoded into IDF weights with the
+    corpus statistics ``upsert_lexical`` stored in the index; the documents there carry their
+    term-frequency weights, so Pinecone's dot product is the BM25 score bm25s gives. Only chunks
+    sharing a term with the query are hits. The statistics are fetched on the first search and
+    their version checked again once ``stats_ttl_s`` has passed, so a re-ingest reaches every
+    replica within that time. ``clock``: monotonic seconds.
+
+    Example:
+        >>> def connect():  # called on the first search, not here
+        ...     raise AssertionError("no I/O when the tier is built")
+        >>> tier = PineconeLexicalTier(connect, timeout_s=2.0)
+        >>> (tier.name, tier.needs_vector, tier.timeout_s)
+        ('lexical', False, 2.0)
+    """
+
+    needs_vector = False
+
+    def __init__(
+        self,
+        index: Any,
+        *,
+        name: str = "lexical",
+        timeout_s: float = 5.0,
+        max_in_flight: int = 16,
+        stats_ttl_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(name, timeout_s, max_in_flight, index)
+        if stats_ttl_s <= 0:
+            raise ConfigurationError(f"stats_ttl_s must be > 0, but got {stats_ttl_s}")
+        self.stats_ttl_s = stats_ttl_s
+        self._clock = clock
+        self._encoder: tuple[str, BM25SparseEncoder] | None = None
+        self._checked_at = 0.0
+
+    @staticmethod
+    def _is_handle(handle: Any) -> bool:
+        return hasattr(handle, "query")
+
+    @property
+    def index(self) -> Any:
+        """The ``pinecone`` index handle, made on first use when given a function."""
+        return self._connected()
+
+    def _index(self) -> Any:
+        return self.index
+
+    def encoder(self) -> BM25SparseEncoder:
+        """The query encoder for the index's current statistics (fetched, or re-checked when
+        due); ``TierUnavailable("no-statistics")`` when the index holds none yet."""
+        index = self.index
+        with self._lock:
+            now = self._clock()
+            if self._encoder is not None and now - self._checked_at < self.stats_ttl_s:
+                return self._encoder[1]
+            if self._encoder is None or read_version(index) != self._encoder[0]:
+                found = read_stats(index)
+                if found is None:
+                    raise TierUnavailable(
+                        "no-statistics",
+                        f"Pinecone tier {self.name!r}: the sparse index holds no BM25 statistics; "
+                        "run upsert_lexical first",
+                    )
+                self._encoder = (found[0], BM25SparseEncoder(found[1]))
+            self._checked_at = now
+            return self._encoder[1]
+
+    def _query(self, request: SearchRequest) -> QueryOne:
+        text, k, filter = request.query, _check_k(request.k), request.filter
+
+        def query(namespace: str) -> list[tuple[Document, float]]:
+            sparse = self.encoder().encode_query(text)  # in the worker: under the deadline
+            if not sparse["indices"]:
+                return []
+            response = self.index.query(
+                sparse_vector=sparse,
+                top_k=k,
+                namespace=namespace,
+                include_metadata=True,
+                filter=to_where(filter),
+            )
+            pairs = []
+            for match in response.matches:
+                metadata = dict(match.metadata or {})
+                text_ = metadata.pop(TEXT_KEY, None)
+                score = float(match.score or 0.0)
+                if text_ is not None and score > 0:
+                    pairs.append(
+                        (Document(id=match.id, page_content=str(text_), metadata=metadata), score)
+                    )
+            return pairs
+
+        return query
