@@ -1,15 +1,11 @@
 """BM25 as sparse vectors, and the corpus statistics they are encoded with, kept in the index.
 
-A dot product (Pinecone's sparse score) is BM25 exactly when a document carries, per term, the
-term-frequency part ``tfc(tf, dl, avgdl)`` and the query ``count x idf(df, N)``. Both sides
-analyse text with :func:`~ragtiller.index.lexical.analyze`, as the embedded tier does, and
-must use the same :class:`BM25Stats`.
-
-The statistics live in a reserved namespace of the sparse index (never searched), so every
-replica reads the same: a header record naming the current version, and the term table split
-over part records (Pinecone holds at most 40 KB of metadata per record). A write stores the new
-parts, then switches the header, then deletes the old parts: a reader sees the old statistics
-or the new, never a mix.
+A dot product is BM25 when a document carries, per term, ``tfc(tf, dl, avgdl)`` and the query
+``count x idf(df, N)``, both analysed as the embedded tier analyses text, with one
+:class:`BM25Stats`. Those live in a reserved namespace of the sparse index, so every replica
+reads the same: a header naming the version, and parts of the term table (40 KB of metadata a
+record). A write stores the parts, switches the header, then deletes the old parts, so a reader
+never sees a mix.
 """
 
 from __future__ import annotations

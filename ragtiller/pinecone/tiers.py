@@ -1,10 +1,7 @@
 """Pinecone as the dense and lexical tiers: each namespace one query, run in parallel under one
-deadline, merged by score. See ``docs/pinecone.md``.
-
-The lexical tier uses the ``pinecone`` SDK, not ``langchain_pinecone.PineconeSparseVectorStore``:
-that store takes only Pinecone's hosted sparse model (one encoding for documents and queries),
-while BM25 weighs the two sides differently, with statistics ragtiller keeps in the index.
-"""
+deadline, merged by score (``docs/pinecone.md``). The lexical tier uses the ``pinecone`` SDK:
+``PineconeSparseVectorStore`` takes only Pinecone's hosted sparse model, one encoding for
+documents and queries, while BM25 weighs the two sides differently."""
 
 from __future__ import annotations
 
@@ -35,28 +32,23 @@ QueryOne = Callable[[str], list[tuple[Document, float]]]
 
 
 class NamespacedSearch(ABC):
-    """What both Pinecone tiers share: each namespace asked for is one call in a daemon thread,
-    all under one deadline ``timeout_s`` (for :meth:`asearch` too, which never blocks the event
-    loop), at most ``max_in_flight`` of them at once, abandoned ones included. ``namespaces=None``
-    searches every non-empty namespace the index holds (one more call). Hits are merged by score,
-    an id found twice kept once at its best; ``metadata["namespace"]`` names where it was found.
-    The SDK retries HTTP 5xx itself (about 8 s in all), never 429; a call past the deadline is
-    abandoned, not stopped.
-
-    The index (or store) is given as a handle, or as a function making it on first search (so
-    that building a tier does no network I/O; a failing function is called again next time).
-    """
+    """Each namespace is one call in a daemon thread, all under one deadline ``timeout_s`` (the
+    SDK retries 5xx itself, about 8 s, never 429; a call past it is abandoned, not stopped), at
+    most ``max_in_flight`` at once; ``namespaces=None`` is every non-empty one. The index (or
+    store) may be a function making it on first search: building a tier does no I/O."""
 
     needs_vector: bool
 
-    def __init__(self, name: str, timeout_s: float, max_in_flight: int, handle: Any) -> None:
+    def __init__(
+        self, name: str, timeout_s: float, max_in_flight: int, handle: Any, *, made: bool
+    ) -> None:
         if timeout_s <= 0:
             raise ConfigurationError(f"timeout_s must be > 0, but got {timeout_s}")
         self.name = name
         self.timeout_s = timeout_s
         self.call_limit = InFlightLimit(max_in_flight)
-        self._handle = handle if self._is_handle(handle) else None
-        self._make: Callable[[], Any] | None = None if self._handle is not None else handle
+        self._handle = handle if made else None
+        self._make: Callable[[], Any] | None = None if made else handle
         self._lock = threading.Lock()
 
     def _connected(self) -> Any:
@@ -68,9 +60,7 @@ class NamespacedSearch(ABC):
             return self._handle
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``request.k`` hits over the request's namespaces, best first; Pinecone's
-        failures raise :class:`PineconeTierError` (:class:`PineconeTimeoutError` past the
-        deadline)."""
+        """At most ``k`` hits, best first, each id once; ``PineconeTierError`` on a failure."""
         query, limit = self._query(request), self.call_limit
         deadline = time.monotonic() + self.timeout_s
         namespaces = request.namespaces
@@ -99,6 +89,10 @@ class NamespacedSearch(ABC):
         results = [(ns, await limit.await_(c, deadline, self.timeout_s, ns)) for ns, c in calls]
         return merge_hits(results, request.k)
 
+    def _index(self) -> Any:
+        """The ``pinecone`` data-plane index."""
+        return self._connected()
+
     def _list_namespaces(self) -> list[str]:
         """Non-empty namespaces, ragtiller's own left out."""
         stats = self._index().describe_index_stats()
@@ -107,15 +101,6 @@ class NamespacedSearch(ABC):
             for name, s in stats.namespaces.items()
             if s.vector_count and not name.startswith(RESERVED_NAMESPACE_PREFIX)
         ]
-
-    @staticmethod
-    @abstractmethod
-    def _is_handle(handle: Any) -> bool:
-        """Whether ``handle`` is the index (or store) itself, not a function making it."""
-
-    @abstractmethod
-    def _index(self) -> Any:
-        """The ``pinecone`` data-plane index."""
 
     @abstractmethod
     def _query(self, request: SearchRequest) -> QueryOne:
@@ -151,13 +136,8 @@ def _check_k(k: int) -> int:
 
 
 class PineconeTier(NamespacedSearch):
-    """The dense tier served by a Pinecone index (cosine) through a ``PineconeVectorStore``.
-
-    One query per namespace (``similarity_search_by_vector_with_score``); cosine scores of one
-    index share one scale, so namespaces merge by score. Hits: the vector id (the chunk id, see
-    ``upsert_chunks``), its ``text`` metadata (langchain-pinecone skips matches without), and
-    ``doc_id`` / ``parent_id`` / ``source`` from metadata. ``filter`` is the portable filter
-    (:mod:`ragtiller.core.filters`), sent as ``$eq`` / ``$in``.
+    """The dense tier served by a Pinecone index (cosine, one scale for every namespace) through
+    a ``PineconeVectorStore``; ``filter`` is the portable filter, sent as ``$eq`` / ``$in``.
 
     Example:
         >>> def connect():  # called on the first search, not here
@@ -177,15 +157,11 @@ class PineconeTier(NamespacedSearch):
         timeout_s: float = 5.0,
         max_in_flight: int = 16,
     ) -> None:
-        super().__init__(name, timeout_s, max_in_flight, store)
-
-    @staticmethod
-    def _is_handle(handle: Any) -> bool:
-        return isinstance(handle, VectorStore)
+        made = isinstance(store, VectorStore)
+        super().__init__(name, timeout_s, max_in_flight, store, made=made)
 
     def vector_store(self) -> PineconeVectorStore:
-        """The vector store, made on first use (a method: reading attributes never connects);
-        a tier without credentials raises ``TierUnavailable``."""
+        """The store, made on first use (a method: reading attributes never connects)."""
         store: PineconeVectorStore = self._connected()
         return store
 
@@ -207,14 +183,10 @@ class PineconeTier(NamespacedSearch):
 
 
 class PineconeLexicalTier(NamespacedSearch):
-    """The lexical tier served by a Pinecone sparse index (``dotproduct``) of BM25 vectors.
-
-    A query is analysed as the embedded tier analyses it and encoded into IDF weights with the
-    corpus statistics ``upsert_lexical`` stored in the index; the documents there carry their
-    term-frequency weights, so Pinecone's dot product is the BM25 score bm25s gives. Only chunks
-    sharing a term with the query are hits. The statistics are fetched on the first search and
-    their version checked again once ``stats_ttl_s`` has passed, so a re-ingest reaches every
-    replica within that time. ``clock``: monotonic seconds.
+    """The lexical tier served by a Pinecone sparse index (``dotproduct``) of BM25 vectors: a
+    query is encoded with the statistics ``upsert_lexical`` stored, so the dot product is the
+    BM25 score bm25s gives. The statistics' version is checked again once ``stats_ttl_s`` has
+    passed: a re-ingest reaches every replica within that time.
 
     Example:
         >>> def connect():  # called on the first search, not here
@@ -236,7 +208,7 @@ class PineconeLexicalTier(NamespacedSearch):
         stats_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(name, timeout_s, max_in_flight, index)
+        super().__init__(name, timeout_s, max_in_flight, index, made=hasattr(index, "query"))
         if stats_ttl_s <= 0:
             raise ConfigurationError(f"stats_ttl_s must be > 0, but got {stats_ttl_s}")
         self.stats_ttl_s = stats_ttl_s
@@ -244,21 +216,13 @@ class PineconeLexicalTier(NamespacedSearch):
         self._encoder: tuple[str, BM25SparseEncoder] | None = None
         self._checked_at = 0.0
 
-    @staticmethod
-    def _is_handle(handle: Any) -> bool:
-        return hasattr(handle, "query")
-
     @property
     def index(self) -> Any:
         """The ``pinecone`` index handle, made on first use when given a function."""
         return self._connected()
 
-    def _index(self) -> Any:
-        return self.index
-
     def encoder(self) -> BM25SparseEncoder:
-        """The query encoder for the index's current statistics (fetched, or re-checked when
-        due); ``TierUnavailable("no-statistics")`` when the index holds none yet."""
+        """The query encoder for the index's current statistics, fetched or re-checked."""
         index = self.index
         with self._lock:
             now = self._clock()

@@ -176,15 +176,12 @@ class QuotaLedger(ABC):
     ) -> SpendResult:
         """Spend ``n`` units if all of them fit (under any :func:`spend_caps` in force, and in
         ``tenant``'s own budget under a per-tenant limit); never part of them."""
-        counters = self._counters([resource], tenant)
-        _check_n(n)
-        try:
-            spent, left = await self._achange(counters, n, self.window())
-        except StoreUnavailableError as e:
-            logger.warning(
-                "quota store unavailable; refusing %d %s (fail closed): %s", n, resource, e
-            )
+        counters = self._counters([resource], tenant, n)
+        failed = "quota store unavailable; refusing %d %s (fail closed): %s"
+        done = await self._change(counters, n, failed, n, resource)
+        if done is None:
             return SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
+        spent, left = done
         lowest = min(left)
         budget: Budget = "tenant" if len(left) == 2 and left[1] == lowest else "shared"
         return SpendResult(spent, lowest, None if spent else "quota", budget)
@@ -192,21 +189,18 @@ class QuotaLedger(ABC):
     async def arefund(self, resource: str, n: int = 1, *, tenant: str | None = None) -> None:
         """Give back up to ``n`` units spent today (to ``tenant``'s own budget too); a store
         failure is logged, and the units stay spent."""
-        counters = self._counters([resource], tenant)
-        _check_n(n)
-        try:
-            await self._achange(counters, -n, self.window())
-        except StoreUnavailableError as e:
-            logger.warning("quota store unavailable; refund of %d %s lost: %s", n, resource, e)
+        counters = self._counters([resource], tenant, n)
+        await self._change(
+            counters, -n, "quota store unavailable; refund of %d %s lost: %s", n, resource
+        )
 
     async def aremaining(self, resource: str, *, tenant: str | None = None) -> int:
         """Units ``tenant`` (or anyone) could still spend today; 0 when the store failed."""
         counters = self._counters([resource], tenant)
-        try:
-            return min((await self._achange(counters, 0, self.window()))[1])
-        except StoreUnavailableError as e:
-            logger.warning("quota store unavailable; reporting 0 %s left: %s", resource, e)
-            return 0
+        done = await self._change(
+            counters, 0, "quota store unavailable; reporting 0 %s left: %s", resource
+        )
+        return 0 if done is None else min(done[1])
 
     async def asnapshot(
         self, resources: Iterable[str] | None = None, *, tenant: str | None = None
@@ -223,18 +217,13 @@ class QuotaLedger(ABC):
         """
         names = tuple(self.limits if resources is None else dict.fromkeys(resources))
         counters = self._counters(names, tenant)
-        available = True
-        try:
-            left = (await self._achange(counters, 0, self.window()))[1] if counters else []
-        except StoreUnavailableError as e:
-            logger.warning(
-                "quota store unavailable; reporting 0 left of %s: %s", ", ".join(names), e
-            )
-            left, available = [0] * len(counters), False
+        failed = "quota store unavailable; reporting 0 left of %s: %s"
+        done = await self._change(counters, 0, failed, ", ".join(names)) if counters else (True, [])
+        left = [0] * len(counters) if done is None else done[1]
         read = list(zip(counters, left, strict=True))
         return QuotaSnapshot(
             {r: n for ((r, owner), _), n in read if owner is None},
-            available,
+            done is not None,
             {r: n for ((r, owner), _), n in read if owner is not None},
         )
 
@@ -245,9 +234,11 @@ class QuotaLedger(ABC):
         """Release connections this ledger opened, the asyncio ones included."""
         self.close()
 
-    def _counters(self, resources: Iterable[str], tenant: str | None) -> list[tuple[Counter, int]]:
+    def _counters(
+        self, resources: Iterable[str], tenant: str | None, n: int = 1
+    ) -> list[tuple[Counter, int]]:
         """Each resource's shared counter, then ``tenant``'s own when a per-tenant limit (the
-        ledger's or a cap) applies to it, each with the limit that holds."""
+        ledger's or a cap) applies to it, each with the limit that holds; ``n`` is checked."""
         caps, tenant_caps = _caps.get()
         counters: list[tuple[Counter, int]] = []
         for resource in resources:
@@ -255,7 +246,20 @@ class QuotaLedger(ABC):
             own = min(self.tenant_limits.get(resource, INF), tenant_caps.get(resource, INF))
             if tenant is not None and own < INF:
                 counters.append(((resource, tenant), own))
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an int >= 1, but got {n!r}")
         return counters
+
+    async def _change(
+        self, counters: Sequence[tuple[Counter, int]], n: int, failed: str, *args: object
+    ) -> tuple[bool, list[int]] | None:
+        """:meth:`_achange` in the current window; None (logged as ``failed``) when the store
+        failed."""
+        try:
+            return await self._achange(counters, n, self.window())
+        except StoreUnavailableError as e:
+            logger.warning(failed, *args, e)
+            return None
 
     @abstractmethod
     async def _achange(
@@ -265,11 +269,6 @@ class QuotaLedger(ABC):
         limit (then to none), ``n < 0`` takes ``-n`` from each (never below 0), 0 only reads.
         Returns whether it spent, and the units left of each counter (raises
         ``StoreUnavailableError`` when the store failed)."""
-
-
-def _check_n(n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, but got {n!r}")
 
 
 class MemoryQuotaLedger(QuotaLedger):

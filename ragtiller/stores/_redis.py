@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import math
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -170,38 +171,32 @@ class RedisConnection:
                 "this Redis store has only an asyncio client; "
                 "pass client= or url= to use its sync methods"
             )
-        self._admit()
-        try:
-            result = fn(self._client)
-        except self._errors as e:
-            raise self._failure(e) from e
-        except BaseException:
-            self.breaker.abandoned()  # a cancellation or a bug says nothing about Redis
-            raise
-        self.breaker.succeeded()
-        return result
+        with self._guarded():
+            return fn(self._client)
 
     async def acall(self, fn: Callable[[redis.asyncio.Redis], Awaitable[T]]) -> T:
         """``await fn`` with the running loop's asyncio client, through the breaker."""
         client = self.async_client()
-        self._admit()
-        try:
-            result = await fn(client)
-        except self._errors as e:
-            raise self._failure(e) from e
-        except BaseException:
-            self.breaker.abandoned()  # a cancellation or a bug says nothing about Redis
-            raise
-        self.breaker.succeeded()
-        return result
+        with self._guarded():
+            return await fn(client)
 
-    def _admit(self) -> None:
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Admit a call through the breaker, and tell it how the call ended."""
         if not self.breaker.admit():
             snap = self.breaker.snapshot()
             raise StoreUnavailableError(
                 f"Redis circuit open after {snap.consecutive_failures} consecutive failures; "
                 f"not called (next probe in {snap.retry_in_s:.2f} s)"
             )
+        try:
+            yield
+        except self._errors as e:
+            raise self._failure(e) from e
+        except BaseException:
+            self.breaker.abandoned()  # a cancellation or a bug says nothing about Redis
+            raise
+        self.breaker.succeeded()
 
     def _failure(self, error: BaseException) -> StoreUnavailableError:
         """Tell the breaker how a call ended: a connection error or timeout is a failure, an

@@ -1,26 +1,11 @@
 """The embedder contract: what every embedder must do for an index built with it to be searched.
 
-Subclass :class:`EmbedderContract` in your tests and give it a ``make_embedder`` fixture: a
-function of no arguments that returns a new embedder of yours, made the same way each time::
-
-    from ragtiller.testing import EmbedderContract
-
-    class TestMyEmbedder(EmbedderContract):
-        min_batch_cosine = 0.99  # if your model's vectors move a little with their batch
-
-        @pytest.fixture
-        def make_embedder(self):
-            return lambda: MyEmbeddings(model="my-model")
-
-The contract is the one ragtiller's own embedders pass: every vector has the dimension the index
-records (:func:`ragtiller.models.embedder_identity`), as a list of finite floats, whatever the
-text (empty, blank, emoji, other scripts, far longer than the model reads); a text with words
-gets a non-zero vector; an empty batch is an empty list; a batch keeps its order, and a text's
-vector does not depend on its neighbours (to ``min_batch_cosine``); the same call answers the
-same (to ``atol``) twice, from a second embedder made alike, from threads at once, and from the
-async twins; a query finds its own text first. An embedder that embeds queries unlike documents
-(an instruction prefix, an ``input_type``) sets ``symmetric = False``, which skips the check
-that ``embed_query(t)`` is ``embed_documents([t])[0]``.
+Every vector has the dimension the index records, as a list of finite floats, whatever the text;
+a text with words gets a non-zero vector; an empty batch is an empty list; a batch keeps its
+order and no text's vector depends on its neighbours (to ``min_batch_cosine``); the same call
+answers the same (to ``atol``) twice, from a second embedder, from threads and from the async
+twins; a query finds its own text first. ``symmetric = False`` (an instruction prefix, an
+``input_type``) skips the check that ``embed_query(t)`` is ``embed_documents([t])[0]``.
 """
 
 from __future__ import annotations
@@ -37,6 +22,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.models import embedder_identity
+from ragtiller.testing._fixtures import required
 
 EmbedderFactory = Callable[[], Embeddings]
 """What ``make_embedder`` returns: a function that makes a new embedder, the same way each time."""
@@ -86,10 +72,7 @@ class EmbedderContract:
     symmetric: ClassVar[bool] = True
     """Whether ``embed_query(t)`` is meant to equal ``embed_documents([t])[0]``."""
 
-    @pytest.fixture
-    def make_embedder(self) -> EmbedderFactory:
-        """Override: return a function that makes a new embedder of yours."""
-        raise NotImplementedError("define a make_embedder fixture in your EmbedderContract")
+    make_embedder = required("make_embedder", "EmbedderContract")
 
     @pytest.fixture
     def embedder(self, make_embedder: EmbedderFactory) -> Embeddings:

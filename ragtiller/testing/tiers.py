@@ -1,27 +1,9 @@
 """The tier contract: what every tier must do for the graph to fuse it safely.
 
-Subclass :class:`TierContract` in your tests and give it a ``make_tier`` fixture: a function
-that takes Documents and returns your tier holding exactly them (embedded with the
-``contract_embedder`` fixture, when your tier reads vectors)::
-
-    from ragtiller.adapters import VectorStoreTier
-    from ragtiller.testing import TierContract
-
-    class TestMyStore(TierContract):
-        @pytest.fixture
-        def make_tier(self, contract_embedder):
-            def make(docs):
-                store = MyStore(embedding=contract_embedder)
-                store.add_documents(docs, ids=[d.id for d in docs])
-                return VectorStoreTier(store, name="mine")
-            return make
-
-The contract is the one ragtiller's own tiers pass: k caps the hits, best first; a document's
-own text finds it first; namespaces and metadata filters (equality, membership, and the
-tenant) are never crossed; hit fields come from metadata; ``asearch`` answers as ``search``.
-A tier that reads vectors must also return everything in scope when k is large; a lexical one
-returns only documents sharing a term with the query, so the sets it returns are only checked
-to be inside the scope.
+k caps the hits, best first; a document's own text finds it first; namespaces and metadata
+filters (equality, membership, the tenant) are never crossed; hit fields come from metadata;
+``asearch`` answers as ``search``. A tier that reads vectors also returns everything in scope
+when k is large; a lexical one only documents sharing a term with the query.
 """
 
 from __future__ import annotations
@@ -36,58 +18,47 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.testing._fixtures import required
 
 TierFactory = Callable[[Sequence[Document]], Tier]
 """What ``make_tier`` returns: Documents in, a tier holding exactly them out."""
 CONTRACT_DIM = 64
 
 
-def doc(id: str, text: str, namespace: str | None = "default", **metadata: Any) -> Document:
-    """A contract document: ``doc_id`` ``doc-<id>`` and ``source`` ``<id>.md``, plus ``metadata``."""
-    md: dict[str, Any] = {"source": f"{id}.md", "doc_id": f"doc-{id}", **metadata}
-    if namespace is not None:
-        md["namespace"] = namespace
-    return Document(id=id, page_content=text, metadata=md)
+CORPUS = (  # id, text, namespace, color, tenant, parent_id
+    ("t1", "cancel a running task before it finishes", "default", "red", "acme", "p1"),
+    (
+        "t2",
+        "a cancelled task raises CancelledError in its awaiter",
+        "default",
+        "blue",
+        "acme",
+        "p1",
+    ),
+    ("t3", "wait_for applies a timeout to an awaitable", "default", "red", "globex", None),
+    ("l1", "the event loop runs callbacks and coroutines", "default", "blue", "globex", None),
+    ("l2", "a loop policy creates new event loops", "default", "green", "acme", None),
+    ("s1", "stream readers read bytes from sockets", "default", "green", None, None),
+    ("bare", "a bare note about threads and locks", None, None, None, None),
+    ("q1", "queue put blocks while the queue is full", "api", "red", "acme", None),
+    ("q2", "queue get blocks while the queue is empty", "api", "blue", "globex", None),
+    ("o1", "queue put blocks while the queue is full", "other", None, "acme", None),
+)
+"""Ten documents in three namespaces, two tenants (and none), three colours; one bare."""
 
 
 def contract_corpus() -> list[Document]:
-    """Ten documents in three namespaces, two tenants (and none), three colours; one bare."""
-    return [
-        doc(
-            "t1",
-            "cancel a running task before it finishes",
-            color="red",
-            tenant="acme",
-            parent_id="p1",
-        ),
-        doc(
-            "t2",
-            "a cancelled task raises CancelledError in its awaiter",
-            color="blue",
-            tenant="acme",
-            parent_id="p1",
-        ),
-        doc("t3", "wait_for applies a timeout to an awaitable", color="red", tenant="globex"),
-        doc("l1", "the event loop runs callbacks and coroutines", color="blue", tenant="globex"),
-        doc("l2", "a loop policy creates new event loops", color="green", tenant="acme"),
-        doc("s1", "stream readers read bytes from sockets", color="green"),
-        Document(id="bare", page_content="a bare note about threads and locks"),
-        doc(
-            "q1",
-            "queue put blocks while the queue is full",
-            namespace="api",
-            color="red",
-            tenant="acme",
-        ),
-        doc(
-            "q2",
-            "queue get blocks while the queue is empty",
-            namespace="api",
-            color="blue",
-            tenant="globex",
-        ),
-        doc("o1", "queue put blocks while the queue is full", namespace="other", tenant="acme"),
-    ]
+    """The :data:`CORPUS` documents: ``doc_id`` ``doc-<id>``, ``source`` ``<id>.md`` (the bare
+    one has no metadata at all)."""
+    docs = []
+    for id, text, namespace, *values in CORPUS:
+        if namespace is None:
+            docs.append(Document(id=id, page_content=text))
+            continue
+        named = zip(("color", "tenant", "parent_id"), values, strict=True)
+        md = {"source": f"{id}.md", "doc_id": f"doc-{id}", **{k: v for k, v in named if v}}
+        docs.append(Document(id=id, page_content=text, metadata={**md, "namespace": namespace}))
+    return docs
 
 
 def _namespace(d: Document) -> str:
@@ -125,10 +96,7 @@ class TierContract:
 
         return HashingEmbedder(dim=CONTRACT_DIM)
 
-    @pytest.fixture
-    def make_tier(self) -> TierFactory:
-        """Override: return a function from Documents to your tier holding exactly them."""
-        raise NotImplementedError("define a make_tier fixture in your TierContract subclass")
+    make_tier = required("make_tier", "TierContract")
 
     @pytest.fixture
     def tier(self, make_tier: TierFactory) -> Tier:
