@@ -103,9 +103,9 @@ def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) 
     """``ingest --pinecone``: read, chunk, embed and upsert, batch by batch, resumable."""
     from ragtiller.errors import ConfigurationError
     from ragtiller.ingest import SQLiteRecordManager
-    from ragtiller.pinecone.calls import require_langchain_pinecone
     from ragtiller.pinecone.env import HOST_ENV, INDEX_ENV, PineconeIndexSettings
-    from ragtiller.pinecone.index_sync import ingest_to_pinecone
+    from ragtiller.pinecone.tiers import require_langchain_pinecone
+    from ragtiller.pinecone.upsert import ingest_to_pinecone
 
     if args.records is None:
         raise ConfigurationError(

@@ -1,9 +1,5 @@
-"""Pinecone tiers configured from the environment: the key as a ``SecretStr``, hosts or names.
-
-No network I/O happens here: the client and index handle are made on the first search. A host
-(the index's data-plane host, shown by ``describe_index``) is preferred: no control-plane call
-is ever made; with only a name, the host is looked up on the first search.
-"""
+"""Pinecone tiers configured from the environment (the key as a ``SecretStr``), with no I/O
+until the first search; a host is preferred to a name, which costs a control-plane lookup."""
 
 from __future__ import annotations
 
@@ -16,8 +12,12 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from ragtiller.errors import ConfigurationError, TierUnavailable
-from ragtiller.pinecone.calls import require_langchain_pinecone
-from ragtiller.pinecone.tiers import TEXT_KEY, PineconeLexicalTier, PineconeTier
+from ragtiller.pinecone.tiers import (
+    TEXT_KEY,
+    PineconeLexicalTier,
+    PineconeTier,
+    require_langchain_pinecone,
+)
 
 if TYPE_CHECKING:
     from langchain_pinecone import PineconeVectorStore
@@ -91,17 +91,13 @@ def pinecone_tier_from_env(
         ...
         ragtiller.errors.TierUnavailable: Pinecone tier 'dense': set PINECONE_API_KEY ...
     """
-    settings = PineconeIndexSettings.from_env(env, host_env=HOST_ENV, index_env=INDEX_ENV)
-    if settings is None:
-        return PineconeTier(
-            _no_credentials(name, HOST_ENV, INDEX_ENV), name=name, timeout_s=timeout_s
-        )
-    require_langchain_pinecone()
+    connect = _connector(env, name, HOST_ENV, INDEX_ENV)
 
     def make_store() -> PineconeVectorStore:
+        index = connect()
         from langchain_pinecone import PineconeVectorStore
 
-        return PineconeVectorStore(index=settings.connect(), embedding=embedder, text_key=TEXT_KEY)
+        return PineconeVectorStore(index=index, embedding=embedder, text_key=TEXT_KEY)
 
     return PineconeTier(make_store, name=name, timeout_s=timeout_s)
 
@@ -124,18 +120,19 @@ def pinecone_lexical_tier_from_env(
         ...
         ragtiller.errors.TierUnavailable: Pinecone tier 'lexical': set PINECONE_API_KEY ...
     """
-    settings = PineconeIndexSettings.from_env(
-        env, host_env=SPARSE_HOST_ENV, index_env=SPARSE_INDEX_ENV
-    )
-    if settings is None:
-        connect = _no_credentials(name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV)
-        return PineconeLexicalTier(connect, name=name, timeout_s=timeout_s)
-    require_langchain_pinecone()
-    return PineconeLexicalTier(settings.connect, name=name, timeout_s=timeout_s)
+    connect = _connector(env, name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV)
+    return PineconeLexicalTier(connect, name=name, timeout_s=timeout_s)
 
 
-def _no_credentials(name: str, host_env: str, index_env: str) -> Callable[[], NoReturn]:
-    """A connect function for a tier without a key: it raises ``TierUnavailable``."""
+def _connector(
+    env: Mapping[str, str], name: str, host_env: str, index_env: str
+) -> Callable[[], Any]:
+    """How tier ``name`` connects: the settings' ``connect``, or without a key a function that
+    raises ``TierUnavailable("no-credentials")``."""
+    settings = PineconeIndexSettings.from_env(env, host_env=host_env, index_env=index_env)
+    if settings is not None:
+        require_langchain_pinecone()
+        return settings.connect
     logger.info("tier %r: %s is not set; the Pinecone tier is skipped", name, API_KEY_ENV)
     message = (
         f"Pinecone tier {name!r}: set {API_KEY_ENV} (and {host_env} or {index_env}) to search "

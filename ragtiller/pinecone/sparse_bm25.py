@@ -1,11 +1,6 @@
-"""BM25 as sparse vectors, and the corpus statistics they are encoded with, kept in the index.
-
-A dot product is BM25 when a document carries, per term, ``tfc(tf, dl, avgdl)`` and the query
-``count x idf(df, N)``, both analysed as the embedded tier analyses text, with one
-:class:`BM25Stats`. Those live in a reserved namespace of the sparse index, so every replica
-reads the same: a header naming the version, and parts of the term table (40 KB of metadata a
-record). A write stores the parts, switches the header, then deletes the old parts, so a reader
-never sees a mix.
+"""BM25 as sparse vectors (documents carry ``tfc(tf, dl, avgdl)``, queries ``count x idf``:
+their dot product is BM25), and the statistics they share, kept in a reserved namespace of the
+index so every replica reads the same; parts first, then the header: a reader never sees a mix.
 """
 
 from __future__ import annotations
@@ -23,8 +18,9 @@ from typing_extensions import TypedDict
 
 from ragtiller.errors import ConfigurationError
 from ragtiller.index.lexical import LexicalConfig, analyze
-from ragtiller.pinecone.calls import RESERVED_NAMESPACE_PREFIX
 
+RESERVED_NAMESPACE_PREFIX = "__ragtiller"
+"""Namespaces ragtiller keeps for itself (the BM25 statistics); never searched as a route's."""
 SPARSE_METHODS = ("lucene", "robertson", "atire")
 """BM25 variants a dot product reproduces (bm25l and bm25+ score documents without the term)."""
 IDF: dict[str, Callable[[int, int], float]] = {

@@ -1,29 +1,35 @@
-"""The ingest door to Pinecone: chunks upserted with stable ids, in batches, per namespace.
-
-Dense vectors go to the dense index (:func:`upsert_chunks`); BM25 sparse vectors and their
-corpus statistics to the sparse index (:func:`upsert_lexical`). See ``docs/pinecone.md``.
-"""
+"""The ingest doors to Pinecone: chunks upserted with stable ids, in batches, per namespace, or
+synced (only what changed since the last sync) from an index or sources (``docs/pinecone.md``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.indexing import RecordManager
 
+from ragtiller.core.filters import DEFAULT_NAMESPACE
 from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import ConfigurationError, IngestError, TierUnavailable
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig, indexed_text
 from ragtiller.index.records import namespace_of
+from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
+from ragtiller.ingest.chunking import ModelWindow
+from ragtiller.ingest.progress import STORE_STAGES, IngestProgress
+from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source
+from ragtiller.ingest.store_sync import Cleanup, SyncResult, identity_of, sync_vector_store
+from ragtiller.ingest.to_store import chunk_sources
 from ragtiller.models.batch_embedding import embed_texts
+from ragtiller.models.embedders import embedder_identity
 from ragtiller.pinecone.sparse_bm25 import BM25SparseEncoder, BM25Stats, write_stats
 from ragtiller.pinecone.tiers import TEXT_KEY, PineconeLexicalTier, PineconeTier
 
@@ -52,15 +58,8 @@ def upsert_chunks(
     retry: RetryPolicy = UPSERT_RETRY,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, int]:
-    """Upsert chunks into the dense index (a store, or a :class:`PineconeTier`'s) and return
-    the vectors written per namespace.
-
-    An :class:`EmbeddedIndex` (or its store) brings its chunks and vectors; Documents need
-    ``vectors`` or an ``embedder`` (default: the store's). The id is the chunk id (else
-    ``sha256(source, text)``), so upserting again replaces; metadata is the chunk's plus
-    ``text`` and ``namespace``, None values left out (Pinecone rejects nulls). ``namespace``
-    overrides each chunk's. A batch that fails raises ``IngestError``; the batches before it
-    were stored, and running again is safe.
+    """Upsert an index's chunks and vectors (or Documents with ``vectors`` or an ``embedder``)
+    into the dense index under their chunk ids, so running again replaces; vectors per namespace.
     """
     _check_batch_size(batch_size)
     try:
@@ -83,16 +82,9 @@ def upsert_lexical(
     retry: RetryPolicy = UPSERT_RETRY,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, int]:
-    """Upsert BM25 sparse vectors of ``chunks`` into the sparse index (a ``pinecone`` Index, or
-    a :class:`PineconeLexicalTier`'s), then their statistics; return the vectors per namespace.
-
-    The statistics count all of ``chunks`` (pass the whole corpus: each call replaces them), as
-    bm25s counts all its chunks; ``only_ids`` sends only those vectors after an incremental
-    change (the others keep weights of the previous average length). A chunk is indexed as the
-    embedded tier indexes it (``indexed_text``); one with no term left is not sent. Vectors are
-    written before the statistics, so a search meanwhile encodes with the previous ones. The
-    rest is :func:`upsert_chunks`'s; ``config`` defaults to the embedded index's.
-    """
+    """Upsert BM25 sparse vectors of ``chunks`` (the whole corpus: the statistics count all of
+    it; ``only_ids``: send only those vectors), then their statistics, which a search meanwhile
+    still reads the previous of; vectors per namespace."""
     _check_batch_size(batch_size)
     try:
         index = target.index if isinstance(target, PineconeLexicalTier) else target
@@ -237,3 +229,72 @@ def _upsert_batch(
                 ) from e
             sleep(retry.delay(attempt))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def sync_to_pinecone(
+    chunks: EmbeddedIndex | Sequence[Document],
+    store: PineconeVectorStore,
+    record_manager: RecordManager,
+    *,
+    cleanup: Cleanup = "incremental",
+    batch_size: int = 100,
+    concurrency: int = 1,
+    progress: IngestProgress | None = None,
+) -> SyncResult:
+    """Upsert the chunks changed since the last sync (``record_manager`` remembers) and delete
+    stale ids, under the embedded tiers' chunk ids, embedded by the store's embedder."""
+    documents = chunks.documents() if isinstance(chunks, EmbeddedIndex) else list(chunks)
+    cleaned = [
+        Document(id=d.id, page_content=d.page_content, metadata=pinecone_metadata(d.id, d.metadata))
+        for d in documents
+    ]
+    if store.embeddings is None:
+        raise IngestError("the Pinecone store has no embedding; pass embedding= when making it")
+    name, dimension = embedder_identity(store.embeddings)
+    return sync_vector_store(
+        cleaned,
+        record_manager=record_manager,
+        vector_store=store,
+        embedder_identity=identity_of(name, dimension),
+        cleanup=cleanup,
+        namespaced=True,
+        batch_size=batch_size,
+        write_kwargs={"async_req": False},
+        concurrency=concurrency,
+        progress=progress,
+    )
+
+
+def ingest_to_pinecone(
+    sources: Iterable[Source],
+    store: PineconeVectorStore,
+    record_manager: RecordManager,
+    *,
+    cleanup: Cleanup = "incremental",
+    chunking: ChunkingConfig = DEFAULT_CHUNKING,
+    namespace: str = DEFAULT_NAMESPACE,
+    batch_size: int = 32,
+    concurrency: int = 1,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    progress: bool = True,
+) -> SyncResult:
+    """Read, chunk, embed (with the store's embedder, e.g. an embedding service) and sync
+    ``sources``; each batch is recorded once stored, so a run killed midway resumes."""
+    with IngestProgress(enabled=progress, stages=STORE_STAGES) as bar:
+        chunks = chunk_sources(
+            sources,
+            chunking=chunking,
+            namespace=namespace,
+            max_file_bytes=max_file_bytes,
+            progress=bar,
+            window=ModelWindow.of(store.embeddings),
+        )
+        return sync_to_pinecone(
+            chunks,
+            store,
+            record_manager,
+            cleanup=cleanup,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            progress=bar,
+        )

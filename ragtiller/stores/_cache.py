@@ -26,9 +26,8 @@ Accept = Callable[[Any], bool]
 
 
 def cache_key(*parts: str) -> str:
-    """A SHA-256 key of ``parts``, each casefolded with its whitespace collapsed, so no query
-    text reaches the store. ``surrogatepass`` encodes a lone surrogate (an undecodable byte
-    from argv) as its own bytes: two different normalized texts never share a key.
+    """A SHA-256 key of ``parts`` casefolded, whitespace collapsed: no query text reaches the
+    store, and (``surrogatepass``) two different normalized texts never share a key.
 
     Example:
         >>> a = cache_key("step-back", "  How do I   START? ")
@@ -85,12 +84,8 @@ def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled |
 
 
 class Cache(ABC):
-    """TTL cache of JSON-serialisable values (a tuple comes back a list), with single-flight.
-
-    A store failure never raises: reads miss and writes are dropped, logged on the
-    ``ragtiller.stores`` logger. :meth:`aget` cannot tell a cached ``None`` from a miss;
-    :meth:`aget_or_compute` can. Tasks of one event loop share computations; tasks of two loops
-    missing one key at once compute twice.
+    """TTL cache of JSON values (a tuple comes back a list), single-flight per event loop; a
+    store failure never raises (reads miss, writes are dropped, logged).
 
     Example:
         >>> import asyncio
@@ -132,15 +127,11 @@ class Cache(ABC):
         *,
         accept: Accept | None = None,
     ) -> tuple[T, bool]:
-        """The cached value of ``key``, or ``await compute()`` cached for ``ttl_s`` seconds, and
-        whether it came from the cache (or another caller's computation).
-
-        Tasks of one loop missing the key at once wait for ONE computation; its exception
-        reaches them all and nothing is cached. A value ``accept`` refuses is a miss. The
-        computation runs in its own task (cancelling the caller that started it does not cancel
-        it for the others), in that caller's context, so an enclosing
-        :func:`ragtiller.core.bulkhead.within` deadline bounds its waits.
-        """
+        """The cached value of ``key`` (``accept`` refusing it: a miss), or ``await compute()``
+        cached for ``ttl_s`` s, and whether it came from the cache or another caller. Misses at
+        once share ONE computation (its exception reaches all, nothing cached), in a task of its
+        own (cancelling its first caller spares the others) in that caller's context (its
+        deadline bounds the waits)."""
         check_ttl(ttl_s)
         found = await self._alookup(key, accept)
         if found is not None:
@@ -216,8 +207,7 @@ class Cache(ABC):
 
 
 class MemoryCache(Cache):
-    """A cache for one process: JSON texts (values behave as with :class:`RedisCache`), dropped
-    when read expired; past ``max_entries`` the oldest is evicted. ``clock``: monotonic seconds.
+    """A cache for one process, of JSON texts as in Redis; past ``max_entries``, the oldest goes.
 
     Example:
         >>> import asyncio

@@ -64,16 +64,12 @@ def _bounded(key: str, raw: bytes | str | None) -> str | None:
 
 
 class RedisCache(RedisBacked, Cache):
-    """A cache shared by every process on the same Redis and prefix.
+    """A cache shared by every process on the same Redis and prefix (``docs/redis.md``).
 
-    An entry lives at ``{prefix}cache:{key}``. Identical misses share one computation: in a
-    process through the base class, across processes through a lock (``SET NX PX`` on
-    ``{prefix}cache-lock:{key}``, cut to ``lock_ttl_s``) while the others poll. A waiter
-    computes anyway after ``lock_wait_s`` or half the time its caller has left (an enclosing
-    :func:`ragtiller.core.bulkhead.within`), so a dead process's lock costs a turn part of its
-    deadline, never more. An entry that is not JSON, refused by ``accept``, longer than
-    :data:`MAX_ENTRY_BYTES` or not a Redis string is a miss. When Redis fails, reads miss,
-    writes are dropped and computing goes on without the lock, all logged.
+    Identical misses across processes share one computation through a lock
+    (``{prefix}cache-lock:{key}``) while the others poll; a waiter computes anyway after
+    ``lock_wait_s`` or half the time its caller has left, so a dead process's lock costs a turn
+    part of its deadline, never more. When Redis fails, computing goes on without the lock.
 
     Example:
         >>> import asyncio

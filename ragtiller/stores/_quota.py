@@ -92,11 +92,8 @@ def _utc_now() -> datetime:
 
 
 class QuotaLedger(ABC):
-    """Daily budgets per resource (``chat_gen``, ``rerank_calls``), and optionally each
-    tenant's own beside them (``tenant_limits``): a tenant's spend takes from both or neither.
-
-    The window is the calendar day in ``timezone``. A store failure never raises: spends fail
-    closed (reason ``quota-store-unavailable``), logged on the ``ragtiller.stores`` logger.
+    """Daily budgets per resource, and optionally each tenant's own beside them: a tenant's
+    spend takes from both or neither. A store failure never raises: spends fail closed.
 
     Example:
         >>> import asyncio
@@ -205,8 +202,7 @@ class QuotaLedger(ABC):
     async def asnapshot(
         self, resources: Iterable[str] | None = None, *, tenant: str | None = None
     ) -> QuotaSnapshot:
-        """What is left of ``resources`` (None: every one), ``tenant``'s own included, in one
-        store round trip, for a gate to read once a turn; never raises on a store failure.
+        """What is left of ``resources`` (None: all), ``tenant``'s own too, in one round trip.
 
         Example:
             >>> import asyncio
@@ -272,8 +268,7 @@ class QuotaLedger(ABC):
 
 
 class MemoryQuotaLedger(QuotaLedger):
-    """A quota ledger for one process: one lock (never held across an ``await``, so tasks of
-    several event loops share it), and only the current window's counters.
+    """A quota ledger for one process: one lock, never held across an ``await``.
 
     Example:
         >>> import asyncio

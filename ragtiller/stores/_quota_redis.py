@@ -68,20 +68,13 @@ counter's candidate days in turn. In the picked day, ``n > 0`` spends (every cou
 
 
 class RedisQuotaLedger(RedisBacked, QuotaLedger):
-    """A quota ledger shared by every replica on the same Redis and prefix.
+    """A quota ledger shared by every replica on the same Redis and prefix (``docs/redis.md``).
 
-    Each resource and day has one counter, ``{prefix}quota:{resource}:{date}``, and each tenant
-    under a per-tenant limit its own, ``{prefix}quota@{tenant as UTF-8 hex}:{resource}:{date}``
-    (hex: any tenant name makes a key of its own); a counter expires ``expiry_slack_s`` after its
-    day. A timeout after the script ran can count units that were not granted: the ledger errs
-    towards spending less than the budget, never more.
-
-    **The day is the store's**: without ``clock=``, the script reads Redis's ``TIME`` and picks
-    its day among yesterday, today and tomorrow by this replica's clock, so replicas with
-    skewed clocks share one day's counter, turning at the store's midnight; a replica more than
-    a day off fails closed. With ``clock=`` (tests, one process), that clock decides the day.
-    A counter that is not a string of digits fails closed (``quota-store-unavailable``, logged
-    with its key) until fixed or deleted; a count beyond the limit is a spent budget.
+    One counter per resource and day, ``{prefix}quota:{resource}:{date}``, and one per tenant
+    under a per-tenant limit, ``{prefix}quota@{tenant as UTF-8 hex}:{resource}:{date}``. The day
+    is the store's (``TIME``), so replicas with skewed clocks share one; with ``clock=``, that
+    clock's. A counter that is not a count fails closed until fixed; a timeout after the script
+    ran errs towards spending less than the budget, never more.
 
     Example:
         >>> import asyncio
@@ -106,9 +99,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        """``aclient`` is never closed here; clients built from ``url`` are, by ``close``. Pass
-        the cache of the same Redis the same ``breaker``, so either's failures spare the other
-        the timeouts."""
+        """Clients built from ``url`` are closed by ``close``; share ``breaker`` with the cache."""
         super().__init__(limits, tenant_limits=tenant_limits, timezone=timezone, clock=clock)
         self._redis = RedisConnection(
             client=None,
@@ -125,9 +116,8 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
 
     def _key(self, counter: Counter, day_id: str) -> str:
         resource, tenant = counter
-        if tenant is None:
-            return f"{self._prefix}quota:{resource}:{day_id}"
-        return f"{self._prefix}quota@{tenant.encode('utf-8', 'surrogatepass').hex()}:{resource}:{day_id}"
+        owner = "" if tenant is None else "@" + tenant.encode("utf-8", "surrogatepass").hex()
+        return f"{self._prefix}quota{owner}:{resource}:{day_id}"
 
     def _days(self) -> tuple[list[Day], list[str | int]]:
         """The candidate days, and the script arguments that pick one."""

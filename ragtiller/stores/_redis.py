@@ -63,13 +63,9 @@ class RedisScript:
 class RedisConnection:
     """The sync and asyncio clients a Redis store talks through, behind a circuit breaker.
 
-    Clients passed in are the caller's, never closed here. Built from ``url``: one sync client
-    for all threads, and an asyncio client per event loop (redis-py binds connections to their
-    loop), closed by :meth:`aclose` in that loop or :meth:`close` from another; a blocking pool,
-    short timeouts, and one immediate retry of a connection error (a pooled connection that
-    died with a restarted server), none of a timeout (a frozen server costs one per call).
-    Connection errors and timeouts are breaker failures; a full pool is :class:`StoreOverloaded`
-    and not counted.
+    Built from ``url`` (clients passed in are the caller's): an asyncio client per event loop
+    (redis-py binds connections to their loop), one retry of a connection error (a connection
+    that died with a restarted server), none of a timeout (a frozen server costs one per call).
     """
 
     def __init__(
@@ -158,11 +154,6 @@ class RedisConnection:
                 aclient = self._build(self._redis.asyncio, self._redis.asyncio.retry)
                 self._aclients[loop] = aclient
         return aclient
-
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach Redis (the breaker is not open); no I/O."""
-        return self.breaker.available
 
     def call(self, fn: Callable[[redis.Redis], T]) -> T:
         """``fn`` with the sync client, through the breaker (``StoreUnavailableError``)."""
@@ -256,7 +247,7 @@ class RedisBacked:
     @property
     def available(self) -> bool:
         """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
-        return self._redis.available
+        return self._redis.breaker.available
 
     @property
     def breaker(self) -> CircuitBreaker:

@@ -7,20 +7,14 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Generic, NoReturn, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import pytest
 
+from ragtiller.stores import Cache, QuotaLedger
+
 T = TypeVar("T")
-
-
-class _Store(Protocol):
-    def close(self) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
-S = TypeVar("S", bound=_Store)
+S = TypeVar("S", bound=Cache | QuotaLedger)
 
 
 class Opened(Generic[S]):

@@ -1,12 +1,5 @@
-"""The embedder contract: what every embedder must do for an index built with it to be searched.
-
-Every vector has the dimension the index records, as a list of finite floats, whatever the text;
-a text with words gets a non-zero vector; an empty batch is an empty list; a batch keeps its
-order and no text's vector depends on its neighbours (to ``min_batch_cosine``); the same call
-answers the same (to ``atol``) twice, from a second embedder, from threads and from the async
-twins; a query finds its own text first. ``symmetric = False`` (an instruction prefix, an
-``input_type``) skips the check that ``embed_query(t)`` is ``embed_documents([t])[0]``.
-"""
+"""The embedder contract: what every embedder must do for an index built with it to be searched
+(``docs/usage.md``)."""
 
 from __future__ import annotations
 
@@ -14,6 +7,7 @@ import asyncio
 import math
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,6 +18,7 @@ from langchain_core.embeddings import Embeddings
 from ragtiller.models import embedder_identity
 from ragtiller.testing._fixtures import required
 
+Matrix = npt.NDArray[np.float64]
 EmbedderFactory = Callable[[], Embeddings]
 """What ``make_embedder`` returns: a function that makes a new embedder, the same way each time."""
 
@@ -50,11 +45,11 @@ ODD_TEXTS: tuple[str, ...] = (
 """Texts an embedder must survive: the right dimension, finite values, no exception."""
 
 
-def _matrix(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
+def _matrix(vectors: Sequence[Sequence[float]]) -> Matrix:
     return np.asarray(vectors, dtype=np.float64)
 
 
-def _cosines(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _cosines(a: Matrix, b: Matrix) -> Matrix:
     """Cosine of every row of ``a`` with every row of ``b``."""
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
@@ -82,7 +77,7 @@ class EmbedderContract:
         return made
 
     @pytest.fixture
-    def reference(self, embedder: Embeddings) -> npt.NDArray[np.float64]:
+    def reference(self, embedder: Embeddings) -> Matrix:
         """``embed_documents(TEXTS)``, the answer the other calls are compared with."""
         return _matrix(embedder.embed_documents(list(TEXTS)))
 
@@ -110,9 +105,7 @@ class EmbedderContract:
         for text in texts:
             self.assert_plain_vectors([embedder.embed_query(text)], 1, dimension)
 
-    def test_a_text_with_words_gets_a_non_zero_vector(
-        self, reference: npt.NDArray[np.float64]
-    ) -> None:
+    def test_a_text_with_words_gets_a_non_zero_vector(self, reference: Matrix) -> None:
         norms = np.linalg.norm(reference, axis=1)
         assert (norms > 0).all(), dict(zip(TEXTS, norms, strict=True))
 
@@ -121,7 +114,7 @@ class EmbedderContract:
         assert asyncio.run(embedder.aembed_documents([])) == []
 
     def test_a_batch_keeps_its_order_and_no_text_depends_on_its_neighbours(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         singles = _matrix([embedder.embed_documents([t])[0] for t in TEXTS])
         backwards = _matrix(embedder.embed_documents(list(TEXTS[::-1])))[::-1]
@@ -137,7 +130,7 @@ class EmbedderContract:
         self,
         embedder: Embeddings,
         make_embedder: EmbedderFactory,
-        reference: npt.NDArray[np.float64],
+        reference: Matrix,
     ) -> None:
         self.assert_same(embedder.embed_documents(list(TEXTS)), reference)
         self.assert_same(make_embedder().embed_documents(list(TEXTS)), reference)
@@ -145,34 +138,23 @@ class EmbedderContract:
         self.assert_same([make_embedder().embed_query(TEXTS[0])], [query])
 
     def test_threads_at_once_answer_as_one_at_a_time(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         queries = [embedder.embed_query(t) for t in TEXTS]
         start = threading.Barrier(4)
-        answers: dict[int, tuple[list[list[float]], list[list[float]]]] = {}
-        errors: list[BaseException] = []
 
-        def run(worker: int) -> None:
+        def run(_: int) -> tuple[list[list[float]], list[list[float]]]:
             start.wait()
-            try:
-                documents = embedder.embed_documents(list(TEXTS))
-                answers[worker] = (documents, [embedder.embed_query(t) for t in TEXTS])
-            except Exception as e:
-                errors.append(e)
+            return embedder.embed_documents(list(TEXTS)), [embedder.embed_query(t) for t in TEXTS]
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
-        assert sorted(answers) == [0, 1, 2, 3]
-        for documents, answered in answers.values():
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(run, range(4)))
+        for documents, answered in answers:
             self.assert_same(documents, reference)
             self.assert_same(answered, queries)
 
     def test_the_async_twins_answer_as_the_sync_calls(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         queries = [embedder.embed_query(t) for t in TEXTS[:3]]
 
@@ -186,7 +168,7 @@ class EmbedderContract:
         self.assert_same(answered, queries)
 
     def test_a_query_is_embedded_as_a_document(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         if not self.symmetric:
             pytest.skip("symmetric = False: this embedder embeds queries unlike documents")
@@ -195,7 +177,7 @@ class EmbedderContract:
         assert agreement.min() >= self.min_batch_cosine, agreement
 
     def test_a_query_finds_its_own_text_first(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         queries = _matrix([embedder.embed_query(t) for t in TEXTS])
         best = _cosines(queries, reference).argmax(axis=1)

@@ -35,17 +35,14 @@ def own(left: int) -> SpendResult:
     return SpendResult(True, left, budget="tenant")
 
 
-class ManualClock:
+class ManualClock(list[datetime]):
     """A wall clock that moves only when told."""
 
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
     def __call__(self) -> datetime:
-        return self.now
+        return self[0]
 
     def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
+        self[0] += timedelta(**delta)
 
 
 class QuotaLedgerContract:
@@ -190,7 +187,7 @@ class QuotaLedgerContract:
 
     @in_loop
     async def test_window_rolls_over_at_utc_midnight(self, ledgers: Opened[QuotaLedger]) -> None:
-        clock = ManualClock(datetime(2026, 6, 16, 23, 59, 59, tzinfo=UTC))
+        clock = ManualClock([datetime(2026, 6, 16, 23, 59, 59, tzinfo=UTC)])
         ledger = ledgers(LIMITS, clock=clock)
 
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
@@ -205,7 +202,7 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         # 04:30 UTC on 10 March is 23:30 on 9 March in New York: the New York day ends at 05:00.
-        clock = ManualClock(datetime(2024, 3, 10, 4, 30, tzinfo=UTC))
+        clock = ManualClock([datetime(2024, 3, 10, 4, 30, tzinfo=UTC)])
         new_york = ledgers(LIMITS, clock=clock, timezone="America/New_York")
         utc = ledgers(LIMITS, clock=clock)
 
@@ -220,7 +217,7 @@ class QuotaLedgerContract:
 
     def test_window_length_follows_daylight_saving_time(self, ledgers: Opened[QuotaLedger]) -> None:
         # New York springs forward on 10 March 2024: that local day lasts 23 hours.
-        clock = ManualClock(datetime(2024, 3, 10, 5, 0, tzinfo=UTC))
+        clock = ManualClock([datetime(2024, 3, 10, 5, 0, tzinfo=UTC)])
         ledger = ledgers(LIMITS, timezone="America/New_York", clock=clock)
         assert ledger.window().id == "2024-03-10"
         assert ledger.window().seconds_left == 23 * 3600

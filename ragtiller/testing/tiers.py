@@ -1,10 +1,4 @@
-"""The tier contract: what every tier must do for the graph to fuse it safely.
-
-k caps the hits, best first; a document's own text finds it first; namespaces and metadata
-filters (equality, membership, the tenant) are never crossed; hit fields come from metadata;
-``asearch`` answers as ``search``. A tier that reads vectors also returns everything in scope
-when k is large; a lexical one only documents sharing a term with the query.
-"""
+"""The tier contract: what every tier must do for the graph to fuse it safely (docs/usage.md)."""
 
 from __future__ import annotations
 
