@@ -11,20 +11,19 @@ import os
 from collections.abc import Mapping
 
 from ragtiller.core.breaker import BreakerSnapshot, BreakerState, CircuitBreaker
-from ragtiller.stores._cache import Cache, MemoryCache, cache_key
-from ragtiller.stores._cache_redis import RedisCache
+from ragtiller.stores._cache import Cache, MemoryCache, RedisCache, cache_key
 from ragtiller.stores._quota import (
     Budget,
     MemoryQuotaLedger,
     QuotaLedger,
     QuotaSnapshot,
     QuotaWindow,
+    RedisQuotaLedger,
     SpendRefusal,
     SpendResult,
     UnknownResourceError,
     spend_caps,
 )
-from ragtiller.stores._quota_redis import RedisQuotaLedger
 
 logger = logging.getLogger("ragtiller.stores")
 

@@ -202,7 +202,6 @@ class CacheContract:
         self, caches: Opened[Cache], cache: Cache
     ) -> None:
         calls: list[int] = []
-
         started = asyncio.Event()
 
         async def compute() -> str:
@@ -227,7 +226,6 @@ class CacheOutageContract:
     never raises; subclass it with a ``make_unreachable_cache`` fixture."""
 
     make_unreachable_cache = required("make_unreachable_cache", "CacheOutageContract")
-
     unreachable_caches = opened("make_unreachable_cache", Cache)
 
     def test_an_unreachable_store_is_a_miss_and_never_raises(

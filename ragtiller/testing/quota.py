@@ -49,13 +49,11 @@ class QuotaLedgerContract:
     """The quota ledger contract as pytest tests; subclass it with a ``make_ledger`` fixture."""
 
     make_ledger = required("make_ledger", "QuotaLedgerContract")
-
     ledgers = opened("make_ledger", QuotaLedger)
 
     @in_loop
     async def test_spend_remaining_refund(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
-
         assert await ledger.aremaining("chat_gen") == 3
         assert await ledger.atry_spend("chat_gen") == SpendResult(allowed=True, remaining=2)
         assert await ledger.atry_spend("chat_gen", 2) == SpendResult(allowed=True, remaining=0)
@@ -69,7 +67,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers(LIMITS)
-
         assert ledger.available
         await ledger.atry_spend("chat_gen", 2)
         await ledger.atry_spend("rerank_calls", 5)
@@ -89,7 +86,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers(LIMITS)
-
         await ledger.arefund("chat_gen", 5)
         assert await ledger.aremaining("chat_gen") == 3
         await ledger.atry_spend("chat_gen")
@@ -100,7 +96,6 @@ class QuotaLedgerContract:
     @in_loop
     async def test_limit_zero_refuses_every_spend(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
-
         assert ledger.limit("disabled") == 0
         assert await ledger.aremaining("disabled") == 0
         assert await ledger.atry_spend("disabled") == SPENT
@@ -110,7 +105,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers({"chat_gen": 5})
-
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
         assert await ledger.atry_spend("chat_gen", 3) == SpendResult(False, 2, "quota")
         assert await ledger.aremaining("chat_gen") == 2
@@ -119,7 +113,6 @@ class QuotaLedgerContract:
     @in_loop
     async def test_resources_have_separate_budgets(self, ledgers: Opened[QuotaLedger]) -> None:
         ledger = ledgers(LIMITS)
-
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
         assert await ledger.aremaining("chat_gen") == 0
         assert await ledger.aremaining("rerank_calls") == 20
@@ -130,7 +123,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers({"chat_gen": 6}, tenant_limits={"chat_gen": 2})
-
         spends = [await ledger.atry_spend("chat_gen", tenant="acme") for _ in range(3)]
         assert spends == [own(1), own(0), OWN_SPENT]
         assert await ledger.aremaining("chat_gen") == 4  # the refusal spent neither
@@ -151,7 +143,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers(LIMITS)
-
         with spend_caps({}, {"chat_gen": 1}):
             assert await ledger.atry_spend("chat_gen", tenant="acme") == own(0)
             assert await ledger.atry_spend("chat_gen", tenant="acme") == OWN_SPENT
@@ -168,7 +159,6 @@ class QuotaLedgerContract:
             ledger.limit("chat")
         assert isinstance(caught.value, KeyError)
         assert isinstance(caught.value, RagtillerError)
-
         for call in (ledger.atry_spend, ledger.arefund, ledger.aremaining):
             with pytest.raises(UnknownResourceError, match=message):
                 await call("chat")
@@ -179,7 +169,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger], n: Any
     ) -> None:
         ledger = ledgers(LIMITS)
-
         for call in (ledger.atry_spend, ledger.arefund):
             with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got"):
                 await call("chat_gen", n)
@@ -189,7 +178,6 @@ class QuotaLedgerContract:
     async def test_window_rolls_over_at_utc_midnight(self, ledgers: Opened[QuotaLedger]) -> None:
         clock = ManualClock([datetime(2026, 6, 16, 23, 59, 59, tzinfo=UTC)])
         ledger = ledgers(LIMITS, clock=clock)
-
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
         assert await ledger.atry_spend("chat_gen") == SPENT
         clock.advance(seconds=1)
@@ -205,7 +193,6 @@ class QuotaLedgerContract:
         clock = ManualClock([datetime(2024, 3, 10, 4, 30, tzinfo=UTC)])
         new_york = ledgers(LIMITS, clock=clock, timezone="America/New_York")
         utc = ledgers(LIMITS, clock=clock)
-
         assert new_york.window().id == "2024-03-09"
         assert (await new_york.atry_spend("chat_gen", 3)).allowed
         assert (await utc.atry_spend("rerank_calls", 20)).allowed
@@ -262,7 +249,6 @@ class QuotaLedgerContract:
         self, ledgers: Opened[QuotaLedger]
     ) -> None:
         ledger = ledgers(LIMITS)
-
         results = await asyncio.gather(*(ledger.atry_spend("rerank_calls") for _ in range(200)))
         assert sum(r.allowed for r in results) == 20
         assert sorted(r.remaining for r in results if r.allowed) == list(range(20))
@@ -274,7 +260,6 @@ class QuotaLedgerContract:
     ) -> None:
         ledger = ledgers({"chat_gen": 30}, tenant_limits={"chat_gen": 10})
         tenants = ["acme", "globex", "initech", "umbrella"] * 50
-
         spends = [ledger.atry_spend("chat_gen", tenant=tenant) for tenant in tenants]
         results = await asyncio.gather(*spends)
         allowed = [tenant for tenant, r in zip(tenants, results, strict=True) if r.allowed]
@@ -287,7 +272,6 @@ class QuotaLedgerOutageContract:
     it with a ``make_unreachable_ledger`` fixture."""
 
     make_unreachable_ledger = required("make_unreachable_ledger", "QuotaLedgerOutageContract")
-
     unreachable_ledgers = opened("make_unreachable_ledger", QuotaLedger)
 
     def test_an_unreachable_store_fails_closed_and_never_raises(
