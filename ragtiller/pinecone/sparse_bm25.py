@@ -148,7 +148,7 @@ def write_stats(index: Any, stats: BM25Stats) -> str:
     return their version. A failed request leaves the previous statistics current (or, after
     the switch, old parts behind)."""
     version = hashlib.sha256(stats.model_dump_json().encode()).hexdigest()[:16]
-    old = _header(index)
+    old = _fetch(index, [HEADER_ID]).get(HEADER_ID)
     parts: list[str] = []
     entries: list[str] = []
     size = 0
@@ -172,8 +172,8 @@ def write_stats(index: Any, stats: BM25Stats) -> str:
         vectors=[{"id": HEADER_ID, "sparse_values": _MARKER, "metadata": metadata}],
         namespace=STATS_NAMESPACE,
     )
-    if old is not None and old[0] != version:
-        stale = [_part_id(old[0], i) for i in range(old[1])]
+    if old is not None and old["version"] != version:
+        stale = [_part_id(str(old["version"]), i) for i in range(int(old["parts"]))]
         for first in range(0, len(stale), FETCH_BATCH):
             index.delete(ids=stale[first : first + FETCH_BATCH], namespace=STATS_NAMESPACE)
     return version
@@ -181,22 +181,19 @@ def write_stats(index: Any, stats: BM25Stats) -> str:
 
 def read_version(index: Any) -> str | None:
     """The version of the current statistics, or None when the index holds none (one fetch)."""
-    header = _header(index)
-    return header[0] if header else None
+    header = _fetch(index, [HEADER_ID]).get(HEADER_ID)
+    return None if header is None else str(header["version"])
 
 
 def read_stats(index: Any) -> tuple[str, BM25Stats] | None:
     """The current statistics and their version, or None when the index holds none; a part
     missing or unreadable (another version's, removed by hand) is a ``ValueError``."""
-    fetched = _fetch(index, [HEADER_ID])
-    if HEADER_ID not in fetched:
+    meta = _fetch(index, [HEADER_ID]).get(HEADER_ID)
+    if meta is None:
         return None
-    meta = fetched[HEADER_ID]
-    version, count = str(meta["version"]), int(meta["parts"])
-    ids = [_part_id(version, i) for i in range(count)]
-    parts: dict[str, Any] = {}
-    for first in range(0, len(ids), FETCH_BATCH):
-        parts.update(_fetch(index, ids[first : first + FETCH_BATCH]))
+    version = str(meta["version"])
+    ids = [_part_id(version, i) for i in range(int(meta["parts"]))]
+    parts = _fetch(index, ids)
     missing = [i for i in ids if i not in parts]
     if missing:
         raise ValueError(
@@ -211,14 +208,12 @@ def read_stats(index: Any) -> tuple[str, BM25Stats] | None:
     return version, BM25Stats.model_validate({**json.loads(meta["summary"]), "terms": terms})
 
 
-def _header(index: Any) -> tuple[str, int] | None:
-    fetched = _fetch(index, [HEADER_ID]).get(HEADER_ID)
-    return None if fetched is None else (str(fetched["version"]), int(fetched["parts"]))
-
-
 def _fetch(index: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
-    response = index.fetch(ids=ids, namespace=STATS_NAMESPACE)
-    return {record_id: dict(v.metadata or {}) for record_id, v in response.vectors.items()}
+    found: dict[str, dict[str, Any]] = {}
+    for first in range(0, len(ids), FETCH_BATCH):
+        response = index.fetch(ids=ids[first : first + FETCH_BATCH], namespace=STATS_NAMESPACE)
+        found |= {record_id: dict(v.metadata or {}) for record_id, v in response.vectors.items()}
+    return found
 
 
 def _part_id(version: str, part: int) -> str:

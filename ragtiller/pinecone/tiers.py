@@ -226,9 +226,7 @@ class NamespacedSearch(ABC):
 
     def search(self, request: SearchRequest) -> list[Hit]:
         """At most ``k`` hits, best first, each id once; ``PineconeTierError`` on a failure."""
-        query, limit = self._query(request), self.call_limit
-        deadline = time.monotonic() + self.timeout_s
-        namespaces = request.namespaces
+        query, deadline, limit, namespaces = self._plan(request)
         if namespaces is None:
             listing = limit.start(self._list_namespaces, "*", deadline)
             namespaces = limit.wait(listing, deadline, self.timeout_s, "*")
@@ -241,9 +239,7 @@ class NamespacedSearch(ABC):
 
     async def asearch(self, request: SearchRequest) -> list[Hit]:
         """:meth:`search` for the event loop: the same calls and deadline, awaited."""
-        query, limit = self._query(request), self.call_limit
-        deadline = time.monotonic() + self.timeout_s
-        namespaces = request.namespaces
+        query, deadline, limit, namespaces = self._plan(request)
         if namespaces is None:
             listing = await limit.astart(self._list_namespaces, "*", deadline)
             namespaces = await limit.await_(listing, deadline, self.timeout_s, "*")
@@ -253,6 +249,12 @@ class NamespacedSearch(ABC):
         ]
         results = [(ns, await limit.await_(c, deadline, self.timeout_s, ns)) for ns, c in calls]
         return merge_hits(results, request.k)
+
+    def _plan(self, request: SearchRequest) -> tuple[QueryOne, float, InFlightLimit, Any]:
+        if request.k < 1:
+            raise ValueError(f"k must be > 0, but got {request.k}")
+        query, deadline = self._query(request), time.monotonic() + self.timeout_s
+        return query, deadline, self.call_limit, request.namespaces
 
     def _index(self) -> Any:
         """The ``pinecone`` data-plane index."""
@@ -294,12 +296,6 @@ def merge_hits(results: list[tuple[str, list[tuple[Document, float]]]], k: int) 
     return sorted(best.values(), key=lambda h: -h["score"])[:k]
 
 
-def _check_k(k: int) -> int:
-    if k < 1:
-        raise ValueError(f"k must be > 0, but got {k}")
-    return k
-
-
 class PineconeTier(NamespacedSearch):
     """The dense tier served by a Pinecone index (cosine, one scale for every namespace) through
     a ``PineconeVectorStore``; ``filter`` is the portable filter, sent as ``$eq`` / ``$in``.
@@ -336,7 +332,7 @@ class PineconeTier(NamespacedSearch):
     def _query(self, request: SearchRequest) -> QueryOne:
         if request.vector is None:
             raise ValueError("the Pinecone tier needs a query vector, but got None")
-        k, filter = _check_k(request.k), request.filter
+        k, filter = request.k, request.filter
         vector = [float(x) for x in request.vector]  # the SDK refuses numpy scalars
 
         def query(namespace: str) -> list[tuple[Document, float]]:
@@ -406,7 +402,7 @@ class PineconeLexicalTier(NamespacedSearch):
             return self._encoder[1]
 
     def _query(self, request: SearchRequest) -> QueryOne:
-        text, k, filter = request.query, _check_k(request.k), request.filter
+        text, k, filter = request.query, request.k, request.filter
 
         def query(namespace: str) -> list[tuple[Document, float]]:
             sparse = self.encoder().encode_query(text)  # in the worker: under the deadline

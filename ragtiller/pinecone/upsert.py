@@ -61,11 +61,7 @@ def upsert_chunks(
     """Upsert an index's chunks and vectors (or Documents with ``vectors`` or an ``embedder``)
     into the dense index under their chunk ids, so running again replaces; vectors per namespace.
     """
-    _check_batch_size(batch_size)
-    try:
-        store = target.vector_store() if isinstance(target, PineconeTier) else target
-    except TierUnavailable as e:
-        raise ConfigurationError(f"cannot upsert to Pinecone: {e}") from e
+    store = _unwrap(target, batch_size, PineconeTier, lambda tier: tier.vector_store())
     documents, matrix = _documents_and_vectors(store, chunks, vectors, embedder)
     records = [(doc, {"values": matrix[row].tolist()}) for row, doc in enumerate(documents)]
     return _upsert_records(store.index, records, namespace, batch_size, retry, sleep)
@@ -85,11 +81,7 @@ def upsert_lexical(
     """Upsert BM25 sparse vectors of ``chunks`` (the whole corpus: the statistics count all of
     it; ``only_ids``: send only those vectors), then their statistics, which a search meanwhile
     still reads the previous of; vectors per namespace."""
-    _check_batch_size(batch_size)
-    try:
-        index = target.index if isinstance(target, PineconeLexicalTier) else target
-    except TierUnavailable as e:
-        raise ConfigurationError(f"cannot upsert to Pinecone: {e}") from e
+    index = _unwrap(target, batch_size, PineconeLexicalTier, lambda tier: tier.index)
     if isinstance(chunks, EmbeddedIndex):
         config = config or chunks.manifest.lexical
         table = chunks.store.records
@@ -118,9 +110,14 @@ def upsert_lexical(
     return counts
 
 
-def _check_batch_size(batch_size: int) -> None:
+def _unwrap(target: Any, batch_size: int, tier: type[Any], handle: Callable[[Any], Any]) -> Any:
+    """The store or index to upsert to: ``target``, or the ``handle`` of a ``tier``."""
     if not 1 <= batch_size <= 1000:
         raise ValueError(f"batch_size must be between 1 and 1000, but got {batch_size}")
+    try:
+        return handle(target) if isinstance(target, tier) else target
+    except TierUnavailable as e:
+        raise ConfigurationError(f"cannot upsert to Pinecone: {e}") from e
 
 
 def _documents_and_vectors(

@@ -269,13 +269,9 @@ _RELEASE = RedisScript(
 
 _ACQUIRE = RedisScript(
     """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return 1
-end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl == -1 or ttl > tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
+if ttl == -1 or ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
 )
@@ -283,7 +279,6 @@ return 0
 (no expiry, or a longer one: not written by this protocol) is cut to ``lock_ttl_s``."""
 
 _CLEAR_BATCH = 500
-
 MAX_ENTRY_BYTES = 1 << 20
 """Largest entry read; a longer one (never ragtiller's) is a miss, and no more crosses the wire."""
 

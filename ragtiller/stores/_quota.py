@@ -317,18 +317,13 @@ class MemoryQuotaLedger(QuotaLedger):
 
 _CHANGE = RedisScript(
     """
-local now = tonumber(ARGV[1])
+local now, days, pick = tonumber(ARGV[1]), tonumber(ARGV[2]), nil
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
-local days = tonumber(ARGV[2])
-local pick = nil
 for i = 1, days do
-  if now >= tonumber(ARGV[1 + 2 * i]) and now < tonumber(ARGV[2 + 2 * i]) then
-    pick = i
-    break
-  end
+  if now >= tonumber(ARGV[1 + 2 * i]) and now < tonumber(ARGV[2 + 2 * i]) then pick = i end
 end
 if not pick then return {-2, 0, 0} end
 local base = 2 + 2 * days
@@ -355,11 +350,10 @@ end
 return reply
 """
 )
-"""``ARGV``: the time (empty: the store's ``TIME``), the number of candidate days, their
-``start, end`` pairs, then ``n``, the expiry slack and each counter's limit; ``KEYS``: each
-counter's candidate days in turn. In the picked day, ``n > 0`` spends (every counter or none),
-``n < 0`` refunds (never below 0), 0 reads. Replies ``{spent (1 or 0), day, 0, left...}``,
-``{-1, day, c}`` (counter ``c`` is not a count) or ``{-2, 0, 0}`` (no day holds the time)."""
+"""``ARGV``: the time (empty: ``TIME``), the candidate days and their spans, ``n``, the expiry
+slack, each counter's limit; ``KEYS``: each counter's days. In the picked day ``n`` spends (every
+counter or none), refunds (< 0) or reads (0); replies ``{spent, day, 0, left...}``, ``{-1, day,
+c}`` (counter ``c`` is not a count) or ``{-2, 0, 0}`` (no day holds the time)."""
 
 
 class RedisQuotaLedger(RedisBacked, QuotaLedger):
@@ -397,7 +391,6 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         """Clients built from ``url`` are closed by ``close``; share ``breaker`` with the cache."""
         super().__init__(limits, tenant_limits=tenant_limits, timezone=timezone, clock=clock)
         self._redis = RedisConnection(
-            client=None,
             aclient=aclient,
             url=url,
             connect_timeout_s=connect_timeout_s,

@@ -71,7 +71,7 @@ class RedisConnection:
     def __init__(
         self,
         *,
-        client: redis.Redis | None,
+        client: redis.Redis | None = None,
         aclient: redis.asyncio.Redis | None,
         url: str | None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,

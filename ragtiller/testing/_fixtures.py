@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Generic, NoReturn, TypeVar
 
@@ -35,13 +34,12 @@ class Opened(Generic[S]):
             self._made.append(store)
         return store
 
-    def run(self, main: Callable[[], Awaitable[T]] | Awaitable[T]) -> T:
-        """``main()`` (or the awaitable ``main``) in a new event loop, whose asyncio clients
-        are closed before it ends."""
+    def run(self, main: Callable[[], Awaitable[T]]) -> T:
+        """``main()`` in a new event loop, whose asyncio clients are closed before it ends."""
 
         async def closing() -> T:
             try:
-                return await (main if inspect.isawaitable(main) else main())
+                return await main()
             finally:
                 for store in self._made:
                     await store.aclose()

@@ -34,8 +34,9 @@ class CacheContract:
         """The first cache over the test's store."""
         return caches()
 
-    def test_a_missing_key_is_none(self, caches: Opened[Cache], cache: Cache) -> None:
-        assert caches.run(cache.aget("absent")) is None
+    @in_loop
+    async def test_a_missing_key_is_none(self, caches: Opened[Cache], cache: Cache) -> None:
+        assert await cache.aget("absent") is None
 
     @pytest.mark.parametrize(
         "value",
