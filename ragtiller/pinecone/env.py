@@ -50,8 +50,7 @@ class PineconeIndexSettings(BaseModel):
     def from_env(
         cls, env: Mapping[str, str], *, host_env: str, index_env: str
     ) -> PineconeIndexSettings | None:
-        """The settings in ``env``; None without ``PINECONE_API_KEY`` (a key without a host or
-        name is a ``ConfigurationError``)."""
+        """The settings in ``env``; None without ``PINECONE_API_KEY``."""
         api_key = env.get(API_KEY_ENV, "").strip()
         if not api_key:
             return None
@@ -127,8 +126,6 @@ def pinecone_lexical_tier_from_env(
 def _connector(
     env: Mapping[str, str], name: str, host_env: str, index_env: str
 ) -> Callable[[], Any]:
-    """How tier ``name`` connects: the settings' ``connect``, or without a key a function that
-    raises ``TierUnavailable("no-credentials")``."""
     settings = PineconeIndexSettings.from_env(env, host_env=host_env, index_env=index_env)
     if settings is not None:
         require_langchain_pinecone()

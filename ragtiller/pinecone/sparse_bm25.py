@@ -127,8 +127,7 @@ class BM25SparseEncoder:
         return vectors
 
     def encode_query(self, text: str) -> SparseVector:
-        """Each known query term's ``count x idf``; unknown terms are dropped, as bm25s does,
-        and so are terms of IDF 0 (robertson and atire give it to very common terms)."""
+        """Each known query term's ``count x idf``, terms of IDF 0 dropped (as bm25s does)."""
         stats = self.stats
         terms = analyze([text], stats.lexical, self._stemmer)[0]
         counts = Counter(t for t in terms if t in stats.terms)
@@ -144,9 +143,7 @@ def _vector(pairs: list[tuple[int, float]]) -> SparseVector:
 
 
 def write_stats(index: Any, stats: BM25Stats) -> str:
-    """Store ``stats`` in ``index`` (a ``pinecone`` data-plane handle), make them current, and
-    return their version. A failed request leaves the previous statistics current (or, after
-    the switch, old parts behind)."""
+    """Store ``stats``, make them current (parts, then header), return their version."""
     version = hashlib.sha256(stats.model_dump_json().encode()).hexdigest()[:16]
     old = _fetch(index, [HEADER_ID]).get(HEADER_ID)
     parts: list[str] = []
@@ -186,8 +183,7 @@ def read_version(index: Any) -> str | None:
 
 
 def read_stats(index: Any) -> tuple[str, BM25Stats] | None:
-    """The current statistics and their version, or None when the index holds none; a part
-    missing or unreadable (another version's, removed by hand) is a ``ValueError``."""
+    """The current statistics and version, or None; a part missing is a ``ValueError``."""
     meta = _fetch(index, [HEADER_ID]).get(HEADER_ID)
     if meta is None:
         return None

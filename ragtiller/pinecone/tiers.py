@@ -60,8 +60,7 @@ class InFlightLimit:
             return self._in_flight
 
     def start(self, fn: Callable[[], T], namespace: str, deadline: float) -> futures.Future[T]:
-        """Run ``fn`` in a daemon thread holding a slot, waiting for one until ``deadline``
-        (``time.monotonic()``)."""
+        """Run ``fn`` in a daemon thread holding a slot, waiting for one until ``deadline``."""
         with self._freed:
             while not self._admit(namespace):
                 left = deadline - time.monotonic()
@@ -73,7 +72,6 @@ class InFlightLimit:
     async def astart(
         self, fn: Callable[[], T], namespace: str, deadline: float
     ) -> futures.Future[T]:
-        """:meth:`start` for the event loop: the wait for a slot never blocks the loop."""
         while True:
             with self._freed:
                 if self._admit(namespace):
@@ -83,7 +81,6 @@ class InFlightLimit:
             await asyncio.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
 
     def _admit(self, namespace: str) -> bool:
-        """Take a slot if one is free (the caller holds the lock)."""
         if self._in_flight < self.limit:
             self._in_flight += 1
             return True
@@ -103,7 +100,6 @@ class InFlightLimit:
         )
 
     def _start(self, fn: Callable[[], T]) -> futures.Future[T]:
-        """Run ``fn`` in a new daemon thread (one that never delays exit) holding a slot."""
         future: futures.Future[T] = futures.Future()
 
         def run() -> None:
@@ -125,7 +121,6 @@ class InFlightLimit:
     def wait(
         self, future: futures.Future[T], deadline: float, timeout_s: float, namespace: str
     ) -> T:
-        """The call's result by ``deadline``; past it the call is abandoned (timeout error)."""
         futures.wait([future], timeout=max(0.0, deadline - time.monotonic()))
         if not future.done():
             raise self._abandon(future, timeout_s, namespace)
@@ -134,7 +129,6 @@ class InFlightLimit:
     async def await_(
         self, future: futures.Future[T], deadline: float, timeout_s: float, namespace: str
     ) -> T:
-        """:meth:`wait` for the event loop."""
         waiter = asyncio.wrap_future(future)
         done, _ = await asyncio.wait([waiter], timeout=max(0.0, deadline - time.monotonic()))
         if not done:
@@ -189,11 +183,9 @@ def call_result(get: Callable[[], T], namespace: str) -> T:
         ) from e
 
 
-TEXT_KEY = "text"
-"""Metadata key holding a chunk's text (langchain-pinecone's default ``text_key``)."""
+TEXT_KEY = "text"  # the metadata key of a chunk's text (langchain-pinecone's default)
 
-QueryOne = Callable[[str], list[tuple[Document, float]]]
-"""One namespace's query: the namespace in, (document, score) pairs out, best first."""
+QueryOne = Callable[[str], list[tuple[Document, float]]]  # one namespace's (document, score)s
 
 
 class NamespacedSearch(ABC):
@@ -217,7 +209,6 @@ class NamespacedSearch(ABC):
         self._lock = threading.Lock()
 
     def _connected(self) -> Any:
-        """The handle, made on first use when the tier was given a function."""
         with self._lock:
             if self._handle is None:
                 assert self._make is not None
@@ -257,11 +248,9 @@ class NamespacedSearch(ABC):
         return query, deadline, self.call_limit, request.namespaces
 
     def _index(self) -> Any:
-        """The ``pinecone`` data-plane index."""
         return self._connected()
 
     def _list_namespaces(self) -> list[str]:
-        """Non-empty namespaces, ragtiller's own left out."""
         stats = self._index().describe_index_stats()
         return [
             name
@@ -275,8 +264,7 @@ class NamespacedSearch(ABC):
 
 
 def merge_hits(results: list[tuple[str, list[tuple[Document, float]]]], k: int) -> list[Hit]:
-    """Hits of every namespace, best score first, each id once (its best), at most ``k``;
-    ties keep the namespaces' order, then Pinecone's."""
+    """Every namespace's hits, best first, each id once (at its best), at most ``k``."""
     best: dict[str, Hit] = {}
     for namespace, pairs in results:
         for doc, score in pairs:

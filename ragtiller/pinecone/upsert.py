@@ -43,8 +43,7 @@ MAX_METADATA_BYTES = 40_960
 UPSERT_RETRY = RetryPolicy(attempts=4, base_delay_s=0.5)
 """Retries of an upsert batch answered with HTTP 429 (rate limited); the SDK retries 5xx."""
 
-Chunks = Sequence[Document] | NumpyVectorStore | EmbeddedIndex
-"""What can be upserted: Documents, or every chunk of an embedded index or its vector store."""
+Chunks = Sequence[Document] | NumpyVectorStore | EmbeddedIndex  # an index: every chunk
 
 
 def upsert_chunks(
@@ -111,7 +110,6 @@ def upsert_lexical(
 
 
 def _unwrap(target: Any, batch_size: int, tier: type[Any], handle: Callable[[Any], Any]) -> Any:
-    """The store or index to upsert to: ``target``, or the ``handle`` of a ``tier``."""
     if not 1 <= batch_size <= 1000:
         raise ValueError(f"batch_size must be between 1 and 1000, but got {batch_size}")
     try:
@@ -153,8 +151,7 @@ def _documents_and_vectors(
 
 
 def pinecone_metadata(chunk_id: str | None, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` without None values, checked to hold only what Pinecone stores
-    (``IngestError`` otherwise)."""
+    """``metadata`` without None values, checked to hold only what Pinecone stores."""
     kept = {k: v for k, v in metadata.items() if v is not None}
     for key, value in kept.items():
         scalar = isinstance(value, str | bool | int | float)
@@ -238,8 +235,7 @@ def sync_to_pinecone(
     concurrency: int = 1,
     progress: IngestProgress | None = None,
 ) -> SyncResult:
-    """Upsert the chunks changed since the last sync (``record_manager`` remembers) and delete
-    stale ids, under the embedded tiers' chunk ids, embedded by the store's embedder."""
+    """Upsert the chunks changed since the last sync and delete the stale ids."""
     documents = chunks.documents() if isinstance(chunks, EmbeddedIndex) else list(chunks)
     cleaned = [
         Document(id=d.id, page_content=d.page_content, metadata=pinecone_metadata(d.id, d.metadata))
@@ -275,8 +271,7 @@ def ingest_to_pinecone(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: bool = True,
 ) -> SyncResult:
-    """Read, chunk, embed (with the store's embedder, e.g. an embedding service) and sync
-    ``sources``; each batch is recorded once stored, so a run killed midway resumes."""
+    """Read, chunk, embed and sync ``sources``; each batch recorded once stored (resumable)."""
     with IngestProgress(enabled=progress, stages=STORE_STAGES) as bar:
         chunks = chunk_sources(
             sources,

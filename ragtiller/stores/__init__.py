@@ -69,18 +69,16 @@ def stores_from_env(
     url = os.environ.get("REDIS_URL", "").strip()
     if not url:
         logger.info("REDIS_URL not set; quota ledger and cache live in this process")
-        ledger: QuotaLedger = MemoryQuotaLedger(
-            limits, tenant_limits=tenant_limits, timezone=timezone
-        )
-        return ledger, MemoryCache()
+        memory = MemoryQuotaLedger(limits, tenant_limits=tenant_limits, timezone=timezone)
+        return memory, MemoryCache()
     breaker = CircuitBreaker()
     ledger = RedisQuotaLedger(
         limits,
-        tenant_limits=tenant_limits,
         url=url,
         prefix=prefix,
-        timezone=timezone,
         breaker=breaker,
+        tenant_limits=tenant_limits,
+        timezone=timezone,
     )
     logger.info("REDIS_URL set; quota ledger and cache live in Redis under prefix %r", prefix)
     return ledger, RedisCache(url=url, prefix=prefix, breaker=breaker)

@@ -26,6 +26,7 @@ from ragtiller.stores._redis import (
     RedisBacked,
     RedisConnection,
     RedisScript,
+    Store,
 )
 
 if TYPE_CHECKING:
@@ -36,8 +37,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("ragtiller.stores")
 
-Accept = Callable[[Any], bool]
-"""Whether a cached value is one its reader can use; a value it refuses is a miss."""
+Accept = Callable[[Any], bool]  # whether a cached value is one its reader can use
 
 
 def cache_key(*parts: str) -> str:
@@ -57,8 +57,7 @@ def cache_key(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Filled:
-    """A value found or computed, with its JSON text (each single-flight waiter decodes its
-    own copy) and whether it came from the cache."""
+    """A value found or computed, its JSON text (each waiter decodes its own), and whence."""
 
     value: Any
     text: str
@@ -80,7 +79,6 @@ def check_ttl(ttl_s: float) -> None:
 
 
 def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:
-    """The entry ``text`` of ``key``, or None when absent, not JSON or refused (logged)."""
     if text is None:
         return None
     try:
@@ -98,7 +96,7 @@ def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled |
     return Filled(value, text, from_cache=True)
 
 
-class Cache(ABC):
+class Cache(Store, ABC):
     """TTL cache of JSON values (a tuple comes back a list), single-flight per event loop; a
     store failure never raises (reads miss, writes are dropped, logged).
 
@@ -119,11 +117,6 @@ class Cache(ABC):
         self._flights_lock = threading.Lock()
         self._aflights: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Filled]] = {}
 
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach the store; no I/O."""
-        return True
-
     async def aget(self, key: str) -> Any | None:
         """The cached value of ``key``, or None (a miss, an expired entry, a store failure)."""
         found = await self._alookup(key)
@@ -142,11 +135,7 @@ class Cache(ABC):
         *,
         accept: Accept | None = None,
     ) -> tuple[T, bool]:
-        """The cached value of ``key`` (``accept`` refusing it: a miss), or ``await compute()``
-        cached for ``ttl_s`` s, and whether it came from the cache or another caller. Misses at
-        once share ONE computation (its exception reaches all, nothing cached), in a task of its
-        own (cancelling its first caller spares the others) in that caller's context (its
-        deadline bounds the waits)."""
+        """The value of ``key``, else ``compute()``'s, cached; misses at once share ONE call."""
         check_ttl(ttl_s)
         found = await self._alookup(key, accept)
         if found is not None:
@@ -183,17 +172,9 @@ class Cache(ABC):
     def clear(self) -> None:
         """Remove every entry of this cache."""
 
-    def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
-        """Release connections this cache opened."""
-
-    async def aclose(self) -> None:
-        """Release connections this cache opened, the asyncio ones included."""
-        self.close()
-
     async def _afill(
         self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float, accept: Accept | None
     ) -> Filled:
-        """Compute a missed key's value and cache it (``accept``: for the Redis cache)."""
         value = await compute()
         text = dumps(value)
         await self._astore(key, text, ttl_s)
@@ -284,7 +265,6 @@ MAX_ENTRY_BYTES = 1 << 20
 
 
 def _bounded(key: str, raw: bytes | str | None) -> str | None:
-    """An entry read with ``GETRANGE`` (empty when absent), or None when absent or too long."""
     if not raw:
         return None
     if len(raw) > MAX_ENTRY_BYTES:
@@ -324,8 +304,7 @@ class RedisCache(RedisBacked, Cache):
         socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        """No I/O here. ``client`` (used by :meth:`clear`) and ``aclient`` are never closed
-        by the cache; clients built from ``url`` are. Share ``breaker`` with the ledger."""
+        """No I/O here; clients built from ``url`` are closed by ``close``."""
         if not (lock_ttl_s > 0 and lock_wait_s >= 0 and poll_interval_s > 0):
             raise ConfigurationError(
                 "lock_ttl_s and poll_interval_s must be > 0 and lock_wait_s >= 0, but got "
@@ -352,8 +331,7 @@ class RedisCache(RedisBacked, Cache):
         return f"{self._prefix}cache-lock:{key}"
 
     def clear(self) -> None:
-        """Delete every entry under the prefix (``SCAN``, never ``KEYS``; quota keys are kept).
-        Raises ``StoreUnavailableError``: a clear that did not happen must not pass silently."""
+        """Delete every entry under the prefix (``SCAN``); a failure raises, unlike reads."""
         escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self._prefix)
         pattern = escaped + "cache:*"
 
@@ -402,8 +380,6 @@ class RedisCache(RedisBacked, Cache):
     async def _await_turn(
         self, key: str, token: str, accept: Accept | None
     ) -> tuple[Filled | None, bool]:
-        """Wait (at most ``lock_wait_s`` or half the caller's time left) until another process
-        has cached ``key`` (its value) or this one holds its lock (whether it does)."""
         keys, args = [self.lock_key(key)], [token, str(self._lock_px)]
         wait_s = max(0.0, min(self._lock_wait_s, time_left() / 2))
         deadline = time.monotonic() + wait_s

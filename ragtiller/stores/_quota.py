@@ -24,6 +24,7 @@ from ragtiller.stores._redis import (
     RedisBacked,
     RedisConnection,
     RedisScript,
+    Store,
 )
 
 if TYPE_CHECKING:
@@ -35,8 +36,7 @@ _NONE: Mapping[str, int] = MappingProxyType({})
 _caps: contextvars.ContextVar[tuple[Mapping[str, int], Mapping[str, int]]] = contextvars.ContextVar(
     "ragtiller_spend_caps", default=(_NONE, _NONE)
 )
-INF = sys.maxsize
-"""No limit: above any count a store can hold."""
+INF = sys.maxsize  # no limit: above any count a store can hold
 
 Counter = tuple[str, str | None]
 """One budget's counter: a resource, and the tenant whose own budget it is (None: shared)."""
@@ -61,9 +61,7 @@ def spend_caps(caps: Mapping[str, int], tenant_caps: Mapping[str, int] = _NONE) 
 
 @dataclass(frozen=True)
 class SpendResult:
-    """One :meth:`QuotaLedger.atry_spend`: ``remaining`` is what is left of ``budget``, the
-    lower of the shared budget and (for a tenant under a per-tenant limit) the tenant's own; 0
-    when the store failed."""
+    """One spend: ``remaining`` of ``budget``, the lower of the shared and the tenant's own."""
 
     allowed: bool
     remaining: int
@@ -73,8 +71,7 @@ class SpendResult:
 
 @dataclass(frozen=True)
 class QuotaSnapshot:
-    """Several budgets read in one round trip: the shared ones, the tenant's own (per resource
-    with a per-tenant limit), and whether the store answered (all 0 and False when it failed)."""
+    """Several budgets in one read: shared, the tenant's own, and whether the store answered."""
 
     remaining: Mapping[str, int]
     available: bool
@@ -102,7 +99,7 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class QuotaLedger(ABC):
+class QuotaLedger(Store, ABC):
     """Daily budgets per resource, and optionally each tenant's own beside them: a tenant's
     spend takes from both or neither. A store failure never raises: spends fail closed.
 
@@ -146,11 +143,6 @@ class QuotaLedger(ABC):
         """IANA name of the timezone whose calendar day is the window."""
         return self._tz.key
 
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach the store; no I/O."""
-        return True
-
     def limit(self, resource: str) -> int:
         """Units of ``resource`` allowed per window (``UnknownResourceError`` lists the known)."""
         try:
@@ -182,8 +174,7 @@ class QuotaLedger(ABC):
     async def atry_spend(
         self, resource: str, n: int = 1, *, tenant: str | None = None
     ) -> SpendResult:
-        """Spend ``n`` units if all of them fit (under any :func:`spend_caps` in force, and in
-        ``tenant``'s own budget under a per-tenant limit); never part of them."""
+        """Spend ``n`` units if all fit (caps, and ``tenant``'s own budget); never part of them."""
         counters = self._counters([resource], tenant, n)
         failed = "quota store unavailable; refusing %d %s (fail closed): %s"
         done = await self._change(counters, n, failed, n, resource)
@@ -195,8 +186,7 @@ class QuotaLedger(ABC):
         return SpendResult(spent, lowest, None if spent else "quota", budget)
 
     async def arefund(self, resource: str, n: int = 1, *, tenant: str | None = None) -> None:
-        """Give back up to ``n`` units spent today (to ``tenant``'s own budget too); a store
-        failure is logged, and the units stay spent."""
+        """Give back up to ``n`` units (to ``tenant``'s own too); a store failure is only logged."""
         counters = self._counters([resource], tenant, n)
         await self._change(
             counters, -n, "quota store unavailable; refund of %d %s lost: %s", n, resource
@@ -234,18 +224,9 @@ class QuotaLedger(ABC):
             {r: n for ((r, owner), _), n in read if owner is not None},
         )
 
-    def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
-        """Release connections this ledger opened."""
-
-    async def aclose(self) -> None:
-        """Release connections this ledger opened, the asyncio ones included."""
-        self.close()
-
     def _counters(
         self, resources: Iterable[str], tenant: str | None, n: int = 1
     ) -> list[tuple[Counter, int]]:
-        """Each resource's shared counter, then ``tenant``'s own when a per-tenant limit (the
-        ledger's or a cap) applies to it, each with the limit that holds; ``n`` is checked."""
         caps, tenant_caps = _caps.get()
         counters: list[tuple[Counter, int]] = []
         for resource in resources:
@@ -260,8 +241,6 @@ class QuotaLedger(ABC):
     async def _change(
         self, counters: Sequence[tuple[Counter, int]], n: int, failed: str, *args: object
     ) -> tuple[bool, list[int]] | None:
-        """:meth:`_achange` in the current window; None (logged as ``failed``) when the store
-        failed."""
         try:
             return await self._achange(counters, n, self.window())
         except StoreUnavailableError as e:
@@ -272,10 +251,7 @@ class QuotaLedger(ABC):
     async def _achange(
         self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
     ) -> tuple[bool, list[int]]:
-        """In one atomic step: ``n > 0`` adds ``n`` to every counter unless one would pass its
-        limit (then to none), ``n < 0`` takes ``-n`` from each (never below 0), 0 only reads.
-        Returns whether it spent, and the units left of each counter (raises
-        ``StoreUnavailableError`` when the store failed)."""
+        """Atomically: ``n > 0`` spends from every counter or none, ``n < 0`` refunds, 0 reads."""
 
 
 class MemoryQuotaLedger(QuotaLedger):
@@ -408,7 +384,6 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
         return f"{self._prefix}quota{owner}:{resource}:{day_id}"
 
     def _days(self) -> tuple[list[Day], list[str | int]]:
-        """The candidate days, and the script arguments that pick one."""
         now = self.now()
         today = self.today(now)
         if not self._store_clock:

@@ -23,9 +23,8 @@ T = TypeVar("T")
 
 DEFAULT_CONNECT_TIMEOUT_S = 0.25
 DEFAULT_SOCKET_TIMEOUT_S = 0.25
-"""Timeouts of clients built from a URL, in seconds: every command ragtiller sends is O(1) or a
-short script, about a millisecond in one zone, and a frozen Redis must not hang a turn. Raise
-both for a Redis across regions."""
+"""Timeouts of clients built from a URL, in seconds: ragtiller's commands are O(1) or a short
+script, and a frozen Redis must not hang a turn. Raise both for a Redis across regions."""
 POOL_SIZE = 50
 POOL_WAIT_S = 5.0
 """Connections per built client, and the longest wait for a free one; a call still waiting then
@@ -136,7 +135,6 @@ class RedisConnection:
         return lib.Redis.from_pool(pool)
 
     def async_client(self) -> redis.asyncio.Redis:
-        """The asyncio client for the running event loop."""
         if self._aclient is not None:
             return self._aclient
         if self._url is None:
@@ -173,7 +171,6 @@ class RedisConnection:
 
     @contextlib.contextmanager
     def _guarded(self) -> Iterator[None]:
-        """Admit a call through the breaker, and tell it how the call ended."""
         if not self.breaker.admit():
             snap = self.breaker.snapshot()
             raise StoreUnavailableError(
@@ -190,8 +187,6 @@ class RedisConnection:
         self.breaker.succeeded()
 
     def _failure(self, error: BaseException) -> StoreUnavailableError:
-        """Tell the breaker how a call ended: a connection error or timeout is a failure, an
-        error reply proves Redis is up, a full pool says nothing of Redis."""
         exceptions = self._redis.exceptions
         full = getattr(exceptions, "MaxConnectionsError", ())
         if isinstance(error, full) or (
@@ -206,8 +201,7 @@ class RedisConnection:
         return StoreUnavailableError(f"Redis failed: {type(error).__name__}: {error}")
 
     def close(self) -> None:
-        """Close the built clients, except the asyncio one of a loop running here (that one:
-        :meth:`aclose`); another thread's loop closes its own, a stopped loop is run to."""
+        """Close the built clients (the running loop's asyncio one: :meth:`aclose`)."""
         if self._owns_client and self._client is not None:
             self._client.close()
         try:
@@ -239,14 +233,29 @@ class RedisConnection:
             await aclient.aclose()
 
 
-class RedisBacked:
-    """What the Redis cache and ledger tell and close alike, through ``_redis``."""
+class Store:
+    """What a ledger and a cache tell and close alike (in memory: up, nothing to close)."""
+
+    @property
+    def available(self) -> bool:
+        """Whether a call made now would reach the store (no breaker open); no I/O."""
+        return True
+
+    def close(self) -> None:
+        """Close the clients built from ``url`` (inside an event loop: :meth:`aclose`)."""
+
+    async def aclose(self) -> None:
+        """Close the clients built from ``url``; await it before the event loop ends."""
+        self.close()
+
+
+class RedisBacked(Store):
+    """A store that talks through one :class:`RedisConnection` (``_redis``)."""
 
     _redis: RedisConnection
 
     @property
     def available(self) -> bool:
-        """Whether a call made now would reach Redis (its breaker is not open); no I/O."""
         return self._redis.breaker.available
 
     @property
@@ -255,9 +264,7 @@ class RedisBacked:
         return self._redis.breaker
 
     def close(self) -> None:
-        """Close the clients built from ``url`` (inside an event loop: :meth:`aclose`)."""
         self._redis.close()
 
     async def aclose(self) -> None:
-        """Close the clients built from ``url``; await it before the event loop ends."""
         await self._redis.aclose()

@@ -53,8 +53,7 @@ class Opened(Generic[S]):
 
 
 def in_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-    """An async contract test, run in one event loop of the stores it opened (pytest sees the
-    fixtures it asks for; one of them is an :class:`Opened`)."""
+    """An async contract test, run in one event loop of the stores (an :class:`Opened`) it asks."""
 
     @functools.wraps(test)
     def run(self: object, **fixtures: Any) -> None:
@@ -65,8 +64,7 @@ def in_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
 
 
 def required(name: str, contract: str) -> Any:
-    """The fixture ``name`` a subclass of ``contract`` must define: until it does, this one
-    fails saying so."""
+    """The fixture ``name`` a subclass of ``contract`` must define (until then, it fails)."""
 
     @pytest.fixture(name=name)
     def missing(self: object) -> NoReturn:

@@ -223,8 +223,7 @@ class CacheContract:
 
 
 class CacheOutageContract:
-    """A cache whose store does not answer fails open (a miss; a write dropped), logged, and
-    never raises; subclass it with a ``make_unreachable_cache`` fixture."""
+    """A cache whose store does not answer fails open (a miss), logged, and never raises."""
 
     make_unreachable_cache = required("make_unreachable_cache", "CacheOutageContract")
     unreachable_caches = opened("make_unreachable_cache", Cache)

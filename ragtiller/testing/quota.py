@@ -23,8 +23,8 @@ from ragtiller.testing._fixtures import Opened, in_loop, opened, required
 LedgerFactory = Callable[..., QuotaLedger]
 """What ``make_ledger`` returns: ``(limits, *, tenant_limits=None, timezone="UTC", clock=None)``
 to a new ledger."""
+Ledgers = Opened[QuotaLedger]  # ``ledgers(limits, **options)`` opens one more
 LIMITS: Mapping[str, int] = {"chat_gen": 3, "rerank_calls": 20, "disabled": 0}
-"""The budgets a contract ledger gets unless a test says otherwise."""
 UNAVAILABLE = SpendResult(allowed=False, remaining=0, reason="quota-store-unavailable")
 SPENT = SpendResult(False, 0, "quota")
 OWN_SPENT = SpendResult(False, 0, "quota", "tenant")
@@ -52,7 +52,7 @@ class QuotaLedgerContract:
     ledgers = opened("make_ledger", QuotaLedger)
 
     @in_loop
-    async def test_spend_remaining_refund(self, ledgers: Opened[QuotaLedger]) -> None:
+    async def test_spend_remaining_refund(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         assert await ledger.aremaining("chat_gen") == 3
         assert await ledger.atry_spend("chat_gen") == SpendResult(allowed=True, remaining=2)
@@ -63,9 +63,7 @@ class QuotaLedgerContract:
         assert await ledger.atry_spend("chat_gen") == SpendResult(allowed=True, remaining=0)
 
     @in_loop
-    async def test_snapshot_reads_several_budgets_at_once(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_snapshot_reads_several_budgets_at_once(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         assert ledger.available
         await ledger.atry_spend("chat_gen", 2)
@@ -82,9 +80,7 @@ class QuotaLedgerContract:
             await ledger.asnapshot(["chat_gen", "chat"])
 
     @in_loop
-    async def test_refund_never_raises_the_budget_above_the_limit(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_refund_never_raises_the_budget_above_the_limit(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         await ledger.arefund("chat_gen", 5)
         assert await ledger.aremaining("chat_gen") == 3
@@ -94,16 +90,14 @@ class QuotaLedgerContract:
         assert (await ledger.atry_spend("chat_gen", 4)).allowed is False
 
     @in_loop
-    async def test_limit_zero_refuses_every_spend(self, ledgers: Opened[QuotaLedger]) -> None:
+    async def test_limit_zero_refuses_every_spend(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         assert ledger.limit("disabled") == 0
         assert await ledger.aremaining("disabled") == 0
         assert await ledger.atry_spend("disabled") == SPENT
 
     @in_loop
-    async def test_a_spend_larger_than_the_rest_is_refused_whole(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_a_spend_larger_than_the_rest_is_refused_whole(self, ledgers: Ledgers) -> None:
         ledger = ledgers({"chat_gen": 5})
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
         assert await ledger.atry_spend("chat_gen", 3) == SpendResult(False, 2, "quota")
@@ -111,7 +105,7 @@ class QuotaLedgerContract:
         assert await ledger.atry_spend("chat_gen", 2) == SpendResult(True, 0)
 
     @in_loop
-    async def test_resources_have_separate_budgets(self, ledgers: Opened[QuotaLedger]) -> None:
+    async def test_resources_have_separate_budgets(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
         assert await ledger.aremaining("chat_gen") == 0
@@ -120,7 +114,7 @@ class QuotaLedgerContract:
 
     @in_loop
     async def test_a_tenant_spends_from_its_own_budget_and_the_shared_one(
-        self, ledgers: Opened[QuotaLedger]
+        self, ledgers: Ledgers
     ) -> None:
         ledger = ledgers({"chat_gen": 6}, tenant_limits={"chat_gen": 2})
         spends = [await ledger.atry_spend("chat_gen", tenant="acme") for _ in range(3)]
@@ -139,9 +133,7 @@ class QuotaLedgerContract:
         assert await ledger.atry_spend("chat_gen", tenant="globex") == own(0)
 
     @in_loop
-    async def test_a_per_tenant_cap_holds_where_the_ledger_has_none(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_a_per_tenant_cap_holds_where_the_ledger_has_none(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         with spend_caps({}, {"chat_gen": 1}):
             assert await ledger.atry_spend("chat_gen", tenant="acme") == own(0)
@@ -150,7 +142,7 @@ class QuotaLedgerContract:
         assert await ledger.atry_spend("chat_gen", tenant="acme") == SpendResult(True, 1)
 
     @in_loop
-    async def test_unknown_resource_is_a_clear_error(self, ledgers: Opened[QuotaLedger]) -> None:
+    async def test_unknown_resource_is_a_clear_error(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         message = (
             r"^unknown quota resource 'chat'; known resources: chat_gen, disabled, rerank_calls$"
@@ -165,9 +157,7 @@ class QuotaLedgerContract:
 
     @pytest.mark.parametrize("n", [0, -1, True, 1.5])
     @in_loop
-    async def test_spend_and_refund_need_a_positive_int(
-        self, ledgers: Opened[QuotaLedger], n: Any
-    ) -> None:
+    async def test_spend_and_refund_need_a_positive_int(self, ledgers: Ledgers, n: Any) -> None:
         ledger = ledgers(LIMITS)
         for call in (ledger.atry_spend, ledger.arefund):
             with pytest.raises(ValueError, match=r"^n must be an int >= 1, but got"):
@@ -175,7 +165,7 @@ class QuotaLedgerContract:
         assert await ledger.aremaining("chat_gen") == 3
 
     @in_loop
-    async def test_window_rolls_over_at_utc_midnight(self, ledgers: Opened[QuotaLedger]) -> None:
+    async def test_window_rolls_over_at_utc_midnight(self, ledgers: Ledgers) -> None:
         clock = ManualClock([datetime(2026, 6, 16, 23, 59, 59, tzinfo=UTC)])
         ledger = ledgers(LIMITS, clock=clock)
         assert (await ledger.atry_spend("chat_gen", 3)).allowed
@@ -186,9 +176,7 @@ class QuotaLedgerContract:
         assert await ledger.atry_spend("chat_gen") == SpendResult(True, 2)
 
     @in_loop
-    async def test_window_is_the_calendar_day_of_the_timezone(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_window_is_the_calendar_day_of_the_timezone(self, ledgers: Ledgers) -> None:
         # 04:30 UTC on 10 March is 23:30 on 9 March in New York: the New York day ends at 05:00.
         clock = ManualClock([datetime(2024, 3, 10, 4, 30, tzinfo=UTC)])
         new_york = ledgers(LIMITS, clock=clock, timezone="America/New_York")
@@ -202,7 +190,7 @@ class QuotaLedgerContract:
         assert utc.window().id == "2024-03-10"
         assert await utc.aremaining("rerank_calls") == 0
 
-    def test_window_length_follows_daylight_saving_time(self, ledgers: Opened[QuotaLedger]) -> None:
+    def test_window_length_follows_daylight_saving_time(self, ledgers: Ledgers) -> None:
         # New York springs forward on 10 March 2024: that local day lasts 23 hours.
         clock = ManualClock([datetime(2024, 3, 10, 5, 0, tzinfo=UTC)])
         ledger = ledgers(LIMITS, timezone="America/New_York", clock=clock)
@@ -210,7 +198,7 @@ class QuotaLedgerContract:
         assert ledger.window().seconds_left == 23 * 3600
         assert ledger.timezone == "America/New_York"
 
-    def test_a_naive_clock_reads_as_utc(self, ledgers: Opened[QuotaLedger]) -> None:
+    def test_a_naive_clock_reads_as_utc(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS, clock=lambda: datetime(2026, 1, 1, 23, 0))
         assert ledger.window().id == "2026-01-01"
         assert ledger.window().seconds_left == 3600
@@ -226,7 +214,7 @@ class QuotaLedgerContract:
     )
     def test_bad_configuration_is_rejected(
         self,
-        ledgers: Opened[QuotaLedger],
+        ledgers: Ledgers,
         limits: dict[str, Any],
         timezone: str,
         message: str,
@@ -236,7 +224,7 @@ class QuotaLedgerContract:
         with pytest.raises(ConfigurationError, match=message):
             ledgers({"chat_gen": 1}, tenant_limits=limits, timezone=timezone)
 
-    def test_limits_are_read_only(self, ledgers: Opened[QuotaLedger]) -> None:
+    def test_limits_are_read_only(self, ledgers: Ledgers) -> None:
         source = {"chat_gen": 3}
         ledger = ledgers(source)
         source["chat_gen"] = 100
@@ -245,9 +233,7 @@ class QuotaLedgerContract:
             ledger.limits["chat_gen"] = 5  # type: ignore[index]
 
     @in_loop
-    async def test_200_tasks_on_a_budget_of_20_get_exactly_20(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_200_tasks_on_a_budget_of_20_get_exactly_20(self, ledgers: Ledgers) -> None:
         ledger = ledgers(LIMITS)
         results = await asyncio.gather(*(ledger.atry_spend("rerank_calls") for _ in range(200)))
         assert sum(r.allowed for r in results) == 20
@@ -255,9 +241,7 @@ class QuotaLedgerContract:
         assert await ledger.aremaining("rerank_calls") == 0
 
     @in_loop
-    async def test_200_tasks_of_4_tenants_keep_both_budgets(
-        self, ledgers: Opened[QuotaLedger]
-    ) -> None:
+    async def test_200_tasks_of_4_tenants_keep_both_budgets(self, ledgers: Ledgers) -> None:
         ledger = ledgers({"chat_gen": 30}, tenant_limits={"chat_gen": 10})
         tenants = ["acme", "globex", "initech", "umbrella"] * 50
         spends = [ledger.atry_spend("chat_gen", tenant=tenant) for tenant in tenants]
@@ -268,14 +252,13 @@ class QuotaLedgerContract:
 
 
 class QuotaLedgerOutageContract:
-    """A ledger whose store does not answer fails closed, logged, and never raises; subclass
-    it with a ``make_unreachable_ledger`` fixture."""
+    """A ledger whose store does not answer fails closed, logged, and never raises."""
 
     make_unreachable_ledger = required("make_unreachable_ledger", "QuotaLedgerOutageContract")
     unreachable_ledgers = opened("make_unreachable_ledger", QuotaLedger)
 
     def test_an_unreachable_store_fails_closed_and_never_raises(
-        self, unreachable_ledgers: Opened[QuotaLedger], caplog: pytest.LogCaptureFixture
+        self, unreachable_ledgers: Ledgers, caplog: pytest.LogCaptureFixture
     ) -> None:
         ledger = unreachable_ledgers(LIMITS)
 
@@ -294,7 +277,7 @@ class QuotaLedgerOutageContract:
         assert any("refund of 1 chat_gen lost" in m for m in messages)
 
     def test_bad_calls_are_still_errors_when_the_store_is_down(
-        self, unreachable_ledgers: Opened[QuotaLedger]
+        self, unreachable_ledgers: Ledgers
     ) -> None:
         ledger = unreachable_ledgers(LIMITS)
         with pytest.raises(UnknownResourceError, match="unknown quota resource 'chat'"):

@@ -14,6 +14,7 @@ from langchain_core.embeddings import Embeddings
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
 from ragtiller.testing._fixtures import required
 
+Ask = Callable[..., list[Hit]]
 TierFactory = Callable[[Sequence[Document]], Tier]
 """What ``make_tier`` returns: Documents in, a tier holding exactly them out."""
 CONTRACT_DIM = 64
@@ -42,8 +43,7 @@ CORPUS = (  # id, text, namespace, color, tenant, parent_id
 
 
 def contract_corpus() -> list[Document]:
-    """The :data:`CORPUS` documents: ``doc_id`` ``doc-<id>``, ``source`` ``<id>.md`` (the bare
-    one has no metadata at all)."""
+    """The :data:`CORPUS` documents (``doc_id`` ``doc-<id>``, ``source`` ``<id>.md``)."""
     docs = []
     for id, text, namespace, *values in CORPUS:
         if namespace is None:
@@ -60,8 +60,7 @@ def _namespace(d: Document) -> str:
 
 
 def in_scope_ids(namespaces: Sequence[str] | None = None, **wanted: str | list[str]) -> set[str]:
-    """Ids of the contract documents in ``namespaces`` (None: all) whose metadata passes
-    ``wanted`` (a value, or a list of allowed values): the expected answer, computed here."""
+    """Ids of the documents in ``namespaces`` whose metadata passes ``wanted``: the answer."""
     out = set()
     for d in contract_corpus():
         if namespaces is not None and _namespace(d) not in namespaces:
@@ -98,7 +97,7 @@ class TierContract:
         return make_tier(contract_corpus())
 
     @pytest.fixture
-    def ask(self, tier: Tier, contract_embedder: Embeddings) -> Callable[..., list[Hit]]:
+    def ask(self, tier: Tier, contract_embedder: Embeddings) -> Ask:
         """``ask(text, k=10, namespaces=..., filter=...)``: one search, checked for shape."""
 
         def run(text: str, k: int = 10, **scope: Any) -> list[Hit]:
@@ -114,28 +113,24 @@ class TierContract:
 
         return run
 
-    def test_k_caps_the_hits_best_first(self, ask: Callable[..., list[Hit]], tier: Tier) -> None:
+    def test_k_caps_the_hits_best_first(self, ask: Ask, tier: Tier) -> None:
         assert len(ask("task loop", k=2, namespaces=["default"])) == 2
         with pytest.raises(ValueError, match="k must be > 0"):
             tier.search(SearchRequest(query="task", vector=[1.0] * CONTRACT_DIM, k=0))
 
     @pytest.mark.parametrize("id", ["t1", "l1", "s1", "bare"])
-    def test_a_documents_own_text_finds_it_first(
-        self, ask: Callable[..., list[Hit]], id: str
-    ) -> None:
+    def test_a_documents_own_text_finds_it_first(self, ask: Ask, id: str) -> None:
         hits = ask(text_of(id), namespaces=["default"])
         assert hits and hits[0]["id"] == id
 
-    def test_k_larger_than_the_scope_returns_at_most_the_scope(
-        self, ask: Callable[..., list[Hit]], tier: Tier
-    ) -> None:
+    def test_k_larger_than_the_scope_returns_at_most_the_scope(self, ask: Ask, tier: Tier) -> None:
         hits = ask("a task or a loop or a queue", k=50, namespaces=["default"])
         ids = {h["id"] for h in hits}
         assert ids <= in_scope_ids(["default"])
         if tier.needs_vector:
             assert ids == in_scope_ids(["default"])
 
-    def test_namespaces_are_isolated(self, ask: Callable[..., list[Hit]]) -> None:
+    def test_namespaces_are_isolated(self, ask: Ask) -> None:
         text = text_of("q1")
         api = ask(text, namespaces=["api"])
         assert api and api[0]["id"] == "q1" and {h["id"] for h in api} <= {"q1", "q2"}
@@ -150,7 +145,7 @@ class TierContract:
     @pytest.mark.parametrize("namespaces", [None, ["default"], ["default", "api", "other"]])
     def test_a_tenant_sees_only_its_own_documents(
         self,
-        ask: Callable[..., list[Hit]],
+        ask: Ask,
         tier: Tier,
         tenant: str,
         namespaces: list[str] | None,
@@ -178,7 +173,7 @@ class TierContract:
         ],
     )
     def test_metadata_filters_are_equality_and_membership(
-        self, ask: Callable[..., list[Hit]], tier: Tier, filter: dict[str, Any]
+        self, ask: Ask, tier: Tier, filter: dict[str, Any]
     ) -> None:
         namespaces = ["default", "api"]
         expected = in_scope_ids(namespaces, **filter)
@@ -191,7 +186,7 @@ class TierContract:
         for id in sorted(expected):  # each one is found by its own text
             assert id in {h["id"] for h in ask(text_of(id), namespaces=namespaces, filter=filter)}
 
-    def test_hit_fields_come_from_metadata(self, ask: Callable[..., list[Hit]]) -> None:
+    def test_hit_fields_come_from_metadata(self, ask: Ask) -> None:
         t1 = ask(text_of("t1"), namespaces=["default"])[0]
         assert (t1["id"], t1["text"]) == ("t1", text_of("t1"))
         assert (t1["doc_id"], t1["parent_id"], t1["source"]) == ("doc-t1", "p1", "t1.md")
