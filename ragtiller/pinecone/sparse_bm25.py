@@ -32,10 +32,8 @@ STATS_NAMESPACE = f"{RESERVED_NAMESPACE_PREFIX}_bm25_stats"
 HEADER_ID = "bm25-stats"
 PART_BYTES = 24_000
 """Term-table JSON per part record, in bytes (escaped, it stays under Pinecone's 40 KB)."""
-FETCH_BATCH = 100
-"""Ids per fetch request (they travel in the URL)."""
-_MARKER = {"indices": [0], "values": [1.0]}
-"""A sparse index requires sparse values on every record; statistics records carry this one."""
+FETCH_BATCH = 100  # ids per fetch request (they travel in the URL)
+_MARKER = {"indices": [0], "values": [1.0]}  # a sparse index's every record has sparse values
 
 
 class SparseVector(TypedDict):
@@ -165,10 +163,8 @@ def write_stats(index: Any, stats: BM25Stats) -> str:
         index.upsert(vectors=records[first : first + FETCH_BATCH], namespace=STATS_NAMESPACE)
     summary = json.dumps(stats.model_dump(exclude={"terms"}))
     metadata = {"version": version, "parts": len(parts), "summary": summary}
-    index.upsert(
-        vectors=[{"id": HEADER_ID, "sparse_values": _MARKER, "metadata": metadata}],
-        namespace=STATS_NAMESPACE,
-    )
+    header = {"id": HEADER_ID, "sparse_values": _MARKER, "metadata": metadata}
+    index.upsert(vectors=[header], namespace=STATS_NAMESPACE)
     if old is not None and old["version"] != version:
         stale = [_part_id(str(old["version"]), i) for i in range(int(old["parts"]))]
         for first in range(0, len(stale), FETCH_BATCH):

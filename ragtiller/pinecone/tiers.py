@@ -221,10 +221,8 @@ class NamespacedSearch(ABC):
         if namespaces is None:
             listing = limit.start(self._list_namespaces, "*", deadline)
             namespaces = limit.wait(listing, deadline, self.timeout_s, "*")
-        calls = [
-            (ns, limit.start(functools.partial(query, ns), ns, deadline))
-            for ns in dict.fromkeys(namespaces)
-        ]
+        unique = dict.fromkeys(namespaces)
+        calls = [(ns, limit.start(functools.partial(query, ns), ns, deadline)) for ns in unique]
         results = [(ns, limit.wait(call, deadline, self.timeout_s, ns)) for ns, call in calls]
         return merge_hits(results, request.k)
 
@@ -234,9 +232,9 @@ class NamespacedSearch(ABC):
         if namespaces is None:
             listing = await limit.astart(self._list_namespaces, "*", deadline)
             namespaces = await limit.await_(listing, deadline, self.timeout_s, "*")
+        unique = dict.fromkeys(namespaces)
         calls = [
-            (ns, await limit.astart(functools.partial(query, ns), ns, deadline))
-            for ns in dict.fromkeys(namespaces)
+            (ns, await limit.astart(functools.partial(query, ns), ns, deadline)) for ns in unique
         ]
         results = [(ns, await limit.await_(c, deadline, self.timeout_s, ns)) for ns, c in calls]
         return merge_hits(results, request.k)
@@ -409,9 +407,8 @@ class PineconeLexicalTier(NamespacedSearch):
                 text_ = metadata.pop(TEXT_KEY, None)
                 score = float(match.score or 0.0)
                 if text_ is not None and score > 0:
-                    pairs.append(
-                        (Document(id=match.id, page_content=str(text_), metadata=metadata), score)
-                    )
+                    doc = Document(id=match.id, page_content=str(text_), metadata=metadata)
+                    pairs.append((doc, score))
             return pairs
 
         return query

@@ -1,8 +1,5 @@
-"""Quota ledgers and caches: in memory by default, in Redis when shared by several replicas.
-
-A quota fails closed (a spend is refused when its store is down); a cache fails open (a miss).
-A circuit breaker shared by the Redis ledger and cache stops calling a Redis that keeps failing.
-"""
+"""Quota ledgers and caches, in memory or in Redis (shared by replicas, behind one circuit
+breaker): a quota fails closed (a spend is refused when its store is down), a cache open."""
 
 from __future__ import annotations
 

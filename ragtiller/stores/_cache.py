@@ -1,5 +1,4 @@
-"""The cache: JSON values with a TTL, fail-open reads and writes, single-flight; in memory and in
-Redis (one computation per key across processes)."""
+"""The cache: JSON values with a TTL, fail-open, single-flight; in memory and in Redis."""
 
 from __future__ import annotations
 
@@ -399,11 +398,7 @@ class RedisCache(RedisBacked, Cache):
                 return None, True
             left = deadline - time.monotonic()
             if left <= 0:
-                logger.info(
-                    "waited %.2f s for another process to compute %s; computing it here",
-                    wait_s,
-                    key,
-                )
+                logger.info("waited %.2f s for another process's %s; computing it", wait_s, key)
                 return None, False
             await asyncio.sleep(min(self._poll_s, left))
 

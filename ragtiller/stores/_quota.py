@@ -188,16 +188,14 @@ class QuotaLedger(Store, ABC):
     async def arefund(self, resource: str, n: int = 1, *, tenant: str | None = None) -> None:
         """Give back up to ``n`` units (to ``tenant``'s own too); a store failure is only logged."""
         counters = self._counters([resource], tenant, n)
-        await self._change(
-            counters, -n, "quota store unavailable; refund of %d %s lost: %s", n, resource
-        )
+        failed = "quota store unavailable; refund of %d %s lost: %s"
+        await self._change(counters, -n, failed, n, resource)
 
     async def aremaining(self, resource: str, *, tenant: str | None = None) -> int:
         """Units ``tenant`` (or anyone) could still spend today; 0 when the store failed."""
         counters = self._counters([resource], tenant)
-        done = await self._change(
-            counters, 0, "quota store unavailable; reporting 0 %s left: %s", resource
-        )
+        failed = "quota store unavailable; reporting 0 %s left: %s"
+        done = await self._change(counters, 0, failed, resource)
         return 0 if done is None else min(done[1])
 
     async def asnapshot(

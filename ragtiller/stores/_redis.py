@@ -29,10 +29,8 @@ POOL_SIZE = 50
 POOL_WAIT_S = 5.0
 """Connections per built client, and the longest wait for a free one; a call still waiting then
 fails as :class:`~ragtiller.errors.StoreOverloaded` (not an outage: the breaker ignores it)."""
-POOL_EXHAUSTED = ("No connection available", "Too many connections")
-"""How redis-py words a full pool: a blocking pool's wait ran out, or a plain pool is full."""
-CLOSE_TIMEOUT_S = 2.0
-"""Longest wait for an asyncio client to close in an event loop of another thread, in seconds."""
+POOL_EXHAUSTED = ("No connection available", "Too many connections")  # redis-py's full pools
+CLOSE_TIMEOUT_S = 2.0  # longest wait for an asyncio client to close in another thread's loop
 LEFT_OPEN = (
     "a Redis store's asyncio client outlived its event loop; "
     "await the store's aclose() before the loop ends"
@@ -81,10 +79,8 @@ class RedisConnection:
             raise ConfigurationError(
                 "a Redis store needs client=, aclient= or url= (for example redis://localhost:6379/0)"
             )
-        for name, value in (
-            ("connect_timeout_s", connect_timeout_s),
-            ("socket_timeout_s", socket_timeout_s),
-        ):
+        timeouts = {"connect_timeout_s": connect_timeout_s, "socket_timeout_s": socket_timeout_s}
+        for name, value in timeouts.items():
             if not (value > 0 and math.isfinite(value)):
                 raise ConfigurationError(
                     f"{name} must be a finite number of seconds > 0, but got {value!r}"
@@ -106,11 +102,7 @@ class RedisConnection:
                 raise ConfigurationError(f"the Redis URL (REDIS_URL) is not valid: {e}") from e
         exceptions = redis.exceptions
         self._errors: tuple[type[BaseException], ...] = (exceptions.RedisError, OSError)
-        self._outages: tuple[type[BaseException], ...] = (
-            exceptions.ConnectionError,
-            exceptions.TimeoutError,
-            OSError,
-        )
+        self._outages = (exceptions.ConnectionError, exceptions.TimeoutError, OSError)
         self.breaker = breaker or CircuitBreaker()
         self._url = url or None
         self._timeouts = {

@@ -1,5 +1,4 @@
-"""What the contracts share: required fixtures, and the stores a test opened, closed in every
-loop it ran."""
+"""What the contracts share: required fixtures, and the stores a test opened, closed after."""
 
 from __future__ import annotations
 

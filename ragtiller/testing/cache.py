@@ -78,14 +78,11 @@ class CacheContract:
     async def test_a_non_json_value_is_a_type_error(
         self, caches: Opened[Cache], cache: Cache
     ) -> None:
-        async def a_set() -> set[int]:
-            return {1, 2}
-
         message = r"^cache values must be JSON-serialisable, but got "
         with pytest.raises(TypeError, match=message + "object"):
             await cache.aset("k", object(), ttl_s=60)
         with pytest.raises(TypeError, match=message + "set"):
-            await cache.aget_or_compute("k", a_set, ttl_s=60)
+            await cache.aget_or_compute("k", lambda: asyncio.sleep(0, {1, 2}), ttl_s=60)
         assert await cache.aget("k") is None
 
     @pytest.mark.parametrize("ttl_s", [0, -1.0, float("inf"), float("nan")])
@@ -93,14 +90,11 @@ class CacheContract:
     async def test_ttl_must_be_positive_and_finite(
         self, caches: Opened[Cache], cache: Cache, ttl_s: float
     ) -> None:
-        async def one() -> int:
-            return 1
-
         message = r"^ttl_s must be a finite number of seconds > 0, but got"
         with pytest.raises(ValueError, match=message):
             await cache.aset("k", 1, ttl_s=ttl_s)
         with pytest.raises(ValueError, match=message):
-            await cache.aget_or_compute("k", one, ttl_s=ttl_s)
+            await cache.aget_or_compute("k", lambda: asyncio.sleep(0, 1), ttl_s=ttl_s)
 
     def test_clear_removes_every_entry(self, caches: Opened[Cache], cache: Cache) -> None:
         async def fill() -> None:
@@ -186,9 +180,6 @@ class CacheContract:
             await asyncio.sleep(0.2)
             raise RuntimeError("llm timeout")
 
-        async def recover() -> str:
-            return "recovered"
-
         outcomes = await asyncio.gather(
             *(cache.aget_or_compute("k", fail, ttl_s=60) for _ in range(50)),
             return_exceptions=True,
@@ -196,7 +187,9 @@ class CacheContract:
         assert all(isinstance(o, RuntimeError) and str(o) == "llm timeout" for o in outcomes)
         assert len(calls) == 1
         assert await cache.aget("k") is None
-        assert await cache.aget_or_compute("k", recover, ttl_s=60) == ("recovered", False)
+        assert await cache.aget_or_compute(
+            "k", lambda: asyncio.sleep(0, "recovered"), ttl_s=60
+        ) == ("recovered", False)
 
     @in_loop
     async def test_cancelling_the_first_caller_does_not_cancel_the_computation(
@@ -228,21 +221,17 @@ class CacheOutageContract:
     make_unreachable_cache = required("make_unreachable_cache", "CacheOutageContract")
     unreachable_caches = opened("make_unreachable_cache", Cache)
 
-    def test_an_unreachable_store_is_a_miss_and_never_raises(
+    @in_loop
+    async def test_an_unreachable_store_is_a_miss_and_never_raises(
         self, unreachable_caches: Opened[Cache], caplog: pytest.LogCaptureFixture
     ) -> None:
         cache = unreachable_caches()
 
-        async def compute() -> str:
-            return "computed"
-
-        async def main() -> None:
+        with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
             await cache.aset("k", "v", ttl_s=60)
             assert await cache.aget("k") is None
-            assert await cache.aget_or_compute("k", compute, ttl_s=60) == ("computed", False)
-
-        with caplog.at_level(logging.WARNING, logger="ragtiller.stores"):
-            unreachable_caches.run(main)
+            computed = await cache.aget_or_compute("k", lambda: asyncio.sleep(0, "v2"), ttl_s=60)
+            assert computed == ("v2", False)
         messages = [r.getMessage() for r in caplog.records if r.name == "ragtiller.stores"]
         assert any(m.startswith("cache unavailable; k is a miss") for m in messages)
         assert any(m.startswith("cache unavailable; k not stored") for m in messages)

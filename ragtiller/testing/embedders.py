@@ -92,9 +92,7 @@ class EmbedderContract:
         assert isinstance(vectors, list) and len(vectors) == count, type(vectors).__name__
         for vector in vectors:
             assert isinstance(vector, list), f"a vector is a {type(vector).__name__}, not a list"
-            assert len(vector) == dimension, (
-                f"{len(vector)} values, but the index records {dimension}"
-            )
+            assert len(vector) == dimension, f"{len(vector)} values, not the index's {dimension}"
             assert all(isinstance(x, float) and math.isfinite(x) for x in vector), vector[:8]
 
     def test_every_vector_has_the_dimension_the_index_records(self, embedder: Embeddings) -> None:
