@@ -185,7 +185,7 @@ def sweep(directory: Path, rows: int, efc: int | None) -> None:
     import faiss
     from bench_scale import around, centres
 
-    from ragtiller.index.derived import load_graph
+    from ragtiller.index.ann import load_graph
     from ragtiller.index.versions import current_version
 
     graph = load_graph(current_version(directory), rows, DIM)

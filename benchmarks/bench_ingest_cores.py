@@ -57,7 +57,7 @@ def ingest(tree: Path, corpus: Path, index: Path) -> tuple[float, float]:
 
 def vectors(index: Path) -> tuple[list[str], np.ndarray]:
     """The chunk ids and vectors of the index's current version."""
-    from ragtiller.index.opening import open_index
+    from ragtiller.index import open_index
 
     store = open_index(index).store
     return list(store.records.ids), np.asarray(store.vectors)

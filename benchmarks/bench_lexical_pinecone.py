@@ -65,7 +65,7 @@ def main() -> None:
     remote_policy = policy.model_copy(
         update={
             "lexical_backend": policy.lexical_backend.model_copy(
-                update={"provider": "pinecone", "fallback": "none", "timeout_s": 30.0}
+                update={"provider": "pinecone", "fallback": "none"}
             )
         }
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtiller import build_graph
-from ragtiller.index.opening import open_index
+from ragtiller.index import open_index
 
 KS = (1, 5, 10, 20)
 

@@ -9,7 +9,7 @@ Run on demand (not in CI; offline):
 
 Each index is synthetic but saved exactly as an ingest saves one (``EmbeddedIndex.save``: a
 versioned directory with the vectors, the chunk and section tables, the chunk BM25 and what
-:func:`ragtiller.index.derived.build_derived` derives at ingest: section BM25, parent rows and,
+:func:`ragtiller.index.embedded.build_derived` derives at ingest: section BM25, parent rows and,
 from ``ANN_MIN_ROWS`` chunks, the HNSW graph). Built once and cached under
 ``$TMPDIR/ragtiller-bench-scale/`` (float16 indexes, ``--vector-dtype float16``, under
 ``$TMPDIR/ragtiller-bench-scale-float16/``), one per index format version. Chunks: 384-d unit
@@ -89,7 +89,7 @@ def cache(dtype: str) -> Path:
 def build(rows: int, dtype: str = "float32") -> tuple[Path, dict[str, float]]:
     """Build (once) and save the synthetic index of ``rows`` chunks; its build times."""
     from ragtiller.index import EmbeddedIndex, LexicalTier, NumpyVectorStore
-    from ragtiller.index.derived import build_derived
+    from ragtiller.index.embedded import build_derived
     from ragtiller.index.lexical import DEFAULT_LEXICAL
     from ragtiller.index.manifest import FORMAT_VERSION, EmbedderInfo, IndexCounts, IndexManifest
     from ragtiller.index.records import RecordTable
@@ -196,7 +196,7 @@ def probe(directory: str, rows: int, turns: int, queries: int) -> dict[str, Any]
     """Child process: open, turns, floor, recall and memory of one index."""
     from ragtiller import build_graph
     from ragtiller.core.tiers import SearchRequest
-    from ragtiller.index.opening import open_index
+    from ragtiller.index import open_index
     from ragtiller.policies import load_policy
 
     counter = itertools.count()
@@ -329,8 +329,7 @@ def graph_tiers(index: Any) -> list[Any]:
 def dense_memory(directory: str, rows: int) -> dict[str, float]:
     """Child process: memory of the dense tier alone (vectors, graph, chunk table), searched."""
     from ragtiller.index import NumpyVectorStore
-    from ragtiller.index.ann import AnnIndex
-    from ragtiller.index.derived import load_graph
+    from ragtiller.index.ann import AnnIndex, load_graph
     from ragtiller.index.embedded import read_manifest
     from ragtiller.index.versions import current_version
     from ragtiller.models import HashingEmbedder

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 
 from ragtiller import build_graph
-from ragtiller.index.opening import open_index
+from ragtiller.index import open_index
 
 
 def ndcg_at_10(ranked: list[str], judged: dict[str, int]) -> float:

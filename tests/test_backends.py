@@ -137,3 +137,33 @@ async def test_document_metadata_cannot_forge_a_fallback_label_async(
     forging_index: EmbeddedIndex,
 ) -> None:
     assert_no_forged_label(await build_graph(index=forging_index).ainvoke({"query": QUERY}))
+
+
+def test_a_pinecone_query_gets_four_fifths_of_the_tier_deadline(index: EmbeddedIndex) -> None:
+    base = load_policy()
+    both = base.model_copy(
+        update={
+            "dense_backend": base.dense_backend.model_copy(update={"provider": "pinecone"}),
+            "lexical_backend": base.lexical_backend.model_copy(update={"provider": "pinecone"}),
+            "deadlines": base.deadlines.model_copy(update={"tier_s": 2.5}),
+        }
+    )
+    remote = {t.name: t for t in tiers_for_policy(both, index, env={})}
+    assert (remote["dense"].timeout_s, remote["lexical"].timeout_s) == (2.0, 2.0)
+    assert base.deadlines.pinecone_s == 4.0  # the default: 4 s of the tier's 5
+
+
+def test_a_slow_pinecone_leaves_the_fallback_time_to_answer(
+    index: EmbeddedIndex, emulator: PineconeEmulator
+) -> None:
+    slow = policy(provider="pinecone", fallback_on_outage=True)
+    slow = slow.model_copy(update={"deadlines": slow.deadlines.model_copy(update={"tier_s": 1.0})})
+    emulator.slow(0.9)  # past the Pinecone query's 0.8 s, within the tier's 1 s
+    env = {"PINECONE_API_KEY": API_KEY, "PINECONE_HOST": emulator.host}
+    dense, out = dense_outcome(slow, index, env=env)
+    assert dense["status"] == "done" and dense["detail"]["hits"] > 0
+    assert (dense["detail"]["served_by"], dense["detail"]["fallback_reason"]) == (
+        "embedded",
+        "PineconeTimeoutError",
+    )
+    assert served_by_dense(out)

@@ -120,7 +120,7 @@ def test_a_missing_index_is_one_line_and_the_index_exit_code(tmp_path: Path) -> 
 def test_a_policy_error_is_folded_into_one_line(index_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "schema_version: 1\npolicy_id: x\nversion: '1'\nroutes: {}\n"
+        "schema_version: 2\npolicy_id: x\nversion: '1'\nroutes: {}\n"
         "deadlines: {turn_s: .inf}\nfusion: {tier_weights: {dense: -1}}\n",
         "utf-8",
     )

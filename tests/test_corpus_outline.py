@@ -13,9 +13,8 @@ import pytest
 from langchain_core.documents import Document
 
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import build_corpus_map
-from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows, ScopedOverview
-from ragtiller.index.opening import open_index
+from ragtiller.index import build_corpus_map, open_index
+from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
 from ragtiller.index.records import RecordTable, namespace_of
 from ragtiller.index.units import section_from_record
 from ragtiller.index.versions import current_version
@@ -137,8 +136,7 @@ def test_a_scope_reads_only_its_own_namespaces_entries(
     index = open_index(saved)
     rows = OutlineRows.load(current_version(saved) / OUTLINE_FILE, len(index.parents))
     spy = Spy.of(index.parents)
-    overview = ScopedOverview(spy, section_from_record, rows)
-    text = overview.outline([namespace], filter)
+    text = rows.outline(spy, [namespace], filter)
     assert text == expected(index.parents, [namespace], filter)
     assert spy.read  # it did read sections: those of its own namespace alone
     assert {namespace_of(index.parents.metadatas[r]) for r in spy.read} == {namespace}

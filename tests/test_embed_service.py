@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from ragtiller.core.rate_limit import RateLimit
+from ragtiller.core.providers import RateLimit
 from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import (
     ConfigurationError,

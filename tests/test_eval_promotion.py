@@ -13,6 +13,7 @@ from ragtiller.eval import (
     decision_artifact,
     load_beir,
     paired_differences,
+    promotion,
     write_decision,
 )
 from ragtiller.eval.promotion import dumps_decision
@@ -146,26 +147,28 @@ def test_promote_when_every_rule_passes() -> None:
     }
 
 
-def test_reject_on_a_slice_regression_despite_an_overall_lift() -> None:
+def test_reject_on_a_slice_regression_despite_an_overall_lift(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Better on lexical (2 queries), worse on factual (q5): overall lift +0.25.
+    monkeypatch.setattr(promotion, "MIN_SLICE_QUERIES", 1)  # judge every slice
     candidate = {**BEST, "q3": [], "q5": []}
     baseline = {**WORST, "q3": [], "q5": ["d7"]}
-    rules = PromotionConfig(min_slice_queries=1)
-    reasons = _reasons(rules, make_run(candidate), make_run(baseline))
+    reasons = _reasons(PromotionConfig(), make_run(candidate), make_run(baseline))
     assert reasons["min_ndcg_lift:all"] is True
     assert reasons["max_slice_regression:factual"] is False
     assert reasons["max_slice_regression:lexical"] is True
 
 
-def test_a_slice_smaller_than_min_slice_queries_is_reported_not_judged() -> None:
+def test_a_slice_of_fewer_than_50_judged_queries_is_reported_not_judged() -> None:
     candidate = {**BEST, "q3": [], "q5": []}
     baseline = {**WORST, "q3": [], "q5": ["d7"]}
     comparison = compare_runs(make_run(candidate), make_run(baseline), LABELLED, n_resamples=200)
-    decision = decide(PromotionConfig(min_slice_queries=3), comparison)
+    decision = decide(PromotionConfig(), comparison)
     factual = next(r for r in decision.reasons if r.scope == "factual")
     assert factual.passed is True
     assert factual.observed is not None and factual.observed < -0.02  # the lift is still shown
-    assert "not judged" in factual.detail and "min_slice_queries 3" in factual.detail
+    assert "not judged: 1 judged queries < 50" in factual.detail
     assert decision.decision == "promote"
 
 
@@ -226,6 +229,6 @@ def test_decision_artifact_is_stable_and_complete(tmp_path: Path) -> None:
 def test_by_default_no_single_query_can_carry_a_judged_slice_past_the_limit() -> None:
     # A per-query metric moves by at most 1, so one query moves an n-query slice's mean by up
     # to 1/n: the default smallest judged slice must make that at most the regression limit.
-    rules = PromotionConfig()
-    assert 1.0 / rules.min_slice_queries <= rules.max_slice_regression
-    assert 1.0 / (rules.min_slice_queries - 1) > rules.max_slice_regression
+    limit = PromotionConfig().max_slice_regression
+    assert limit >= 1.0 / promotion.MIN_SLICE_QUERIES
+    assert limit < 1.0 / (promotion.MIN_SLICE_QUERIES - 1)

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from ragtiller.index import ChunkingConfig, SourceDocument
 from ragtiller.ingest import chunk_documents
-from ragtiller.ingest.chunking import passage_windows, split_sections, token_windows
+from ragtiller.ingest.chunking import passage_windows, token_windows
+from ragtiller.ingest.headings import split_sections
 
 MARKDOWN = """Intro line before any heading.
 

@@ -14,10 +14,9 @@ from langchain_core.documents import Document
 from ragtiller.core.tiers import SearchRequest, Tier
 from ragtiller.errors import ConfigurationError, IndexStoreError
 from ragtiller.graph.builder import build_components
-from ragtiller.index import DenseTier, ParentChildTier
+from ragtiller.index import DenseTier, ParentChildTier, open_index
 from ragtiller.index import ann as ann_module
 from ragtiller.index.ann import ANN_FILE, AnnIndex
-from ragtiller.index.opening import open_index
 from ragtiller.index.parent_child import PARENT_ROWS_FILE
 from ragtiller.index.versions import current_version
 from ragtiller.ingest import build_index

@@ -25,18 +25,18 @@ from langchain_core.documents import Document
 from ragtiller.cli.app import main
 from ragtiller.errors import ModelPrepareError
 from ragtiller.eval.fingerprint import index_fingerprint, same_index
-from ragtiller.index.variant_check import (
+from ragtiller.index.embedded import (
     MIN_AGREEMENT,
     variant_rebuild_reason,
     vector_agreement,
 )
 from ragtiller.ingest import build_index
 from ragtiller.models import MiniLMEmbedder, local_embedder
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
 from ragtiller.models.onnx_export import check_quantized, probe_cosine
 from ragtiller.models.onnx_model import (
     CPU_FLAGS,
     DEFAULT_VARIANT,
+    OnnxMiniLMEmbedder,
     PreparedModel,
     prepare_model,
     prepared_model,

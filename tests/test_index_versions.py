@@ -150,17 +150,6 @@ def test_a_first_save_that_crashed_is_no_index_and_the_next_one_is(
     assert open_index(directory).manifest.counts.documents == 5
 
 
-def test_an_index_saved_before_versioning_is_to_be_rebuilt(
-    old: EmbeddedIndex, tmp_path: Path
-) -> None:
-    directory = tmp_path / "unversioned"
-    directory.mkdir()
-    for name in INDEX_FILES:
-        old._write_file(directory, name)
-    with pytest.raises(IndexStoreError, match=r"saved before versioning.*rebuild the index"):
-        open_index(directory)
-
-
 SAVER = textwrap.dedent(
     """
     import sys, time

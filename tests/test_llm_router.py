@@ -24,8 +24,15 @@ from ragtiller import ConfigurationError, RunManifest, build_graph, load_policy
 from ragtiller.errors import StoreUnavailableError
 from ragtiller.eval import EvalRun, QueryResult, compare_runs, decide, decision_artifact, load_beir
 from ragtiller.eval.promotion import ARTIFACT_KIND, write_decision
+from ragtiller.graph.builder import build_components
 from ragtiller.policies.evidence import read_eval_evidence
-from ragtiller.policies.schema import PromotionConfig, RetrievalPolicy, RouterConfig, TriggerKind
+from ragtiller.policies.schema import (
+    DeadlinesConfig,
+    PromotionConfig,
+    RetrievalPolicy,
+    RouterConfig,
+    TriggerKind,
+)
 from ragtiller.routing.llm import LLMRouter, RouteChoice, make_llm_router, router_key
 from ragtiller.routing.rules import Classification, classify, trigger_kind
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
@@ -142,6 +149,7 @@ def router(
     *,
     quota: MemoryQuotaLedger | None = None,
     cache: MemoryCache | None = None,
+    chat_s: float = 10.0,
     **config: Any,
 ) -> LLMRouter:
     made = make_llm_router(
@@ -150,6 +158,7 @@ def router(
         quota=quota or ledger(),
         cache=cache or MemoryCache(),
         trigger_kinds=POLICY.lexical_triggers,
+        deadlines=DeadlinesConfig(chat_s=chat_s),
     )
     assert made is not None
     return made
@@ -279,7 +288,7 @@ def test_each_failure_falls_back_to_the_deterministic_route(
     model: StructuredRouterModel | None, quota: MemoryQuotaLedger, reason: str, calls: int
 ) -> None:
     deterministic = classify(FACTUAL, POLICY)
-    r = router(model, quota=quota, llm_timeout_s=0.05)
+    r = router(model, quota=quota, chat_s=0.05)
     cls, name, detail = asyncio.run(r(FACTUAL, deterministic))
     assert cls is deterministic and name == "deterministic"
     assert detail["router"] == "deterministic" and detail["fallback_reason"] == reason
@@ -308,9 +317,27 @@ def test_failures_are_logged_and_recorded(
     model: StructuredRouterModel, error: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="ragtiller.routing.llm"):
-        _, _, detail = route(router(model, llm_timeout_s=0.05))
+        _, _, detail = route(router(model, chat_s=0.05))
     assert detail["error"] == error
     assert any("LLM router failed" in r.getMessage() for r in caplog.records)
+
+
+def test_routing_is_bounded_by_the_chat_deadline_cut_to_the_turns() -> None:
+    # one deadline for every chat-model call: step-back's and the router's
+    assert router(None, chat_s=0.05).timeout_s == 0.05
+    assert (
+        LLMRouter(RouterConfig(), chat_model=None, quota=ledger(), cache=MemoryCache()).timeout_s
+        == 10.0
+    )
+    for chat_s, turn_s in ((1.0, 15.0), (10.0, 3.0)):
+        deadlines = DeadlinesConfig(chat_s=chat_s, turn_s=turn_s)
+        policy = POLICY.model_copy(
+            update={"router": RouterConfig(llm_router="on"), "deadlines": deadlines}
+        )
+        parts = build_components(
+            policy, tiers=[StaticTier("lexical", [], needs_vector=False)], chat_model=None
+        )
+        assert parts.llm_router is not None and parts.llm_router.timeout_s == min(chat_s, turn_s)
 
 
 def test_low_confidence_records_the_confidence_and_threshold() -> None:

@@ -27,7 +27,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert isinstance(policy, RetrievalPolicy)
     assert (policy.policy_id, policy.version, policy.schema_version) == (
         "default-retrieval-policy",
-        "2026-12-03",
+        "2026-12-04",
         2,
     )
     assert policy.routes["exact_lexical_lookup"].hybrid is True
@@ -35,7 +35,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     assert policy.routes["factual_lookup"].hybrid is True  # promoted on Cranfield, 2026-11-29
     assert policy.routes["synthesis"].parent_child == "conditional"
     assert policy.router.llm_router == "off"
-    assert policy.step_back.cache_ttl_s == 21600
+    assert policy.cache.ttl_s == 21600
     assert policy.quota.chat_gen_per_day == 20
     assert policy.reranker.provider == "zscore"
     assert policy.budgets.candidate_cap == 36
@@ -43,7 +43,7 @@ def test_shipped_default_loads_with_every_section() -> None:
     # passages, 2026-12-01 (benchmarks/log/)
     assert policy.fusion.method == "zscore"
     assert (policy.budgets.passages_per_document, policy.budgets.context_words) == (5, 1500)
-    assert (policy.feedback.dense, policy.feedback.dense_docs) == ("rocchio", 2)
+    assert (policy.feedback.enabled, policy.feedback.dense_docs) == (True, 2)
 
 
 def test_the_schema_defaults_are_the_shipped_default() -> None:
@@ -120,6 +120,31 @@ def test_bad_policy_names_file_and_field(
     with pytest.raises(PolicyError, match=message) as info:
         load_policy(path)
     assert str(path) in str(info.value)
+
+
+REMOVED = [  # 2026-12-04 (issue 42): each folded into a mechanism that was already there
+    "dense_backend__timeout_s",  # 0.8 of deadlines.tier_s
+    "lexical_backend__timeout_s",
+    "router__llm_timeout_s",  # deadlines.chat_s
+    "deadlines__step_back_s",  # renamed deadlines.chat_s
+    "step_back__refund_on_failure",  # never refunded
+    "promotion__min_slice_queries",  # 50, eval.promotion.MIN_SLICE_QUERIES
+    "reranker__max_cost_usd_per_request_added",  # one call a request, cost_usd_per_call
+    "reranker__max_candidates",  # the rerank stage's pool, at most 100
+    "feedback__dense",  # feedback.dense_weight: 0 is off
+    "router__cache_ttl_s",  # cache.ttl_s
+    "step_back__cache_ttl_s",
+    "reranker__cache_ttl_s",
+    "reranker__exact_match_margin",  # 1.5, policies.decisions.EXACT_MATCH_MARGIN
+]
+
+
+@pytest.mark.parametrize("field", REMOVED)
+def test_a_policy_setting_a_removed_field_is_refused_naming_it(tmp_path: Path, field: str) -> None:
+    path = write(tmp_path, _broken(**{field: 1}))
+    named = field.replace("__", r"\.")
+    with pytest.raises(PolicyError, match=rf"{named}: Extra inputs are not permitted"):
+        load_policy(path)
 
 
 def test_missing_file_lists_shipped_policies(tmp_path: Path) -> None:

@@ -16,16 +16,13 @@ DEFAULT = yaml.safe_load(
 )
 
 SECONDS_FIELDS = [
-    ("router", "llm_timeout_s"),
     ("deadlines", "embed_s"),
     ("deadlines", "tier_s"),
     ("deadlines", "rerank_s"),
-    ("deadlines", "step_back_s"),
+    ("deadlines", "chat_s"),
     ("deadlines", "turn_s"),
-    ("step_back", "cache_ttl_s"),
-    ("reranker", "cache_ttl_s"),
+    ("cache", "ttl_s"),
     ("reranker", "max_p95_latency_ms_added"),
-    ("dense_backend", "timeout_s"),
     ("promotion", "max_p95_latency_ms"),
 ]
 
@@ -55,16 +52,14 @@ def test_a_duration_must_be_finite_and_positive(
 
 
 def test_yaml_infinity_is_rejected_with_the_file_and_field(tmp_path: Path) -> None:
-    text = yaml.safe_dump(_with("deadlines", "step_back_s", 1.0)).replace(
-        "step_back_s: 1.0", "step_back_s: .inf"
-    )
+    text = yaml.safe_dump(_with("deadlines", "chat_s", 1.0)).replace("chat_s: 1.0", "chat_s: .inf")
     path = tmp_path / "policy.yaml"
     path.write_text(text, "utf-8")
     with pytest.raises(PolicyError) as info:
         load_policy(path)
     assert str(info.value).splitlines() == [
         f"invalid retrieval policy {path}:",
-        "  deadlines.step_back_s: Input should be a finite number",  # never the value itself
+        "  deadlines.chat_s: Input should be a finite number",  # never the value itself
     ]
 
 

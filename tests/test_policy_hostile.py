@@ -241,7 +241,7 @@ def hostile_files(tmp_path: Path) -> dict[str, Path]:
     return files
 
 
-@pytest.mark.parametrize("command", ["ask", "show", "migrate"])
+@pytest.mark.parametrize("command", ["ask", "show"])
 @pytest.mark.parametrize("kind", ["laughs", "deep", "huge", "fifo"])
 def test_the_cli_refuses_each_hostile_file_with_the_usage_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, command: str
@@ -250,7 +250,6 @@ def test_the_cli_refuses_each_hostile_file_with_the_usage_code(
     argv = {
         "ask": ["ask", "q", "--index", str(tmp_path / "none"), "--policy", str(path)],
         "show": ["policy", "show", str(path)],
-        "migrate": ["policy", "migrate", str(path)],
     }[command]
     outcome: list[int] = []
     assert within(30, lambda: outcome.append(main(argv))) is None

@@ -135,12 +135,12 @@ async def test_eval_lift_not_required_and_default_cohere_reads_env(stub: CohereS
 
 
 def test_paid_provider_is_a_ceiling_over_zscore() -> None:
-    config = RerankerConfig(provider="cohere", require_eval_lift=False, max_candidates=40)
+    config = RerankerConfig(provider="cohere", require_eval_lift=False)
     reranker = reranker_from_policy(config, env={"COHERE_API_KEY": KEY})
     assert isinstance(reranker, CeilingReranker)
     assert isinstance(reranker.floor, ZScoreReranker)
     assert isinstance(reranker.ceiling, CohereReranker)
-    assert reranker.ceiling.max_candidates == 40
+    assert reranker.ceiling.max_candidates == 100
     assert reranker.ceiling.has_credentials
 
 

@@ -30,7 +30,7 @@ from langgraph.types import Command, Send
 
 from ragtiller import InputError, RunManifest, build_graph, load_policy
 from ragtiller.eval.variants import with_overrides
-from ragtiller.graph._dual import run_sync
+from ragtiller.graph.retrieval_graph import run_sync
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.ingest.to_store import ingest_to_store

@@ -237,9 +237,9 @@ SLACK_S = 0.5
 def policy() -> RetrievalPolicy:
     base = load_policy()
     deadlines = DeadlinesConfig(
-        embed_s=STAGE_S, tier_s=STAGE_S, rerank_s=STAGE_S, step_back_s=STAGE_S, turn_s=TURN_S
+        embed_s=STAGE_S, tier_s=STAGE_S, rerank_s=STAGE_S, chat_s=STAGE_S, turn_s=TURN_S
     )
-    router = RouterConfig(llm_router="on", llm_timeout_s=STAGE_S)
+    router = RouterConfig(llm_router="on")
     return base.model_copy(update={"deadlines": deadlines, "router": router})
 
 

@@ -14,11 +14,10 @@ from langchain_core.documents import Document
 from ragtiller.cli.app import main
 from ragtiller.cli.exit_codes import EXIT_USAGE
 from ragtiller.errors import IndexStoreError, IngestError
-from ragtiller.index import NumpyVectorStore
+from ragtiller.index import NumpyVectorStore, open_index
 from ragtiller.index import ann as ann_module
 from ragtiller.index.ann import ANN_FILE, AnnIndex
 from ragtiller.index.embedded import EmbeddedIndex
-from ragtiller.index.opening import open_index
 from ragtiller.index.versions import current_version
 from ragtiller.ingest import ChangeCounts, build_index, ingest
 from ragtiller.models import HashingEmbedder

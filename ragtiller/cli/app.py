@@ -1,8 +1,5 @@
-"""The ``ragtiller`` command: ingest, ask, demo, draw, eval, promote.
-
-Every error becomes one line on stderr and an exit code per kind (see
-:mod:`ragtiller.cli.exit_codes`); the traceback only with ``ragtiller --debug``.
-"""
+"""The ``ragtiller`` command. Every error becomes one line on stderr and an exit code per kind
+(:mod:`ragtiller.cli.exit_codes`); the traceback only with ``ragtiller --debug``."""
 
 from __future__ import annotations
 
@@ -23,6 +20,10 @@ from ragtiller.cli.policy import add_policy_commands
 from ragtiller.graph.builder import build_graph
 from ragtiller.integrations.display import citations, stage_table, summary
 from ragtiller.policies import load_policy
+
+SHOWN_QUERY_CHARS = 200
+"""How much of a query the turn's header repeats: a pasted document need not be echoed whole."""
+DEBUG_HELP = "On an error, also print the Python traceback."
 
 
 def run_turn(
@@ -53,10 +54,6 @@ def print_turn(query: str, out: dict[str, Any], *, context: bool = False) -> Non
         print("\n--- context ---\n" + out["context"])
 
 
-SHOWN_QUERY_CHARS = 200
-"""How much of a query the turn's header repeats: a pasted document need not be echoed whole."""
-
-
 def shown_query(query: str) -> str:
     """The query as the header shows it: quoted, and cut after :data:`SHOWN_QUERY_CHARS`.
 
@@ -70,22 +67,12 @@ def shown_query(query: str) -> str:
 
 
 def warm_up(embedder: Any) -> float:
-    """Load the embedder's model now (one embedding), so no turn's ``embed`` latency holds it.
-
-    Returns:
-        How long it took, in milliseconds.
-    """
+    """Load the embedder's model now (one embedding), so no turn's ``embed`` latency holds it;
+    the milliseconds it took."""
     started = time.perf_counter()
     if embedder is not None:
         embedder.embed_query("warm-up")
     return (time.perf_counter() - started) * 1000.0
-
-
-def _run_context(args: argparse.Namespace) -> dict[str, Any]:
-    """The run context the ``ask`` flags set (unset flags are left to the policy)."""
-    namespace = args.namespace[0] if args.namespace and len(args.namespace) == 1 else args.namespace
-    context = {"top_k": args.top_k, "namespace": namespace, "tenant": args.tenant}
-    return {key: value for key, value in context.items() if value is not None}
 
 
 def _ask(args: argparse.Namespace) -> int:
@@ -96,7 +83,11 @@ def _ask(args: argparse.Namespace) -> int:
     index = open_index(args.index)
     graph = build_graph(policy, index=index, tiers=tiers_for_policy(policy, index))
     load_ms = warm_up(index.embedder)
-    out, events = run_turn(graph, args.question, _run_context(args))
+    namespace = args.namespace[0] if args.namespace and len(args.namespace) == 1 else args.namespace
+    context = {"top_k": args.top_k, "namespace": namespace, "tenant": args.tenant}
+    out, events = run_turn(
+        graph, args.question, {k: v for k, v in context.items() if v is not None}
+    )
     if args.json:
         payload = {
             "load_ms": round(load_ms, 1),
@@ -127,8 +118,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _model_prepare(args: argparse.Namespace) -> int:
-    import time
-
     from ragtiller.models.onnx_model import prepare_model, prepared_model
 
     cached = prepared_model(args.variant).onnx_path.is_file() and not args.force
@@ -152,7 +141,7 @@ def _draw(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
-    from ragtiller.cli.eval import add_commands
+    from ragtiller.cli.eval import POLICY_HELP, add_commands
 
     top = argparse.ArgumentParser(
         prog="ragtiller", description="Quota-aware, policy-driven retrieval graph."
@@ -160,30 +149,18 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     top.add_argument("--version", action="version", version=f"ragtiller {ragtiller.__version__}")
     sub = top.add_subparsers(dest="command", required=True)
-
     add_ingest_command(sub)
 
-    ask = sub.add_parser(
-        "ask", help="Run one turn and print its documents and stage table (--context: the text)."
-    )
-    ask.add_argument("question", help="The question, in quotes.")
-    ask.add_argument("--index", required=True, help="Index directory made by `ragtiller ingest`.")
-    ask.add_argument(
-        "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
-    )
-    ask.add_argument(
-        "--top-k", type=int, default=None, help="Documents to return (default: the route's)."
-    )
-    ask.add_argument(
-        "--namespace",
-        action="append",
-        help="Search this namespace instead of the route's (repeatable).",
-    )
-    ask.add_argument("--tenant", default=None, help="Tenant id, used as a metadata filter.")
-    ask.add_argument(
-        "--context", action="store_true", help="Also print the prompt-ready context text."
-    )
-    ask.add_argument(
+    ask = sub.add_parser("ask", help="Run one turn; print its documents and stage table.")
+    add = ask.add_argument
+    add("question", help="The question, in quotes.")
+    add("--index", required=True, help="Index directory made by `ragtiller ingest`.")
+    add("--policy", help=POLICY_HELP)
+    add("--top-k", type=int, help="Documents to return (default: the route's).")
+    add("--namespace", action="append", help="Search this namespace instead (repeatable).")
+    add("--tenant", help="Tenant id, used as a metadata filter.")
+    add("--context", action="store_true", help="Also print the prompt-ready context text.")
+    add(
         "--json",
         action="store_true",
         help="Print one JSON object: load_ms, documents, context, manifest, events.",
@@ -191,32 +168,25 @@ def parser() -> argparse.ArgumentParser:
     ask.set_defaults(func=_ask)
 
     demo = sub.add_parser(
-        "demo", help="Index the stdlib docs (cached) and ask one question per route."
+        "demo", help="Index the stdlib docs (cached); ask one question per route."
     )
-    demo.add_argument(
+    add = demo.add_argument
+    add(
         "--embedder",
         choices=["minilm", "hashing"],
         default="minilm",
         help="Default: minilm (bundled, offline); hashing needs no model.",
     )
-    demo.add_argument(
-        "--policy", default=None, help="Policy YAML file or shipped policy name (default: default)."
-    )
-    demo.add_argument(
-        "--question",
-        action="append",
-        help="Ask this instead of the built-in questions (repeatable).",
-    )
-    demo.add_argument("--context", action="store_true", help="Also print the full context text.")
-    demo.add_argument("--cache-dir", type=Path, default=None, help="Where to cache the demo index.")
-    demo.add_argument("--rebuild", action="store_true", help="Rebuild the cached demo index.")
+    add("--policy", help=POLICY_HELP)
+    add("--question", action="append", help="Ask this instead of the built-in questions.")
+    add("--context", action="store_true", help="Also print the full context text.")
+    add("--cache-dir", type=Path, help="Where to cache the demo index.")
+    add("--rebuild", action="store_true", help="Rebuild the cached demo index.")
     demo.set_defaults(func=_demo)
 
     model = sub.add_parser("model", help="Manage the bundled local model.")
-    model_sub = model.add_subparsers(dest="model_command", required=True)
-    prepare = model_sub.add_parser(
-        "prepare",
-        help="Export the bundled all-MiniLM-L6-v2 to ONNX once and cache it (needs torch).",
+    prepare = model.add_subparsers(dest="model_command", required=True).add_parser(
+        "prepare", help="Export the bundled all-MiniLM-L6-v2 to ONNX once (needs torch)."
     )
     prepare.add_argument(
         "--variant",
@@ -230,9 +200,7 @@ def parser() -> argparse.ArgumentParser:
     draw = sub.add_parser(
         "draw", help="Print the graph as Mermaid, or write a PNG (offline, ragtiller[draw])."
     )
-    draw.add_argument(
-        "--png", type=Path, default=None, help="Write a PNG here instead of printing Mermaid."
-    )
+    draw.add_argument("--png", type=Path, help="Write a PNG here instead of printing Mermaid.")
     draw.set_defaults(func=_draw)
 
     add_commands(sub)
@@ -241,15 +209,9 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-DEBUG_HELP = "On an error, also print the Python traceback."
-
-
 def _share_options(parser: argparse.ArgumentParser) -> None:
-    """Accept the shared options after any subcommand too (``ragtiller ask Q --debug``).
-
-    A subcommand's copy has no default of its own (``SUPPRESS``), so the top-level value stands
-    unless the option is given after the subcommand.
-    """
+    """Accept ``--debug`` after any subcommand too; a subcommand's copy has no default of its
+    own (``SUPPRESS``), so the top-level value stands unless it is given there."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
@@ -262,9 +224,9 @@ def _share_options(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ragtiller`` command; returns the exit code.
 
-    Nothing escapes: any exception is one line on stderr and its exit code
-    (:func:`ragtiller.cli.exit_codes.exit_code`), with the traceback first under ``--debug``.
-    Text that cannot be encoded for the terminal (a lone surrogate from argv) is escaped.
+    Nothing escapes: any exception is one line on stderr and its exit code, with the traceback
+    first under ``--debug``. Text the terminal cannot encode (a lone surrogate from argv) is
+    escaped.
     """
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):

@@ -1,8 +1,6 @@
-"""Exit codes of the ``ragtiller`` command, one per kind of failure, and the one line it prints.
-
-Scripts can tell a bad flag or policy (fix the command) from a missing index (run ``ingest``),
-a store that is down (retry later) and a bug (report it, with ``--debug``).
-"""
+"""Exit codes of the ``ragtiller`` command, one per kind of failure, and the one line it prints:
+scripts can tell a bad flag (fix the command) from a missing index (run ``ingest``), a store
+that is down (retry later) and a bug (report it, with ``--debug``)."""
 
 from __future__ import annotations
 
@@ -15,20 +13,12 @@ from ragtiller.errors import (
     TierUnavailable,
 )
 
-EXIT_UNEXPECTED = 1
-"""A bug or an error ragtiller did not foresee; ``--debug`` shows the traceback."""
-EXIT_USAGE = 2
-"""Bad arguments, configuration (a malformed ``REDIS_URL``), policy or input (a document id two
-sources share); argparse uses 2 for usage errors too."""
-EXIT_INDEX = 3
-"""The index directory is missing, partial, corrupt or built with another embedder, or the disk
-or file system failed while saving it (full, read-only, denied); the line names the path."""
-EXIT_STORE = 4
-"""A shared store (Redis) could not be reached."""
-EXIT_PROVIDER = 5
-"""A provider (embedder, tier backend) failed after its retries."""
-EXIT_INTERRUPTED = 130
-"""Ctrl-C, as a shell reports SIGINT."""
+EXIT_UNEXPECTED = 1  # a bug or an error ragtiller did not foresee
+EXIT_USAGE = 2  # bad arguments, configuration, policy or input (argparse uses 2 too)
+EXIT_INDEX = 3  # the index is missing, partial, corrupt or of another embedder, or saving failed
+EXIT_STORE = 4  # a shared store (Redis) could not be reached
+EXIT_PROVIDER = 5  # a provider (embedder, tier backend) failed after its retries
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 _BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
     (IndexStoreError, EXIT_INDEX),
@@ -42,10 +32,7 @@ _BY_CLASS: tuple[tuple[type[BaseException], int], ...] = (
 
 def exit_code(error: BaseException) -> int:
     """The exit code for ``error``: the first class in the table it is an instance of, else 1."""
-    for cls, code in _BY_CLASS:
-        if isinstance(error, cls):
-            return code
-    return EXIT_UNEXPECTED
+    return next((code for cls, code in _BY_CLASS if isinstance(error, cls)), EXIT_UNEXPECTED)
 
 
 def error_line(error: BaseException, *, debug: bool = False) -> str:

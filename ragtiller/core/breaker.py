@@ -1,11 +1,8 @@
 """A circuit breaker: stop calling a store or provider that keeps failing, probe it after a pause.
 
-A frozen or unreachable Redis costs every call its full timeout, and a hung provider costs every
-call its deadline and a thread. After a few consecutive failures the breaker opens: calls are
-refused at once, so a dead dependency costs a turn about nothing. When the pause is over, one
-call goes through as a probe: its success closes the breaker, its failure opens it again for
-another pause. The Redis stores (:mod:`ragtiller.stores`) and the provider bulkheads
-(:mod:`ragtiller.core.bulkhead`) each put one in front of what they call.
+A frozen Redis costs every call its full timeout, a hung provider its deadline and a thread; an
+open breaker refuses calls at once, so a dead dependency costs a turn about nothing. After the
+pause one call goes through as a probe: its success closes the breaker, its failure reopens it.
 """
 
 from __future__ import annotations
@@ -23,26 +20,12 @@ from ragtiller.errors import ConfigurationError
 logger = logging.getLogger("ragtiller.stores")
 
 BreakerState = Literal["closed", "open", "half-open"]
-"""``closed``: calls go through. ``open``: calls are refused. ``half-open``: the pause is over and
-the next call (one at a time) probes the store."""
-
-DEFAULT_FAILURE_THRESHOLD = 3
-"""Consecutive failures that open the breaker."""
-
-DEFAULT_RESET_AFTER_S = 5.0
-"""How long an open breaker refuses calls before letting a probe through, in seconds."""
+"""``half-open``: the pause is over and the next call (one at a time) probes the store."""
 
 
 @dataclass(frozen=True)
 class BreakerSnapshot:
-    """The breaker's state at one moment, cheap to take.
-
-    Attributes:
-        state: ``closed``, ``open`` or ``half-open``.
-        consecutive_failures: Failures since the last success.
-        retry_in_s: Time until the next probe is allowed, in seconds (0 unless ``open``).
-        available: Whether a call made now would reach the store.
-    """
+    """The breaker's state at one moment; ``retry_in_s`` is 0 unless ``open``."""
 
     state: BreakerState
     consecutive_failures: int
@@ -53,10 +36,9 @@ class BreakerSnapshot:
 class CircuitBreaker:
     """Counts consecutive failures of one store and refuses calls while it is down.
 
-    Thread-safe, and safe to share between the sync and the async clients of one store, and
-    between the stores (quota ledger, cache) that use the same Redis: a failure seen by one spares
-    the others the timeout. A call is admitted with :meth:`admit` and must end with exactly one
-    of :meth:`succeeded`, :meth:`failed` or :meth:`abandoned`.
+    Thread-safe, and shared by the sync and async clients of one store and by the stores that
+    use one Redis: a failure seen by one spares the others the timeout. A call admitted with
+    :meth:`admit` ends with exactly one of :meth:`succeeded`, :meth:`failed` or :meth:`abandoned`.
 
     Example:
         >>> now = [0.0]
@@ -76,25 +58,12 @@ class CircuitBreaker:
     def __init__(
         self,
         *,
-        failure_threshold: int = DEFAULT_FAILURE_THRESHOLD,
-        reset_after_s: float = DEFAULT_RESET_AFTER_S,
+        failure_threshold: int = 3,
+        reset_after_s: float = 5.0,
         name: str = "Redis",
         clock: Callable[[], float] = time.monotonic,
         log: logging.Logger = logger,
     ) -> None:
-        """Start closed.
-
-        Args:
-            failure_threshold: Consecutive failures that open the breaker.
-            reset_after_s: Pause before a probe, in seconds.
-            name: What the store is called in log messages.
-            clock: Returns the current time in seconds (monotonic); injectable for tests.
-            log: Where opening and closing are logged (default: the ``ragtiller.stores`` logger).
-
-        Raises:
-            ConfigurationError: ``failure_threshold`` is below 1, or ``reset_after_s`` is not a
-                finite number > 0.
-        """
         if isinstance(failure_threshold, bool) or not isinstance(failure_threshold, int):
             raise ConfigurationError(
                 f"failure_threshold must be an int, but got {failure_threshold!r}"
@@ -128,7 +97,6 @@ class CircuitBreaker:
             return True
 
     def succeeded(self) -> None:
-        """The store answered: close the breaker."""
         if self._failures == 0 and self._opened_at is None:  # nothing to reset, no lock needed
             return
         with self._lock:
@@ -140,7 +108,6 @@ class CircuitBreaker:
             self._log.warning("%s answered again; circuit closed", self.name)
 
     def failed(self) -> None:
-        """The store failed or timed out: count it, and open the breaker at the threshold."""
         with self._lock:
             self._failures += 1
             reopened = self._opened_at is not None
@@ -164,11 +131,9 @@ class CircuitBreaker:
 
     @property
     def available(self) -> bool:
-        """Whether a call made now would reach the store (no I/O)."""
         return self.snapshot().available
 
     def snapshot(self) -> BreakerSnapshot:
-        """The current state, failure count and time to the next probe."""
         with self._lock:
             failures, opened_at, probing = self._failures, self._opened_at, self._probing
         if opened_at is None:

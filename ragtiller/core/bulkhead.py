@@ -1,34 +1,15 @@
 """Bulkheads: each provider's blocking calls run on its own pool of daemon threads.
 
-Python cannot cancel a thread. A provider that hangs keeps its thread until it returns, so the
-design contains the damage instead of undoing it, and admits load instead of shedding it:
-
-- every provider instance (the embedder, each tier, the chat model, a reranker) owns one
-  :class:`Bulkhead`, found by identity (:func:`bulkhead_for`); a hung provider can fill only
-  its own threads, never the event loop, the loop's default executor, another provider or
-  another graph;
-- **admission**: a pool starts a thread per call it is given, up to ``workers`` running at
-  once; threads idle for ``idle_s`` go. Past ``workers``, a call waits for a worker, at most its
-  deadline; still waiting then, it is cancelled before it starts and fails as
-  :class:`Overloaded` (the process is saturated; the provider did nothing wrong). So does a
-  call cut by its deadline before it ran for (nearly) all its time because it waited for a
-  worker (more than ``_QUEUED_SHARE`` of its time): the wait, not the provider, spent it;
-- **abandonment**: a call still running at its deadline is abandoned. Its thread stops counting
-  against ``workers`` (the pool may start another, while its breaker is closed) and counts
-  against ``spare`` instead: a provider holds at most ``workers + spare`` threads, however its
-  calls hang;
-- **recovery**: ``hung_after`` calls in a row abandoned at their deadline (having run for
-  (nearly) all their time) open the pool's
-  :class:`~ragtiller.core.breaker.CircuitBreaker`: calls fail at once as :class:`ProviderHung`
-  instead of costing a deadline and a thread each. After ``probe_after_s`` one call goes
-  through as a probe; an answer in time (a result or the provider's own error) closes it;
-- **deadlines**: :func:`within` bounds an awaitable and makes its deadline the ambient one of
-  the task: every :meth:`Bulkhead.call` and every wait that asks :func:`time_left` inside it
-  is cut to it. A provider's own throttle (a semaphore, a rate limit) waits on the worker
-  thread at most :func:`call_time_left`, inside :func:`throttled`, so that its wait counts as
-  queueing, not as the provider running;
-- workers are daemon threads, so an abandoned call never keeps the process from exiting
-  (``concurrent.futures`` joins its workers at exit and would hang there).
+Python cannot cancel a thread, so a hung provider keeps its thread until it returns: the design
+contains the damage instead of undoing it (docs/reliability.md). Each provider instance owns one
+:class:`Bulkhead` (:func:`bulkhead_for`), so a hung provider fills only its own threads. A pool
+admits up to ``workers`` running calls; past that a call waits for a worker, at most its
+deadline, and fails as :class:`Overloaded` if the wait (or its provider's own throttle, inside
+:func:`throttled`) spent more than ``_QUEUED_SHARE`` of its time. A call still running at its
+deadline is abandoned: its thread counts against ``spare`` instead, so a provider holds at most
+``workers + spare`` threads. ``hung_after`` abandoned calls in a row open the pool's breaker
+(calls fail at once as :class:`ProviderHung`) until a probe answers. Workers are daemon threads,
+so an abandoned call never keeps the process from exiting.
 """
 
 from __future__ import annotations
@@ -44,6 +25,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
@@ -61,80 +43,39 @@ T = TypeVar("T")
 
 logger = logging.getLogger("ragtiller.core.bulkhead")
 
-DEFAULT_WORKERS = 32
-"""Calls of one provider running at once, at most (threads are started only as calls need them)."""
-
-DEFAULT_IDLE_S = 60.0
-"""A worker idle this long, in seconds, ends: the pool shrinks back after a burst."""
-
-DEFAULT_HUNG_AFTER = 3
-"""Calls in a row abandoned at their deadline that open a provider's breaker."""
-
-DEFAULT_PROBE_AFTER_S = 5.0
-"""How long an open breaker refuses a provider's calls before one probe, in seconds."""
-
 _EARLY_S = 1e-3
-"""How long before an enclosing deadline a call cuts itself, in seconds (see :meth:`Bulkhead.call`)."""
+"""How long before an enclosing deadline a call cuts itself, so that it, not its caller's
+timer, tells what happened."""
 
 _QUEUED_SHARE = 0.05
-"""A call cut at its deadline after waiting for a worker for more than this share of its time
-did not run for its whole time: it is :class:`Overloaded`, not held against its provider. (The
-share spares a provider whose call waited a moment, or only for its thread to be scheduled.)"""
+"""A call cut at its deadline after waiting (for a worker or its throttle) for more than this
+share of its time is :class:`Overloaded`, not held against its provider."""
 
 
+@dataclass(slots=True, eq=False)
 class _Job:
-    """One call handed to a pool, and where it stands."""
+    """One call handed to a pool, and where it stands (times are monotonic seconds)."""
 
-    __slots__ = (
-        "abandoned",
-        "deadline",
-        "finished",
-        "future",
-        "overloaded",
-        "probe",
-        "queued",
-        "run",
-        "started",
-        "submitted",
-        "throttle_began",
-        "throttled_s",
-    )
-
-    def __init__(self, run: Callable[[], Any], probe: bool, deadline: float) -> None:
-        self.run = run
-        self.probe = probe
-        """Whether this call is the breaker's half-open probe."""
-        self.future: Future[Any] = Future()
-        self.submitted = time.monotonic()
-        self.deadline = deadline
-        """When its caller stops waiting (monotonic seconds; inf: :meth:`Bulkhead.submit`)."""
-        self.throttled_s = 0.0
-        """Time it spent in :func:`throttled` (its provider's own throttle), in seconds."""
-        self.throttle_began: float | None = None
-        self.queued = False
-        """No worker was free for it when it was submitted: it waited for one."""
-        self.started: float | None = None
-        """When a worker took it (monotonic seconds)."""
-        self.abandoned = False
-        """Its caller stopped waiting while it ran; its thread counts against ``spare``."""
-        self.finished = False
-        self.overloaded = False
-        """It raised :class:`Overloaded` (its provider's own throttle gave up)."""
+    run: Callable[[], Any]
+    probe: bool  # the breaker's half-open probe
+    deadline: float  # when its caller stops waiting; inf for submit()
+    future: Future[Any] = field(default_factory=Future)
+    submitted: float = field(default_factory=time.monotonic)
+    throttled_s: float = 0.0  # time spent in throttled()
+    throttle_began: float | None = None
+    queued: bool = False  # no worker was free when it was submitted
+    started: float | None = None
+    abandoned: bool = False  # its caller stopped waiting while it ran
+    finished: bool = False
+    overloaded: bool = False  # it raised Overloaded (its own throttle gave up)
 
 
 class Bulkhead:
     """A self-sizing pool of daemon threads for one provider's blocking calls.
 
-    Args:
-        name: Names the threads (``ragtiller-<name>-N``), the breaker and the errors.
-        workers: Most calls running at once (abandoned ones excluded).
-        spare: Most abandoned calls the provider may hold threads for beyond ``workers``;
-            default: ``workers``.
-        queue: Most calls waiting for a worker; beyond it a call fails at once as
-            :class:`Overloaded`. Default None: any number, each waiting at most its deadline.
-        hung_after: Calls in a row abandoned at their deadline that open the breaker.
-        probe_after_s: Pause of the open breaker before one probe call, in seconds.
-        idle_s: A worker idle this long, in seconds, ends.
+    ``spare`` (default ``workers``) bounds the abandoned calls held beyond ``workers``;
+    ``queue`` (default unbounded) the calls waiting for a worker, past which one fails at once
+    as :class:`Overloaded`. Threads idle for ``idle_s`` end.
 
     Example:
         >>> import asyncio
@@ -147,12 +88,12 @@ class Bulkhead:
         self,
         name: str,
         *,
-        workers: int = DEFAULT_WORKERS,
+        workers: int = 32,
         spare: int | None = None,
         queue: int | None = None,
-        hung_after: int = DEFAULT_HUNG_AFTER,
-        probe_after_s: float = DEFAULT_PROBE_AFTER_S,
-        idle_s: float = DEFAULT_IDLE_S,
+        hung_after: int = 3,
+        probe_after_s: float = 5.0,
+        idle_s: float = 60.0,
     ) -> None:
         spare = workers if spare is None else spare
         if workers < 1 or spare < 0 or (queue is not None and queue < 0) or not idle_s > 0:
@@ -173,10 +114,9 @@ class Bulkhead:
         )
         self._pending: deque[_Job] = deque()
         self._lock = threading.Lock()
+        # One token per idle worker woken; not a condition of _lock, which would wake the worker
+        # while the submitter still holds the lock (milliseconds per call under load).
         self._wake: SimpleQueue[None] = SimpleQueue()
-        """One token per idle worker woken. Workers block here, not on a condition of
-        ``_lock``: a condition wakes the worker while the submitter still holds the lock, and
-        under load the worker's second wait for the lock cost milliseconds per call."""
         self._threads = 0
         self._idle = 0
         self._abandoned = 0
@@ -184,48 +124,31 @@ class Bulkhead:
 
     @property
     def threads(self) -> int:
-        """Threads the pool has now (idle, busy and abandoned)."""
         with self._lock:
             return self._threads
 
     @property
     def busy(self) -> int:
-        """Threads running a call now (abandoned ones included)."""
         with self._lock:
             return self._threads - self._idle
 
     @property
     def abandoned(self) -> int:
-        """Calls still running whose callers gave up on them."""
         with self._lock:
             return self._abandoned
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
-        """Queue ``fn(*args)`` for a worker; the caller waits as it likes (no deadline kept).
-
-        Raises:
-            ProviderHung: The breaker is open, or hung calls hold every thread.
-            Overloaded: ``queue`` calls already wait.
-        """
+        """Queue ``fn(*args)`` for a worker; the caller waits as it likes (no deadline kept)."""
         return self._submit(lambda: fn(*args)).future
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
-        """Run ``fn(*args)`` on a worker; wait at most ``timeout_s`` seconds, and never past
-        the deadline of an enclosing :func:`within`.
-
-        Raises:
-            DeadlineExceeded: No result in time (the call is abandoned, not stopped).
-            Overloaded: No worker came free in time (the call never ran), or the wait for one
-                cut the time it then ran (it is abandoned too, but its provider is not blamed:
-                the breaker does not count it).
-            ProviderHung: See :meth:`submit`.
-        """
+        """Run ``fn(*args)`` on a worker for at most ``timeout_s`` seconds, and never past
+        the deadline of an enclosing :func:`within`; a call cut while it waited for a worker is
+        :class:`Overloaded`, one that ran out its time :class:`DeadlineExceeded`."""
         loop = asyncio.get_running_loop()
         scope = current_scope.get()
         started = loop.time()
         until = started + timeout_s
-        # Cut just before the enclosing deadline, so that this call, not its caller's timer,
-        # tells what happened (it waited: Overloaded; it ran too long: DeadlineExceeded).
         bound = scope is not None and scope.until - _EARLY_S <= until
         if scope is not None and bound:
             until = scope.until - _EARLY_S
@@ -319,20 +242,14 @@ class Bulkhead:
             self.breaker.abandoned()
 
     def _waiting(self) -> int:
-        """Calls waiting for a worker (call with the lock held)."""
         while self._pending and self._pending[0].future.cancelled():
             self._pending.popleft()
         return sum(1 for job in self._pending if not job.future.cancelled())
 
     def _give_up(self, job: _Job, *, cut: bool, time_s: float) -> str:
-        """The caller stopped waiting for ``job``; ``cut``: because its deadline passed,
-        ``time_s`` seconds after the call was made.
-
-        Returns:
-            ``queued`` (cancelled before it ran), ``waited`` (abandoned, cut before it ran for
-            all its time because it waited for a worker), ``running`` (abandoned) or
-            ``finished``.
-        """
+        """The caller stopped waiting for ``job`` (``cut``: at its deadline, ``time_s`` after
+        the call): ``queued`` (cancelled before it ran), ``waited`` (abandoned, but it waited
+        for most of its time), ``running`` (abandoned) or ``finished``."""
         spawn = False
         now = time.monotonic()
         with self._lock:
@@ -432,7 +349,6 @@ class Bulkhead:
 
 
 def _overloaded(scope: Scope | None) -> None:
-    """Tell ``scope`` and the scopes around it that a call was cut waiting for a worker."""
     while scope is not None:
         scope.overloaded = True
         scope = scope.parent
@@ -462,17 +378,11 @@ _pools_lock = threading.Lock()
 
 
 def bulkhead_for(provider: object, name: str, **settings: Any) -> Bulkhead:
-    """The one bulkhead of ``provider`` (an instance), shared by every graph that uses it.
+    """The one bulkhead of ``provider``, shared by every graph that uses it; ``settings`` apply
+    only when this call makes it.
 
-    Keyed by identity, since providers are often unhashable pydantic models; the entry goes
-    when the provider is garbage-collected. A provider that cannot be weakly referenced (a
-    class with ``__slots__``, say) is kept alive by its entry for the life of the process, so
-    it keeps its one bulkhead too.
-
-    Args:
-        provider: The provider instance.
-        name: Names the pool when it is made here.
-        settings: :class:`Bulkhead` settings, used only when the pool is made by this call.
+    Keyed by identity (providers are often unhashable pydantic models); the entry goes with
+    the provider, and one that cannot be weakly referenced is kept alive by its entry.
     """
     key = id(provider)
     with _pools_lock:

@@ -1,6 +1,5 @@
 """Deadlines that travel with a task: :func:`within` sets one, :func:`time_left` reads it, and
-a bulkhead worker thread reads its call's with :func:`call_time_left` (see
-:mod:`ragtiller.core.bulkhead`)."""
+a bulkhead worker thread reads its call's with :func:`call_time_left`."""
 
 from __future__ import annotations
 
@@ -12,19 +11,14 @@ import threading
 import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ragtiller.errors import DeadlineExceeded, Overloaded
 
+if TYPE_CHECKING:
+    from ragtiller.core.bulkhead import _Job
+
 T = TypeVar("T")
-
-
-class Throttled(Protocol):
-    """The call a worker thread runs, as :func:`throttled` and :func:`call_time_left` see it."""
-
-    deadline: float
-    throttled_s: float
-    throttle_began: float | None
 
 
 @dataclass
@@ -33,25 +27,19 @@ class Scope:
 
     until: float
     parent: Scope | None
-    overloaded: bool = False
-    """A call of this scope was cut while it waited for a worker (or before it ran for all
-    its time because it had waited for one)."""
+    overloaded: bool = False  # a call of this scope was cut while it waited for a worker
 
 
 current_scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
     "ragtiller_deadline", default=None
 )
 
-worker = threading.local()
-"""``job``: the call a worker thread is running (see :func:`call_time_left`)."""
+worker = threading.local()  # .job: the call a bulkhead worker thread is running
 
 
 def time_left() -> float:
-    """Seconds left before the innermost :func:`within` deadline of this task (inf: none).
-
-    Waits that are not a :meth:`Bulkhead.call` (a Redis lock, a poll) ask this to cut
-    themselves to the turn's deadline.
-    """
+    """Seconds left before the innermost :func:`within` deadline of this task (inf: none), for
+    waits that are not a bulkhead call (a Redis lock, a poll)."""
     scope = current_scope.get()
     if scope is None:
         return math.inf
@@ -59,14 +47,9 @@ def time_left() -> float:
 
 
 async def within(awaitable: Awaitable[T], seconds: float) -> T:
-    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline).
-
-    Raises:
-        DeadlineExceeded: The deadline passed (the awaitable's own ``TimeoutError``, say a
-            provider's HTTP timeout, propagates as it is).
-        Overloaded: The deadline passed while the work waited for a bulkhead worker (see
-            :meth:`Bulkhead.call`).
-    """
+    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline):
+    :class:`DeadlineExceeded` then, or :class:`Overloaded` when the work waited for a bulkhead
+    worker; the awaitable's own ``TimeoutError`` propagates as it is."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     outer = current_scope.get()
@@ -88,10 +71,9 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 
 
 def call_time_left() -> float:
-    """Seconds left before the deadline of the :meth:`Bulkhead.call` this thread runs (inf:
-    none, or not on a worker). A provider's own throttle asks it so as never to wait past the
-    caller, who would blame the provider for the time."""
-    job: Throttled | None = getattr(worker, "job", None)
+    """Seconds left before the deadline of the bulkhead call this thread runs (inf: none), so
+    that a provider's own throttle never waits past its caller."""
+    job: _Job | None = getattr(worker, "job", None)
     return math.inf if job is None else job.deadline - time.monotonic()
 
 
@@ -99,7 +81,7 @@ def call_time_left() -> float:
 def throttled() -> Iterator[None]:
     """Count the time inside as this thread's call waiting (like a wait for a worker), not as
     its provider running: a call cut because it was throttled is :class:`Overloaded`."""
-    job: Throttled | None = getattr(worker, "job", None)
+    job: _Job | None = getattr(worker, "job", None)
     if job is None:
         yield
         return

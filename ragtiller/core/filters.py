@@ -1,12 +1,10 @@
 """The portable metadata filter every tier understands: equality and membership.
 
-A filter maps a metadata key to a required value (``{"tenant": "acme"}``: equality) or to a
-list of allowed values (``{"year": [2023, 2024]}``: membership). All keys must match. A
-document without the key never matches, so a filter is default deny. Values are str, int
-(64-bit), finite float or bool, compared as Chroma compares them (:func:`comparable`): a bool
-is never a number, an int equals the float of its value. Each tier pushes the filter down in
-its store's own syntax, or applies it to results with :func:`matches` (see ``docs/usage.md``,
-"Bring your own store").
+A filter maps a metadata key to a required value (``{"tenant": "acme"}``) or a list of allowed
+values (``{"year": [2023, 2024]}``); all keys must match, and a document without the key never
+does (default deny). Values are str, int (64-bit), finite float or bool, compared as Chroma
+compares them (:func:`comparable`). Each tier pushes the filter down in its store's own syntax
+(:func:`to_where`), or applies it to results (:func:`predicate`).
 """
 
 from __future__ import annotations
@@ -17,51 +15,33 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Scalar = str | int | float | bool
-"""A value a filter may compare with."""
-MetadataFilter = Mapping[str, Scalar | list[Scalar]]
-"""Metadata key -> required value (equality), or list of allowed values (membership)."""
 
+# Bounds on one filter, so it stays cheap to push down, check and record (manifest, checkpoint).
 MAX_FILTER_KEYS = 16
 MAX_FILTER_VALUES = 256
 MAX_FILTER_KEY_CHARS = 256
 MAX_FILTER_STR_CHARS = 1024
-"""Bounds on one filter, so a turn's filter stays cheap to push down, to check and to record
-(the manifest and the checkpoint copy it)."""
-INT_BITS = 64
-"""A filter's int is a signed 64-bit one: what stores, checkpointers and JSON parsers hold."""
+INT_BITS = 64  # what stores, checkpointers and JSON parsers hold
 
 SURROGATE = re.compile("[\ud800-\udfff]")
-"""A lone surrogate: an undecodable byte from argv or a file name, which no UTF-8 encoder (JSON,
-a checkpointer, a store) can take."""
+"""A lone surrogate (an undecodable byte from argv or a file name): no UTF-8 encoder takes it."""
 
 DEFAULT_NAMESPACE = "default"
 """The namespace of a document whose metadata names none."""
+TENANT_KEY = "tenant"
+"""The metadata key a turn's tenant filters on."""
 
 _MISSING = object()
 
 
-TENANT_KEY = "tenant"
-"""The metadata key a turn's tenant filters on."""
-
-
 def namespace_of(metadata: Mapping[str, Any]) -> str:
-    """The namespace a metadata dict belongs to (:data:`DEFAULT_NAMESPACE` when unset)."""
     return str(metadata.get("namespace") or DEFAULT_NAMESPACE)
-
-
-def in_scope(
-    metadata: Mapping[str, Any],
-    namespaces: Sequence[str] | None,
-    filter: Mapping[str, Any] | None,
-) -> bool:
-    """Whether a document is in a search's namespaces (None: all) and passes its filter."""
-    return scope_predicate(namespaces, filter)(metadata)
 
 
 def scope_predicate(
     namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
 ) -> Callable[[Mapping[str, Any]], bool]:
-    """:func:`in_scope` for one search, built once to test many documents."""
+    """Whether a document is in a search's namespaces (None: all) and passes its filter."""
     allowed_namespaces = None if namespaces is None else frozenset(namespaces)
     passes = predicate(filter)
 
@@ -74,13 +54,12 @@ def scope_predicate(
 
 
 def allowed(value: Any) -> list[Any]:
-    """The values a filter entry accepts: the list itself, or the one value."""
     return list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
 
 
 def comparable(value: Any) -> tuple[bool, Any]:
-    """``value`` as a filter compares it, as Chroma does: a bool never equals a number
-    (``True`` is not ``1``), and an int equals a float of the same value (``1`` is ``1.0``).
+    """``value`` as a filter compares it, as Chroma does: a bool never equals a number, an int
+    equals a float of the same value.
 
     Example:
         >>> comparable(True) == comparable(1), comparable(1) == comparable(1.0)
@@ -90,18 +69,25 @@ def comparable(value: Any) -> tuple[bool, Any]:
 
 
 def allowed_values(expected: Any) -> list[tuple[bool, Any]]:
-    """The values a filter entry accepts, each :func:`comparable`."""
     return [comparable(value) for value in allowed(expected)]
 
 
 def filter_key(filter: Mapping[str, Any] | None) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    """``filter`` as a key for a cache of its results: two filters share one only when they
-    match the same values (``{"flag": True}`` and ``{"flag": 1}`` do not)."""
+    """``filter`` as a cache key: two filters share one only when they match the same values."""
     return tuple(sorted((key, tuple(allowed_values(v))) for key, v in (filter or {}).items()))
 
 
 def predicate(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool]:
-    """``filter`` as a test of one metadata dict, its value lists built once (for scans)."""
+    """``filter`` as a test of one metadata dict (None or empty passes everything).
+
+    Example:
+        >>> predicate({"tenant": "acme", "year": [2023, 2024]})({"tenant": "acme", "year": 2024})
+        True
+        >>> predicate({"tenant": "acme"})({"year": 2024})
+        False
+        >>> predicate({"flag": True})({"flag": 1}), predicate({"flag": 1.0})({"flag": 1})
+        (False, True)
+    """
     items = [(key, allowed_values(expected)) for key, expected in (filter or {}).items()]
 
     def test(metadata: Mapping[str, Any]) -> bool:
@@ -114,23 +100,9 @@ def predicate(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]],
     return test
 
 
-def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """Whether ``metadata`` passes ``filter`` (None or empty passes everything).
-
-    Example:
-        >>> matches({"tenant": "acme", "year": 2024}, {"tenant": "acme", "year": [2023, 2024]})
-        True
-        >>> matches({"year": 2024}, {"tenant": "acme"})
-        False
-        >>> matches({"flag": 1}, {"flag": True}), matches({"flag": 1}, {"flag": 1.0})
-        (False, True)
-    """
-    return predicate(filter)(metadata)
-
-
 def where_clause(key: str, value: Any) -> dict[str, Any]:
-    """One filter entry in the Mongo-style syntax of Chroma and Pinecone: ``$eq`` or ``$in``
-    (an entry already in that syntax, an operator key or dict value, is kept as it is)."""
+    """One filter entry in the Mongo-style syntax of Chroma and Pinecone (``$eq`` or ``$in``);
+    an entry already in that syntax is kept as it is."""
     if key.startswith("$") or isinstance(value, Mapping):
         return {key: value}
     values = allowed(value)
@@ -138,7 +110,7 @@ def where_clause(key: str, value: Any) -> dict[str, Any]:
 
 
 def to_where(filter: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``filter`` in the Mongo-style syntax (``$and`` of ``$eq``/``$in``); None for no filter.
+    """``filter`` in the Mongo-style syntax; None for no filter.
 
     Example:
         >>> to_where({"tenant": "acme", "year": [2023, 2024]})
@@ -149,20 +121,15 @@ def to_where(filter: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def join_where(clauses: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Clauses that must all hold, as one Mongo-style filter (Chroma refuses a one-item ``$and``)."""
+    # Chroma refuses a one-item $and
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
 def filter_problem(filter: Any, *, reserved: frozenset[str] = frozenset()) -> str | None:
-    """What is wrong with ``filter`` as a portable filter, or None when it is one.
-
-    Args:
-        filter: The filter to check.
-        reserved: Keys a caller may not set here (a run context sets ``tenant`` and
-            ``namespace`` through their own fields, never through ``filter``).
-    """
+    """What is wrong with ``filter`` as a portable filter, or None; ``reserved`` keys have
+    fields of their own (a run context's ``tenant`` and ``namespace``)."""
     if not isinstance(filter, Mapping):
         return f"must be a dict of metadata key -> value or list of values, got {type(filter).__name__}"
     if not filter:
@@ -203,37 +170,10 @@ def _value_problem(item: object) -> str | None:
 
 
 def shown(value: object, limit: int = 80) -> str:
-    """``value``'s repr for a message, cut to ``limit`` characters (an int too long for Python
-    to print shows as its type)."""
+    """``value``'s repr for a message, cut to ``limit`` characters (an int too long to print
+    shows as its type)."""
     try:
         text = repr(value)
     except ValueError:
         return f"<{type(value).__name__}>"
     return text[:limit]
-
-
-__all__ = (
-    "DEFAULT_NAMESPACE",
-    "INT_BITS",
-    "MAX_FILTER_KEYS",
-    "MAX_FILTER_KEY_CHARS",
-    "MAX_FILTER_STR_CHARS",
-    "MAX_FILTER_VALUES",
-    "SURROGATE",
-    "MetadataFilter",
-    "Scalar",
-    "allowed",
-    "allowed_values",
-    "comparable",
-    "filter_key",
-    "filter_problem",
-    "in_scope",
-    "join_where",
-    "matches",
-    "namespace_of",
-    "predicate",
-    "scope_predicate",
-    "shown",
-    "to_where",
-    "where_clause",
-)

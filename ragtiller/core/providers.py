@@ -1,17 +1,27 @@
-"""Facts about any provider object (a chat model, an embedder), and how to call a chat model."""
+"""Calling providers: their labels, chat calls on their bulkhead, a client-side rate limit
+shared by threads, and a bounded parallel map that stops at the first failure."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
 from ragtiller.core.bulkhead import bulkhead_for, within
+from ragtiller.errors import ConfigurationError, Overloaded
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def model_label(provider: object) -> str:
-    """The provider's model name (``model_name`` or ``model``), else its class name.
+    """The provider's ``model_name`` or ``model``, else its class name.
 
     Example:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -34,19 +44,108 @@ def native_async(model: BaseChatModel) -> bool:
 async def ainvoke_chat(
     model: BaseChatModel, runnable: Runnable[Any, Any], value: Any, *, timeout_s: float
 ) -> Any:
-    """``runnable`` (``model`` itself, or a runnable built on it such as its structured output)
-    on ``value``, never on the loop's default executor: awaited and cancelled at the deadline
-    when the model implements async itself, else its sync path on the model's bulkhead.
-
-    Every chat call of a turn (step-back, the LLM router) goes through here, so a model that
-    hangs holds only its own bulkhead's threads.
-
-    Raises:
-        DeadlineExceeded: No answer within ``timeout_s`` (or an enclosing deadline).
-        Overloaded: The model's bulkhead had no worker free in time.
-        ProviderHung: The model's calls keep hanging; refused until a probe answers.
-    """
+    """``runnable`` (``model``, or a runnable built on it) on ``value``: awaited and cancelled
+    at the deadline when the model implements async itself, else its sync path on the model's
+    bulkhead. Every chat call of a turn goes through here, never the loop's default executor,
+    so a model that hangs holds only its own bulkhead's threads."""
     if native_async(model):
         return await within(runnable.ainvoke(value), timeout_s)
     pool = bulkhead_for(model, "chat-model")
     return await pool.call(runnable.invoke, value, timeout_s=timeout_s)
+
+
+class RateLimit:
+    """At most ``requests_per_s`` calls a second and ``items_per_minute`` items (texts) a
+    minute (None: no limit). A schedule, not a bucket: every call reserves the next free slot
+    and sleeps until it comes, so over any ``T`` seconds at most ``rate * T + 1`` calls start;
+    a ``429 Retry-After`` pauses every caller (:meth:`pause`).
+
+    Example:
+        >>> limit = RateLimit(requests_per_s=100.0)
+        >>> limit.acquire(items=8) >= 0.0
+        True
+    """
+
+    def __init__(
+        self,
+        requests_per_s: float | None = None,
+        items_per_minute: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        for name, value in (
+            ("requests_per_s", requests_per_s),
+            ("items_per_minute", items_per_minute),
+        ):
+            if value is not None and not value > 0:
+                raise ConfigurationError(f"{name} must be > 0, but got {value}")
+        self.requests_per_s = requests_per_s
+        self.items_per_minute = items_per_minute
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._next_request = self._next_items = self._paused_until = clock()
+
+    def acquire(self, items: int = 1, max_wait_s: float = math.inf) -> float:
+        """Wait for the slot of one call sending ``items`` items; return the wait in seconds.
+        A slot more than ``max_wait_s`` away is not reserved: :class:`Overloaded`."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._paused_until)
+            next_request, next_items = self._next_request, self._next_items
+            if self.requests_per_s is not None:
+                start = max(start, self._next_request)
+                next_request = start + 1.0 / self.requests_per_s
+            if self.items_per_minute is not None:
+                start = max(start, self._next_items)
+                next_items = start + items * 60.0 / self.items_per_minute
+            if start - now > max_wait_s:
+                raise Overloaded(
+                    f"rate limit: the next call may start in {start - now:.2f} s, "
+                    f"past the caller's deadline ({max(0.0, max_wait_s):.2f} s)"
+                )
+            self._next_request, self._next_items = next_request, next_items
+        wait = start - now
+        if wait > 0:
+            self._sleep(wait)
+        return max(0.0, wait)
+
+    def pause(self, seconds: float) -> None:
+        """Start no call for ``seconds`` from now (a ``Retry-After`` answer)."""
+        with self._lock:
+            self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+
+def run_bounded(fn: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
+    """``[fn(item) for item in items]``, at most ``workers`` at once; after a failure no further
+    item starts (ingest must not write past a batch that failed), and the first failure in item
+    order is raised once the running calls end.
+
+    Example:
+        >>> run_bounded(lambda x: x * 2, [1, 2, 3], workers=2, name="demo")
+        [2, 4, 6]
+    """
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    failed = threading.Event()
+
+    def call(item: T) -> R:
+        if failed.is_set():
+            raise futures.CancelledError
+        try:
+            return fn(item)
+        except BaseException:
+            failed.set()
+            raise
+
+    with futures.ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix=name) as pool:
+        calls = [pool.submit(call, item) for item in items]
+        futures.wait(calls, return_when=futures.FIRST_EXCEPTION)
+        for pending in calls:
+            pending.cancel()  # not started yet; those running end on their own
+    for done in calls:
+        error = None if done.cancelled() else done.exception()
+        if error is not None and not isinstance(error, futures.CancelledError):
+            raise error
+    return [done.result() for done in calls]

@@ -11,27 +11,22 @@ import itertools
 import re
 
 REDACTED = "[REDACTED]"
-"""What a removed secret is replaced by."""
 
+# A secret's value: up to whitespace, a delimiter or a closing bracket; never a redaction.
 _VALUE = rf"(?!{re.escape(REDACTED)})[^\s&'\",;)}}\]]+"
-"""A secret's value: up to whitespace, a delimiter or a closing bracket; never a redaction."""
 
-_SECRET_NAME = (
+_SECRET_NAME = (  # api_key, X-Goog-Api-Key, key, ...
     r"[\w.-]*?(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|id[_-]?token"
     r"|refresh[_-]?token|session[_-]?token|client[_-]?secret|secret|password|passwd"
     r"|signature|sig|key|token)"
 )
-"""Names of parameters and fields that hold a secret (``api_key``, ``X-Goog-Api-Key``, ``key``)."""
 
 _HEADER = r"(?:proxy-)?authorization|[\w-]*api-key|x-auth-token"
 
+# A name or key never begins inside a run of word characters and hyphens: a match starts once
+# per run, not at every position in it, which keeps redaction linear in the text.
 _START = r"(?<![\w-])"
-"""Where a name or a key may begin: never inside a run of word characters and hyphens. A match
-then starts once per run, not at every position in it, which keeps redaction linear in the text.
-"""
-
-_SCHEME = r"(?:bearer|basic|token|digest)\s+"
-"""The scheme word of an ``Authorization`` value, kept so the reader sees what kind was sent."""
+_SCHEME = r"(?:bearer|basic|token|digest)\s+"  # kept, so the reader sees what kind was sent
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # "Authorization: Bearer <t>", "x-api-key: <t>": the scheme word is kept, the value goes.
@@ -67,16 +62,12 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
 )
 
-_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
-"""A candidate for the entropy check: 32+ characters of base64, base62, hex or a UUID."""
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")  # base64, base62, hex or a UUID
 
 
 def _looks_random(token: str) -> bool:
-    """Whether ``token`` reads as a key rather than words: letters and digits that alternate often.
-
-    Random base62/base64/hex strings switch between lower case, upper case and digits on roughly
-    every second character; ``my-production-index-2024`` or a long snake_case name hardly ever.
-    """
+    """Whether ``token`` reads as a key rather than words: random strings switch between lower
+    case, upper case and digits about every second character, ``my-index-2024`` hardly ever."""
     classes = [
         "d" if ch.isdigit() else "u" if ch.isupper() else "l" for ch in token if ch.isalnum()
     ]
@@ -92,14 +83,9 @@ def _mask_long_token(match: re.Match[str]) -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with API keys, bearer tokens, credential headers and parameters removed.
-
-    Removes: ``Authorization:`` (and ``*-api-key:``) header values, ``Bearer`` tokens, secret
-    query parameters and fields (``api_key=``, ``key=``, ``token=``, ``"password": "..."``),
-    passwords in URLs, keys known by their prefix (``sk-``, ``pcsk_``, ``AIza``, ``ghp_``,
-    ``hf_``, ``xox?-``, ``AKIA``, JWTs), and any other run of 32+ base64/hex characters that
-    looks random (a Cohere key, a legacy UUID Pinecone key; a request id goes too). Redacting
-    twice changes nothing more.
+    """``text`` without credential headers, bearer tokens, secret parameters and fields,
+    passwords in URLs, keys known by their prefix, and any other run of 32+ base64/hex
+    characters that looks random (a request id goes too). Redacting twice changes nothing more.
 
     Example:
         >>> redact("401 Unauthorized: invalid api key 'sk-proj-abcdEFGH1234ijklMNOP5678'")

@@ -14,16 +14,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently to retry a failing call.
+    """How often and how patiently to retry a failing call (delays in seconds)."""
 
-    Attributes:
-        attempts: Total tries, the first included.
-        base_delay_s: Delay cap before the second try, in seconds; doubles each retry.
-        max_delay_s: Upper bound of any one delay, in seconds.
-    """
-
-    attempts: int = 3
-    base_delay_s: float = 0.2
+    attempts: int = 3  # the first try included
+    base_delay_s: float = 0.2  # delay cap before the second try; doubles each retry
     max_delay_s: float = 5.0
 
     def delay(self, retry: int, rng: random.Random | None = None) -> float:
@@ -38,14 +32,8 @@ def retry_call(
     *,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[T, int]:
-    """Call ``fn`` until it succeeds or the attempts run out.
-
-    Returns:
-        The result and the number of calls made.
-
-    Raises:
-        Exception: The last error, when every attempt failed.
-    """
+    """Call ``fn`` until it succeeds or the attempts run out (then the last error is raised);
+    return the result and the number of calls made."""
     for attempt in range(1, policy.attempts + 1):
         try:
             return fn(), attempt

@@ -28,8 +28,6 @@ class StageSummary(_Record):
 
 
 class ScoredId(_Record):
-    """A chunk id and the score a stage gave it."""
-
     id: str
     score: float
 

@@ -2,12 +2,10 @@
 can be told apart from one a caller wrote there (``update_state``, a ``Command``, a ``Send``).
 
 LangGraph lets whoever can run or edit a thread write any channel and send any node any input;
-a seal is what such a caller cannot make. The key never leaves the process: the
-``RAGTILLER_SCOPE_KEY`` environment variable when set (give every replica the same one), else
-a random key made once per machine and kept in ``platformdirs.user_data_dir("ragtiller")``, so
-a thread sealed before a restart still verifies after it. When that file cannot be written or
-read, the process makes its own random key and logs a warning: its seals hold, but a thread it
-sealed does not verify in another process.
+a seal is what such a caller cannot make. The key is ``RAGTILLER_SCOPE_KEY`` when set (the same
+on every replica), else a random key kept once per machine in the user data directory, so a
+thread sealed before a restart still verifies after it; failing that, a key of the process's
+own, with a warning (its threads do not verify in another process).
 """
 
 from __future__ import annotations
@@ -29,26 +27,19 @@ from platformdirs import user_data_dir
 from ragtiller.errors import ConfigurationError
 
 KEY_ENV = "RAGTILLER_SCOPE_KEY"
-"""The environment variable holding the seal key (at least 32 characters)."""
 MIN_KEY_CHARS = 32
-KEY_BYTES = 32
-"""The size of a key made for this machine."""
+KEY_BYTES = 32  # the size of a key made for this machine
 
 log = logging.getLogger(__name__)
 
 
 def key_file() -> Path:
-    """Where this machine's key is kept when ``RAGTILLER_SCOPE_KEY`` is not set."""
     return Path(user_data_dir("ragtiller")) / "scope.key"
 
 
 @functools.cache
 def seal_key() -> bytes:
-    """The key every seal of this process uses, read once.
-
-    Raises:
-        ConfigurationError: ``RAGTILLER_SCOPE_KEY`` is set but shorter than 32 characters.
-    """
+    """The key every seal of this process uses, read once."""
     given = os.environ.get(KEY_ENV)
     if given:
         if len(given) < MIN_KEY_CHARS:
@@ -72,14 +63,9 @@ def seal_key() -> bytes:
 
 
 def machine_key(path: Path) -> bytes:
-    """The key kept at ``path``; made there first (mode 0600) when there is none.
-
-    The key is written to a file of its own, then hard-linked to ``path``: the link appears
-    whole or not at all, and when two processes race, both read the one that won.
-
-    Raises:
-        OSError: The key cannot be written or read, or the file does not hold a key.
-    """
+    """The key kept at ``path``; made there first (mode 0600) when there is none, written to a
+    file of its own then hard-linked to ``path``, so that of two racing processes both read the
+    key that won."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -100,12 +86,7 @@ def machine_key(path: Path) -> bytes:
 
 
 def seal(record: Mapping[str, Any]) -> str:
-    """The seal of ``record`` (JSON data): HMAC-SHA256 of its canonical JSON, in hex.
-
-    Raises:
-        TypeError: ``record`` holds a value JSON cannot carry.
-        ValueError: ``record`` holds NaN, an infinity or an integer too long to print.
-    """
+    """The seal of ``record`` (JSON data): HMAC-SHA256 of its canonical JSON, in hex."""
     text = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hmac.new(seal_key(), text.encode("ascii"), hashlib.sha256).hexdigest()
 
@@ -120,6 +101,3 @@ def verifies(record: Mapping[str, Any], given: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return hmac.compare_digest(expected, given)
-
-
-__all__ = ("KEY_ENV", "key_file", "machine_key", "seal", "seal_key", "verifies")

@@ -1,15 +1,9 @@
-"""Passage-level QA datasets (the ``squad-dev`` layout) and the answer-hit rule they are scored by.
+"""Passage-level QA datasets (the ``squad-dev`` layout: ``docs/`` and ``<split>.jsonl``
+questions) and the answer-hit rule of ``squad-dev/README.md`` (DPR's top-k accuracy).
 
-Layout: ``docs/`` holds the documents (Markdown, reStructuredText or text files, the ones
-``ragtiller ingest docs/`` indexes) and ``<split>.jsonl`` holds one question per line:
-``{"id", "question", "answers": [str, ...], "doc": "<path under docs/>", "passage": str}``
-(``passage``, the gold paragraph, is optional; other keys are ignored).
-
-A returned passage *holds an answer* when, lower-cased and with whitespace runs collapsed,
-it contains one of the question's answers at word boundaries (no word character right before
-or after). An answer that is not at word boundaries in its own gold passage (SQuAD has a few
-answer spans cut mid-word) is matched as a plain substring instead. This is the rule of
-``squad-dev/README.md``'s "answer hit@k" (the top-k accuracy of DPR, Karpukhin et al. 2020).
+A passage holds an answer when, normalized, it contains one at word boundaries; an answer not
+at word boundaries in its own gold passage (SQuAD has a few spans cut mid-word) is matched as a
+plain substring instead.
 """
 
 from __future__ import annotations
@@ -26,7 +20,6 @@ from ragtiller.ingest.sources import SUFFIX_FORMATS
 
 DOCS_DIR = "docs"
 DEFAULT_QA_SPLIT = "questions"
-"""The questions file read when no split is named: ``questions.jsonl``."""
 
 
 def normalize(text: str) -> str:
@@ -46,19 +39,13 @@ def _bounded(answer: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Answers:
-    """One question's answers, normalized, each with how it is matched.
-
-    Attributes:
-        bounded: Answers matched at word boundaries.
-        anywhere: Answers matched as plain substrings (not at word boundaries in the gold
-            passage).
-    """
+    """One question's normalized answers: matched at word boundaries, or anywhere."""
 
     bounded: tuple[str, ...]
     anywhere: tuple[str, ...] = ()
 
     def held_by(self, text: str) -> bool:
-        """Whether ``text`` holds one of the answers (see the module docstring).
+        """Whether ``text`` holds one of the answers.
 
         Example:
             >>> answers = answers_for(["Carolina Panthers", "L"], gold_passage="Super Bowl L")
@@ -72,25 +59,19 @@ class Answers:
 
 
 def answers_for(answers: Iterable[str], *, gold_passage: str | None) -> Answers:
-    """Normalize ``answers`` (empty ones dropped) and split them by how they match.
-
-    Without a gold passage every answer is matched at word boundaries.
-    """
+    """Normalize ``answers`` (empty ones dropped) and split them by how they match."""
     flat_gold = None if gold_passage is None else normalize(gold_passage)
     bounded: list[str] = []
     anywhere: list[str] = []
     for answer in dict.fromkeys(normalize(a) for a in answers):
-        if not answer:
-            continue
-        cut = flat_gold is not None and not _bounded(answer).search(flat_gold)
-        (anywhere if cut else bounded).append(answer)
+        if answer:
+            cut = flat_gold is not None and not _bounded(answer).search(flat_gold)
+            (anywhere if cut else bounded).append(answer)
     return Answers(tuple(bounded), tuple(anywhere))
 
 
 @dataclass(frozen=True)
 class Question:
-    """One line of a questions file."""
-
     id: str
     text: str
     answers: Answers
@@ -98,30 +79,16 @@ class Question:
 
 
 def document_names(docs: Path) -> list[str]:
-    """Paths under ``docs`` (posix, relative) of the files ``ragtiller ingest`` would read.
-
-    Hidden entries are skipped, as ingest skips them.
-    """
-    names = []
-    for file in sorted(docs.rglob("*")):
-        rel = file.relative_to(docs)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if file.is_file() and file.suffix.lower() in SUFFIX_FORMATS:
-            names.append(rel.as_posix())
-    return names
+    """Paths under ``docs`` (posix, relative) of the files ``ragtiller ingest`` would read."""
+    files = sorted(f for f in docs.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIX_FORMATS)
+    rels = [file.relative_to(docs) for file in files]
+    return [rel.as_posix() for rel in rels if not any(p.startswith(".") for p in rel.parts)]
 
 
 def read_questions(path: Path, documents: Sequence[str]) -> list[Question]:
-    """Read and check a questions file against the dataset's documents.
-
-    Raises:
-        EvalError: A line is not a question with an id, text, answers and a known ``doc``, an
-            id repeats, or the file holds no question.
-    """
+    """Read a questions file, each ``doc`` checked against the dataset's documents."""
     known = set(documents)
-    questions: list[Question] = []
-    seen: set[str] = set()
+    questions: dict[str, Question] = {}
     with path.open(encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -134,13 +101,12 @@ def read_questions(path: Path, documents: Sequence[str]) -> list[Question]:
             question = _question(row, where)
             if question.doc not in known:
                 raise EvalError(f"{where}: doc {question.doc!r} is not a file under {DOCS_DIR}/")
-            if question.id in seen:
+            if question.id in questions:
                 raise EvalError(f"{where}: question id {question.id!r} repeats")
-            seen.add(question.id)
-            questions.append(question)
+            questions[question.id] = question
     if not questions:
         raise EvalError(f"{path}: holds no question")
-    return questions
+    return list(questions.values())
 
 
 def _question(row: object, where: str) -> Question:
@@ -163,12 +129,8 @@ def _question(row: object, where: str) -> Question:
 
 
 def document_key(doc_id: str, names: Mapping[str, None] | frozenset[str]) -> str:
-    """The dataset document an index ``doc_id`` names, or ``doc_id`` itself when none.
-
-    ``ragtiller ingest DIR`` names a file's document by its path relative to ``DIR``, so the
-    same file is ``Super_Bowl_50.md`` (``ingest docs/``), ``docs/Super_Bowl_50.md`` (ingest of
-    the dataset folder) or an absolute path (a LangChain Document's ``source``). A suffix of
-    the id's path is the dataset's name when it is the whole id or follows a ``docs`` folder.
+    """The dataset document an index ``doc_id`` names (``ingest docs/`` names a file ``a.md``,
+    an ingest of the dataset folder ``docs/a.md``), or ``doc_id`` itself when none.
 
     Example:
         >>> names = frozenset({"a.md", "sub/b.md"})

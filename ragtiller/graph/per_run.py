@@ -1,14 +1,5 @@
-"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key.
-
-The run context (:class:`~ragtiller.policies.run_context.RunContext`) may name another policy
-or switch step-back and rerank; the graph's wiring never changes, only the components its nodes
-are bound to. Each key's nodes are built on first use and reused, so a run with the default
-context pays one dictionary lookup per node.
-
-Every node also hands its final ``pipeline:step`` events to LangChain's callbacks as custom
-events (``astream_events(version="v2")`` yields them as ``on_custom_event``), but only when a
-callback handler listens: a plain ``invoke`` pays nothing for it.
-"""
+"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key (the
+default context pays one dictionary lookup per node); stage events reach LangChain callbacks."""
 
 from __future__ import annotations
 
@@ -42,16 +33,9 @@ MAX_VARIANTS = 32
 def check_route_namespaces(
     policy: RetrievalPolicy, known: Sequence[str] | None, *, show_known: bool = True
 ) -> None:
-    """Fail when a route names a namespace the index does not hold.
-
-    ``show_known``: list the namespaces the index holds in the error. ``build_graph`` does (the
-    operator reads it); a run that names a policy does not, since the error reaches the run's
-    caller and the index's namespaces may be other tenants' (default deny).
-
-    Raises:
-        ConfigurationError: Naming the route, the namespace and, with ``show_known``, the
-            known list.
-    """
+    """Fail when a route names a namespace the index does not hold. ``show_known`` lists the
+    index's namespaces: ``build_graph``'s operator reads them, a run's caller must not (they
+    may be other tenants')."""
     if known is None:
         return
     bad = [
@@ -68,17 +52,14 @@ def check_route_namespaces(
         )
 
 
-FIXED_AT_BUILD = ("router", "lexical_triggers", "dense_backend", "lexical_backend")
-"""Policy sections whose objects ``build_graph`` makes once (the LLM router, the backends)."""
+FIXED_AT_BUILD = ("router", "lexical_triggers", "cache", "dense_backend", "lexical_backend")
+"""Policy sections whose objects ``build_graph`` makes once (the LLM router, the backends; the
+router and the ceiling keep their cache TTL)."""
 
 
 def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
-    """The fields ``run`` sets differently from ``base`` that a run cannot change.
-
-    The reranker's provider settings and the ledger's day are built once; the daily call
-    limits (``quota.chat_gen_per_day``, ``reranker.daily_calls``) are not listed: the gate caps
-    a turn's quota view by the run policy's (it can lower a limit, never raise it).
-    """
+    """The fields ``run`` changes that a run cannot: not the daily call limits, which cap a
+    turn's spends by the run policy's (lower a limit, never raise it)."""
     changed = [name for name in FIXED_AT_BUILD if getattr(base, name) != getattr(run, name)]
     if base.quota.timezone != run.quota.timezone:
         changed.append("quota.timezone")
@@ -91,13 +72,10 @@ def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
 
 
 def _query_options(policy: RetrievalPolicy) -> tuple[Any, ...]:
-    """What ``apply_query_options`` builds the tiers from: a run policy that changes it gets
-    tiers rebuilt for it (``Components.variant``)."""
     return (policy.fusion, policy.feedback, policy.budgets.window_words)
 
 
 def _listening(config: Mapping[str, Any]) -> bool:
-    """Whether any callback handler of this run takes custom events."""
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):
         handlers = callbacks.handlers
@@ -109,7 +87,6 @@ def _listening(config: Mapping[str, Any]) -> bool:
 
 
 async def announce(update: Mapping[str, Any]) -> None:
-    """Send the update's final stage records to LangChain callbacks, when anyone listens."""
     records = update.get("stages") if isinstance(update, Mapping) else None
     if not records:
         return
@@ -124,8 +101,6 @@ async def announce(update: Mapping[str, Any]) -> None:
 
 
 class PerRunNodes:
-    """The graph's nodes, bound per run to the components its run context asks for."""
-
     def __init__(
         self,
         deps: Components,
@@ -142,12 +117,7 @@ class PerRunNodes:
 
     def components(self, context: RunContext) -> Components:
         """The graph's components with the context's policy and rerank switch applied: every
-        field the policy sets takes effect, or the run is refused.
-
-        Raises:
-            ConfigurationError: The context's policy names a namespace the index lacks.
-            InputError: The context's policy changes a field fixed when the graph was built.
-        """
+        field the policy sets takes effect, or the run is refused."""
         if context.policy_key() == EMPTY.policy_key():
             return self.deps
         base = self.deps.policy
@@ -202,7 +172,6 @@ class PerRunNodes:
             return self._variants.setdefault(key, variant)
 
     def node(self, name: str) -> NodeFn:
-        """The node ``name``: finds this run's variant, runs it, announces its records."""
 
         async def run(state: Any) -> dict[str, Any]:
             context = pinned(self.deps.pin, current_context())

@@ -1,14 +1,11 @@
-"""The embedded, offline, persistent index behind the dense, parent-child and lexical tiers.
-
-It stores what :mod:`ragtiller.ingest` builds and never imports it.
-"""
+"""The embedded, offline, persistent index behind the dense, parent-child and lexical tiers."""
 
 from ragtiller.index.corpus_map import build_corpus_map
-from ragtiller.index.dense import DenseTier, NumpyVectorStore
-from ragtiller.index.embedded import EmbeddedIndex
+from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.dense_tier import DenseTier
+from ragtiller.index.embedded import EmbeddedIndex, embedder_for, open_index
 from ragtiller.index.lexical import LexicalConfig, LexicalTier, analyze, lexical_text
 from ragtiller.index.manifest import EmbedderInfo, IndexCounts, IndexManifest
-from ragtiller.index.opening import embedder_for, open_index
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.index.units import ChunkingConfig, Section, SourceDocument
 

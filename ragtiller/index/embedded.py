@@ -4,88 +4,72 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
-from ragtiller.index.ann import ANN_FILE, AnnIndex
-from ragtiller.index.corpus_map import ScopedOverview
-from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
-from ragtiller.index.derived import (
-    DERIVED_FILES,
-    Derived,
-    load_derived,
-    load_graph,
-    save_derived,
-)
-from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier
-from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, IndexManifest
-from ragtiller.index.parent_child import PARENTS_FILE, ParentChildTier
+from ragtiller.index import ann
+from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
+from ragtiller.index.compute import SharedScans
+from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
+from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, NumpyVectorStore
+from ragtiller.index.dense_tier import DenseTier
+from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
+from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
+from ragtiller.index.parent_child import PARENT_ROWS_FILE, ParentChildTier, parent_rows
 from ragtiller.index.records import RecordTable
-from ragtiller.index.units import section_from_record
-from ragtiller.index.versions import FaultHook, Step, open_current, write_version
-from ragtiller.models.batch_embedding import EmbeddingStats
-from ragtiller.models.embedders import embedder_identity
+from ragtiller.index.versions import FaultHook, open_current, write_version
+from ragtiller.models import EmbeddingStats, HashingEmbedder, MiniLMEmbedder, embed_texts
+from ragtiller.models.embedders import embedder_identity, embedder_variant, local_embedder
 
 if TYPE_CHECKING:
-    from ragtiller.ingest.report import IngestReport
+    from ragtiller.ingest.pipeline import IngestReport
+    from ragtiller.ingest.progress import IngestProgress
 
-CORPUS_MAP_FILE = "corpus_map.txt"
-INDEX_FILES = (
-    VECTORS_FILE,
-    CHUNKS_FILE,
-    PARENTS_FILE,
-    LEXICAL_DIR,
-    *DERIVED_FILES,
-    CORPUS_MAP_FILE,
-    MANIFEST_FILE,
-)
-"""What one version directory holds (and ``ann.faiss`` for an index with an HNSW graph, see
-:mod:`ragtiller.index.derived`); ``manifest.json`` is written last."""
+PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
+_ROWS = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR)  # the chunks, sections and BM25
+INDEX_FILES = (*_ROWS, PARENT_ROWS_FILE, OUTLINE_FILE, CORPUS_MAP_FILE, MANIFEST_FILE)
+"""What every version holds, the manifest written last (``ann.faiss`` just before it, if any)."""
+SCOPES_KEPT = 64  # corpus maps kept per index, one per (namespaces, filter) asked for
 
 
-class SaveProgress(Protocol):
-    """A progress bar :meth:`EmbeddedIndex.save` advances per file (ingest's bar is one)."""
+@dataclass(frozen=True)
+class Derived:
+    """What ingest derives from the rows and each version saves, so an open computes nothing."""
 
-    def stage(self, name: str, total: int, *, unit: str = "item") -> None: ...
+    parent_rows: npt.NDArray[np.intp]
+    ann: AnnIndex | None
+    outline: OutlineRows
 
-    def advance(self, n: int = 1) -> None: ...
 
-
-def _no_fault(step: str) -> None:
-    """Every save step proceeds."""
+def build_derived(store: NumpyVectorStore, parents: RecordTable) -> Derived:
+    graph = AnnIndex.build(store.vectors) if len(store) >= ann.ANN_MIN_ROWS else None
+    return Derived(parent_rows(store.records, parents), graph, OutlineRows.of(parents))
 
 
 class EmbeddedIndex:
     """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
 
-    Build it with :func:`ragtiller.ingest.build_index` (or :func:`ragtiller.ingest.ingest`, which
-    also saves, and re-embeds only what changed), reopen it with :meth:`load`. All three tiers share one chunk table, so a chunk id
-    means the same chunk in every tier.
-
-    Hits carry ``doc_id``, ``source`` and ``parent_id``; their ``metadata`` holds ``namespace``,
-    ``title`` (None for files), ``section_path`` (heading titles), ``start``/``end`` (character
-    offsets of the hit's text in its parent section for a chunk, in its document for a section),
-    and the document's own metadata (``status`` and the like). The parent-child tier adds
-    ``matched_child_ids``.
+    Build it with :func:`ragtiller.ingest.build_index` (or ``ingest``, which also saves), reopen
+    it with :meth:`load`. The tiers share one chunk table, so a chunk id means the same chunk in
+    every tier.
 
     Example:
         >>> from langchain_core.documents import Document
         >>> from ragtiller.models import HashingEmbedder
         >>> from ragtiller.ingest import build_index
-        >>> index = build_index(
-        ...     [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})],
-        ...     embedder=HashingEmbedder(), progress=False,
-        ... )
-        >>> [tier.name for tier in index.tiers]
+        >>> docs = [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})]
+        >>> [t.name for t in build_index(docs, embedder=HashingEmbedder(), progress=False).tiers]
         ['dense', 'parent_child', 'lexical']
     """
 
@@ -103,22 +87,17 @@ class EmbeddedIndex:
         self.store = store
         self.parents = parents
         self.manifest = manifest
-        self.corpus_map = corpus_map
-        """The outline of the whole index, every namespace and tenant: for operators. A turn
-        gets :meth:`overview` of its own scope instead."""
+        self.corpus_map = corpus_map  # of the whole index, for operators: a turn gets overview()
         self.stats = stats or EmbeddingStats()
-        self.report: IngestReport | None = None
-        """What the ingest that built this object did, set by :mod:`ragtiller.ingest` (None for an
-        index opened with :meth:`load`)."""
+        self.report: IngestReport | None = None  # what the ingest that built it did
         self._lexical = lexical
         self._derived = derived
-        assert derived.outline is not None, "ingest derives it and every version holds its file"
-        self._overview = ScopedOverview(parents, section_from_record, derived.outline)
-        if self._derived.ann is not None:
-            store.attach_ann(self._derived.ann)
+        self._overviews = SharedScans(SCOPES_KEPT)
+        if derived.ann is not None:
+            store.attach_ann(derived.ann)
         self._tiers: list[Tier] = [
             DenseTier(store),
-            ParentChildTier(store, parents, child_parents=self._derived.parent_rows),
+            ParentChildTier(store, parents, child_parents=derived.parent_rows),
             lexical,
         ]
 
@@ -128,13 +107,16 @@ class EmbeddedIndex:
         return list(self._tiers)
 
     def overview(self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None) -> str:
-        """The corpus map of the documents in ``namespaces`` whose metadata equals ``filter``
-        (a tenant's, say): exactly what a turn with that scope may search, nothing else."""
-        return self._overview.outline(namespaces, filter)
+        """The corpus map of exactly what a turn with this scope may search, nothing else."""
+        key = (
+            None if namespaces is None else tuple(sorted(set(namespaces))),
+            tuple(sorted((str(k), repr(v)) for k, v in (filter or {}).items())),
+        )
+        outline = self._derived.outline
+        return self._overviews.get(key, lambda: outline.outline(self.parents, namespaces, filter))
 
     def ann(self) -> AnnIndex:
-        """The HNSW graph of the approximate dense tier: saved with an index of
-        :data:`~ragtiller.index.ann.ANN_MIN_ROWS` chunks or more, else built here, once."""
+        """The HNSW graph of the approximate dense tier: the saved one, else built here, once."""
         graph = self._derived.ann
         if graph is None:
             graph = AnnIndex.build(self.store.vectors)
@@ -148,8 +130,7 @@ class EmbeddedIndex:
         return self.store.embeddings
 
     def documents(self) -> list[Document]:
-        """Every chunk as a LangChain ``Document`` with its stable id: what
-        :func:`~ragtiller.ingest.store_sync.sync_vector_store` writes to another vector store."""
+        """Every chunk as a LangChain ``Document`` with its stable id (for another vector store)."""
         records = self.store.records
         return [records.document(row) for row in range(len(records))]
 
@@ -158,130 +139,118 @@ class EmbeddedIndex:
         directory: str | os.PathLike[str],
         *,
         fault: FaultHook | None = None,
-        progress: SaveProgress | None = None,
+        progress: IngestProgress | None = None,
     ) -> Path:
-        """Write the index as a new version of ``directory`` and make it current.
-
-        The files go into a partial version directory, are fsynced, renamed into place, and
-        only then does ``CURRENT`` switch to it (see :mod:`ragtiller.index.versions`). Readers
-        opening meanwhile get the old version; a crash leaves the old one or the new one.
-        Partial versions left by killed saves are removed.
-
-        Args:
-            directory: The index directory (created if needed).
-            fault: Called before every file operation; tests raise in it to simulate crashes.
-            progress: The ingest's bar, advanced per file written.
-
-        Returns:
-            The new version's directory.
-
-        Raises:
-            IndexStoreError: ``directory`` exists, is not empty and holds no index (it is never
-                overwritten).
-        """
-        names = (
-            INDEX_FILES
-            if self._derived.ann is None
-            else (*INDEX_FILES[:-1], ANN_FILE, MANIFEST_FILE)
+        """Write the index as a new version of ``directory`` and make it current; returns it."""
+        derived = self._derived
+        files: dict[str, Callable[[Path], object]] = {
+            VECTORS_FILE: lambda p: np.save(p, np.ascontiguousarray(self.store.vectors)),
+            CHUNKS_FILE: self.store.records.dump,
+            PARENTS_FILE: self.parents.dump,
+            LEXICAL_DIR: self._lexical.save,
+            PARENT_ROWS_FILE: lambda p: np.save(p, derived.parent_rows.astype(np.int64)),
+            OUTLINE_FILE: derived.outline.save,
+            CORPUS_MAP_FILE: lambda p: p.write_text(self.corpus_map, encoding="utf-8"),
+        }
+        if derived.ann is not None:
+            files[ANN_FILE] = derived.ann.save
+        files[MANIFEST_FILE] = lambda p: p.write_text(
+            self.manifest.model_dump_json(indent=2), encoding="utf-8"
         )
         if progress is not None:
-            progress.stage("save", len(names), unit="file")
+            progress.stage("save", len(files), unit="file")
 
-        def write(version: Path, step: Step) -> None:
-            for name in names:
+        def write(version: Path, step: FaultHook) -> None:
+            for name, write_file in files.items():
                 step(f"write {name}")
-                self._write_file(version, name)
+                write_file(version / name)
                 if progress is not None:
                     progress.advance()
 
-        return write_version(Path(directory), write, fault=fault or _no_fault)
-
-    def _write_file(self, version: Path, name: str) -> None:
-        if name == VECTORS_FILE:
-            np.save(version / VECTORS_FILE, np.ascontiguousarray(self.store.vectors))
-        elif name == CHUNKS_FILE:
-            self.store.records.dump(version / CHUNKS_FILE)
-        elif name == PARENTS_FILE:
-            self.parents.dump(version / PARENTS_FILE)
-        elif name == LEXICAL_DIR:
-            self._lexical.save(version / LEXICAL_DIR)
-        elif name in (*DERIVED_FILES, ANN_FILE):
-            save_derived(self._derived, version, name)
-        elif name == CORPUS_MAP_FILE:
-            (version / CORPUS_MAP_FILE).write_text(self.corpus_map, encoding="utf-8")
-        else:
-            (version / MANIFEST_FILE).write_text(
-                self.manifest.model_dump_json(indent=2), encoding="utf-8"
-            )
+        return write_version(Path(directory), write, fault=fault)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], *, embedder: Embeddings) -> EmbeddedIndex:
-        """Open the current version of a saved index; vectors and BM25 arrays are memory-mapped.
-
-        Every vector is checked: NaN or infinite values, or a shape that disagrees with the
-        manifest or the chunk table, make the open fail rather than the searches go quiet.
-        An open concurrent with a save gets the old version or the new one, never an error.
-
-        Args:
-            directory: What :meth:`save` wrote.
-            embedder: The embedder the index was built with (same name and dimension).
-
-        Raises:
-            IndexStoreError: The directory is missing, incomplete or corrupt (the message names the
-                file), or ``embedder`` differs from the manifest's (the message names both).
-        """
+        """Open the current version, memory-mapped; a corrupt file or another embedder fails it."""
         return open_current(Path(directory), lambda version: cls._load_version(version, embedder))
 
     @classmethod
-    def _load_version(cls, path: Path, embedder: Embeddings) -> EmbeddedIndex:
+    def _load_version(cls, path: Path, embedder: Embeddings | None) -> EmbeddedIndex:
+        """Open one version with ``embedder``, or (None) the one its manifest names."""
         if not path.is_dir():
             raise IndexStoreError(f"no index at {path}: directory not found")
         manifest = read_manifest(path / MANIFEST_FILE)
-        name, dimension = embedder_identity(embedder)
         built = manifest.embedder
+        embedder = embedder_for(built) if embedder is None else embedder
+        name, dimension = embedder_identity(embedder)
         if (name, dimension) != (built.name, built.dimension):
             raise IndexStoreError(
                 f"index at {path} was built with embedder {built.name!r} (dimension "
                 f"{built.dimension}) but is being loaded with {name!r} (dimension {dimension}); "
                 "load it with the embedder it was built with, or rebuild it"
             )
-        for name_ in INDEX_FILES:
-            if not (path / name_).exists():
-                raise IndexStoreError(f"index at {path} is incomplete: {name_} is missing")
+        for file in INDEX_FILES:
+            if not (path / file).exists():
+                raise IndexStoreError(f"index at {path} is incomplete: {file} is missing")
         graph = load_graph(path, manifest.counts.chunks, built.dimension, manifest.vector_dtype)
-        vectors = graph.vectors() if graph is not None else None
         store = NumpyVectorStore.load(
             path,
             embedder,
-            vectors=vectors,
+            vectors=graph.vectors() if graph is not None else None,
             namespaces=manifest.namespaces,
             dtype=manifest.vector_dtype,
         )
         parents = RecordTable.load(path / PARENTS_FILE)
-        _check_count(path / CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks")
-        _check_count(path / PARENTS_FILE, len(parents), manifest.counts.sections, "sections")
+        for file, found, expected, what in (
+            (CHUNKS_FILE, len(store), manifest.counts.chunks, "chunks"),
+            (PARENTS_FILE, len(parents), manifest.counts.sections, "sections"),
+        ):
+            if found != expected:
+                raise IndexStoreError(
+                    f"index file {path / file} is corrupt: it holds {found} {what}, the manifest "
+                    f"says {expected}"
+                )
         if len(store) and store.vectors.shape[1] != built.dimension:
             raise IndexStoreError(
                 f"index file {path / VECTORS_FILE} is corrupt: {store.vectors.shape[1]}-dimensional "
                 f"vectors, the manifest says {built.dimension}"
             )
         lexical = LexicalTier.load(path / LEXICAL_DIR, store.records, manifest.lexical)
+        corpus_map = (path / CORPUS_MAP_FILE).read_text(encoding="utf-8")
+        rows = load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents))
+        outline = OutlineRows.load(path / OUTLINE_FILE, len(parents))
+        derived = Derived(rows, graph, outline)
         return cls(
             store=store,
             parents=parents,
             lexical=lexical,
             manifest=manifest,
-            corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
-            derived=load_derived(path, store, parents, graph),
+            corpus_map=corpus_map,
+            derived=derived,
         )
 
 
-def read_manifest(path: Path) -> IndexManifest:
-    """The manifest at ``path``, checked.
+def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.intp]:
+    """What ingest saved of :func:`parent_rows`, checked against the tables."""
+    try:
+        rows = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
+    if (
+        rows.ndim != 1
+        or rows.dtype.kind != "i"
+        or len(rows) != children
+        or (len(rows) and (rows.min() < -1 or rows.max() >= parents))
+    ):
+        raise IndexStoreError(
+            f"index file {path} is corrupt: expected {children} parent rows in [-1, {parents}), "
+            f"found a {rows.dtype} array of shape {rows.shape}; re-ingest to rebuild it"
+        )
+    return np.asarray(rows, dtype=np.intp)
 
-    Raises:
-        IndexStoreError: Missing, unreadable, of another format version, or invalid.
-    """
+
+def read_manifest(path: Path) -> IndexManifest:
+    """The manifest at ``path``, checked."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
@@ -305,8 +274,50 @@ def read_manifest(path: Path) -> IndexManifest:
         raise IndexStoreError(f"index file {path} is corrupt: {problems}") from e
 
 
-def _check_count(path: Path, found: int, expected: int, what: str) -> None:
-    if found != expected:
-        raise IndexStoreError(
-            f"index file {path} is corrupt: it holds {found} {what}, the manifest says {expected}"
-        )
+_HASHING = re.compile(r"ragtiller/hashing-v1-ngram(?P<weight>\d+(?:\.\d+)?(?:e-?\d+)?)")
+
+
+def embedder_for(info: EmbedderInfo) -> Embeddings:
+    """The embedder a manifest names: bundled MiniLM or the hashing test embedder."""
+    if info.name == MiniLMEmbedder.model_name:
+        return local_embedder()
+    if match := _HASHING.fullmatch(info.name):
+        return HashingEmbedder(info.dimension, ngram_weight=float(match["weight"]))
+    raise IndexStoreError(
+        f"the index was built with embedder {info.name!r}, which the command line cannot "
+        "construct; load it in Python with EmbeddedIndex.load(dir, embedder=...)"
+    )
+
+
+def open_index(directory: str | Path) -> EmbeddedIndex:
+    """Load the index in ``directory`` with the embedder recorded in its manifest."""
+    return open_current(Path(directory), lambda version: EmbeddedIndex._load_version(version, None))
+
+
+MIN_AGREEMENT = 0.99  # mean cosine another variant (MiniLM's ONNX, torch) must reach to keep it
+
+
+def vector_agreement(index: EmbeddedIndex, embedder: Embeddings, *, sample: int = 64) -> float:
+    """Mean cosine between stored vectors and ``embedder``'s, over up to ``sample`` chunks."""
+    store = index.store
+    if len(store) == 0:
+        return 1.0
+    rows = np.unique(np.linspace(0, len(store) - 1, num=min(sample, len(store)), dtype=np.int64))
+    records = store.records
+    texts = [lexical_text(records.texts[r], records.metadatas[r].get("title")) for r in rows]
+    fresh = embed_texts(embedder, texts, progress=False)
+    return float((fresh * store.vectors[rows]).sum(axis=1).mean())
+
+
+def variant_rebuild_reason(index: EmbeddedIndex, embedder: Embeddings) -> str | None:
+    """Why ``index`` must be rebuilt for ``embedder``'s variant (re-embedding a sample), or None."""
+    built, now = index.manifest.embedder_variant, embedder_variant(embedder)
+    if now is None or built == now:
+        return None
+    agreement = vector_agreement(index, embedder)
+    if agreement >= MIN_AGREEMENT:
+        return None
+    return (
+        f"embedder variant changed from {built or 'unrecorded'} to {now} and the vectors agree "
+        f"to a mean cosine of {agreement:.3f} (< {MIN_AGREEMENT})"
+    )

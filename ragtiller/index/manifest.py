@@ -15,8 +15,7 @@ FORMAT_VERSION: Literal[2] = 2
 MANIFEST_FILE = "manifest.json"
 
 VectorDtype = Literal["float32", "float16"]
-"""How ``vectors.npy`` (and an HNSW graph's copy) stores the dense vectors: float16 halves
-their memory; scores are computed in float32 either way."""
+"""How the dense vectors are stored: float16 halves their memory; scores are float32 either way."""
 VECTOR_DTYPES: tuple[VectorDtype, ...] = ("float32", "float16")
 
 
@@ -25,57 +24,39 @@ class EmbedderInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(description="Model name (``model_name``/``model`` attribute or class name).")
-    dimension: int = Field(gt=0, description="Vector dimension.")
+    name: str  # its model_name or model attribute, or its class name
+    dimension: int = Field(gt=0)
 
 
 class IndexCounts(BaseModel):
-    """How much the index holds."""
+    """How much the index holds: documents, parent sections, child chunks (vector rows)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     documents: int = Field(ge=0)
-    sections: int = Field(ge=0, description="Parent sections.")
-    chunks: int = Field(ge=0, description="Child chunks (rows of the vector matrix).")
+    sections: int = Field(ge=0)
+    chunks: int = Field(ge=0)
 
 
 class IndexManifest(BaseModel):
-    """``manifest.json`` of an index directory, written last by a save.
+    """``manifest.json`` of an index version, written last by a save.
 
     Example:
-        >>> m = IndexManifest(
-        ...     embedder=EmbedderInfo(name="e", dimension=8),
-        ...     chunking=ChunkingConfig(), lexical=LexicalConfig(),
-        ...     counts=IndexCounts(documents=1, sections=1, chunks=1), namespaces=("default",),
-        ...     tenanted=False,
-        ... )
-        >>> m.format_version
+        >>> counts = IndexCounts(documents=1, sections=1, chunks=1)
+        >>> IndexManifest(embedder=EmbedderInfo(name="e", dimension=8), chunking=ChunkingConfig(),
+        ...     lexical=LexicalConfig(), counts=counts, namespaces=(), tenanted=False).format_version
         2
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format_version: Literal[2] = FORMAT_VERSION
-    created_at: AwareDatetime = Field(
-        default_factory=lambda: datetime.now(UTC), description="Build time, UTC."
-    )
+    created_at: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
     embedder: EmbedderInfo
     chunking: ChunkingConfig
     lexical: LexicalConfig
     counts: IndexCounts
-    namespaces: tuple[str, ...] = Field(description="Namespaces of the chunks, first-seen order.")
-    tenanted: bool = Field(
-        description="Whether any chunk carries a ``tenant`` key: a graph over the index then "
-        "refuses turns that name no tenant.",
-    )
-
-    embedder_variant: str | None = Field(
-        default=None,
-        description="How the embedder computed the vectors (``onnx-uint8``, ``torch-fp32``, a "
-        "fallback note); None when the embedder does not say.",
-    )
-    vector_dtype: VectorDtype = Field(
-        default="float32",
-        description="How the vectors are stored (float16: half the memory, scores still "
-        "computed in float32).",
-    )
+    namespaces: tuple[str, ...]  # of the chunks, first-seen order
+    tenanted: bool  # a chunk carries a tenant key: a graph over it refuses turns naming none
+    embedder_variant: str | None = None  # onnx-uint8, torch-fp32, ...; None: the embedder won't say
+    vector_dtype: VectorDtype = "float32"

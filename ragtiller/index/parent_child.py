@@ -1,12 +1,6 @@
-"""The parent-child tier: search the small child chunks, return the best one in its context.
-
-The context is a bounded window of the section: the best child and its neighbouring children,
-never more than ``window_words`` words, never the whole section unless it fits.
-"""
+"""The parent-child tier: search the small child chunks, return the best in its section's window."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,18 +10,10 @@ from ragtiller.index.compute import CpuTier, top_k
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.records import RecordTable
 
-PARENTS_FILE = "parents.jsonl"
-MATCHED_WINDOW = 4
-"""A parent's matched children are its children among the top ``MATCHED_WINDOW * k`` children."""
-DEFAULT_WINDOW_WORDS = 300
-"""Most words of one hit: the best child and as many neighbours as fit."""
-WINDOW_SUFFIX = "+window"
-"""A window hit's id is its best child's id with this suffix (the child itself is another hit)."""
-PARENT_ROWS_FILE = "parent_rows.npy"
-"""The parent row of each child row, saved at ingest (an index opens without computing it)."""
-CANDIDATE_MULTIPLIER = 8
-"""An approximate search ranks parents among the top ``8 * k`` children the graph returns
-(the ``4 * k`` that name matched children, and as many again for parents of rarer matches)."""
+PARENT_ROWS_FILE = "parent_rows.npy"  # each child row's parent row, saved at ingest
+MATCHED_WINDOW = 4  # a parent's matched children: its children among the top 4 * k
+CANDIDATE_MULTIPLIER = 8  # an approximate search ranks parents among 8 * k children: 4 * k more
+WINDOW_SUFFIX = "+window"  # a window's id: its best child's (the child itself is another hit)
 
 
 def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.intp]:
@@ -41,25 +27,9 @@ def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.i
 
 
 class ParentChildTier(CpuTier):
-    """The ``parent_child`` tier: sections ranked by their best child, shown as a window.
-
-    Small children make precise matches; the neighbouring children of the same section make
-    readable context. Each hit is one section's window: its best child (by cosine) widened by
-    whole neighbouring children, alternately before and after, while the window stays within
-    ``window_words`` words. ``id`` is the best child's id + ``+window``, ``text`` the window's span of
-    the section, ``parent_id`` the section, ``score`` the best child's cosine;
-    ``metadata["child_ids"]`` lists the children inside the window and
-    ``metadata["matched_child_ids"]`` the section's children among the top ``4 * k`` children
-    overall, best first (always at least the best one). Namespace and metadata filters apply
-    to the children. ``asearch`` runs inline up to
-    :data:`~ragtiller.index.compute.INLINE_ROWS` children and in a worker thread above.
-
-    Args:
-        store: The child chunks and their vectors; children name their parent in ``parent_id``
-            and their span of it in ``start`` and ``end``.
-        parents: The parent sections.
-        window_words: Most words of one window.
-    """
+    """Sections ranked by their best child (precise), shown as a window of whole neighbouring
+    children within ``window_words`` words (readable); ``metadata`` names the ``child_ids`` in it
+    and the ``matched_child_ids`` among the top ``4 * k`` children."""
 
     name = "parent_child"
     needs_vector = True
@@ -69,7 +39,7 @@ class ParentChildTier(CpuTier):
         store: NumpyVectorStore,
         parents: RecordTable,
         *,
-        window_words: int = DEFAULT_WINDOW_WORDS,
+        window_words: int = 300,
         approximate: bool = False,
         child_parents: npt.NDArray[np.intp] | None = None,
     ) -> None:
@@ -80,69 +50,48 @@ class ParentChildTier(CpuTier):
         self.store = store
         self.parents = parents
         self.window_words = window_words
-        self.approximate = approximate
-        """Rank parents among the children the store's HNSW graph returns, not every child."""
-        self._seen: RecordTable | None = None
-        self._child_parent: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        self._order: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        self._bounds: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        if child_parents is not None:  # computed at ingest for these very rows
-            if len(child_parents) != len(store.records):
-                raise ValueError(
-                    f"got {len(child_parents)} parent rows for {len(store.records)} children"
-                )
-            self._index_parents(store.records, child_parents)
+        self.approximate = approximate  # rank parents among the children the graph returns
+        self._seen: RecordTable | None = None  # the children the parent rows below are of
+        self._child_parent = self._order = self._bounds = np.empty(0, dtype=np.intp)
+        if child_parents is not None:  # computed at ingest (or by this tier) for these rows
+            self._parent_index(store.records, child_parents)
 
     def with_window(self, window_words: int) -> ParentChildTier:
-        """This tier with windows of at most ``window_words`` words (itself if it has them)."""
         return self._copy(window_words, self.approximate)
 
     def with_search(self, approximate: bool) -> ParentChildTier:
-        """This tier over the HNSW graph (True) or every child (False); itself if it already is."""
+        """This tier over the HNSW graph (True) or every child (False)."""
         return self._copy(self.window_words, approximate)
 
     def _copy(self, window_words: int, approximate: bool) -> ParentChildTier:
         if (window_words, approximate) == (self.window_words, self.approximate):
             return self
-        children = self.store.records
+        known = self._child_parent if self._seen is self.store.records else None
         return ParentChildTier(
             self.store,
             self.parents,
             window_words=window_words,
             approximate=approximate,
-            child_parents=self._child_parent if self._seen is children else None,
+            child_parents=known,
         )
 
     def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` parent sections, best first.
-
-        Raises:
-            ValueError: ``vector`` is None, has the wrong dimension, or ``k`` < 1.
-        """
         if request.vector is None:
             raise ValueError("the parent_child tier needs a query vector, but got None")
         if request.k < 1:
             raise ValueError(f"k must be > 0, but got {request.k}")
+        vector, namespaces, filter = request.vector, request.namespaces, request.filter
         if self.approximate:
             rows, scores = self.store.nearest_rows(
-                request.vector,
+                vector,
                 CANDIDATE_MULTIPLIER * request.k,
-                namespaces=request.namespaces,
-                filter=request.filter,
+                namespaces=namespaces,
+                filter=filter,
                 approximate=True,
             )
         else:
-            rows, scores = self.store.score_rows(
-                request.vector, namespaces=request.namespaces, filter=request.filter
-            )
-        return self.rank_scored(request, rows, scores)
-
-    def rank_scored(
-        self, request: SearchRequest, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32]
-    ) -> list[Hit]:
-        """The best ``k`` parents of children already scored (all in scope, or candidates)."""
-        children = self.store.records
-        parent_of = self._parent_index(children)[rows]
+            rows, scores = self.store.score_rows(vector, namespaces=namespaces, filter=filter)
+        parent_of = self._parent_index(self.store.records)[rows]
         known = parent_of >= 0
         rows, scores, parent_of = rows[known], scores[known], parent_of[known]
         if not len(rows):
@@ -165,10 +114,10 @@ class ParentChildTier(CpuTier):
         return hits
 
     def _window_hit(self, parent: int, matched: list[int], score: float) -> Hit:
-        """Section ``parent`` seen through a window around its best child row ``matched[0]``
-        (``matched``: its children among the best, best first)."""
+        """Section ``parent`` through a window around its best child row, ``matched[0]``."""
         child = matched[0]
-        read = self._siblings(parent)  # row -> (id, text, metadata), each child read once
+        mine = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
+        read = {r: self.store.records.fields(r) for r in mine}  # (id, text, metadata), read once
         siblings = sorted(read, key=lambda r: int(read[r][2].get("start", 0)))
         span = [read[r][2] for r in siblings]
         if any("start" not in md or "end" not in md for md in span):
@@ -206,33 +155,24 @@ class ParentChildTier(CpuTier):
 
     @property
     def rows(self) -> int:
-        """Rows one search scans."""
         return len(self.store)
 
     async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """Async twin of :meth:`search`: an unfiltered graph search runs inline, a scan (or a
-        filter over every row) in a worker thread."""
+        """An unfiltered graph search runs inline; a scan or full-scope filter, in a thread."""
         if self.approximate and not request.filter:
             return self.search(request)
         return await super().asearch(request)
 
-    def _parent_index(self, children: RecordTable) -> npt.NDArray[np.intp]:
-        """Parent row of each child row (-1 when unknown); recomputed when the store changes."""
+    def _parent_index(
+        self, children: RecordTable, known: npt.NDArray[np.intp] | None = None
+    ) -> npt.NDArray[np.intp]:
+        """Each child row's parent row (-1: none), recomputed when the store's rows change."""
         if self._seen is not children:
-            self._index_parents(children, parent_rows(children, self.parents))
+            self._child_parent = np.asarray(
+                parent_rows(children, self.parents) if known is None else known, dtype=np.intp
+            )
+            self._order = np.argsort(self._child_parent, kind="stable")
+            bounds = np.arange(len(self.parents) + 1)
+            self._bounds = np.searchsorted(self._child_parent[self._order], bounds)
+            self._seen = children
         return self._child_parent
-
-    def _index_parents(self, children: RecordTable, child_parent: npt.NDArray[np.intp]) -> None:
-        """Keep the child -> parent rows, and each parent's children grouped (a stable sort)."""
-        self._child_parent = np.asarray(child_parent, dtype=np.intp)
-        self._order = np.argsort(self._child_parent, kind="stable")
-        self._bounds = np.searchsorted(
-            self._child_parent[self._order], np.arange(len(self.parents) + 1)
-        )
-        self._seen = children
-
-    def _siblings(self, parent: int) -> dict[int, tuple[str, str, dict[str, Any]]]:
-        """The id, text and metadata of each child row of ``parent``, in row order."""
-        rows = self._order[self._bounds[parent] : self._bounds[parent + 1]].tolist()
-        fields = self.store.records.fields
-        return {r: fields(r) for r in rows}

@@ -1,19 +1,5 @@
-"""Versioned index directories: every save writes a new version, then switches a pointer.
-
-Layout of an index directory::
-
-    CURRENT                 the name of the version readers open ("v000007")
-    versions/v000006/       the previous version, kept for readers that are opening it
-    versions/v000007/       the current version: manifest.json, chunks.jsonl, vectors.npy, ...
-    versions/.v000008.partial/   a save in progress (or killed); removed by the next save
-    .lock                   serialises saves (flock; released by the kernel if a saver dies)
-
-A save writes and fsyncs a complete version under a partial name, renames it into place,
-then replaces ``CURRENT`` with ``os.replace`` (atomic on POSIX). A reader resolves ``CURRENT``
-once and opens that version; if a save removed it in between, the reader resolves again. So
-an open never sees half a version, and a crash at any point leaves the old version or the
-new one current, never neither.
-"""
+"""Versioned index directories: a save writes a whole new version, then switches ``CURRENT`` to
+it atomically, so an open never sees half a version (docs/index.md, "Saves are versions")."""
 
 from __future__ import annotations
 
@@ -22,7 +8,7 @@ import fcntl
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,19 +20,15 @@ POINTER_FILE = "CURRENT"
 STAGED_POINTER = ".CURRENT.next"
 VERSIONS_DIR = "versions"
 LOCK_FILE = ".lock"
-OLD_MANIFEST = "manifest.json"
-"""Held directly in the directory by an index of format 1, saved before versioning."""
 _VERSION = re.compile(r"v(\d{6,})")
 _OPEN_ATTEMPTS = 10
 
 T = TypeVar("T")
-FaultHook = Callable[[str], None]
-"""Called with a step name before every file operation of a save; tests raise in it."""
-Step = Callable[[str], None]
+FaultHook = Callable[[str], None]  # called with each step of a save before it runs
 
 
 def _no_fault(step: str) -> None:
-    """The default fault hook: every step proceeds."""
+    pass
 
 
 def is_index_directory(directory: Path) -> bool:
@@ -55,31 +37,19 @@ def is_index_directory(directory: Path) -> bool:
 
 
 def holds_index(directory: Path) -> bool:
-    """Whether ``directory`` is surely an index: ``versions/`` beside a ``CURRENT`` that names a
-    version or beside the ``.lock`` every save takes first (a first save killed midway). Stricter
-    than :func:`is_index_directory`, so a documentation folder with a ``versions/`` subfolder is
-    not mistaken for an index.
-    """
+    """Whether ``directory`` is surely an index, not a docs folder that has a ``versions/``."""
     try:
-        if (directory / VERSIONS_DIR).is_dir():
-            if (directory / LOCK_FILE).is_file():
-                return True
-            if (directory / POINTER_FILE).is_file():
-                with (directory / POINTER_FILE).open("rb") as f:
-                    name = f.read(64).decode("ascii", "replace").strip()
-                return _VERSION.fullmatch(name) is not None
-        return False
+        versions = (directory / VERSIONS_DIR).is_dir()
+        if not versions or (directory / LOCK_FILE).is_file():
+            return versions
+        with (directory / POINTER_FILE).open("rb") as f:
+            return _VERSION.fullmatch(f.read(64).decode("ascii", "replace").strip()) is not None
     except OSError:
         return False
 
 
 def check_writable(directory: Path) -> None:
-    """Refuse a directory that is not empty and holds no index: a save never overwrites it.
-
-    Raises:
-        IndexStoreError: ``directory`` is a file, a non-empty directory without an index, or
-            cannot be listed.
-    """
+    """Refuse to save into a file, or into a directory that is not empty and holds no index."""
     try:
         if directory.exists() and not directory.is_dir():
             raise IndexStoreError(
@@ -97,21 +67,11 @@ def check_writable(directory: Path) -> None:
 
 
 def current_version(directory: Path) -> Path:
-    """The version directory ``CURRENT`` names.
-
-    Raises:
-        IndexStoreError: No index at ``directory``, or ``CURRENT`` names a version that is gone.
-    """
     if not directory.is_dir():
         raise IndexStoreError(f"no index at {directory}: directory not found")
     try:
         name = (directory / POINTER_FILE).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        if (directory / OLD_MANIFEST).is_file():
-            raise IndexStoreError(
-                f"index at {directory} was saved before versioning, by an older ragtiller: "
-                "rebuild the index into a new directory"
-            ) from None
         raise IndexStoreError(
             f"no index at {directory}: {POINTER_FILE} not found (not an index directory, or "
             "its first save did not finish)"
@@ -126,16 +86,7 @@ def current_version(directory: Path) -> Path:
 
 
 def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
-    """Open the current version with ``open_version``, resolving ``CURRENT`` again if a save
-    removed the version between resolving and opening.
-
-    Only a reader slower than two whole saves needs the retry; each retry resolves the newest
-    version, so it succeeds unless saves keep overtaking it ``_OPEN_ATTEMPTS`` times.
-
-    Raises:
-        IndexStoreError: What ``open_version`` raised (a file error wrapped), when ``CURRENT`` did
-            not move meanwhile.
-    """
+    """Open the current version, resolving ``CURRENT`` again if a save removed it meanwhile."""
     for attempt in range(_OPEN_ATTEMPTS):
         version = current_version(directory)
         try:
@@ -149,118 +100,84 @@ def open_current(directory: Path, open_version: Callable[[Path], T]) -> T:
 
 
 def write_version(
-    directory: Path,
-    write: Callable[[Path, Step], None],
-    *,
-    fault: FaultHook = _no_fault,
+    directory: Path, write: Callable[[Path, FaultHook], None], *, fault: FaultHook | None = None
 ) -> Path:
-    """Write a new version with ``write(version_dir, step)`` and make it current.
-
-    ``write`` must call ``step("write <file>")`` before each file it writes (``<file>`` relative
-    to the version directory); ``fault`` is called at each of those steps and before each of
-    this function's own file operations.
-
-    A save that fails before ``CURRENT`` is switched (a full disk, a read-only file system)
-    removes what it wrote, so it leaves no space taken and no version behind, and the version
-    that was current stays current. (A process killed mid-save cannot; the next save, or the
-    next ingest that finds nothing to change, removes what it left.)
-
-    Returns:
-        The new version's directory.
-
-    Raises:
-        IndexStoreError: ``directory`` is not empty and is not an index directory, or a file
-            operation failed; the message names the step, the path and which version is current.
-    """
+    """Write a new version with ``write(version_dir, step)`` and make it current; a save that
+    fails before the switch removes what it wrote, and says which version is current."""
     check_writable(directory)
-    at = _At("mkdir index", directory)
+    at = _At("mkdir index", directory, fault or _no_fault)
     try:
         at.current = _pointer(directory)  # to say what stays current if the lock cannot be had
-        at.step("mkdir index", directory, fault)
+        at.step("mkdir index", directory)
         directory.mkdir(parents=True, exist_ok=True)
-        at.step("lock", directory / LOCK_FILE, fault)
+        at.step("lock", directory / LOCK_FILE)
         with _locked(directory):
             at.current = _pointer(directory)
-            return _write_locked(directory, write, fault, at)
+            return _write_locked(directory, write, at)
     except OSError as e:
         raise IndexStoreError(at.failure(directory, e)) from e
 
 
-def _write_locked(
-    directory: Path, write: Callable[[Path, Step], None], fault: FaultHook, at: _At
-) -> Path:
+def _write_locked(directory: Path, write: Callable[[Path, FaultHook], None], at: _At) -> Path:
     versions = directory / VERSIONS_DIR
-    at.step("mkdir versions", versions, fault)
+    at.step("mkdir versions", versions)
     versions.mkdir(exist_ok=True)
-    _remove_partials(directory, fault, at)
-    name = f"v{_last_number(versions) + 1:06d}"
-    partial = versions / f".{name}.partial"
-    final = versions / name
+    _remove_leftovers(directory, at)
+    names = (p.name.removeprefix(".").removesuffix(".partial") for p in versions.iterdir())
+    name = f"v{max(_numbers(names), default=0) + 1:06d}"
+    partial, final = versions / f".{name}.partial", versions / name
     staged = directory / STAGED_POINTER
     previous = at.current
     try:
-        at.step("mkdir partial", partial, fault)
+        at.step("mkdir partial", partial)
         partial.mkdir()
-        write(partial, lambda step: at.step(step, partial / step.removeprefix("write "), fault))
-        at.step("fsync version", partial, fault)
-        _fsync_tree(partial)
-        at.step("rename version", final, fault)
+        write(partial, lambda step: at.step(step, partial / step.removeprefix("write ")))
+        at.step("fsync version", partial)
+        for path in (*partial.rglob("*"), partial):
+            _fsync(path)
+        at.step("rename version", final)
         partial.rename(final)
-        _fsync_dir(versions)
-        at.step("write pointer", staged, fault)
-        with staged.open("w", encoding="utf-8") as f:
-            f.write(name + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        at.step("switch pointer", directory / POINTER_FILE, fault)
+        _fsync(versions)
+        at.step("write pointer", staged)
+        staged.write_text(name + "\n", encoding="utf-8")
+        _fsync(staged)
+        at.step("switch pointer", directory / POINTER_FILE)
         os.replace(staged, directory / POINTER_FILE)
     except (Exception, KeyboardInterrupt):  # not a crash: take back what this save wrote
         at.free = _free_space(at.path)  # before the removal frees it
         at.leftovers = _remove_paths([partial, final, staged])
         raise
     at.current, at.switched = name, True
-    at.step("fsync pointer", directory, fault)
-    _fsync_dir(directory)
-    _remove_superseded(versions, keep={name, previous}, fault=fault, at=at)
+    at.step("fsync pointer", directory)
+    _fsync(directory)
+    # the replaced version stays for readers that resolved CURRENT just before the switch
+    _remove_leftovers(directory, at, keep={name, previous})
     return final
 
 
 @dataclass
 class _At:
-    """Where a save is (its step and the path the step touches), to say so when it fails.
-
-    Attributes:
-        name: The step.
-        path: The path it touches.
-        current: The version ``CURRENT`` names (the new one once switched).
-        switched: Whether ``CURRENT`` names the new version.
-        free: The space free when the step failed (a failed save then removes what it wrote).
-        leftovers: What a failed save could not take back, with why.
-    """
+    """Where a save is, to say so when it fails."""
 
     name: str
     path: Path
+    fault: FaultHook = _no_fault
     current: str | None = None
-    switched: bool = False
-    free: str | None = None
-    leftovers: list[str] = field(default_factory=list)
+    switched: bool = False  # CURRENT names the new version
+    free: str | None = None  # space free when the step failed, before the cleanup freed some
+    leftovers: list[str] = field(default_factory=list)  # what a failed save could not remove
 
-    def step(self, name: str, path: Path, fault: FaultHook) -> None:
+    def step(self, name: str, path: Path) -> None:
         self.name, self.path = name, path
-        fault(name)
+        self.fault(name)
 
     def failure(self, directory: Path, error: OSError) -> str:
-        """The message: what failed where, why, the space left if it may be full, the state."""
         path = Path(os.fsdecode(error.filename)) if error.filename else self.path
         reason = error.strerror or str(error) or type(error).__name__
         if error.errno in (errno.ENOSPC, errno.EDQUOT, None):
             reason += f" ({self.free or _free_space(path)} free on its file system)"
-        if self.switched:
-            state = f"{self.current} is current"
-        elif self.current:
-            state = f"{self.current} is still current"
-        else:
-            state = "no version is current"
+        still = "" if self.switched else "still "
+        state = f"{self.current} is {still}current" if self.current else "no version is current"
         if self.leftovers:
             state += "; could not remove " + ", ".join(self.leftovers)
         elif not self.switched:
@@ -271,7 +188,6 @@ class _At:
 
 
 def _remove_paths(paths: list[Path]) -> list[str]:
-    """Remove files and trees that exist; what could not be removed, with why."""
     failed: list[str] = []
     for path in paths:
         try:
@@ -285,7 +201,6 @@ def _remove_paths(paths: list[Path]) -> list[str]:
 
 
 def _free_space(path: Path) -> str:
-    """Space free to unprivileged writers on the file system of ``path`` (or its nearest parent)."""
     for candidate in (path, *path.parents):
         try:
             info = os.statvfs(candidate)
@@ -297,43 +212,27 @@ def _free_space(path: Path) -> str:
 
 
 def tidy(directory: Path) -> None:
-    """Remove what killed saves left (partial versions, a staged pointer) and versions older than
-    the one ``CURRENT`` replaced, if there are any.
-
-    An ingest that finds nothing to change calls it, so the space a killed save took is freed
-    even though nothing is rewritten. It touches nothing when there is nothing to remove, so an
-    up-to-date index on a read-only file system ingests as ``unchanged``.
-
-    Raises:
-        IndexStoreError: Something had to be removed and could not be; the message names it.
-    """
+    """Remove what killed saves left and versions older than the one ``CURRENT`` replaced; touch
+    nothing if there is nothing to remove (an unchanged index on a read-only disk)."""
     at = _At("tidy", directory)
+    versions = directory / VERSIONS_DIR
     try:
-        if not _untidy(directory):
+        names = [p.name for p in versions.iterdir()] if versions.is_dir() else []
+        partials = any(n.endswith(".partial") for n in names)
+        if not (directory / STAGED_POINTER).exists() and not partials and len(_numbers(names)) <= 2:
             return
-        at.step("lock", directory / LOCK_FILE, _no_fault)
+        at.step("lock", directory / LOCK_FILE)
         with _locked(directory):
             at.current = _pointer(directory)
-            _remove_partials(directory, _no_fault, at)
+            keep: set[str | None] | None = None
             if at.current is not None and _VERSION.fullmatch(at.current):
                 at.switched = True  # nothing is being switched: say which version is current
-                current = _number(at.current)
-                older = [n for n in _numbers(directory / VERSIONS_DIR) if n < current]
+                numbers = _numbers(p.name for p in versions.iterdir())
+                older = [n for n in numbers if n < int(at.current[1:])]
                 keep = {at.current, f"v{max(older):06d}" if older else None}
-                _remove_superseded(directory / VERSIONS_DIR, keep=keep, fault=_no_fault, at=at)
+            _remove_leftovers(directory, at, keep=keep)
     except OSError as e:
         raise IndexStoreError(at.failure(directory, e)) from e
-
-
-def _untidy(directory: Path) -> bool:
-    """Whether a killed save left something, or more than two versions are kept."""
-    versions = directory / VERSIONS_DIR
-    if (directory / STAGED_POINTER).exists():
-        return True
-    if not versions.is_dir():
-        return False
-    partials = any(p.name.endswith(".partial") for p in versions.iterdir())
-    return partials or len(_numbers(versions)) > 2
 
 
 def _pointer(directory: Path) -> str | None:
@@ -343,79 +242,35 @@ def _pointer(directory: Path) -> str | None:
         return None
 
 
-def _remove_superseded(versions: Path, *, keep: set[str | None], fault: FaultHook, at: _At) -> None:
-    """Remove every version but the new one and the one it replaced.
-
-    The replaced version stays for readers that resolved ``CURRENT`` just before the switch.
-
-    Raises:
-        OSError: A version could not be removed (``at`` names it).
-    """
-    for old in sorted(versions.iterdir()):
-        if _VERSION.fullmatch(old.name) and old.name not in keep:
-            at.step(f"remove {old.name}", old, fault)
-            shutil.rmtree(old)
-
-
-def _remove_partials(directory: Path, fault: FaultHook, at: _At) -> None:
-    """Remove versions left half-written and a pointer left staged by a killed save (only one
-    saver holds the lock)."""
-    for path in sorted((directory / VERSIONS_DIR).iterdir()):
+def _remove_leftovers(directory: Path, at: _At, *, keep: set[str | None] | None = None) -> None:
+    """Remove what killed saves left (the lock is ours) and, given ``keep``, the other versions."""
+    versions = sorted((directory / VERSIONS_DIR).iterdir())
+    for path in versions:
         if path.name.endswith(".partial"):
-            at.step(f"remove {path.name}", path, fault)
+            at.step(f"remove {path.name}", path)
             shutil.rmtree(path)
     staged = directory / STAGED_POINTER
     if staged.exists():
-        at.step("remove staged pointer", staged, fault)
+        at.step("remove staged pointer", staged)
         staged.unlink()
+    for path in versions:
+        if keep is not None and _VERSION.fullmatch(path.name) and path.name not in keep:
+            at.step(f"remove {path.name}", path)
+            shutil.rmtree(path)
 
 
-def _number(name: str) -> int:
-    match = _VERSION.fullmatch(name)
-    assert match is not None
-    return int(match.group(1))
-
-
-def _numbers(versions: Path) -> list[int]:
-    """The numbers of the complete versions in ``versions``."""
-    return [int(m.group(1)) for p in versions.iterdir() if (m := _VERSION.fullmatch(p.name))]
-
-
-def _last_number(versions: Path) -> int:
-    numbers = [
-        int(m.group(1))
-        for p in versions.iterdir()
-        if (m := _VERSION.fullmatch(p.name.removeprefix(".").removesuffix(".partial")))
-    ]
-    return max(numbers, default=0)
+def _numbers(names: Iterable[str]) -> list[int]:
+    return [int(m.group(1)) for n in names if (m := _VERSION.fullmatch(n))]
 
 
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
-    with (directory / LOCK_FILE).open("a") as lock:
+    with (directory / LOCK_FILE).open("a") as lock:  # closing it releases the lock
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        yield
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, filenames in os.walk(root, onerror=_raise):
-        for name in filenames:
-            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
-def _raise(error: OSError) -> None:
-    raise error
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

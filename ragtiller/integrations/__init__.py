@@ -1,5 +1,5 @@
-"""The surfaces ragtiller offers to other tools: a LangChain retriever and tool, LangGraph Studio
-graphs, the indexing graph, the deployment diagram and plain-text views of a turn."""
+"""What ragtiller offers other tools: a LangChain retriever and tool, LangGraph Studio graphs,
+the indexing graph, the deployment diagram and plain-text views of a turn."""
 
 from ragtiller.integrations.langchain import (
     DEFAULT_TOOL_DESCRIPTION,

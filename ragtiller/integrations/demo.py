@@ -1,8 +1,7 @@
 """The demo: index the standard library's own documentation, then ask one question per route.
 
-The corpus is on every Python install (``pydoc_data.topics`` and stdlib docstrings), so the
-demo needs no download. The first run embeds it with a progress bar and caches the index under
-the user cache directory, keyed by corpus, Python version and embedder; later runs start at once.
+The corpus is on every Python install, so the demo needs no download; the index is cached under
+the user cache directory, keyed by corpus, Python version and embedder.
 """
 
 from __future__ import annotations

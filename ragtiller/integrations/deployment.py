@@ -1,10 +1,6 @@
-"""The multi-machine deployment, drawn from the code: which service each part of a replica uses.
-
-:func:`deployment_mermaid` reads a policy (where the dense and lexical tiers are served, which
-reranker runs) and the environment variable names the code reads, and writes a Mermaid
-flowchart. ``docs/deploy.md`` embeds its output for :func:`deploy_policy`, and a test checks
-the two are equal, so the diagram changes when the code does. Print it with
-``python -m ragtiller.integrations.deployment [POLICY]``.
+"""The multi-machine deployment as a Mermaid flowchart, drawn from a policy and the environment
+variables the code reads: ``docs/deploy.md`` embeds it for :func:`deploy_policy` (a test keeps
+the two equal). ``python -m ragtiller.integrations.deployment [POLICY]`` prints it.
 """
 
 from __future__ import annotations
@@ -17,14 +13,12 @@ from ragtiller.policies import RetrievalPolicy, load_policy
 from ragtiller.policies.schema import BackendConfig
 from ragtiller.rerankers.cohere_rerank import API_KEY_ENV as COHERE_API_KEY_ENV
 
-REDIS_URL_ENV = "REDIS_URL"
-"""Read by ``ragtiller.stores.stores_from_env``: quota ledger and caches in Redis when set."""
-GRAPH_FACTORY = "./ragtiller/integrations/studio_graphs.py:make_graph"
-"""What ``langgraph.json`` names as the ``ragtiller`` graph."""
+REDIS_URL_ENV = "REDIS_URL"  # read by ragtiller.stores.stores_from_env
+GRAPH_FACTORY = "./ragtiller/integrations/studio_graphs.py:make_graph"  # as langgraph.json
 
 
 def deploy_policy() -> RetrievalPolicy:
-    """The shipped default policy with dense and lexical served by Pinecone, falling back to the embedded index on missing credentials and on outages."""
+    """The default policy with dense and lexical on Pinecone, falling back to the embedded index."""
     policy = load_policy()
     pinecone = {"provider": "pinecone", "fallback": "embedded", "fallback_on_outage": True}
     return policy.model_copy(
@@ -60,6 +54,7 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     lines += _backend(
         "dense",
         policy.dense_backend,
+        policy.deadlines.pinecone_s,
         "pinecone_dense",
         "Pinecone dense index<br/>cosine",
         f"{pinecone_env.API_KEY_ENV}, {pinecone_env.HOST_ENV} | {pinecone_env.INDEX_ENV}",
@@ -67,6 +62,7 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     lines += _backend(
         "lexical",
         policy.lexical_backend,
+        policy.deadlines.pinecone_s,
         "pinecone_sparse",
         "Pinecone sparse index<br/>BM25 vectors + statistics",
         f"{pinecone_env.API_KEY_ENV}, {pinecone_env.SPARSE_HOST_ENV} | "
@@ -82,12 +78,14 @@ def deployment_mermaid(policy: RetrievalPolicy) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _backend(tier: str, config: BackendConfig, node: str, label: str, variables: str) -> list[str]:
+def _backend(
+    tier: str, config: BackendConfig, deadline_s: float, node: str, label: str, variables: str
+) -> list[str]:
     if config.provider == "embedded":
         return [f'    app -->|"{tier} tier"| disk']
     lines = [
         f'    {node}[("{label}<br/>{variables}")]',
-        f'    app -->|"{tier} tier, {config.timeout_s:g} s deadline"| {node}',
+        f'    app -->|"{tier} tier, {deadline_s:g} s deadline"| {node}',
     ]
     if config.fallback == "embedded":
         when = "no credentials or an outage" if config.fallback_on_outage else "no credentials"

@@ -10,14 +10,7 @@ from ragtiller.core.run_manifest import RunManifest
 
 
 def stage_table(manifest: RunManifest) -> str:
-    """One row per stage outcome: stage, status, reason, ms (tier-search once per tier).
-
-    Example:
-        >>> print(stage_table(out["manifest"]))  # doctest: +SKIP
-        stage        status   reason              ms
-        gate         done     broad question     0.4
-        ...
-    """
+    """One row per stage outcome: stage, status, reason, ms (tier-search once per tier)."""
     rows = [("stage", "status", "reason", "ms")]
     for stage in manifest.stages:
         tier = stage.detail.get("tier")
@@ -36,10 +29,9 @@ def stage_table(manifest: RunManifest) -> str:
 
 
 def citations(documents: Sequence[Document], *, width: int = 100) -> str:
-    """``[n] source  (score)  first line`` per document, best first. The score says what it
-    is: a paid ceiling's ``rerank`` score ranked the list; a ``fused`` score did not alone (the
-    floor ranks documents by their best passage and places each document's passages in the
-    positions they earned), so the list need not be sorted by it."""
+    """``[n] source  (score)  first line`` per document, best first. A ``rerank`` score ranked
+    the list; a ``fused`` one did not alone (the floor places documents by their best passage),
+    so the list need not be sorted by it."""
     lines = []
     for doc in documents:
         meta = doc.metadata
@@ -51,8 +43,7 @@ def citations(documents: Sequence[Document], *, width: int = 100) -> str:
 
 
 def rerank_outcome(manifest: RunManifest) -> str:
-    """What the rerank stage did, in the stage table's words: ``done (zscore)``,
-    ``skipped (disabled)``, ``error (provider-failed)``."""
+    """What the rerank stage did, in the stage table's words: ``done (zscore)``, ``skipped (...)``."""
     try:
         stage = manifest.stage("rerank")
     except KeyError:

@@ -1,12 +1,8 @@
-"""The indexing graph: ingest a folder or documents into a saved index, as a LangGraph graph.
+"""The indexing graph: one node runs the incremental :func:`~ragtiller.index.ingest` of a folder
+or documents into a saved index, so a Studio user can add documents and then ask about them.
 
-LangGraph's retrieval-agent template serves an indexing graph beside its retrieval graph, so a
-Studio user can add documents and then ask about them; this is ragtiller's. One node runs the
-library's incremental :func:`~ragtiller.index.ingest` and returns its report.
-
-The graph reads files on the server for whoever can run it, so a client never names an
-arbitrary path: folders and files are taken only from inside a root the operator configures,
-hidden names are refused, and so are links that lead out of the root.
+It reads files on the server for whoever can run it, so a client never names an arbitrary
+path: only inside a root the operator configures, no hidden names, no links out of the root.
 """
 
 from __future__ import annotations
@@ -36,11 +32,7 @@ from ragtiller.ingest.sources import JSONL_SUFFIX, SUFFIX_FORMATS
 from ragtiller.models import HashingEmbedder
 
 INGESTED_SUFFIXES = (*SUFFIX_FORMATS, JSONL_SUFFIX)
-MAX_PATH_CHARS = 1024
-"""Longest ``path`` a client may send (Linux's PATH_MAX is 4096 bytes)."""
-"""The only files a client may name or a folder walk reads."""
-CLEANUP_DEFAULT: Literal["incremental"] = "incremental"
-"""Documents already indexed but not sent stay: an ingest adds and updates, never empties."""
+MAX_PATH_CHARS = 1024  # the longest path a client may send (Linux's PATH_MAX is 4096 bytes)
 
 _ingesting = threading.Lock()  # one ingest at a time per process: each builds on the last save
 
@@ -49,29 +41,24 @@ class IndexingInput(TypedDict):
     """What a client sends: ``path``, ``docs`` or both. Each key holds for its run only."""
 
     path: NotRequired[Annotated[str, EphemeralValue]]
-    """A folder or a ``.md``/``.markdown``/``.rst``/``.txt``/``.jsonl`` file inside the ingest
-    root, relative to it (``"."``: the whole root)."""
+    """A folder or an ingested file inside the ingest root, relative to it (``"."``: all of it)."""
     docs: NotRequired[Annotated[list[Document | dict[str, Any] | str], EphemeralValue]]
-    """Documents: LangChain ``Document``s, ``{"page_content", "metadata"}`` objects or strings.
-    Metadata ``id`` (or ``source``) names the document, so sending it again updates it."""
+    """``Document``s, ``{"page_content", "metadata"}`` objects or strings; metadata ``id`` (or
+    ``source``) names a document, so sending it again updates it."""
     cleanup: NotRequired[Annotated[Literal["incremental", "full"], EphemeralValue]]
     """``incremental`` (default): other indexed documents stay; ``full``: the index ends up
-    holding exactly what this run sent, every other document deleted."""
+    holding exactly what this run sent."""
     namespace: NotRequired[Annotated[str, EphemeralValue]]
     """Namespace of the documents that do not name one in their metadata."""
 
 
 class IndexingOutput(TypedDict):
-    """What a run returns."""
-
     report: dict[str, Any]
-    """The ingest report: ``summary``, ``documents`` and ``chunks`` (added, updated, unchanged,
-    deleted), ``embedded``, ``cleanup``, ``rebuild_reason``, ``version``, ``skipped`` (paths
-    relative to the root, with the reason) and ``index`` (documents and chunks it now holds)."""
+    """The ingest report (paths relative to the root), ``summary`` and the ``index``'s counts."""
 
 
 class IndexingState(IndexingInput, IndexingOutput):
-    """The graph's state: the run's input and its report."""
+    pass
 
 
 INPUT_KEYS = frozenset(IndexingInput.__annotations__)
@@ -79,18 +66,9 @@ INPUT_KEYS = frozenset(IndexingInput.__annotations__)
 
 @dataclasses.dataclass(frozen=True)
 class IndexingTarget:
-    """Where an indexing graph writes and what it may read.
-
-    Attributes:
-        index_dir: The index directory (created, with a new index, if missing or empty).
-        ingest_root: The only directory a client's ``path`` may name, or None: no folders or
-            files, only ``docs``.
-        new_embedder: Makes the embedder of a new index; an existing index keeps the
-            embedder and chunking its manifest records.
-        on_ingested: Called with the saved index after a run that changed it (Studio reopens
-            its retrieval graphs on it).
-        root_name: How errors name the root setting.
-    """
+    """Where an indexing graph writes (a new index when ``index_dir`` is missing or empty,
+    embedded by ``new_embedder``) and what it may read (``ingest_root``; None: only ``docs``);
+    ``on_ingested`` gets the index after a run that changed it."""
 
     index_dir: Path
     ingest_root: Path | None = None
@@ -100,21 +78,7 @@ class IndexingTarget:
 
 
 def build_indexing_graph(target: IndexingTarget) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The indexing graph: input :class:`IndexingInput`, output :class:`IndexingOutput`.
-
-    Raises (when run):
-        InputError: Nothing to ingest, an unknown input key, a bad document, or a path outside
-            the root, hidden, of another file type, or missing.
-        ConfigurationError: A ``path`` while no root is configured, or an index that cannot be
-            written or extended (the message says why).
-        IngestError: A document's metadata is not JSON, or an ``incremental`` run into an index
-            that must be rebuilt (other embedder or chunking).
-
-    Example:
-        >>> graph = build_indexing_graph(IndexingTarget(Path("index")))  # doctest: +SKIP
-        >>> graph.invoke({"docs": ["Ports: the server listens on 8000."]})["report"]["summary"]  # doctest: +SKIP
-        'documents: 1 added, ...'
-    """
+    """The indexing graph: input :class:`IndexingInput`, output :class:`IndexingOutput`."""
 
     def run(state: IndexingState) -> dict[str, Any]:
         return {"report": _ingest(target, state)}
@@ -141,7 +105,6 @@ def _check_keys(input: Any, thread: Mapping[str, Any]) -> None:
 
 
 def _ingest(target: IndexingTarget, state: IndexingState) -> dict[str, Any]:
-    """Read the run's sources, ingest them, and report (paths relative to the root)."""
     path, docs = state.get("path"), state.get("docs")
     if path is None and not docs:
         raise InputError("nothing to ingest: send 'path' (a folder or file) and/or 'docs'")
@@ -149,7 +112,7 @@ def _ingest(target: IndexingTarget, state: IndexingState) -> dict[str, Any]:
         raise InputError(f"path must be a string, but got {type(path).__name__}")
     if docs is not None and not isinstance(docs, list):
         raise InputError(f"docs must be a list, but got {type(docs).__name__}")
-    cleanup = state.get("cleanup", CLEANUP_DEFAULT)
+    cleanup = state.get("cleanup", "incremental")  # an ingest adds and updates, never empties
     if cleanup not in ("incremental", "full"):
         raise InputError(f"cleanup must be 'incremental' or 'full', but got {cleanup!r}")
     namespace = state.get("namespace")
@@ -191,7 +154,6 @@ def _ingest(target: IndexingTarget, state: IndexingState) -> dict[str, Any]:
 
 
 def _document(position: int, doc: Any) -> Document:
-    """One ``docs`` item as a LangChain document."""
     if isinstance(doc, Document):
         return doc
     if isinstance(doc, str):
@@ -203,23 +165,28 @@ def _document(position: int, doc: Any) -> Document:
             return Document(
                 page_content=doc["page_content"], metadata=dict(metadata), id=doc.get("id")
             )
+    shape = (
+        "an object with keys " + ", ".join(map(repr, sorted(map(str, doc))))
+        if isinstance(doc, Mapping)
+        else type(doc).__name__
+    )
     raise InputError(
         f"docs[{position}]: expected a string or an object with a string 'page_content' and "
-        f"an object 'metadata' (and nothing else), but got {_shape(doc)}"
+        f"an object 'metadata' (and nothing else), but got {shape}"
     )
-
-
-def _shape(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "an object with keys " + ", ".join(map(repr, sorted(map(str, value))))
-    return type(value).__name__
 
 
 def _files(
     target: IndexingTarget, path: str, options: Mapping[str, Any]
 ) -> tuple[list[Document], list[SkippedSource]]:
-    """The documents under ``path``, confined to the root, named relative to it."""
-    root = _root(target)
+    if target.ingest_root is None:
+        raise ConfigurationError(
+            f"this indexing graph reads no folders or files: {target.root_name} is not set "
+            "(the operator sets it to the one directory clients may ingest from); send 'docs'"
+        )
+    root = target.ingest_root.resolve()
+    if not root.is_dir():
+        raise ConfigurationError(f"{target.root_name} is not a directory")
     named = _confined(root, path, target.root_name)
     try:
         read, skipped = load_sources([named], **options)
@@ -236,31 +203,12 @@ def _files(
     return documents, [_skipped_relative(root, s) for s in skipped]
 
 
-def _root(target: IndexingTarget) -> Path:
-    if target.ingest_root is None:
-        raise ConfigurationError(
-            f"this indexing graph reads no folders or files: {target.root_name} is not set "
-            "(the operator sets it to the one directory clients may ingest from); send 'docs'"
-        )
-    root = target.ingest_root.resolve()
-    if not root.is_dir():
-        raise ConfigurationError(f"{target.root_name} is not a directory")
-    return root
-
-
 def _confined(root: Path, path: str, root_name: str) -> Path:
     """``path`` resolved inside ``root``, or an :class:`InputError` saying why not."""
     if len(path) > MAX_PATH_CHARS:
         raise InputError(f"path is {len(path)} characters long; at most {MAX_PATH_CHARS}")
     if "\x00" in path:
         raise InputError(f"path {path!r} holds a NUL character, which no file name can")
-    try:
-        return _resolved(root, path, root_name)
-    except OSError as e:  # a name too long for the file system, say
-        raise InputError(f"path {path!r} cannot be opened: {e.strerror or type(e).__name__}") from e
-
-
-def _resolved(root: Path, path: str, root_name: str) -> Path:
     relative = PurePosixPath(path.replace("\\", "/"))
     if relative.is_absolute() or ".." in relative.parts:
         raise InputError(
@@ -268,21 +216,26 @@ def _resolved(root: Path, path: str, root_name: str) -> Path:
         )
     if any(part.startswith(".") and part != "." for part in relative.parts):
         raise InputError(f"path {path!r} names a hidden file or folder; they are not ingested")
-    named = (root / relative).resolve()
-    if not named.is_relative_to(root):
-        raise InputError(f"path {path!r} leads out of {root_name} (through a link)")
-    if not named.exists():
-        raise InputError(f"path {path!r}: no such file or folder in {root_name}")
-    if named.is_file() and named.suffix.lower() not in INGESTED_SUFFIXES:
-        raise InputError(f"path {path!r}: only {', '.join(INGESTED_SUFFIXES)} files are ingested")
-    if not (named.is_file() or named.is_dir()):
-        raise InputError(f"path {path!r} is not a regular file or a folder")
+    try:
+        named = (root / relative).resolve()
+        if not named.is_relative_to(root):
+            raise InputError(f"path {path!r} leads out of {root_name} (through a link)")
+        if not named.exists():
+            raise InputError(f"path {path!r}: no such file or folder in {root_name}")
+        if named.is_file() and named.suffix.lower() not in INGESTED_SUFFIXES:
+            raise InputError(
+                f"path {path!r}: only {', '.join(INGESTED_SUFFIXES)} files are ingested"
+            )
+        if not (named.is_file() or named.is_dir()):
+            raise InputError(f"path {path!r} is not a regular file or a folder")
+    except OSError as e:  # a name too long for the file system, say
+        raise InputError(f"path {path!r} cannot be opened: {e.strerror or type(e).__name__}") from e
     return named
 
 
 def _relative(root: Path, base: Path, source: SourceDocument) -> Document | None:
-    """``source`` as a document whose id and ``source`` are relative to the root, so one file
-    keeps one id whichever folder was named; None for a file that resolves out of the root."""
+    """``source`` with its id and ``source`` relative to the root, so one file keeps one id
+    whichever folder was named; None for a file that resolves out of the root."""
     if source.source == source.doc_id:  # a file: its id and source become its path from the root
         file_path = base / source.source
         if not file_path.resolve().is_relative_to(root):
@@ -306,14 +259,12 @@ def _relative(root: Path, base: Path, source: SourceDocument) -> Document | None
 
 
 def _skipped_relative(root: Path, skipped: SkippedSource) -> SkippedSource:
-    """A skipped path as the client named it: relative to the root, never the server's."""
     path = Path(skipped.path)
     shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
     return SkippedSource(shown, skipped.reason)
 
 
 def _index_settings(target: IndexingTarget) -> tuple[Embeddings, ChunkingConfig]:
-    """The embedder and chunking of the index there, or those of a new index."""
     directory = target.index_dir
     if not (directory.is_dir() and is_index_directory(directory)):
         return target.new_embedder(), DEFAULT_CHUNKING
@@ -322,12 +273,3 @@ def _index_settings(target: IndexingTarget) -> tuple[Embeddings, ChunkingConfig]
         return embedder_for(manifest.embedder), manifest.chunking
     except IndexStoreError as e:
         raise ConfigurationError(f"cannot ingest into the index: {e}") from e
-
-
-__all__ = (
-    "INGESTED_SUFFIXES",
-    "IndexingInput",
-    "IndexingOutput",
-    "IndexingTarget",
-    "build_indexing_graph",
-)

@@ -1,9 +1,8 @@
-"""LangChain adapters: the retrieval graph as a ``BaseRetriever`` and as an agent tool.
+"""The retrieval graph as a LangChain ``BaseRetriever`` and as an agent tool (docs/usage.md).
 
-Both run the compiled graph itself (``invoke`` on the sync path, ``ainvoke`` on the async one),
-so an agent's retrieval takes the same policy, quota and rerank decisions as any other caller,
-and each call delivers its own run manifest, once: nothing is stored on the shared retriever or
-tool.
+Both run the compiled graph itself, so an agent's retrieval takes the same policy, quota and
+rerank decisions as any other caller; each call delivers its own run manifest, once, and
+nothing is stored on the shared retriever or tool.
 """
 
 from __future__ import annotations
@@ -27,10 +26,8 @@ from ragtiller.errors import ConfigurationError, InputError
 from ragtiller.nodes.run_input import answer_text
 from ragtiller.policies.run_context import CONFIG_KEY, RunContext
 
-MANIFEST_EVENT = "ragtiller_manifest"
-"""Name of the custom callback event that carries a retriever call's manifest."""
-RUN_ID_KEY = "ragtiller_run_id"
-"""Document metadata key of the turn (the manifest's ``run_id``) a retrieved document came from."""
+MANIFEST_EVENT = "ragtiller_manifest"  # the custom callback event of a retriever call's manifest
+RUN_ID_KEY = "ragtiller_run_id"  # document metadata: the turn (manifest run_id) it came from
 
 DEFAULT_TOOL_NAME = "search_docs"
 DEFAULT_TOOL_DESCRIPTION = (
@@ -39,13 +36,8 @@ DEFAULT_TOOL_DESCRIPTION = (
 )
 
 Namespace = str | list[str] | None
-"""A namespace, several, or None for the route's own."""
-
-
-SCOPE_FIELDS = ("tenant", "namespace", "filter")
-"""Run-context fields that limit what a call may see: fixed once a retriever sets them."""
-SEARCH_KWARGS = ("k", *RunContext.model_fields)
-"""Keys ``search_kwargs`` accepts: ``k`` (LangChain's name for ``top_k``) and the run context's."""
+SCOPE_FIELDS = ("tenant", "namespace", "filter")  # fixed once a retriever sets them
+SEARCH_KWARGS = ("k", *RunContext.model_fields)  # k: LangChain's name for top_k
 
 
 def run_context(
@@ -55,11 +47,7 @@ def run_context(
     namespace: Namespace = None,
     tenant: str | None = None,
 ) -> RunContext:
-    """The run context for one call: ``search_kwargs`` first, explicit arguments over them.
-
-    Raises:
-        InputError: An unknown key (the message lists the accepted ones) or a bad value.
-    """
+    """The run context for one call: ``search_kwargs``, then the explicit arguments over them."""
     kwargs = dict(search_kwargs or {})
     unknown = sorted(set(kwargs) - set(SEARCH_KWARGS))
     if unknown:
@@ -74,12 +62,6 @@ def run_context(
 
 
 def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
-    """Documents, context and the manifest as a JSON dict, from one turn's output.
-
-    Raises:
-        ConfigurationError: The output is not a ragtiller graph's ``{documents, context,
-            manifest}``.
-    """
     if not isinstance(out, Mapping) or not {"documents", "context", "manifest"} <= set(out):
         keys = sorted(out) if isinstance(out, Mapping) else type(out).__name__
         raise ConfigurationError(
@@ -90,31 +72,9 @@ def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
     return list(out["documents"]), str(out["context"]), manifest
 
 
-def _with_run_id(documents: list[Document], manifest: dict[str, Any]) -> list[Document]:
-    """Copies of ``documents`` whose metadata also names their turn (not the whole manifest:
-    that is sent once per call, as the :data:`MANIFEST_EVENT` callback event)."""
-    run_id = manifest["run_id"]
-    return [
-        doc.model_copy(update={"metadata": {**doc.metadata, RUN_ID_KEY: run_id}})
-        for doc in documents
-    ]
-
-
 class ManifestCollector(BaseCallbackHandler):
-    """A callback handler that keeps the manifests of the retriever calls it is passed to.
-
-    Make one per call (or per request): it belongs to its caller, unlike the shared retriever.
-
-    Attributes:
-        manifests: One JSON dict per call, in the order the calls ended; match documents to
-            theirs by ``metadata["ragtiller_run_id"] == manifest["run_id"]``.
-
-    Example:
-        >>> collector = ManifestCollector()
-        >>> docs = retriever.invoke(question, config={"callbacks": [collector]})  # doctest: +SKIP
-        >>> collector.manifests[0]["query_type"]  # doctest: +SKIP
-        'factual_lookup'
-    """
+    """Keeps the manifests (JSON dicts) of the retriever calls it is passed to, in the order
+    they ended; one per call or request, the caller's, unlike the shared retriever."""
 
     run_inline = True
 
@@ -129,35 +89,11 @@ class ManifestCollector(BaseCallbackHandler):
 class RagtillerRetriever(BaseRetriever):
     """The retrieval graph as a LangChain retriever: one graph turn per ``invoke``.
 
-    Returns the turn's ``documents``, best first, each with its own scores and provenance in
-    its metadata and ``"ragtiller_run_id"``, the turn it came from. The turn's run manifest is
-    sent once per call, as a JSON dict, in the custom callback event ``"ragtiller_manifest"``
-    of the retriever's run: pass a :class:`ManifestCollector` (or any handler's
-    ``on_custom_event``) in the call's ``callbacks``, or read it from ``astream_events``. So a
-    retriever shared by concurrent callers keeps no per-call state. A turn that retrieves
-    nothing (a greeting, an empty query) returns ``[]``; its manifest says why.
-
-    Settings follow LangChain's retrievers: ``k`` (documents returned) and ``search_kwargs``
-    (``k`` and any :class:`~ragtiller.policies.run_context.RunContext` field: ``policy``,
-    ``max_chunks``, ``namespace``, ``tenant``, ``step_back``, ``rerank``), checked when the
-    retriever is made; ``retriever.invoke(query, k=2)`` overrides them for one call. They
-    reach the graph under ``configurable["ragtiller"]``, so the manifest records them under
-    ``overrides``, and a parent's own ``configurable`` keys never change them.
-
-    Attributes:
-        graph: A compiled ragtiller graph (from :func:`ragtiller.build_graph`), without a
-            checkpointer: a retriever call passes no ``thread_id``.
-        k: Documents returned per call (the run context's ``top_k``); None: the route's.
-        search_kwargs: Run-context settings for every call.
-        namespace: Overrides the route's namespace(s) on every call.
-        tenant: Tenant id passed on every call (recorded and used as a tier filter).
-
-    Example:
-        >>> retriever = as_retriever(graph, k=3, search_kwargs={"tenant": "acme"})  # doctest: +SKIP
-        >>> collector = ManifestCollector()  # doctest: +SKIP
-        >>> docs = retriever.invoke("how do I cancel a task?", config={"callbacks": [collector]})  # doctest: +SKIP
-        >>> collector.manifests[0]["query_type"]  # doctest: +SKIP
-        'factual_lookup'
+    Returns the turn's ``documents``, each with ``ragtiller_run_id``; the turn's manifest is
+    sent once per call as the custom callback event ``ragtiller_manifest``. ``k`` and
+    ``search_kwargs`` (any :class:`~ragtiller.policies.run_context.RunContext` field) are checked
+    when it is made; a call may override them, but never widen its tenant, namespace or filter.
+    ``graph`` must have no checkpointer: a retriever call passes no ``thread_id``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -174,19 +110,11 @@ class RagtillerRetriever(BaseRetriever):
         return self
 
     def context(self, **call: Any) -> RunContext:
-        """The run context of a call: the retriever's settings, then the call's ``call``.
-
-        Raises:
-            InputError: The call sets a tenant, namespace or filter other than the one the
-                retriever was made with: a shared retriever's scope is not the caller's to
-                widen (default deny).
-        """
-        merged = {**self.search_kwargs, **call}
         made = run_context(
             self.search_kwargs, k=self.k, namespace=self.namespace, tenant=self.tenant
         )
         asked = run_context(
-            merged,
+            {**self.search_kwargs, **call},
             k=None if "k" in call else self.k,
             namespace=None if "namespace" in call else self.namespace,
             tenant=None if "tenant" in call else self.tenant,
@@ -203,17 +131,17 @@ class RagtillerRetriever(BaseRetriever):
             )
         return asked
 
+    def _config(self, callbacks: Any, call: dict[str, Any]) -> RunnableConfig:
+        return {
+            "callbacks": callbacks,
+            "configurable": {CONFIG_KEY: self.context(**call).overrides()},
+        }
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **call: Any
     ) -> list[Document]:
         callbacks = run_manager.get_child()
-        out = self.graph.invoke(
-            {"query": query},
-            config={
-                "callbacks": callbacks,
-                "configurable": {CONFIG_KEY: self.context(**call).overrides()},
-            },
-        )
+        out = self.graph.invoke({"query": query}, config=self._config(callbacks, call))
         documents, _, manifest = _output(out)
         callbacks.on_custom_event(MANIFEST_EVENT, manifest, run_id=run_manager.run_id)
         return _with_run_id(documents, manifest)
@@ -222,45 +150,24 @@ class RagtillerRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **call: Any
     ) -> list[Document]:
         callbacks = run_manager.get_child()
-        out = await self.graph.ainvoke(
-            {"query": query},
-            config={
-                "callbacks": callbacks,
-                "configurable": {CONFIG_KEY: self.context(**call).overrides()},
-            },
-        )
+        out = await self.graph.ainvoke({"query": query}, config=self._config(callbacks, call))
         documents, _, manifest = _output(out)
         await callbacks.on_custom_event(MANIFEST_EVENT, manifest, run_id=run_manager.run_id)
         return _with_run_id(documents, manifest)
 
 
+def _with_run_id(documents: list[Document], manifest: dict[str, Any]) -> list[Document]:
+    update = {RUN_ID_KEY: manifest["run_id"]}
+    return [doc.model_copy(update={"metadata": {**doc.metadata, **update}}) for doc in documents]
+
+
 def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriever:
-    """Wrap a compiled retrieval graph as a LangChain ``BaseRetriever``.
-
-    Args:
-        graph: What :func:`ragtiller.build_graph` returned.
-        **defaults: Fields of :class:`RagtillerRetriever` (``k``, ``search_kwargs``,
-            ``namespace``, ``tenant``) and of ``BaseRetriever`` (``tags``, ``metadata``).
-
-    Returns:
-        The retriever; see :class:`RagtillerRetriever` for how a call's manifest is sent.
-
-    Raises:
-        pydantic.ValidationError: An unknown or ill-typed default (the message names it),
-            including an unknown ``search_kwargs`` key or a bad value for one.
-
-    Example:
-        >>> from ragtiller import build_graph
-        >>> retriever = as_retriever(build_graph(index=index))  # doctest: +SKIP
-        >>> [d.metadata["citation"] for d in retriever.invoke("what is a coroutine?")]  # doctest: +SKIP
-        [1, 2, 3]
-    """
+    """Wrap a compiled retrieval graph as a LangChain ``BaseRetriever``; ``defaults`` are
+    :class:`RagtillerRetriever`'s fields and ``BaseRetriever``'s (``tags``, ``metadata``)."""
     return RagtillerRetriever(graph=graph, **defaults)
 
 
 class SearchArgs(BaseModel):
-    """What the model passes to the search tool."""
-
     query: str = Field(description="The user's question, in their own words.")
 
 
@@ -274,40 +181,14 @@ def as_tool(
     k: int | None = None,
     search_kwargs: Mapping[str, Any] | None = None,
 ) -> StructuredTool:
-    """Wrap a compiled retrieval graph as a LangChain tool for agents.
-
-    The tool's ``response_format`` is ``"content_and_artifact"``: the model reads the cited
-    context (``[1] source ...``; when nothing was retrieved, a line saying why), and the
-    ``ToolMessage.artifact`` holds ``{"documents": [Document, ...], "manifest": {...}}`` with
-    the manifest as a JSON dict, for the application rather than the model.
-
-    Args:
-        graph: What :func:`ragtiller.build_graph` returned.
-        name: The tool name the model calls.
-        description: What the model is told the tool does.
-        namespace: Overrides the route's namespace(s) on every call.
-        tenant: Tenant id passed on every call.
-        k: Documents returned per call; None: the route's.
-        search_kwargs: Run-context settings for every call, as for :func:`as_retriever`.
-
-    Returns:
-        A tool with a sync and a native async path.
-
-    Raises:
-        InputError: An unknown ``search_kwargs`` key or a bad value (checked here, once).
-
-    Example:
-        >>> from langchain.agents import create_agent
-        >>> agent = create_agent(model, [as_tool(graph)])  # doctest: +SKIP
-        >>> agent.invoke({"messages": [("user", "how do I cancel a task?")]})  # doctest: +SKIP
-    """
+    """Wrap a compiled retrieval graph as a LangChain tool for agents: the model reads the cited
+    context, the application the artifact ``{"documents": [...], "manifest": {...}}``."""
 
     def result(out: Any) -> tuple[str, dict[str, Any]]:
         documents, context, manifest = _output(out)
         content = answer_text(context, manifest.get("no_retrieval_reason"))
         return content, {"documents": documents, "manifest": manifest}
 
-    # the settings travel under ``configurable["ragtiller"]``, which any Runnable accepts
     settings = run_context(search_kwargs, k=k, namespace=namespace, tenant=tenant)
     config: RunnableConfig = {"configurable": {CONFIG_KEY: settings.overrides()}}
 
@@ -325,18 +206,3 @@ def as_tool(
         args_schema=SearchArgs,
         response_format="content_and_artifact",
     )
-
-
-__all__ = (
-    "DEFAULT_TOOL_DESCRIPTION",
-    "DEFAULT_TOOL_NAME",
-    "MANIFEST_EVENT",
-    "RUN_ID_KEY",
-    "SEARCH_KWARGS",
-    "ManifestCollector",
-    "RagtillerRetriever",
-    "SearchArgs",
-    "as_retriever",
-    "as_tool",
-    "run_context",
-)

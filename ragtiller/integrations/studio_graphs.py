@@ -1,10 +1,6 @@
-"""What ``langgraph.json`` points at: the Studio graph factories of :mod:`ragtiller.integrations.studio`.
-
-``langgraph dev`` executes a graph's file once per graph it serves, each time as a new module
-named after the path. Were the factories defined here, each graph would get its own copy of
-their state: its own index, quota ledger and cache, and an ingest by the indexing graph would
-not reach the retrieval graphs. Imported from the package module, they share one.
-"""
+"""What ``langgraph.json`` points at. ``langgraph dev`` executes a graph's file once per graph,
+each time as a new module: defined here, each graph would get its own index, quota ledger and
+cache; imported from :mod:`ragtiller.integrations.studio`, they share one."""
 
 from ragtiller.integrations.studio import make_graph, make_indexing_graph, make_no_llm_graph
 

@@ -10,10 +10,12 @@ from ragtiller.models.embedders import (
     embedder_variant,
     local_embedder,
 )
-from ragtiller.models.http_embeddings import OpenAICompatibleEmbeddings
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.models.onnx_model import prepare_model
-from ragtiller.models.service_embedding import ServiceEmbeddings, ServiceStats
+from ragtiller.models.onnx_model import OnnxMiniLMEmbedder, prepare_model
+from ragtiller.models.service_embedding import (
+    OpenAICompatibleEmbeddings,
+    ServiceEmbeddings,
+    ServiceStats,
+)
 
 __all__ = (
     "EmbeddingStats",

@@ -1,16 +1,10 @@
 """The one step that still needs torch: export the bundled MiniLM to ONNX (and quantize it).
 
-The graph takes ``input_ids`` and ``attention_mask`` and returns the sentence embedding:
-mean pooling over real tokens and L2 normalisation are part of the graph, exactly as
-sentence-transformers' Pooling and Normalize modules compute them. Eager attention is
-exported (not SDPA) so onnxruntime's transformer optimizer can fuse it into its Attention
-kernels; the uint8 variant then quantizes the fused graph's weights dynamically, per channel.
-
-Weights are unsigned (QUInt8), as the activations are, so every integer matrix product is
-u8 x u8. onnxruntime computes those exactly on every CPU. Signed weights (u8 x s8) are
-summed in pairs into 16 bits on x86 CPUs without VNNI (SSE4.1, AVX2, AVX-512 without VNNI),
-which saturates: the same text got another vector there, and the same index another score
-(issue 43). The export is then checked against the float graph on :data:`PROBE_TEXTS`.
+Mean pooling and L2 normalisation are part of the graph, as sentence-transformers computes
+them; eager attention (not SDPA) lets onnxruntime's optimizer fuse it. The uint8 variant
+quantizes the fused weights per channel, unsigned as the activations are: u8 x u8 products are
+exact on every CPU, while signed weights saturate on x86 CPUs without VNNI, where the same text
+got another vector and the same index another score (issue 43).
 """
 
 from __future__ import annotations
@@ -23,16 +17,18 @@ from typing import Any
 import numpy as np
 
 from ragtiller.errors import ModelPrepareError
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.models.onnx_model import PreparedModel, Variant, runtime_environment
+from ragtiller.models.embedders import quiet_transformers
+from ragtiller.models.onnx_model import (
+    OnnxMiniLMEmbedder,
+    PreparedModel,
+    Variant,
+    runtime_environment,
+)
 
 EXPORT_INSTALL_HINT = (
     "exporting the local model to ONNX needs torch, transformers and onnx: "
     "pip install torch==2.13.0 then pip install 'ragtiller[export]'"
 )
-_OPSET = 17
-_HEADS = 12
-_HIDDEN = 384
 PROBE_TEXTS = (
     "How do I cancel an asyncio task?",
     "SQLite cursors fetch rows from a database table.",
@@ -43,44 +39,31 @@ PROBE_TEXTS = (
     "x",
     "What is the capital of Normandy, and when was it founded?",
 )
-"""Texts the quantized export must embed close to the float graph, checked at export time."""
 MIN_PROBE_COSINE = 0.992
-"""Least mean cosine between the probe texts' uint8 and float32 vectors. Measured 0.9931 (the
-same on every CPU: the integer products are exact); the int8 export with signed weights gave
-0.9916 on an AVX2 CPU without VNNI, where they saturate."""
+"""Least mean cosine of the probe texts' uint8 and float32 vectors: measured 0.9931 on every
+CPU; signed int8 weights gave 0.9916 on an AVX2 CPU without VNNI, where they saturate."""
 
 
 def export_onnx(model_dir: Path, destination: Path, variant: Variant, scratch: Path) -> None:
-    """Write the ``variant`` ONNX model of the sentence-transformers files in ``model_dir``.
-
-    Args:
-        model_dir: The bundled model directory (safetensors, config, tokenizer).
-        destination: The ONNX file to write.
-        variant: ``fp32`` or ``uint8``.
-        scratch: A directory for intermediate files.
-
-    Raises:
-        ModelPrepareError: An exporter dependency is missing, the export failed, or the
-            quantized export strays from the float graph on :data:`PROBE_TEXTS` (the message
-            gives the cosine, onnxruntime's version and the CPU's features).
-    """
-    torch, auto_model, optimizer, quantization = _import_exporter()
-    from transformers.utils import logging as hf_logging
+    """Write the ``variant`` ONNX model of the bundled files in ``model_dir``."""
+    try:
+        import onnx
+        import torch
+        from onnxruntime import quantization
+        from onnxruntime.transformers import optimizer
+        from transformers import AutoModel
+    except ImportError as e:
+        raise ModelPrepareError(f"{EXPORT_INSTALL_HINT} ({e})") from e
 
     raw = scratch / "raw.onnx"
     fused = destination if variant == "fp32" else scratch / "fused.onnx"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer notes about constant shapes, not errors
-            bars = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-            try:
-                bert = auto_model.from_pretrained(
+            with quiet_transformers():
+                bert = AutoModel.from_pretrained(
                     str(model_dir), local_files_only=True, attn_implementation="eager"
                 ).eval()
-            finally:
-                if bars:
-                    hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
             sample = torch.ones((2, 8), dtype=torch.int64)
             with torch.no_grad():
                 torch.onnx.export(
@@ -94,16 +77,14 @@ def export_onnx(model_dir: Path, destination: Path, variant: Variant, scratch: P
                         "attention_mask": {0: "batch", 1: "tokens"},
                         "sentence_embedding": {0: "batch"},
                     },
-                    opset_version=_OPSET,
+                    opset_version=17,
                     dynamo=False,
                 )
             model = optimizer.optimize_model(
-                str(raw), model_type="bert", num_heads=_HEADS, hidden_size=_HIDDEN
+                str(raw), model_type="bert", num_heads=12, hidden_size=384
             )
             model.save_model_to_file(str(fused))
             if variant == "uint8":
-                import onnx
-
                 logging.disable(logging.WARNING)  # its root-logger advice about pre-processing
                 try:
                     quantization.quantize_dynamic(
@@ -126,13 +107,7 @@ def export_onnx(model_dir: Path, destination: Path, variant: Variant, scratch: P
 
 
 def check_quantized(model: PreparedModel, reference: PreparedModel) -> None:
-    """Refuse a quantized export whose vectors stray from the float graph's on this machine.
-
-    Raises:
-        ModelPrepareError: The mean cosine on :data:`PROBE_TEXTS` is below
-            :data:`MIN_PROBE_COSINE`; the message gives it, onnxruntime's version and the
-            CPU's features, and names the fp32 variant as the way on.
-    """
+    """Refuse a quantized export that strays from the float graph on this machine."""
     cosine = probe_cosine(model, reference)
     if cosine < MIN_PROBE_COSINE:
         raise ModelPrepareError(
@@ -144,31 +119,15 @@ def check_quantized(model: PreparedModel, reference: PreparedModel) -> None:
 
 
 def probe_cosine(model: PreparedModel, reference: PreparedModel) -> float:
-    """The mean cosine between ``model``'s and ``reference``'s vectors of :data:`PROBE_TEXTS`,
-    each embedded alone, as a query is."""
-    texts = list(PROBE_TEXTS)
+    """The mean cosine of the two models' vectors of :data:`PROBE_TEXTS`, each embedded alone."""
     got, want = (
-        np.vstack([OnnxMiniLMEmbedder(m, threads=1).embed_matrix([t]) for t in texts])
+        np.vstack([OnnxMiniLMEmbedder(m, threads=1).embed_matrix([t]) for t in PROBE_TEXTS])
         for m in (model, reference)
     )
     return float((got * want).sum(axis=1).mean())
 
 
-def _import_exporter() -> tuple[Any, Any, Any, Any]:
-    try:
-        import onnx  # noqa: F401  (the optimizer and the quantizer need it)
-        import torch
-        from onnxruntime import quantization
-        from onnxruntime.transformers import optimizer
-        from transformers import AutoModel
-    except ImportError as e:
-        raise ModelPrepareError(f"{EXPORT_INSTALL_HINT} ({e})") from e
-    return torch, AutoModel, optimizer, quantization
-
-
 def _pooled(torch: Any, bert: Any) -> Any:
-    """``bert`` followed by sentence-transformers' mean pooling and L2 normalisation."""
-
     class Pooled(torch.nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()

@@ -33,12 +33,9 @@ from ragtiller.policies.decisions import (
 from ragtiller.policies.run_context import RunContext, pinned, scope_problem
 from ragtiller.routing.rules import Classification, classify
 
-AFTER_GATE = STAGES[1:-1]
-"""The stages a no-retrieval turn bypasses, announced by the gate that takes that edge."""
+AFTER_GATE = STAGES[1:-1]  # the stages a no-retrieval turn bypasses, announced by the gate
 CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
-
-
 NO_TENANT = (
     "this graph serves several tenants and the turn names none: pass input 'tenant' or the "
     "run context's tenant (ragtiller ask --tenant); an operator's graph over every tenant: "
@@ -47,7 +44,6 @@ NO_TENANT = (
 
 
 def _refuse_blank_names(state: RetrievalState) -> None:
-    """Refuse an input ``tenant`` or ``namespace`` that names nothing (see ``scope_problem``)."""
     for field in ("tenant", "namespace"):
         value = state.get(field)
         problem = None if value is None else scope_problem(field, value)
@@ -56,8 +52,7 @@ def _refuse_blank_names(state: RetrievalState) -> None:
 
 
 def encodable(text: str) -> str:
-    """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
-    U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
+    """Lone surrogates (undecodable bytes from argv) as U+FFFD, which every store can take."""
     return SURROGATE.sub("\ufffd", text)
 
 
@@ -80,7 +75,6 @@ async def read_quota(deps: Components, tenant: str | None = None) -> QuotaView:
 
 
 def _top_k(route_top_k: int, context: RunContext, max_chunks: int) -> tuple[int, list[str]]:
-    """The turn's ``top_k``: the context's or the route's, capped by ``max_chunks``."""
     asked = context.top_k or route_top_k
     if asked > max_chunks and context.top_k is not None:
         return max_chunks, [f"top_k {asked} capped to max_chunks {max_chunks}"]
@@ -88,13 +82,7 @@ def _top_k(route_top_k: int, context: RunContext, max_chunks: int) -> tuple[int,
 
 
 def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None) -> NodeFn:
-    """Build the gate node bound to ``deps``.
-
-    Args:
-        deps: The components (their policy already carries the run context's switches).
-        known_namespaces: Namespaces the index holds; a turn asking for another one is
-            labelled. None: not checked.
-    """
+    """The gate; a turn asking for a namespace not in ``known_namespaces`` is labelled."""
     policy = deps.policy
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
@@ -166,7 +154,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             records.extend(skipped(step, reason) for step in AFTER_GATE)
             step_back["reason"] = reason
         else:
-            config = policy.route(cls.query_type)
+            config = policy.routes[cls.query_type]
             namespaces = scope["namespaces"] or config.namespaces
             labels.extend(unknown_namespace_labels(namespaces, known_namespaces, scope["tenant"]))
             top_k, capped = _top_k(config.top_k, context, policy.budgets.max_chunks)

@@ -1,20 +1,14 @@
 """Step-back: at most ONE chat call per broad turn turns the question into a more general one.
 
-The gate sends a turn here only when step-back can produce something: a chat model with quota
-left in its quota view, or a cached generalization. Here, in order: cache hit ->
-done(from_cache); quota spent after all (the view only advises; another turn may have spent the
-last unit) -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
-The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touched here.
+The quota view only advises (another turn may have spent the last unit); the generalized text
+feeds ``embed_query`` only, never ``rerank_query``.
 
-A failed call is NOT refunded by default: the provider may have billed it, and a refund would
-let a failing model be retried on every turn, burning latency instead of quota. Set
-``step_back.refund_on_failure: true`` in the policy to refund anyway. A call that never reached
-the model (its bulkhead had no worker in time, or refuses a model that keeps hanging) is always
-refunded.
+A failed call is NOT refunded: the provider may have billed it, and a refund would let a
+failing model be retried on every turn, burning latency instead of quota. A call that never
+reached the model (its bulkhead had no worker in time, or refuses a model that keeps hanging)
+is refunded.
 
-Every wait of the stage is cut to its deadline: the cache's wait for another replica's
-generalization (at most half of it, see :class:`ragtiller.stores.RedisCache`), the quota, the
-model. A cached generalization is used only if it is still a valid step-back question.
+Every wait is cut to the stage's deadline; a cached generalization is used only if still valid.
 """
 
 from __future__ import annotations
@@ -28,8 +22,15 @@ from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, 
 from ragtiller.core.providers import ainvoke_chat
 from ragtiller.core.tiers import CHAT_RESOURCE
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, Deadline, deadline
-from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.stage import (
+    HUNG,
+    OVERLOADED,
+    TURN_DEADLINE,
+    Deadline,
+    Stage,
+    deadline,
+    skipped,
+)
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.stores import cache_key
 
@@ -63,16 +64,12 @@ class QuotaSpent(Exception):
 
 
 def normalize(text: str) -> str:
-    """Casefold and collapse whitespace, to tell a rephrasing from a repeat."""
     return " ".join(text.casefold().split())
 
 
 def validate_step_back(original: str, text: str) -> str:
-    """Return the cleaned step-back question, or raise :class:`StepBackFailed`.
-
-    Valid: non-empty, one line, at most 300 characters, different from the input, and not an
-    answer (no leading "Answer:", "Sure", "Here is").
-    """
+    """The cleaned step-back question: one line of at most 300 characters, not the input
+    again, and not an answer ("Answer:", "Sure", "Here is"); else :class:`StepBackFailed`."""
     cleaned = text.strip().strip("\"'“”").strip()
     if not cleaned:
         raise StepBackFailed("invalid-output", "empty step-back question")
@@ -91,7 +88,6 @@ def validate_step_back(original: str, text: str) -> str:
 
 
 def usable(original: str, cached: object) -> TypeGuard[str]:
-    """Whether a cached generalization of ``original`` is still a valid step-back question."""
     if not isinstance(cached, str):
         return False
     try:
@@ -102,16 +98,14 @@ def usable(original: str, cached: object) -> TypeGuard[str]:
 
 
 def step_back_key(original: str, tenant: str | None = None) -> str:
-    """The cache key of ``original``'s generalization for ``tenant`` (hashed: no query text in
-    the store). Per tenant, so a turn's ``from_cache`` never tells one tenant that another asked
-    the same question; the tenant goes in as hex, which the key's casefolding cannot merge."""
+    """The hashed cache key of ``original``'s generalization, per tenant (in hex, which the
+    key's casefolding cannot merge), so ``from_cache`` never tells one tenant what another asked."""
     scope = "" if tenant is None else tenant.encode("utf-8", "surrogatepass").hex()
     return cache_key("step-back", scope, original)
 
 
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
-    config = deps.policy.step_back
 
     async def call_model(
         original: str, tenant: str | None, made: list[str], limit: Deadline
@@ -132,15 +126,9 @@ def make_step_back(deps: Components) -> NodeFn:
             made.remove(original)
             await deps.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
             raise
-        except Exception:
-            if config.refund_on_failure:
-                await deps.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
-            raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
-        limit = deadline(
-            deps.policy, deps.policy.deadlines.step_back_s, state["turn"]["started_at"]
-        )
+        limit = deadline(deps.policy, deps.policy.deadlines.chat_s, state["turn"]["started_at"])
         if limit.expired:
             record = state["step_back"] | {"status": "skipped", "reason": TURN_DEADLINE}
             return {"step_back": record, "stages": [skipped("step_back", TURN_DEADLINE)]}
@@ -171,7 +159,7 @@ def make_step_back(deps: Components) -> NodeFn:
                 deps.cache.aget_or_compute(
                     key,
                     lambda: call_model(original, tenant, made, limit),
-                    config.cache_ttl_s,
+                    deps.policy.cache.ttl_s,
                     accept=lambda value: usable(original, value),
                 ),
                 limit.seconds,

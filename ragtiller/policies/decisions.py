@@ -1,8 +1,5 @@
-"""The policy's per-turn decisions: pure functions of the route, the query and the quota view.
-
-The nodes call these before each conditional edge and store the result in the state; the
-graph's edge functions only read it. Nothing here does I/O or imports LangGraph.
-"""
+"""The policy's per-turn decisions: pure functions of the route, the query and the quota view,
+which the nodes store in the state before each conditional edge (the edges only read them)."""
 
 from __future__ import annotations
 
@@ -11,6 +8,10 @@ from collections.abc import Mapping
 from ragtiller.core.tiers import LEXICAL, PARENT_CHILD, Candidate, Hit, TierRole
 from ragtiller.core.turn import Decision, QuotaView, RerankDecision
 from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
+
+EXACT_MATCH_MARGIN = 1.5
+"""A conditional rerank is skipped (``exact-match``) when the top BM25 score is at least this
+many times the second and that hit holds the trigger token verbatim."""
 
 
 def decision(enabled: bool, setting: Toggle, reason: str) -> Decision:
@@ -53,12 +54,8 @@ def decide_rerank_setting(route: RouteConfig) -> Decision:
 def decide_step_back(
     policy: RetrievalPolicy, *, is_broad: bool, has_model: bool, quota: QuotaView
 ) -> str | None:
-    """Why step-back cannot run this turn before its cache is asked, or None when it may.
-
-    ``narrow`` and ``disabled`` are final. ``no-llm``, ``quota`` and
-    ``quota-store-unavailable`` hold only when no cached generalization exists, which the gate
-    asks the cache before taking the edge.
-    """
+    """Why step-back cannot run this turn, or None when it may. ``narrow`` and ``disabled`` are
+    final; the others hold only when the cache has no generalization (the gate asks it)."""
     if not is_broad:
         return "narrow"
     if not policy.step_back.enabled:
@@ -73,11 +70,8 @@ def decide_step_back(
 
 
 def exact_match(lexical_hits: list[Hit], triggers: list[str], margin: float) -> str | None:
-    """The trigger token that an exact sparse match confidently answers, or None.
-
-    Confident means: the top BM25 hit's score is at least ``margin`` times the next hit's
-    (or it is the only hit), and its text contains the trigger token verbatim.
-    """
+    """The trigger token an exact sparse match confidently answers, or None: the top BM25 hit
+    scores at least ``margin`` times the next (or is the only hit) and holds the token verbatim."""
     if not lexical_hits or not triggers:
         return None
     top = lexical_hits[0]
@@ -103,11 +97,9 @@ def decide_rerank(
 ) -> RerankDecision:
     """The rerank stage runs whenever there are candidates: the paid ceiling, or the free floor.
 
-    The ceiling is chosen only when the route lets it (``setting``, refined by an exact match
-    for ``conditional``: ``lexical_hits`` holds the hit list of every lexical tier, any of which
-    can settle one), the reranker has one, and the quota view shows rerank units left; the
-    view only advises, and the ceiling still spends atomically (a refused spend falls back to
-    the floor with the same label).
+    The ceiling only when the route lets it (``setting``; for ``conditional``, unless an exact
+    match in any lexical tier's hits settles it), the reranker has one, and the quota view shows
+    units left (it only advises: the ceiling still spends atomically).
     """
     if not candidates:
         return RerankDecision(
@@ -117,9 +109,12 @@ def decide_rerank(
     if not setting["enabled"]:
         return {**floor, "reason": setting["reason"]}
     if setting["setting"] == "conditional":
-        margin = policy.reranker.exact_match_margin
         token = next(
-            (t for hits in lexical_hits if (t := exact_match(hits, triggers, margin)) is not None),
+            (
+                t
+                for hits in lexical_hits
+                if (t := exact_match(hits, triggers, EXACT_MATCH_MARGIN)) is not None
+            ),
             None,
         )
         if token is not None:
@@ -145,22 +140,13 @@ def plan_tiers(
     parent_child: bool,
     weights: Mapping[str, float] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """Which tiers run this turn, and why each other tier does not.
+    """Which tiers run this turn, and why each other does not (``hybrid-off``,
+    ``parent-child-off``, ``no-vector``, ``weight-0``).
 
-    Args:
-        roles: Each tier's role by tier name (:func:`ragtiller.core.tiers.tier_role`), in order:
-            ``hybrid`` switches every ``lexical`` tier, ``parent_child`` every
-            ``parent_child`` tier, whatever their names.
-        vector_tiers: Names of the tiers that read the query vector.
-        weights: Fusion weights by tier name (``weights_by_name``); a tier weighed 0 adds
-            nothing to the order (its passages only fill the tail, below every passage another
-            tier found), so it is not searched while another tier is. A lexical tier still is:
-            the rerank edge reads its hits for an exact match.
-
-    Returns:
-        Tiers to run, and a reason per skipped tier (``hybrid-off``, ``parent-child-off``,
-        ``no-vector``, ``weight-0``). When the query could not be embedded the lexical tiers
-        run regardless, so the turn still answers.
+    ``hybrid`` switches every ``lexical`` tier by role, ``parent_child`` every ``parent_child``
+    one; without a query vector the lexical tiers run regardless, so the turn still answers. A
+    tier weighed 0 only fills the tail below every passage another tier found, so it is not
+    searched while another tier is; a lexical one still is (an exact match reads its hits).
     """
     run: list[str] = []
     skipped: dict[str, str] = {}

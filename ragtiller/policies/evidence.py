@@ -1,9 +1,5 @@
-"""Eval evidence: the one reader of ``ragtiller promote`` artifacts.
-
-An eval-gated component (the LLM router, a paid rerank ceiling) runs only when the artifact its
-policy setting names says ``promote`` with a positive NDCG@10 lift. The writer is
-:mod:`ragtiller.eval.promotion`; both use the constants defined here.
-"""
+"""Eval evidence: the one reader of ``ragtiller promote`` artifacts; the writer,
+:mod:`ragtiller.eval.promotion`, uses the constants defined here."""
 
 from __future__ import annotations
 
@@ -13,7 +9,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 ARTIFACT_KIND = "ragtiller.promotion-decision"
-"""The ``kind`` of a ``ragtiller promote`` artifact."""
 ARTIFACT_SCHEMA_VERSION = 1
 OVERALL_SLICE = "all"
 EvalRefusal = Literal["no-eval-evidence", "eval-rejected", "eval-artifact-unreadable"]
@@ -22,13 +17,8 @@ EvalRefusal = Literal["no-eval-evidence", "eval-rejected", "eval-artifact-unread
 
 @dataclass(frozen=True)
 class EvalEvidence:
-    """What a ``ragtiller promote`` artifact says about an eval-gated component.
-
-    Attributes:
-        artifact: The path read, or None when not set.
-        reason: None when the artifact proves a lift; else why the component stays off.
-        note: One line saying why, shown in the manifest.
-    """
+    """What a ``ragtiller promote`` artifact (``artifact``, None when not set) says about an
+    eval-gated component: ``reason`` None when it proves a lift, and a ``note`` saying why."""
 
     artifact: str | None
     reason: EvalRefusal | None
@@ -36,7 +26,7 @@ class EvalEvidence:
 
     @property
     def allowed(self) -> bool:
-        """Whether the evidence lets the LLM router run."""
+        """Whether the evidence lets the gated component run."""
         return self.reason is None
 
     def to_json(self) -> dict[str, Any]:
@@ -45,23 +35,13 @@ class EvalEvidence:
 
 
 def read_eval_evidence(path: str | None, *, setting: str) -> EvalEvidence:
-    """Read an eval gate from a ``ragtiller promote`` artifact: the one reader of the artifacts.
+    """Read the eval gate at ``path`` (relative to the working directory), named by the policy
+    field ``setting``: the one reader of ``ragtiller promote`` artifacts.
 
-    The gated component (the LLM router, a paid rerank ceiling) may run only when the file (a path relative to the working directory) is a
-    promotion-decision artifact whose ``decision`` is ``promote`` AND whose NDCG@10 lift is
-    positive (the candidate beat the baseline) in every slice of its ``rules.required_slices``
-    (in the overall slice ``all`` when none are required). Never raises: every problem is a
-    refusal with a note.
-
-    Args:
-        path: The artifact's path, from the policy setting named ``setting``.
-        setting: The policy field that names the file (for the notes).
-
-    Returns:
-        ``reason`` None when the artifact proves the lift; else ``no-eval-evidence`` (no path,
-        or no positive lift on a required slice), ``eval-rejected`` (the decision is not
-        ``promote``) or ``eval-artifact-unreadable`` (unreadable, not JSON, or not a promotion
-        artifact).
+    The gated component (the LLM router, a paid rerank ceiling) may run only when the file is a
+    promotion decision that says ``promote`` AND shows a positive NDCG@10 lift in every slice of
+    its ``rules.required_slices`` (``all`` when none): else ``no-eval-evidence`` (no path, or no
+    lift), ``eval-rejected`` or ``eval-artifact-unreadable``. Never raises.
 
     Example:
         >>> read_eval_evidence(None, setting="router.llm_eval_artifact").reason
@@ -76,6 +56,7 @@ def read_eval_evidence(path: str | None, *, setting: str) -> EvalEvidence:
             f"{setting} is not set; run `ragtiller promote` with this component in the "
             "candidate policy and point the setting at its --out file",
         )
+
     try:
         artifact = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:

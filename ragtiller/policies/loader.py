@@ -1,10 +1,7 @@
-"""Load a policy from YAML, with errors that name the file and the field path.
-
-A policy file may come from an operator's directory and a per-run ``policy`` from a remote
-client, so reading one is bounded: regular files only (a FIFO or device is refused before it is
-opened), at most :data:`MAX_POLICY_BYTES`, YAML without unbounded alias expansion or nesting,
-and no error ever quotes a string value from the file (it may hold a credential).
-"""
+"""Load a policy from YAML, with errors that name the file and the field path, never a string
+value from the file (it may hold a credential). A per-run ``policy`` may come from a remote
+client, so reading is bounded: regular files only, at most :data:`MAX_POLICY_BYTES`, YAML
+without unbounded alias expansion or nesting."""
 
 from __future__ import annotations
 
@@ -12,11 +9,10 @@ import logging
 import os
 import re
 import stat
-import warnings
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
@@ -25,7 +21,7 @@ from yaml.events import AliasEvent, Event
 from yaml.nodes import Node
 
 from ragtiller.errors import InputError, PolicyError
-from ragtiller.policies.schema import SCHEMA_VERSION, RetrievalPolicy
+from ragtiller.policies.schema import RetrievalPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +30,14 @@ DEFAULT_POLICY = "default"
 POLICY_DIR_ENV = "RAGTILLER_POLICY_DIR"
 """Environment variable naming the operator's directory of extra per-run policies."""
 MAX_POLICY_BYTES = 1024 * 1024
-"""A policy file larger than this (1 MiB) is refused unread; the shipped default is 2.4 kB."""
+"""A policy file larger than this (1 MiB) is refused unread; the shipped default is 1.4 kB."""
 MAX_YAML_DEPTH = 20
-"""Deepest nesting of mappings and sequences a policy file may have (the default has 4)."""
 MAX_YAML_ALIASES = 100
-"""Most ``*alias`` uses in one policy file."""
 MAX_YAML_NODES = 10_000
-"""Most YAML nodes in one file with every alias expanded (the default has 128)."""
+"""Most YAML nodes in one file with every alias expanded (the shipped default has 23)."""
 MAX_LISTED_ERRORS = 20
-"""Schema errors listed in one message; the rest are counted."""
 POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""What a per-run policy name looks like: no path separators, at most 64 characters."""
+"""A per-run policy name: no path separators, at most 64 characters."""
 
 
 def shipped_policies() -> list[str]:
@@ -53,9 +46,6 @@ def shipped_policies() -> list[str]:
     return sorted(
         p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
     )
-
-
-# --- reading: regular files only, bounded in size --------------------------------------------
 
 
 _KINDS = (
@@ -67,13 +57,10 @@ _KINDS = (
 )
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def _check_file(info: os.stat_result, source: str) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise PolicyError(f"policy file {source} is {_kind(info.st_mode)}, not a regular file")
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise PolicyError(f"policy file {source} is {kind}, not a regular file")
     if info.st_size > MAX_POLICY_BYTES:
         raise PolicyError(
             f"policy file {source} is {info.st_size} bytes, over the {MAX_POLICY_BYTES}-byte limit"
@@ -83,15 +70,8 @@ def _check_file(info: os.stat_result, source: str) -> None:
 def read_policy_file(file: Path, source: str | None = None) -> str:
     """The text of a policy file, read only if it is a regular file within the size limit.
 
-    The type is checked with ``stat`` before opening (a FIFO would block, a device never ends)
-    and again on the open descriptor (opened non-blocking), in case the path changed between.
-
-    Args:
-        file: The file.
-        source: What errors call it; default: its path.
-
-    Raises:
-        PolicyError: Missing, not a regular file, too large, unreadable or not UTF-8.
+    The type is checked before opening (a FIFO would block, a device never ends) and again on
+    the descriptor, opened non-blocking, in case the path changed between.
     """
     source = str(file) if source is None else source
     try:
@@ -118,15 +98,12 @@ def read_policy_file(file: Path, source: str | None = None) -> str:
         ) from e
 
 
-# --- parsing: YAML with bounded aliases and depth ---------------------------------------------
-
-
 class BoundedLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses deep nesting, many aliases and large alias expansion.
 
-    It counts every node as if each alias were expanded (what the schema check walks), so a
-    "billion laughs" file is refused after :data:`MAX_YAML_NODES` nodes, not after it has used
-    the memory; and it stops at :data:`MAX_YAML_DEPTH` before Python's recursion limit.
+    Every node counts as if each alias were expanded (what the schema check walks), so a
+    "billion laughs" file is refused after :data:`MAX_YAML_NODES` nodes, before it uses the
+    memory; nesting stops at :data:`MAX_YAML_DEPTH`, before Python's recursion limit.
     """
 
     def __init__(self, stream: str) -> None:
@@ -139,11 +116,8 @@ class BoundedLoader(yaml.SafeLoader):
     def _count(self, nodes: int, mark: Any) -> None:
         self._expanded += nodes
         if self._expanded > MAX_YAML_NODES:
-            raise ComposerError(
-                None,
-                None,
-                f"more than {MAX_YAML_NODES} nodes (counting each alias as its expansion)",
-                mark,
+            _refuse(
+                f"more than {MAX_YAML_NODES} nodes (counting each alias as its expansion)", mark
             )
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
@@ -152,16 +126,16 @@ class BoundedLoader(yaml.SafeLoader):
         if isinstance(event, AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_YAML_ALIASES:
-                raise ComposerError(None, None, f"more than {MAX_YAML_ALIASES} aliases", mark)
+                _refuse(f"more than {MAX_YAML_ALIASES} aliases", mark)
             node = super().compose_node(parent, index)
             size = self._sizes.get(id(node))
             if size is None:
-                raise ComposerError(None, None, "an alias refers to a node that holds it", mark)
+                _refuse("an alias refers to a node that holds it", mark)
             self._count(size, mark)
             return node
         self._depth += 1
         if self._depth > MAX_YAML_DEPTH:
-            raise ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            _refuse(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
         before = self._expanded
         self._count(1, mark)
         try:
@@ -173,12 +147,16 @@ class BoundedLoader(yaml.SafeLoader):
         return node
 
 
+def _refuse(problem: str, mark: Any) -> NoReturn:
+    raise ComposerError(None, None, problem, mark)
+
+
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 
 def _unquoted(text: str) -> str:
-    """``text`` with quoted fragments (values, anchors, tags from the file) masked; PyYAML's
-    token names such as ``'<scalar>'`` and single punctuation marks are kept."""
+    """``text`` with quoted fragments from the file masked; PyYAML's token names such as
+    ``'<scalar>'`` and single punctuation marks are kept."""
 
     def mask(match: re.Match[str]) -> str:
         inner = match.group()[1:-1]
@@ -202,11 +180,7 @@ def _yaml_problem(error: Exception) -> str:
 
 
 def load_yaml(text: str, *, source: str = "<policy>") -> Any:
-    """Parse policy YAML with :class:`BoundedLoader`; an empty document is ``{}``.
-
-    Raises:
-        PolicyError: Not YAML, or over a bound; naming the line and the problem.
-    """
+    """Parse policy YAML with :class:`BoundedLoader`; an empty document is ``{}``."""
     loader: BoundedLoader | None = None
     try:
         loader = BoundedLoader(text)  # the reader checks every character here
@@ -220,13 +194,12 @@ def load_yaml(text: str, *, source: str = "<policy>") -> Any:
             loader.dispose()
 
 
-# --- validation errors that name fields, never values ----------------------------------------
-
-
-def _strings(value: Any, found: set[str], budget: int = 1000) -> None:
-    """Collect up to ``budget`` str values inside ``value`` (not mapping keys: field names)."""
+def _without_values(message: str, value: Any) -> str:
+    """A validator's message with any string value (not a key: a field name) inside ``value``
+    masked, the first 1,000 found: some validators quote what they got."""
+    found: set[str] = set()
     stack = [value]
-    while stack and len(found) < budget:
+    while stack and len(found) < 1000:
         item = stack.pop()
         if isinstance(item, str):
             found.add(item)
@@ -234,12 +207,6 @@ def _strings(value: Any, found: set[str], budget: int = 1000) -> None:
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
-
-
-def _without_values(message: str, value: Any) -> str:
-    """A validator's message with any string from ``value`` masked (some quote what they got)."""
-    found: set[str] = set()
-    _strings(value, found)
     for text in sorted(found, key=len, reverse=True):
         for shown in (repr(text), f'"{text}"') + ((text,) if len(text) >= 8 else ()):
             message = message.replace(shown, "(value not shown)")
@@ -262,83 +229,23 @@ def _format_errors(source: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def upgrade_v1(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A schema-1 policy as schema 2, and the changes made (empty when it is already 2).
-
-    Version 2 renames each route's ``fusion`` switch to ``parent_child`` (what it turns on),
-    moves ``step_back.timeout_s`` to ``deadlines.step_back_s``, and drops three knobs that
-    nothing read: ``default_route``, ``router.baseline`` and ``eval_slices``.
-    """
-    if data.get("schema_version") != 1:
-        return data, []
-    out, changes = {**data, "schema_version": SCHEMA_VERSION}, ["schema_version: 1 -> 2"]
-    routes = out.get("routes")
-    if isinstance(routes, dict):
-        renamed = {}
-        for name, route in routes.items():
-            if isinstance(route, dict) and "fusion" in route:
-                route = {("parent_child" if k == "fusion" else k): v for k, v in route.items()}
-                changes.append(f"routes.{name}.fusion -> routes.{name}.parent_child")
-            renamed[name] = route
-        out["routes"] = renamed
-    step_back = out.get("step_back")
-    if isinstance(step_back, dict) and "timeout_s" in step_back:
-        out["deadlines"] = {"step_back_s": step_back["timeout_s"], **(out.get("deadlines") or {})}
-        out["step_back"] = {k: v for k, v in step_back.items() if k != "timeout_s"}
-        changes.append("step_back.timeout_s -> deadlines.step_back_s")
-    router = out.get("router")
-    if isinstance(router, dict) and "baseline" in router:
-        out["router"] = {k: v for k, v in router.items() if k != "baseline"}
-        changes.append("router.baseline removed (deterministic is the only baseline)")
-    for dead in ("default_route", "eval_slices"):
-        if dead in out:
-            del out[dead]
-            changes.append(f"{dead} removed (nothing read it)")
-    return out, changes
-
-
-def _upgrade(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Read a schema-1 file as schema 2, warning with the changes it needs."""
-    upgraded, changes = upgrade_v1(data)
-    if changes:
-        warnings.warn(
-            f"{source} is policy schema 1; read as schema 2 with these changes: "
-            f"{'; '.join(changes)}. Write the file anew with `ragtiller policy migrate`.",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-    return upgraded
-
-
 def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
-    """Validate already-loaded policy data.
-
-    Raises:
-        PolicyError: Naming ``source`` and each bad field path.
-    """
+    """Validate already-loaded policy data; a :class:`PolicyError` names ``source`` and each
+    bad field path."""
     if not isinstance(data, dict):
         raise PolicyError(
             f"invalid retrieval policy {source}: expected a mapping at the top level, got {type(data).__name__}"
         )
     try:
-        return RetrievalPolicy.model_validate(_upgrade(data, source))
+        return RetrievalPolicy.model_validate(data)
     except ValidationError as e:
         raise PolicyError(_format_errors(source, e)) from e
 
 
 def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
-    """Load and validate a retrieval policy, the operator's choice (a path is read as given).
-
-    Args:
-        path: A YAML file, or the name of a shipped policy (``default``, ...). None: the default.
-
-    Returns:
-        The validated, frozen policy.
-
-    Raises:
-        PolicyError: The file is missing, not a regular file, over :data:`MAX_POLICY_BYTES`,
-            not YAML (or over a YAML bound), or does not match the schema; the message names
-            the file and the line or field path, never a value from the file.
+    """Load and validate a retrieval policy: a YAML file (the operator's choice, read as given)
+    or a shipped policy's name; None: the default. A :class:`PolicyError` names the file and
+    the line or field path, never a value from the file.
 
     Example:
         >>> load_policy().policy_id
@@ -347,18 +254,16 @@ def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
     name = DEFAULT_POLICY if path is None else str(path)
     if path is None or (name in shipped_policies() and not Path(name).exists()):
         return _shipped(name)
-    source = str(path)
-    return parse_policy(load_yaml(read_policy_file(Path(path)), source=source), source=source)
+    return _parse(read_policy_file(Path(path)), str(path))
 
 
 def _shipped(name: str) -> RetrievalPolicy:
-    folder = resources.files("ragtiller.policies").joinpath("shipped")
-    source = f"<shipped policy {name!r}>"
-    text = folder.joinpath(f"{name}.yaml").read_text("utf-8")
+    text = resources.files("ragtiller.policies").joinpath("shipped", f"{name}.yaml")
+    return _parse(text.read_text("utf-8"), f"<shipped policy {name!r}>")
+
+
+def _parse(text: str, source: str) -> RetrievalPolicy:
     return parse_policy(load_yaml(text, source=source), source=source)
-
-
-# --- per-run policies: names the deployment allows --------------------------------------------
 
 
 def policy_dir(env: Mapping[str, str] = os.environ) -> Path | None:
@@ -379,14 +284,10 @@ def _allowed(directory: Path | None) -> str:
 def load_allowed_policy(name: str, directory: Path | None = None) -> RetrievalPolicy:
     """The per-run policy ``name``: a shipped one, or ``directory/<name>.yaml``, never a path.
 
-    A caller's run context picks among what the deployment allows; it cannot make the server
-    read a file of its choosing. Shipped names are reserved: a file in ``directory`` that takes
-    one is refused rather than silently ignored or preferred. Every error may reach a remote
-    caller, so it names the policy, never the server's path, and lists only shipped names.
-
-    Raises:
-        InputError: ``name`` is not an allowed policy.
-        PolicyError: The directory's file is invalid, or takes a shipped name.
+    A caller's run context picks among what the deployment allows (else :class:`InputError`);
+    it cannot make the server read a file of its choosing. Shipped names are reserved: a file
+    that takes one is refused (:class:`PolicyError`), not silently ignored or preferred. Every
+    error may reach a remote caller, so it names the policy, never the server's path.
     """
     if not POLICY_NAME.fullmatch(name):
         raise InputError(
@@ -407,5 +308,4 @@ def load_allowed_policy(name: str, directory: Path | None = None) -> RetrievalPo
                 "%s=%s is not a directory: no operator policy", POLICY_DIR_ENV, directory
             )
         raise InputError(f"unknown policy {name!r}; allowed: {_allowed(directory)}")
-    text = read_policy_file(candidate, source=source)
-    return parse_policy(load_yaml(text, source=source), source=source)
+    return _parse(read_policy_file(candidate, source=source), source)

@@ -1,16 +1,12 @@
-"""Per-run settings (LangGraph's runtime ``context``) and the policy they make for one turn.
-
-A run context overrides the graph's policy for one turn only: the graph itself never changes,
-so concurrent runs with different contexts do not see each other's settings. Studio lists
-these fields in its configuration panel (``context_schema``).
-"""
+"""Per-run settings (LangGraph's runtime ``context``, listed in Studio's configuration panel)
+and the policy they make for one turn; the graph itself never changes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -20,19 +16,16 @@ from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
 
 OnOff = Literal["on", "off"]
+Count = Annotated[int, Field(strict=True, gt=0, le=100)]
+"""Strict: "5", 5.0 and True are refused, not read as 5, 5 and 1."""
 RerankSwitch = Literal["on", "off", "ceiling"]
 """``off``: no rerank; ``on``: the free floor only; ``ceiling``: the paid ceiling when the
 quota allows (the floor otherwise)."""
 
 
 def cached_policy(name: str) -> RetrievalPolicy:
-    """The per-run policy ``name``, loaded once per process: a shipped name, or a
-    ``<name>.yaml`` in the operator's ``RAGTILLER_POLICY_DIR`` (read on each call), never a path.
-
-    Raises:
-        InputError: ``name`` is not an allowed policy (the message lists the shipped ones).
-        PolicyError: The operator's file is invalid or takes a shipped name.
-    """
+    """The per-run policy ``name`` (:func:`load_allowed_policy` from ``RAGTILLER_POLICY_DIR``,
+    read on each call), loaded once per process."""
     return _cached_policy(name, policy_dir())
 
 
@@ -50,11 +43,8 @@ MAX_NAME_CHARS = 256
 
 
 def scope_problem(field: str, value: object) -> str | None:
-    """What is wrong with a ``tenant`` or ``namespace`` value, or None when it names one.
-
-    An empty or blank value is refused rather than read as "no filter": a tenant that names
-    nobody must never widen a turn to every tenant's documents (default deny).
-    """
+    """What is wrong with a ``tenant`` or ``namespace`` value, or None when it names one. A blank
+    one is refused, not read as "no filter": it must never widen a turn to every tenant's."""
     names = value if field == "namespace" and isinstance(value, list) else [value]
     if field == "namespace" and not names:
         return "must name at least one namespace, got an empty list; leave it out for the route's"
@@ -96,21 +86,13 @@ class RunContext(BaseModel):
         description="Name of an allowed policy: a shipped one (e.g. 'default') or one in the "
         "operator's RAGTILLER_POLICY_DIR; never a path.",
     )
-    # strict: "5", 5.0 and True are refused, not read as 5, 5 and 1
-    top_k: int | None = Field(
+    top_k: Count | None = Field(
         None,
-        strict=True,
-        gt=0,
-        le=100,
         description="Documents returned, at most 100 (max_chunks rises to it unless the run "
         "sets max_chunks too).",
     )
-    max_chunks: int | None = Field(
-        None,
-        strict=True,
-        gt=0,
-        le=100,
-        description="Most chunks any route may return; sizes the candidates.",
+    max_chunks: Count | None = Field(
+        None, description="Most chunks any route may return; sizes the candidates."
     )
     namespace: str | list[str] | None = Field(
         None, description="Namespace(s) searched instead of the route's."
@@ -203,31 +185,19 @@ def run_policy(base: RetrievalPolicy, context: RunContext) -> RetrievalPolicy:
 
 
 EMPTY = RunContext()
-"""The context of a run that sets nothing."""
-
-
 CONFIG_KEY = "ragtiller"
 """The ``configurable`` key that holds a run's settings when they cannot travel as LangGraph's
 ``context`` (a retriever, a tool, an older client): ``{"configurable": {"ragtiller": {...}}}``."""
 
 
 def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> RunContext:
-    """This run's context: LangGraph's ``context`` when it is ours, together with the settings
-    under ``configurable["ragtiller"]``.
+    """This run's context: LangGraph's ``context`` when it is ours, with the settings under
+    ``configurable["ragtiller"]``.
 
     Both are read, so a tenant set in one (by ``as_retriever`` or ``as_tool``) holds when the
-    caller also passes the other. A field the two set to different values is refused rather
-    than resolved: either side may be the one limiting the caller's scope (default deny). A
-    graph's own pins (``RetrievalGraph.with_config``) are applied over the result by
-    :func:`pinned`.
-
-    LangGraph turns a top-level ``context`` dict into a :class:`RunContext` (validating it).
-    Any other context object is a parent graph's, and a parent's generic ``configurable`` keys
-    (``policy``, ``top_k``, ``tenant``) are the parent's own: neither is ever read as ours.
-
-    Raises:
-        InputError: ``configurable["ragtiller"]`` is not a mapping, or holds an unknown key or
-            a bad value; or it and the context set one field differently.
+    caller passes the other; a field they set differently is refused, not resolved: either may
+    be the one limiting the caller's scope (default deny). Any other context object, and a
+    parent's generic ``configurable`` keys (``policy``, ``tenant``), are a parent graph's own.
     """
     own = value if isinstance(value, RunContext) else EMPTY
     pinned = _configured((configurable or {}).get(CONFIG_KEY))
@@ -257,14 +227,10 @@ def pinned(
     """``asked`` under the graph's ``pin``: every field the pin sets holds, the others are the
     run's own.
 
-    A run value that differs from a pinned one is refused, never taken: a run's context
-    (``context`` or ``configurable["ragtiller"]``) and, in ``given``, the turn input's
-    ``tenant`` and ``namespace`` must equal the pin's where the pin sets them; a run's ``filter``
-    may add keys the pinned filter does not set. The message names the fields, never the values
-    (either may be another tenant's).
-
-    Raises:
-        InputError: The run sets a pinned field differently.
+    A run value (its context, and in ``given`` the turn input's ``tenant`` and ``namespace``)
+    that differs from a pinned one is refused, never taken; a run's ``filter`` may add keys the
+    pinned one does not set. The refusal names the fields, never the values (either may be
+    another tenant's).
     """
     if pin is None:
         return asked
@@ -310,16 +276,3 @@ def _configured(ours: Any) -> RunContext:
             f"{type(ours).__name__}; accepted fields: {', '.join(RunContext.model_fields)}"
         )
     return RunContext(**ours) if ours else EMPTY
-
-
-__all__ = (
-    "CONFIG_KEY",
-    "EMPTY",
-    "RerankSwitch",
-    "RunContext",
-    "cached_policy",
-    "context_from",
-    "pinned",
-    "run_policy",
-    "scope_problem",
-)

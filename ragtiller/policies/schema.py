@@ -4,41 +4,30 @@ from __future__ import annotations
 
 from datetime import date
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragtiller.policies.schema_base import (
-    Applies,
-    Milliseconds,
-    PolicyModel,
-    Seconds,
-    Toggle,
-    Weight,
-    build_field,
-    promote_field,
-    turn_field,
-)
-from ragtiller.policies.schema_ranking import (
+from ragtiller.policies.schema_sections import (
     FEEDBACK_DEPTH,
-    BudgetsConfig,
-    FeedbackConfig,
-    FusionConfig,
-)
-from ragtiller.policies.schema_services import (
     BackendConfig,
+    BudgetsConfig,
+    CacheConfig,
     DeadlinesConfig,
     DenseBackendConfig,
+    FeedbackConfig,
+    FusionConfig,
     LexicalBackendConfig,
+    PolicyModel,
     PromotionConfig,
     QuotaConfig,
     RerankerConfig,
     RouterConfig,
     StepBackConfig,
+    Toggle,
+    build_field,
+    turn_field,
 )
-
-SCHEMA_VERSION = 2
-"""The policy schema this code reads; version 1 files are upgraded on load (with a warning)."""
 
 RouteName = Literal["exact_lexical_lookup", "factual_lookup", "synthesis"]
 ROUTE_NAMES: tuple[RouteName, ...] = ("exact_lexical_lookup", "factual_lookup", "synthesis")
@@ -59,34 +48,24 @@ class TriggerKind(StrEnum):
 class RouteConfig(PolicyModel):
     """What one route turns on. ``conditional`` switches are decided per query, with a reason."""
 
-    namespace: Annotated[
-        str | list[str],
-        turn_field("Namespace(s) the route searches; several are searched and fused."),
-    ] = "default"
-    top_k: Annotated[
-        int,
-        Field(gt=0),
-        turn_field("Passages the route returns (capped by budgets.max_chunks)."),
-    ] = 5
-    hybrid: Annotated[
-        Toggle,
-        turn_field("Add the lexical (BM25) tier; conditional: when a lexical trigger fired."),
-    ] = True
-    parent_child: Annotated[
-        Toggle,
-        turn_field(
-            "Add the parent-child tier (a section's best child in a window of its neighbours); "
-            "conditional: for broad or synthesis questions."
-        ),
-    ] = True
-    rerank: Annotated[
-        Toggle,
-        turn_field(
-            "Let the paid rerank ceiling (reranker.ceiling) order the passages when the quota "
-            "allows; conditional: unless an exact BM25 match settles it; false: the free floor "
-            "(reranker.provider) does, as it does on every turn the ceiling does not."
-        ),
-    ] = False
+    namespace: str | list[str] = turn_field(
+        "default", "Namespace(s) the route searches; several are searched and fused."
+    )
+    top_k: int = turn_field(5, "Passages the route returns (capped by budgets.max_chunks).", gt=0)
+    hybrid: Toggle = turn_field(
+        True, "Add the lexical (BM25) tier; conditional: when a lexical trigger fired."
+    )
+    parent_child: Toggle = turn_field(
+        True,
+        "Add the parent-child tier (a section's best child in a window of its neighbours); "
+        "conditional: for broad or synthesis questions.",
+    )
+    rerank: Toggle = turn_field(
+        False,
+        "Let the paid rerank ceiling (reranker.ceiling) order the passages when the quota "
+        "allows; conditional: unless an exact BM25 match settles it; false: the free floor "
+        "(reranker.provider) does, as it does on every turn the ceiling does not.",
+    )
 
     @property
     def namespaces(self) -> list[str]:
@@ -110,32 +89,30 @@ class RetrievalPolicy(PolicyModel):
         at least the first pass it reads (:data:`FEEDBACK_DEPTH`); fusion reads each tier's
         best ``candidate_cap``."""
         cap = self.budgets.candidate_cap
-        return max(cap, FEEDBACK_DEPTH) if self.feedback.dense == "rocchio" else cap
+        return max(cap, FEEDBACK_DEPTH) if self.feedback.enabled else cap
 
-    schema_version: Annotated[
-        Literal[2],
-        build_field("The schema the file is written in; 1 is upgraded on load, with a warning."),
-    ]
-    policy_id: Annotated[
-        str, Field(min_length=1), turn_field("The policy's name, recorded in each turn's manifest.")
-    ]
-    version: Annotated[
-        str, turn_field("An opaque label (a date works), recorded in each turn's manifest.")
-    ]
+    schema_version: Literal[2] = build_field(
+        description="The schema the file is written in (2, the only one)."
+    )
+    policy_id: str = turn_field(
+        description="The policy's name, recorded in each turn's manifest.", min_length=1
+    )
+    version: str = turn_field(
+        description="An opaque label (a date works), recorded in each turn's manifest."
+    )
     routes: dict[RouteName, RouteConfig] = Field(
         description="What each query type turns on: exact_lexical_lookup, factual_lookup, synthesis."
     )
     router: RouterConfig = RouterConfig()
-    lexical_triggers: Annotated[
-        list[TriggerKind],
-        build_field(
-            "The trigger kinds the router looks for: a strong one (ticket id, policy id, error "
-            "message, quoted phrase) routes a query to exact_lexical_lookup; any that fires "
-            "turns a conditional hybrid on."
-        ),
-    ] = Field(default_factory=lambda: list(TriggerKind))
+    lexical_triggers: list[TriggerKind] = build_field(
+        description="The trigger kinds the router looks for: a strong one (ticket id, policy "
+        "id, error message, quoted phrase) routes a query to exact_lexical_lookup; any that "
+        "fires turns a conditional hybrid on.",
+        default_factory=lambda: list(TriggerKind),
+    )
     step_back: StepBackConfig = StepBackConfig()
     quota: QuotaConfig = QuotaConfig()
+    cache: CacheConfig = CacheConfig()
     reranker: RerankerConfig = RerankerConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     fusion: FusionConfig = FusionConfig()
@@ -152,53 +129,20 @@ class RetrievalPolicy(PolicyModel):
         return value.isoformat() if isinstance(value, date) else value
 
     @model_validator(mode="after")
-    def _backend_deadline_leaves_time_for_the_fallback(self) -> RetrievalPolicy:
-        for name, backend in (("dense", self.dense_backend), ("lexical", self.lexical_backend)):
-            if backend.provider != "embedded" and backend.timeout_s >= self.deadlines.tier_s:
-                raise ValueError(
-                    f"{name}_backend.timeout_s ({backend.timeout_s}) must be below "
-                    f"deadlines.tier_s ({self.deadlines.tier_s}), or the tier's deadline passes "
-                    "before its fallback can answer"
-                )
-        return self
-
-    @model_validator(mode="after")
     def _every_route_defined(self) -> RetrievalPolicy:
         missing = [name for name in ROUTE_NAMES if name not in self.routes]
         if missing:
             raise ValueError(f"routes must define {', '.join(missing)}")
         return self
 
-    def route(self, name: RouteName) -> RouteConfig:
-        """The configuration of route ``name``."""
-        return self.routes[name]
 
-
-__all__ = (
-    "ROUTE_NAMES",
-    "SCHEMA_VERSION",
-    "Applies",
+__all__ = (  # the sections other modules import from here
     "BackendConfig",
     "BudgetsConfig",
+    "CacheConfig",
     "DeadlinesConfig",
-    "DenseBackendConfig",
-    "FeedbackConfig",
-    "FusionConfig",
-    "LexicalBackendConfig",
-    "Milliseconds",
     "PromotionConfig",
-    "QuotaConfig",
     "RerankerConfig",
-    "RetrievalPolicy",
-    "RouteConfig",
-    "RouteName",
     "RouterConfig",
-    "Seconds",
-    "StepBackConfig",
     "Toggle",
-    "TriggerKind",
-    "Weight",
-    "build_field",
-    "promote_field",
-    "turn_field",
 )

@@ -1,16 +1,11 @@
 """Rerank providers: free floors (z-score, identity), local and paid models, and cost control.
+See ``docs/rerank.md`` for the scale of ``final_score`` under each method."""
 
-See ``docs/rerank.md`` for the scale of ``final_score`` under each method.
-"""
-
-from ragtiller.rerankers._common import BaseReranker
-from ragtiller.rerankers.base import Reranker, RerankResult
-from ragtiller.rerankers.ceiling import CeilingReranker
+from ragtiller.rerankers.base import BaseReranker, Reranker, RerankResult
+from ragtiller.rerankers.ceiling import CeilingReranker, LatencyWindow, reranker_from_policy
 from ragtiller.rerankers.cohere_rerank import CohereReranker, MissingCredentialsError
 from ragtiller.rerankers.cross_encoder import CANDIDATE_ID_KEY, CrossEncoderReranker, PairScorer
-from ragtiller.rerankers.factory import reranker_from_policy
 from ragtiller.rerankers.floor import IdentityReranker, ZScoreReranker
-from ragtiller.rerankers.latency import LatencyWindow
 
 __all__ = (
     "CANDIDATE_ID_KEY",

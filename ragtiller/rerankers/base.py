@@ -1,25 +1,28 @@
-"""The rerank provider interface. Providers never raise: the node falls back to the floor anyway."""
+"""The rerank provider interface, and what the shipped providers share. Providers never raise:
+on any failure they answer with their floor and say why."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ragtiller.core.bulkhead import Overloaded, ProviderHung
 from ragtiller.core.tiers import Candidate
+from ragtiller.errors import MissingCredentialsError
+
+logger = logging.getLogger("ragtiller.rerankers")
 
 
 @dataclass
 class RerankResult:
-    """Reordered candidates (each with ``final_score`` set) and how they were ordered.
-
-    Attributes:
-        candidates: At most ``top_n`` candidates, best first.
-        method: The method that actually produced the order (``zscore``, ``identity``,
-            ``cross-encoder``, ``cohere``); differs from the provider's name after a fallback.
-        detail: Facts for the event and manifest (fallback reason, cache hit, cost in USD).
-        error: Set when the provider failed and a fallback produced the order.
-    """
+    """At most ``top_n`` candidates, best first, each with ``final_score``; ``method`` is what
+    actually ordered them (after a fallback, not the provider's name); ``error`` is set when a
+    fallback did."""
 
     candidates: list[Candidate]
     method: str
@@ -36,5 +39,110 @@ class Reranker(Protocol):
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
-        """Return the best ``top_n`` candidates for ``query``; never raise."""
+        """The best ``top_n`` candidates for ``query``; never raises."""
         ...
+
+
+class BaseReranker(ABC):
+    """Base of the shipped providers: the async ``arerank`` plus a blocking ``rerank``."""
+
+    name: str
+
+    @abstractmethod
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult: ...
+
+    def rerank(self, query: str, candidates: Sequence[Candidate], top_n: int) -> RerankResult:
+        """:meth:`arerank` in a new event loop (not from a running one)."""
+        return asyncio.run(self.arerank(query, candidates, top_n))
+
+
+class ModelReranker(BaseReranker):
+    """A reranker that sends the first ``max_candidates`` candidates to a model, and answers
+    with ``floor`` (``error`` set) when the model fails."""
+
+    floor: Reranker
+    max_candidates: int | None
+
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
+        sent = list(candidates[: self.max_candidates])
+        detail: dict[str, Any] = {
+            "provider": self.name,
+            **self.facts(),
+            "candidates_sent": len(sent),
+        }
+        if not sent or top_n <= 0:
+            return RerankResult([], self.name, detail)
+        try:
+            ordered, extra = await self.order(query, sent, min(top_n, len(sent)))
+        except Exception as e:
+            kind = error_kind(e)
+            logger.warning(
+                "rerank provider %r failed (%s); using %r", self.name, kind, self.floor.name
+            )
+            result = await self.floor.arerank(query, candidates, top_n)
+            detail.update(fallback=result.method, error_kind=kind)
+            error = describe_error(e, secret=self.secret())
+            return RerankResult(result.candidates, result.method, detail, error=error)
+        return RerankResult(ordered[:top_n], self.name, {**detail, **extra})
+
+    def facts(self) -> dict[str, Any]:
+        return {}
+
+    def secret(self) -> str | None:
+        return None
+
+    @abstractmethod
+    async def order(
+        self, query: str, sent: list[Candidate], top_n: int
+    ) -> tuple[list[Candidate], dict[str, Any]]:
+        """``sent`` in the model's order, with ``final_score``, and facts for the detail."""
+
+
+def order_by_scores(candidates: Sequence[Candidate], scores: Sequence[float]) -> list[Candidate]:
+    """Copies of ``candidates`` with ``final_score`` set, best first; ties keep the input order.
+    A ``ValueError`` when the lengths differ or a score is not finite."""
+    if len(scores) != len(candidates):
+        raise ValueError(f"expected {len(candidates)} scores, but got {len(scores)}")
+    values = [float(s) for s in scores]
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"scores must be finite numbers, but got {values!r}")
+    scored: list[Candidate] = [
+        {**c, "final_score": v} for c, v in zip(candidates, values, strict=True)
+    ]
+    return sorted(scored, key=lambda c: -c["final_score"])
+
+
+def describe_error(exc: BaseException, *, secret: str | None = None) -> str:
+    """One short line: the exception type and first line of its message, ``secret`` masked."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if secret:
+        text = text.replace(secret, "***")
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line[:300]
+
+
+def error_kind(exc: BaseException) -> str:
+    """A short, stable class of failure for events (``malformed-response``: a ``ValueError``,
+    or status 200 with a body the SDK could not read)."""
+    if isinstance(exc, MissingCredentialsError):
+        return "no-credentials"
+    if isinstance(exc, Overloaded):
+        return "overloaded"
+    if isinstance(exc, ProviderHung):
+        return "hung"
+    name = type(exc).__name__.lower()
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    status = getattr(exc, "status_code", status)
+    if isinstance(exc, TimeoutError) or "timeout" in name:
+        return "timeout"
+    if status == 429 or "toomanyrequests" in name:
+        return "rate-limited"
+    if isinstance(status, int) and status >= 500:
+        return "server-error"
+    if isinstance(exc, ValueError) or status == 200:
+        return "malformed-response"
+    return "error"

@@ -1,93 +1,103 @@
-"""Cost control around a paid reranker: cache, budgets, credentials and latency decide each call."""
+"""Cost control around a paid reranker: cache, budgets, credentials and latency decide each call
+(the rules, in order, are in docs/rerank.md); and the floor and ceiling a policy asks for."""
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
+
+from langchain_core.documents import BaseDocumentCompressor
 
 from ragtiller.core.tiers import RERANK_RESOURCE, Candidate
 from ragtiller.errors import ConfigurationError
-from ragtiller.policies.schema import RerankerConfig
-from ragtiller.rerankers._common import BaseReranker, describe_error, error_kind, order_by_scores
-from ragtiller.rerankers.base import Reranker, RerankResult
-from ragtiller.rerankers.latency import LatencyWindow
+from ragtiller.policies.evidence import read_eval_evidence
+from ragtiller.policies.schema import CacheConfig, RerankerConfig
+from ragtiller.rerankers.base import (
+    BaseReranker,
+    Reranker,
+    RerankResult,
+    describe_error,
+    error_kind,
+    order_by_scores,
+)
+from ragtiller.rerankers.cohere_rerank import MAX_DOCUMENTS_PER_CALL, CohereReranker
+from ragtiller.rerankers.cross_encoder import CrossEncoderReranker, PairScorer
+from ragtiller.rerankers.floor import IdentityReranker, ZScoreReranker
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
 
 logger = logging.getLogger(__name__)
-
-"""Ledger resource spent once per ceiling call (never for a cache hit)."""
 
 CeilingOutcome = Literal["used", "skipped", "error"]
 _REFUNDED_KINDS = frozenset({"rate-limited", "server-error"})
 """Failures answered by the provider before any work: the call is given back to the budget."""
 
 
-class _Skipped(Exception):
-    """The ceiling was not called; raised inside the cache computation so nothing is cached."""
+class LatencyWindow:
+    """The ceiling's added latency over its latest ``size`` calls, each forgotten after
+    ``max_age_s`` (so a ceiling switched off for being slow is tried again), and its p95.
 
-    def __init__(self, reason: str, **detail: Any) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
-
-
-class _Failed(Exception):
-    """The ceiling was called and failed; nothing is cached."""
+    Example:
+        >>> window = LatencyWindow(min_samples=2)
+        >>> for ms in (100.0, 300.0, 200.0):
+        ...     window.add(ms)
+        >>> window.p95()
+        300.0
+    """
 
     def __init__(
-        self, error: str, kind: str, ms: float, floor_order: RerankResult | None = None
+        self,
+        size: int = 20,
+        *,
+        max_age_s: float = 300.0,
+        min_samples: int = 5,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(error)
-        self.error = error
-        self.kind = kind
-        self.ms = ms
-        self.floor_order = floor_order
-        """The ceiling's own fallback order, when it already ran our floor (not run twice)."""
+        if size < 1 or min_samples < 1 or not max_age_s > 0:
+            raise ConfigurationError(
+                "size, min_samples and max_age_s must be > 0, "
+                f"but got {size}, {min_samples}, {max_age_s}"
+            )
+        self.max_age_s = max_age_s
+        self.min_samples = min_samples
+        self._clock = clock
+        self._samples: deque[tuple[float, float]] = deque(maxlen=size)
+
+    def add(self, ms: float) -> None:
+        self._samples.append((self._clock(), ms))
+
+    def p95(self) -> float | None:
+        """The nearest-rank p95 of the live samples in ms; None below ``min_samples`` (one slow
+        cold start must not switch the ceiling off)."""
+        cutoff = self._clock() - self.max_age_s
+        while self._samples and self._samples[0][0] < cutoff:
+            self._samples.popleft()
+        if len(self._samples) < self.min_samples:
+            return None
+        values = sorted(ms for _, ms in self._samples)
+        return values[math.ceil(0.95 * len(values)) - 1]
+
+
+class _Floor(Exception):
+    """The ceiling's order is not used; raised inside the cache computation so nothing is cached."""
+
+    def __init__(self, outcome: CeilingOutcome, reason: str, **extra: Any) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.reason = reason
+        self.extra = extra
 
 
 class CeilingReranker(BaseReranker):
     """Uses a paid ``ceiling`` reranker when it is affordable and healthy, else the free ``floor``.
 
-    Each call, in this order:
-
-    1. disabled (``disabled_reason``, e.g. ``no-eval-lift``) or no candidates -> floor;
-    2. the cache, keyed by the ceiling's name, the query and the sorted ids of the candidates
-       sent, kept ``config.cache_ttl_s`` seconds: a hit costs nothing (``from_cache: True``),
-       and concurrent identical calls share one ceiling call;
-    3. credentials missing (a ceiling whose ``has_credentials`` is false) -> ``no-credentials``;
-    4. ``config.cost_usd_per_call`` above ``config.max_cost_usd_per_request_added`` -> ``budget``;
-    5. the ceiling's observed p95 added latency (see :class:`LatencyWindow`) above
-       ``config.max_p95_latency_ms_added`` -> ``latency``;
-    6. one unit of the ledger's ``rerank_calls`` spent: refused -> ``budget``, or
-       ``quota-store-unavailable`` when the ledger's store failed (quotas fail closed);
-    7. the ceiling's call, given the first ``config.max_candidates`` candidates: any failure
-       (HTTP 429/5xx, timeout, malformed response) -> floor, with ``error`` set. A 429 or 5xx
-       gives the unit back to the ledger; a timeout or malformed answer keeps it spent (the
-       provider may have billed it).
-
-    The added latency is the ceiling call's wall time (the floor it replaces costs ~0 ms);
-    cache hits and skipped calls add no sample. ``detail`` always holds ``provider`` (the
-    ceiling's name), ``ceiling`` (``used`` | ``skipped`` | ``error``), ``ceiling_reason``
-    (None when used), ``from_cache``, ``cost_usd`` (the configured cost of a call made now,
-    else 0) and ``candidates_sent``; plus ``floor``, and ``latency_p95_ms`` once known.
-
-    Args:
-        ceiling: The paid reranker (its ``name`` is reported as ``provider``).
-        floor: The free reranker used whenever the ceiling is not.
-        config: The policy's reranker section.
-        ledger: Daily call budget; must have a limit for ``rerank_calls``. Default: an
-            in-process ledger of ``config.daily_calls`` calls a day.
-        cache: Result cache; default: an in-process :class:`~ragtiller.stores.MemoryCache`.
-        disabled_reason: When set, the ceiling is never called and this is the reason.
-        disabled_note: A human-readable explanation reported next to ``disabled_reason``.
-        latency: The latency window; default ``LatencyWindow()`` (20 calls, 5 minutes).
-
-    Raises:
-        ConfigurationError: ``ledger`` has no ``rerank_calls`` limit (checked only when the
-            ceiling is not disabled).
+    ``ledger`` needs a ``rerank_calls`` limit (default: in-process, ``config.daily_calls``);
+    ``disabled_reason`` (with ``disabled_note``) keeps the ceiling from ever being called;
+    ``cache_ttl_s`` is the policy's ``cache.ttl_s`` (None: the default policy's).
 
     Example:
         >>> from ragtiller.policies.schema import RerankerConfig
@@ -112,6 +122,7 @@ class CeilingReranker(BaseReranker):
         disabled_reason: str | None = None,
         disabled_note: str | None = None,
         latency: LatencyWindow | None = None,
+        cache_ttl_s: int | None = None,
     ) -> None:
         if ledger is None:
             ledger = MemoryQuotaLedger({RERANK_RESOURCE: config.daily_calls})
@@ -126,11 +137,11 @@ class CeilingReranker(BaseReranker):
         self.disabled_reason = disabled_reason
         self.disabled_note = disabled_note
         self.latency = latency or LatencyWindow()
+        self.cache_ttl_s = cache_ttl_s or CacheConfig().ttl_s
 
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
-        """Return the best ``top_n`` candidates, by the ceiling when allowed; never raise."""
         if self.disabled_reason is not None:
             note: dict[str, Any] = (
                 {"ceiling_note": self.disabled_note} if self.disabled_note else {}
@@ -138,29 +149,17 @@ class CeilingReranker(BaseReranker):
             return await self._floor(
                 query, candidates, top_n, "skipped", self.disabled_reason, **note
             )
-        sent = list(candidates[: self.config.max_candidates])
+        sent = list(candidates[:MAX_DOCUMENTS_PER_CALL])  # one Cohere search unit
         if not sent or top_n <= 0:
             return await self._floor(query, candidates, top_n, "skipped", "no-candidates")
         key = cache_key("rerank", self.ceiling.name, query, *sorted(c["id"] for c in sent))
         try:
             ranking, from_cache = await self.cache.aget_or_compute(
-                key, lambda: self._call(query, sent), self.config.cache_ttl_s
+                key, lambda: self._call(query, sent), self.cache_ttl_s
             )
             ordered = _restore(sent, ranking)
-        except _Skipped as s:
-            return await self._floor(query, candidates, top_n, "skipped", s.reason, **s.detail)
-        except _Failed as f:
-            return await self._floor(
-                query,
-                candidates,
-                top_n,
-                "error",
-                f.kind,
-                error=f.error,
-                floor_order=f.floor_order,
-                candidates_sent=len(sent),
-                ceiling_ms=round(f.ms, 1),
-            )
+        except _Floor as f:
+            return await self._floor(query, candidates, top_n, f.outcome, f.reason, **f.extra)
         except Exception as e:
             logger.warning(
                 "rerank ceiling %r failed outside its call", self.ceiling.name, exc_info=True
@@ -179,17 +178,13 @@ class CeilingReranker(BaseReranker):
 
     @property
     def enabled(self) -> bool:
-        """Whether the ceiling may be called at all (no ``disabled_reason``)."""
         return self.disabled_reason is None
 
     async def afloor(
         self, query: str, candidates: Sequence[Candidate], top_n: int, reason: str
     ) -> RerankResult:
-        """The floor's order, reported as the ceiling skipped for ``reason``.
-
-        The graph calls this when the turn's quota view already shows no call left, so the
-        ceiling's cache and rules are not consulted.
-        """
+        """The floor's order, the ceiling skipped for ``reason`` (the turn's quota view already
+        shows no call left: the cache and rules are not consulted)."""
         return await self._floor(query, candidates, top_n, "skipped", reason)
 
     def close(self) -> None:
@@ -202,23 +197,16 @@ class CeilingReranker(BaseReranker):
     async def _call(self, query: str, sent: list[Candidate]) -> list[list[Any]]:
         """Check the rules, spend one call, call the ceiling; return ``[[id, score], ...]``."""
         if not bool(getattr(self.ceiling, "has_credentials", True)):
-            raise _Skipped("no-credentials")
-        if self.config.cost_usd_per_call > self.config.max_cost_usd_per_request_added:
-            raise _Skipped(
-                "budget",
-                cost_usd_per_call=self.config.cost_usd_per_call,
-                max_cost_usd_per_request_added=self.config.max_cost_usd_per_request_added,
-            )
+            raise _Floor("skipped", "no-credentials")
         p95 = self.latency.p95()
-        if p95 is not None and p95 > self.config.max_p95_latency_ms_added:
-            raise _Skipped("latency", max_p95_latency_ms_added=self.config.max_p95_latency_ms_added)
+        limit = self.config.max_p95_latency_ms_added
+        if p95 is not None and p95 > limit:
+            raise _Floor("skipped", "latency", max_p95_latency_ms_added=limit)
         spend = await self.ledger.atry_spend(RERANK_RESOURCE)
         if not spend.allowed:
-            reason = (
-                "quota-store-unavailable" if spend.reason == "quota-store-unavailable" else "budget"
-            )
-            raise _Skipped(reason, calls_remaining=spend.remaining)
-
+            unavailable = spend.reason == "quota-store-unavailable"
+            reason = "quota-store-unavailable" if unavailable else "budget"
+            raise _Floor("skipped", reason, calls_remaining=spend.remaining)
         start = time.perf_counter()
         try:
             result = await self.ceiling.arerank(query, sent, len(sent))
@@ -229,22 +217,24 @@ class CeilingReranker(BaseReranker):
             )
         ms = (time.perf_counter() - start) * 1000.0
         self.latency.add(ms)
+        failed = {"candidates_sent": len(sent), "ceiling_ms": round(ms, 1)}
         if result.error is not None or result.method != self.ceiling.name:
             kind = str(result.detail.get("error_kind", "error"))
             if kind in _REFUNDED_KINDS:
                 await self.ledger.arefund(RERANK_RESOURCE)
             ran_floor = result.method == self.floor.name and bool(result.candidates)
-            raise _Failed(
-                result.error or f"ceiling answered with method {result.method!r}",
+            raise _Floor(
+                "error",
                 kind,
-                ms,
-                floor_order=result if ran_floor else None,
+                error=result.error or f"ceiling answered with method {result.method!r}",
+                floor_order=result if ran_floor else None,  # not run twice
+                **failed,
             )
         ranking = [[c["id"], c.get("final_score")] for c in result.candidates]
         try:
             _restore(sent, ranking)
         except ValueError as e:
-            raise _Failed(describe_error(e), "malformed-response", ms) from e
+            raise _Floor("error", "malformed-response", error=describe_error(e), **failed) from e
         return ranking
 
     async def _floor(
@@ -288,11 +278,7 @@ class CeilingReranker(BaseReranker):
 
 
 def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
-    """Refuse a ledger without a ``rerank_calls`` limit; warn when its limit is not the policy's.
-
-    Raises:
-        ConfigurationError: No ``rerank_calls`` limit.
-    """
+    """Refuse a ledger without a ``rerank_calls`` limit; warn when its limit is not the policy's."""
     if RERANK_RESOURCE not in ledger.limits:
         raise ConfigurationError(
             f"the quota ledger has no {RERANK_RESOURCE!r} limit; create it with "
@@ -308,11 +294,8 @@ def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
 
 
 def _restore(sent: list[Candidate], ranking: Any) -> list[Candidate]:
-    """The sent candidates in the ceiling's order, ``final_score`` from ``[[id, score], ...]``.
-
-    Raises:
-        ValueError: The ranking names an unknown id or holds a score that is not a finite number.
-    """
+    """The sent candidates in the ceiling's order, ``final_score`` from ``[[id, score], ...]``;
+    a ``ValueError`` for an unknown id or a score that is not a finite number."""
     by_id = {c["id"]: c for c in sent}
     picked: list[Candidate] = []
     scores: list[float] = []
@@ -322,3 +305,73 @@ def _restore(sent: list[Candidate], ranking: Any) -> list[Candidate]:
         picked.append(by_id[cid])
         scores.append(float(score))
     return order_by_scores(picked, scores)
+
+
+CrossEncoderLike = BaseDocumentCompressor | PairScorer | Reranker
+
+
+def reranker_from_policy(
+    config: RerankerConfig,
+    *,
+    ledger: QuotaLedger | None = None,
+    cache: Cache | None = None,
+    cross_encoder: CrossEncoderLike | None = None,
+    cohere: Reranker | None = None,
+    env: Mapping[str, str] = os.environ,
+    cache_ttl_s: int | None = None,
+) -> Reranker:
+    """The reranker for ``config``: the floor (``config.provider``; ``cohere`` means the z-score
+    floor under a Cohere ceiling), wrapped in a :class:`CeilingReranker` unless ``ceiling: none``.
+    Without eval lift (``require_eval_lift``) the ceiling is wrapped but disabled, so every turn
+    says ``no-eval-lift`` and why; a missing Cohere key is each turn's ``no-credentials``.
+
+    Example:
+        >>> from ragtiller.policies.schema import RerankerConfig
+        >>> reranker_from_policy(RerankerConfig()).name
+        'zscore'
+        >>> ceiling = reranker_from_policy(RerankerConfig(ceiling="cohere"), env={})
+        >>> ceiling.rerank("q", [], top_n=3).detail["ceiling_reason"]
+        'no-eval-lift'
+    """
+    if config.provider == "identity":
+        floor: Reranker = IdentityReranker()
+    elif config.provider == "cross-encoder":
+        floor = _cross_encoder(cross_encoder, ZScoreReranker())
+    else:
+        floor = ZScoreReranker()
+    ceiling_name = "cohere" if config.provider == "cohere" else config.ceiling
+    if ceiling_name == "none":
+        return floor
+    if ceiling_name == "cohere":
+        ceiling = cohere or CohereReranker(floor=floor, env=env)
+    else:
+        ceiling = _cross_encoder(cross_encoder, floor)
+    blocked = None
+    if config.require_eval_lift:
+        setting = "reranker.ceiling_eval_artifact"
+        evidence = read_eval_evidence(config.ceiling_eval_artifact, setting=setting)
+        blocked = None if evidence.allowed else evidence.note
+    if blocked is not None:
+        logger.info("rerank ceiling %r disabled: %s", ceiling.name, blocked)
+    return CeilingReranker(
+        ceiling,
+        floor,
+        config,
+        ledger,
+        cache,
+        disabled_reason=None if blocked is None else "no-eval-lift",
+        disabled_note=blocked,
+        cache_ttl_s=cache_ttl_s,
+    )
+
+
+def _cross_encoder(model: CrossEncoderLike | None, floor: Reranker) -> Reranker:
+    if model is None:
+        raise ConfigurationError(
+            "the policy asks for the cross-encoder reranker but no model was given; pass "
+            "cross_encoder= (a LangChain BaseDocumentCompressor or a sentence-transformers "
+            "CrossEncoder, from pip install 'ragtiller[export]')"
+        )
+    if isinstance(model, BaseDocumentCompressor | PairScorer):
+        return CrossEncoderReranker(model, floor=floor)
+    return model

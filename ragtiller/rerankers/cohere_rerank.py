@@ -13,8 +13,7 @@ from ragtiller.core.bulkhead import bulkhead_for
 from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
 from ragtiller.errors import MissingCredentialsError as MissingCredentialsError  # re-exported
-from ragtiller.rerankers._common import BaseReranker, fall_back, order_by_scores
-from ragtiller.rerankers.base import Reranker, RerankResult
+from ragtiller.rerankers.base import ModelReranker, Reranker, order_by_scores
 from ragtiller.rerankers.floor import ZScoreReranker
 
 if TYPE_CHECKING:
@@ -23,46 +22,24 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "rerank-v3.5"
 API_KEY_ENV = "COHERE_API_KEY"
-MAX_DOCUMENTS_PER_CALL = 100
-"""Cohere bills one search unit per query with up to 100 documents; more would cost more units."""
+MAX_DOCUMENTS_PER_CALL = 100  # Cohere bills one search unit per query with up to 100 documents
 
 INSTALL_HINT = "the Cohere reranker needs langchain-cohere: pip install 'ragtiller[cohere]'"
 _RETRIED_BY_SDK = frozenset({408, 409, 429})
 
 
 def _refuse_sdk_retry(response: httpx.Response) -> None:
-    """Fail at once on the statuses the SDK would retry (408, 409, 429, 5xx).
-
-    The SDK retries those twice, sleeping about 1 s then 2 s: far beyond a rerank latency
-    budget of hundreds of milliseconds. The free floor is this provider's retry.
-    """
+    """Fail at once on the statuses the SDK would retry twice, sleeping about 1 s then 2 s: far
+    beyond a rerank latency budget. The free floor is this provider's retry."""
     if response.status_code in _RETRIED_BY_SDK or response.status_code >= 500:
         response.raise_for_status()
 
 
-class CohereReranker(BaseReranker):
-    """Reranks with Cohere's API; falls back to ``floor`` (with ``error`` set) on any failure.
-
-    The call goes through ``langchain_cohere.CohereRerank`` over a ``cohere.ClientV2``
-    (``POST {base_url}/v2/rerank``), run in a worker thread because that client is blocking.
-    ``final_score`` is Cohere's ``relevance_score``, in [0, 1]. At most ``max_candidates``
-    candidates (the first ones in the input order) are sent; the rest are not returned.
-    HTTP 408/409/429/5xx fail at once instead of being retried by the SDK (see
-    ``_refuse_sdk_retry``). The key is held as a ``SecretStr`` and never appears in
-    ``detail``, ``error`` or logs. Call :meth:`close` to release the HTTP connections.
-
-    Args:
-        model: Cohere rerank model.
-        api_key: API key; default: ``env["COHERE_API_KEY"]``.
-        base_url: API root (default Cohere's); tests point it at a loopback stub.
-        timeout_s: Time allowed for one HTTP call (connect, write, read each), in seconds.
-        max_candidates: Documents per call, 1 to 100.
-        max_tokens_per_doc: Cohere truncates longer documents; ``None`` uses Cohere's default.
-        floor: Used on failure; default :class:`ZScoreReranker`.
-        env: Where the key is looked up.
-
-    Raises:
-        ConfigurationError: ``max_candidates`` outside 1..100, or ``timeout_s`` not positive.
+class CohereReranker(ModelReranker):
+    """Reranks with Cohere's API (``langchain_cohere.CohereRerank`` over a ``cohere.ClientV2``,
+    on its bulkhead); ``final_score`` is Cohere's ``relevance_score``, in [0, 1]. The key is held
+    as a ``SecretStr`` and never shows in ``detail``, ``error`` or logs. :meth:`close` releases
+    the HTTP connections.
 
     Example:
         >>> from ragtiller.rerankers import CohereReranker
@@ -102,7 +79,7 @@ class CohereReranker(BaseReranker):
         self.timeout_s = timeout_s
         self.max_candidates = max_candidates
         self.max_tokens_per_doc = max_tokens_per_doc
-        self.floor: Reranker = floor or ZScoreReranker()
+        self.floor = floor or ZScoreReranker()
         self._http: httpx.Client | None = None
         self._compressor: CohereRerank | None = None
 
@@ -114,50 +91,28 @@ class CohereReranker(BaseReranker):
         """Whether an API key is set (it is not checked until the first call)."""
         return self._api_key is not None
 
-    async def arerank(
-        self, query: str, candidates: Sequence[Candidate], top_n: int
-    ) -> RerankResult:
-        """Return Cohere's best ``top_n`` candidates for ``query``; never raise."""
-        sent = list(candidates[: self.max_candidates])
-        detail: dict[str, Any] = {
-            "provider": self.name,
-            "model": self.model,
-            "candidates_sent": len(sent),
-        }
-        if not sent or top_n <= 0:
-            return RerankResult([], self.name, detail)
-        secret = self._api_key.get_secret_value() if self._api_key is not None else None
-        try:
-            compressor = self._compressor if self._compressor is not None else self._build()
-            texts, n = [c["text"] for c in sent], min(top_n, len(sent))
-            # Off the loop's default executor; the HTTP client's own timeouts answer first, and
-            # twice them stops a call that ignores them.
-            results = await bulkhead_for(self, "reranker-cohere").call(
-                lambda: compressor.rerank(
-                    texts, query, top_n=n, max_tokens_per_doc=self.max_tokens_per_doc
-                ),
-                timeout_s=2 * self.timeout_s,
-            )
-            ordered = _apply_results(sent, results)
-        except MissingCredentialsError as e:
-            return await fall_back(
-                self.name,
-                self.floor,
-                e,
-                query,
-                candidates,
-                top_n,
-                detail=detail,
-                kind="no-credentials",
-            )
-        except Exception as e:
-            return await fall_back(
-                self.name, self.floor, e, query, candidates, top_n, detail=detail, secret=secret
-            )
-        return RerankResult(ordered[:top_n], self.name, detail)
+    def facts(self) -> dict[str, Any]:
+        return {"model": self.model}
+
+    def secret(self) -> str | None:
+        return self._api_key.get_secret_value() if self._api_key is not None else None
+
+    async def order(
+        self, query: str, sent: list[Candidate], top_n: int
+    ) -> tuple[list[Candidate], dict[str, Any]]:
+        compressor = self._compressor if self._compressor is not None else self._build()
+        texts = [c["text"] for c in sent]
+        # Off the loop's default executor; the HTTP client's own timeouts answer first, and
+        # twice them stops a call that ignores them.
+        results = await bulkhead_for(self, "reranker-cohere").call(
+            lambda: compressor.rerank(
+                texts, query, top_n=top_n, max_tokens_per_doc=self.max_tokens_per_doc
+            ),
+            timeout_s=2 * self.timeout_s,
+        )
+        return _apply_results(sent, results), {}
 
     def close(self) -> None:
-        """Close the HTTP connection pool; a later call opens a new one."""
         if self._http is not None:
             self._http.close()
         self._http = None
@@ -189,11 +144,7 @@ class CohereReranker(BaseReranker):
 
 
 def _apply_results(sent: list[Candidate], results: Sequence[Mapping[str, Any]]) -> list[Candidate]:
-    """Candidates in Cohere's order with ``final_score`` = ``relevance_score``.
-
-    Raises:
-        ValueError: An index out of range or repeated, or a score outside [0, 1].
-    """
+    """Candidates in Cohere's order, ``final_score`` its ``relevance_score`` (checked)."""
     picked: list[Candidate] = []
     scores: list[float] = []
     seen: set[int] = set()

@@ -1,4 +1,4 @@
-"""The free floors: the shipped recipe's narrowing of the fused passages, and the plain fusion order."""
+"""The free floors: the shipped recipe's narrowing of the fused passages, and the fusion order."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from ragtiller.core.tiers import Candidate
 from ragtiller.ranking.recipe import narrow
-from ragtiller.rerankers._common import BaseReranker, describe_error
-from ragtiller.rerankers.base import RerankResult
+from ragtiller.rerankers.base import BaseReranker, RerankResult, describe_error
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +20,7 @@ def identity_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidat
 
 
 class IdentityReranker(BaseReranker):
-    """Keeps the fusion order; ``final_score`` is the fusion score (RRF, z-score or min-max sum).
+    """Keeps the fusion order; ``final_score`` is the fusion score.
 
     Example:
         >>> from ragtiller.rerankers import IdentityReranker
@@ -34,18 +33,12 @@ class IdentityReranker(BaseReranker):
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
-        """Return the first ``top_n`` candidates unchanged in order; never raise."""
         return RerankResult(identity_order(candidates, top_n), self.name, {"provider": self.name})
 
 
 class ZScoreReranker(BaseReranker):
-    """The default floor: the shipped recipe's narrowing (:func:`ragtiller.ranking.recipe.narrow`).
-
-    The fuse stage fused the passages (``fusion.method``, z-score by default) and placed them;
-    this orders the best ``top_n``: documents by their best fused passage, each in the positions
-    its passages hold in the question's own fusion, filled with its passages best first by
-    their fused score and best-sentence coverage. ``final_score`` is the fused score. Malformed
-    candidates fall back to the fusion order, with ``error`` set.
+    """The default floor: the shipped recipe's narrowing (:func:`ragtiller.ranking.recipe.narrow`),
+    ``final_score`` the fused score; malformed candidates keep the fusion order, ``error`` set.
 
     Example:
         >>> from ragtiller.rerankers import ZScoreReranker
@@ -58,7 +51,6 @@ class ZScoreReranker(BaseReranker):
     async def arerank(
         self, query: str, candidates: Sequence[Candidate], top_n: int
     ) -> RerankResult:
-        """Return the best ``top_n`` candidates, narrowed; never raise."""
         try:
             ordered = narrow(candidates, max(top_n, 0))
         except Exception as e:

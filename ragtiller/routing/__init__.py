@@ -1,8 +1,5 @@
-"""Routing strategies that spend quota: the optional, eval-gated LLM router.
-
-They sit beside the rerankers, above the policies and stores they read; the deterministic
-router they fall back to is policy logic (:mod:`ragtiller.routing.rules`).
-"""
+"""Query routing: the deterministic router (:mod:`ragtiller.routing.rules`) and the optional,
+eval-gated LLM router that falls back to it."""
 
 from ragtiller.routing.llm import LLMRouter, RouteChoice, make_llm_router
 

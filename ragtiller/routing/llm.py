@@ -1,20 +1,12 @@
 """The optional LLM router: a chat model reads the query, the deterministic router stays the floor.
 
-The deterministic router is the trusted default; an LLM router is an evaluated,
-policy-selected strategy and never a foundational dependency. Every way the LLM cannot answer
-(no model, no quota, timeout, error, invalid or unsure output, no eval evidence) returns the
-deterministic classification unchanged, with the reason in the detail the manifest records.
-
-A call is NOT refunded when it fails: the provider may have billed it (as for step-back); a
-call that never reached the model (``overloaded``, ``hung``) is. The model is never run on the
-event loop's default executor: a model without native async runs on its own bulkhead, shared
-with step-back (:func:`ragtiller.core.providers.ainvoke_chat`).
+A failed call is not refunded (the provider may have billed it, as for step-back); one that never
+reached the model (``overloaded``, ``hung``) is.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -31,7 +23,13 @@ from ragtiller.core.providers import ainvoke_chat, model_label
 from ragtiller.core.tiers import CHAT_RESOURCE
 from ragtiller.errors import ConfigurationError
 from ragtiller.policies.evidence import EvalEvidence, read_eval_evidence
-from ragtiller.policies.schema import RouteName, RouterConfig, TriggerKind
+from ragtiller.policies.schema import (
+    CacheConfig,
+    DeadlinesConfig,
+    RouteName,
+    RouterConfig,
+    TriggerKind,
+)
 from ragtiller.routing.rules import Classification, trigger_kind
 from ragtiller.stores import Cache, QuotaLedger, cache_key
 
@@ -85,11 +83,7 @@ class _Fallback(Exception):
 
 
 def _coerce(value: object) -> RouteChoice:
-    """The structured output as a :class:`RouteChoice`.
-
-    Raises:
-        _Fallback: ``invalid-output`` when it is not one (or a dict that validates as one).
-    """
+    """The structured output (or a cached dict) as a :class:`RouteChoice`, else ``invalid-output``."""
     if isinstance(value, RouteChoice):
         return value
     if isinstance(value, dict):
@@ -102,8 +96,7 @@ def _coerce(value: object) -> RouteChoice:
     )
 
 
-def _is_choice(value: object) -> bool:
-    """Whether a cached value is a route choice (else the cache entry is a miss)."""
+def _is_choice(value: object) -> bool:  # else the cache entry is a miss
     try:
         _coerce(value)
     except _Fallback:
@@ -112,11 +105,9 @@ def _is_choice(value: object) -> bool:
 
 
 def router_key(model: str, query: str, tenant: str | None = None) -> str:
-    """The cache key of ``model``'s route choice for ``query`` asked by ``tenant`` (hashed: no
-    query text in the store). Per tenant, so one tenant's reading never routes another's turn
-    nor shows in its ``from_cache``; on the exact text, as the model read it (its casing makes
-    an acronym, its spelling the triggers), so the query and tenant go in as hex, which the
-    key's casefolding cannot merge.
+    """The cache key of ``model``'s route choice for ``query`` asked by ``tenant``: per tenant,
+    so one tenant's reading never routes another's turn; on the exact text (its casing makes an
+    acronym), so query and tenant go in as hex, which the key's casefolding cannot merge.
 
     Example:
         >>> router_key("m", "TLS setup", "acme") == router_key("m", "tls setup", "acme")
@@ -124,6 +115,13 @@ def router_key(model: str, query: str, tenant: str | None = None) -> str:
     """
     exact = (text.encode("utf-8", "surrogatepass").hex() for text in (query, tenant or ""))
     return cache_key("llm-router", ROUTER_PROMPT, model, *exact)
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, _Fallback):
+        return error.reason
+    kinds = ((Overloaded, "overloaded"), (ProviderHung, "hung"), (TimeoutError, "timeout"))
+    return next((reason for kind, reason in kinds if isinstance(error, kind)), "llm-error")
 
 
 def _describe(error: BaseException) -> str:
@@ -134,56 +132,10 @@ def _describe(error: BaseException) -> str:
 class LLMRouter:
     """Route a query with a chat model, falling back to the deterministic classification.
 
-    Each call, in this order (the first that applies decides; ``fallback_reason`` names it):
-
-    1. the deterministic router found nothing to retrieve -> kept (``no-retrieval``);
-    2. the eval gate refused the LLM router -> ``no-eval-evidence``, ``eval-rejected`` or
-       ``eval-artifact-unreadable`` (with ``note``);
-    3. no chat model -> ``no-llm``;
-    4. the cache, keyed by the turn's tenant, the exact query text, the prompt and the model
-       name (:func:`router_key`), kept ``config.cache_ttl_s``: a hit costs nothing
-       (``from_cache``), and concurrent identical queries share one call (single-flight); an
-       entry that is not a route choice is a miss;
-    5. one unit of the ledger's ``chat_gen`` (the step-back budget), and of the turn's
-       tenant's own under a per-tenant limit: refused -> ``quota`` (with ``quota_budget:
-       tenant`` when the tenant's own ran out), or ``quota-store-unavailable`` when the store
-       failed (quotas fail closed);
-    6. ONE structured-output call, no retry -> ``llm-error`` (any exception) or
-       ``invalid-output`` (not a :class:`RouteChoice`); ``overloaded`` when the model's bulkhead
-       had no worker in time, ``hung`` when it refuses a model that keeps hanging (neither
-       reached the model: the unit is refunded). Steps 4 to 6 together, the cache's wait for
-       another replica included, take at most ``config.llm_timeout_s``, cut to the turn's
-       deadline (``turn_s``) -> ``timeout``;
-    7. a confidence below ``config.llm_min_confidence`` -> ``low-confidence`` (the answer is
-       cached all the same: asking again would cost a call for the same doubt).
-
-    When the LLM's choice is used, the classification takes its route and breadth (an exact
-    lookup is never broad) and its reason says so; the triggers are the deterministic ones
-    plus each LLM trigger found in the query (spelled as in the query, its kind from
-    :func:`trigger_kind`, kept only when the policy enables that kind). LLM triggers not in the
-    query, or of a disabled kind, are listed in ``triggers_dropped``.
-
-    The detail always holds ``router``, ``mode``, ``fallback_reason`` (None when the LLM's
-    choice is used), ``llm_calls`` (0 or 1: the calls THIS call made), ``from_cache``,
-    ``confidence``, ``deterministic_route`` and ``llm_route``; plus ``model``, ``error``,
-    ``note``, ``eval`` and ``triggers_dropped`` when they apply.
-
-    Args:
-        config: The policy's router section (``llm_min_confidence``, ``llm_timeout_s``,
-            ``cache_ttl_s``).
-        chat_model: Any LangChain chat model that supports ``with_structured_output``; None
-            falls back with ``no-llm``.
-        quota: The daily ledger shared with step-back; must have a ``chat_gen`` limit.
-        cache: Cache of route choices (shared with step-back and rerank; keys are hashed).
-        trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
-        evidence: The eval gate's outcome; None when no eval is required (``llm_router: on``).
-            Evidence that does not allow the router disables it.
-        turn_s: The turn's deadline (``deadlines.turn_s``); routing, the first thing a turn
-            does, never takes longer. None: only ``config.llm_timeout_s`` bounds it.
-
-    Raises:
-        ConfigurationError: The router can call the model but ``quota`` has no ``chat_gen``
-            limit, or ``chat_model`` does not support ``with_structured_output``.
+    Each way the model cannot answer (eval gate, no model, quota, timeout, error, invalid or
+    unsure output) keeps the deterministic route and names the reason in the detail; the order
+    of those checks and the detail's keys are in docs/llm_router.md. One structured-output call
+    per cache miss, no retry; the cache is per tenant and exact query text (:func:`router_key`).
 
     Example:
         >>> import asyncio
@@ -207,11 +159,13 @@ class LLMRouter:
         cache: Cache,
         trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
         evidence: EvalEvidence | None = None,
-        turn_s: float | None = None,
+        deadlines: DeadlinesConfig | None = None,
+        cache_ttl_s: int | None = None,
     ) -> None:
         self.config = config
-        self.timeout_s = min(config.llm_timeout_s, math.inf if turn_s is None else turn_s)
-        """The longest one routing takes."""
+        limits = deadlines or DeadlinesConfig()
+        self.timeout_s = min(limits.chat_s, limits.turn_s)
+        self.cache_ttl_s = cache_ttl_s or CacheConfig().ttl_s
         self._model = chat_model
         self.quota = quota
         self.cache = cache
@@ -236,23 +190,14 @@ class LLMRouter:
                 ) from e
 
     @property
-    def enabled(self) -> bool:
-        """Whether a call can reach the model (a model is set and the eval gate allows it)."""
+    def enabled(self) -> bool:  # a model is set and the eval gate allows it
         return self._structured is not None
 
     async def __call__(
         self, query: str, deterministic: Classification, tenant: str | None = None
     ) -> tuple[Classification, RouterName, dict[str, Any]]:
-        """Classify ``query``; never raises for a model, quota or cache problem.
-
-        Args:
-            query: The query, already truncated to the policy's ``max_query_chars``.
-            deterministic: The deterministic router's classification of ``query``.
-            tenant: The turn's tenant: its cache entries are its own.
-
-        Returns:
-            The classification to use, the router that made it, and the detail for the manifest.
-        """
+        """The classification to use, the router that made it and the detail for the manifest;
+        never raises for a model, quota or cache problem."""
         detail = self._detail(deterministic)
         if deterministic.query_type is None:
             return self._fall_back(deterministic, detail, "no-retrieval")
@@ -261,7 +206,6 @@ class LLMRouter:
             return self._fall_back(deterministic, detail, self.evidence.reason)
         if self._structured is None:
             return self._fall_back(deterministic, detail, "no-llm")
-
         made: list[str] = []  # this call's own model calls; single-flight waiters make none
         key = router_key(self.model_label or "", query, tenant)
         try:
@@ -269,26 +213,15 @@ class LLMRouter:
                 self.cache.aget_or_compute(
                     key,
                     lambda: self._ask(query, tenant, made),
-                    self.config.cache_ttl_s,
+                    self.cache_ttl_s,
                     accept=_is_choice,
                 ),
                 self.timeout_s,
             )
-        except _Fallback as e:
-            return self._failed(deterministic, detail, made, e.reason, e)
-        except Overloaded as e:
-            return self._failed(deterministic, detail, made, "overloaded", e)
-        except ProviderHung as e:
-            return self._failed(deterministic, detail, made, "hung", e)
-        except TimeoutError as e:
-            return self._failed(deterministic, detail, made, "timeout", e)
-        except Exception as e:  # any provider failure: the deterministic route serves the turn
-            return self._failed(deterministic, detail, made, "llm-error", e)
-        detail.update(llm_calls=len(made), from_cache=from_cache)
-        try:
+            detail.update(llm_calls=len(made), from_cache=from_cache)
             choice = _coerce(raw)  # a cached entry is re-validated
-        except _Fallback as e:
-            return self._failed(deterministic, detail, made, e.reason, e)
+        except Exception as e:  # any failure: the deterministic route serves the turn
+            return self._failed(deterministic, detail, made, _reason(e), e)
         detail.update(confidence=choice.confidence, llm_route=choice.route)
         if choice.confidence < self.config.llm_min_confidence:
             detail["note"] = (
@@ -299,8 +232,6 @@ class LLMRouter:
         return self._classification(query, deterministic, choice, detail), "llm", detail
 
     async def _ask(self, query: str, tenant: str | None, made: list[str]) -> dict[str, Any]:
-        """Spend one unit (of ``tenant``'s too, under a per-tenant limit) and ask the model
-        once; return the choice as JSON-ready data."""
         assert self._structured is not None and self._model is not None
         spend = await self.quota.atry_spend(CHAT_RESOURCE, 1, tenant=tenant)
         if not spend.allowed:
@@ -368,12 +299,10 @@ class LLMRouter:
         return self._fall_back(deterministic, detail, reason)
 
     def _classification(
-        self,
-        query: str,
-        deterministic: Classification,
-        choice: RouteChoice,
-        detail: dict[str, Any],
+        self, query: str, deterministic: Classification, choice: RouteChoice, detail: dict[str, Any]
     ) -> Classification:
+        """The LLM's route and breadth (an exact lookup is never broad), with the deterministic
+        triggers plus each LLM trigger found in the query, of a kind the policy enables."""
         triggers = list(deterministic.triggers)
         dropped: list[str] = []
         for wanted in choice.triggers:
@@ -389,18 +318,14 @@ class LLMRouter:
                 triggers.append((kind, text))
         if dropped:
             detail["triggers_dropped"] = dropped
-        is_broad = choice.is_broad and choice.route != "exact_lexical_lookup"
-        reason = (
-            f"llm router: {choice.route} (confidence {choice.confidence:.2f}; "
-            f"deterministic: {deterministic.query_type})"
-        )
         detail["router"] = "llm"
         return replace(
             deterministic,
             query_type=choice.route,
-            is_broad=is_broad,
+            is_broad=choice.is_broad and choice.route != "exact_lexical_lookup",
             triggers=triggers,
-            reason=reason,
+            reason=f"llm router: {choice.route} (confidence {choice.confidence:.2f}; "
+            f"deterministic: {deterministic.query_type})",
         )
 
 
@@ -411,30 +336,12 @@ def make_llm_router(
     quota: QuotaLedger,
     cache: Cache,
     trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
-    turn_s: float | None = None,
+    deadlines: DeadlinesConfig | None = None,
+    cache_ttl_s: int | None = None,
 ) -> LLMRouter | None:
-    """The router strategy the policy selects (``router.llm_router``).
-
-    * ``off``: None; the gate uses the deterministic router alone.
-    * ``on``: an :class:`LLMRouter` (without a chat model every call falls back with ``no-llm``).
-    * ``evaluated_optional``: an :class:`LLMRouter` gated by ``config.llm_eval_artifact`` (see
-      :func:`read_eval_evidence`, read once, here). Without a proven lift the router never
-      calls the model and every turn's detail says why (``no-eval-evidence``,
-      ``eval-rejected`` or ``eval-artifact-unreadable``, with a ``note``).
-
-    Args:
-        config: The policy's router section.
-        chat_model: Any LangChain chat model with structured output, or None.
-        quota: The daily ledger shared with step-back (needs a ``chat_gen`` limit).
-        cache: The route-choice cache.
-        trigger_kinds: Trigger kinds the policy enables (``policy.lexical_triggers``).
-        turn_s: The turn's deadline; see :class:`LLMRouter`.
-
-    Returns:
-        The router, or None when the policy turns it off.
-
-    Raises:
-        ConfigurationError: See :class:`LLMRouter`.
+    """The router strategy the policy selects: None for ``llm_router: off``; for
+    ``evaluated_optional``, a router gated by ``config.llm_eval_artifact`` (read once, here),
+    which without a proven lift never calls the model.
 
     Example:
         >>> from ragtiller.stores import MemoryCache, MemoryQuotaLedger
@@ -461,5 +368,6 @@ def make_llm_router(
         cache=cache,
         trigger_kinds=trigger_kinds,
         evidence=evidence,
-        turn_s=turn_s,
+        deadlines=deadlines,
+        cache_ttl_s=cache_ttl_s,
     )

@@ -30,23 +30,9 @@ _TRIGGER_PATTERNS: dict[TriggerKind, re.Pattern[str]] = {
     ),
     TriggerKind.ACRONYM: re.compile(r"\b[A-Z][A-Z0-9]{1,5}s?\b"),
 }
-_SPECIFIC_FIRST = (
-    TriggerKind.TICKET_ID,
-    TriggerKind.POLICY_ID,
-    TriggerKind.ERROR_MESSAGE,
-    TriggerKind.QUOTED_PHRASE,
-    TriggerKind.IDENTIFIER,
-    TriggerKind.ACRONYM,
-    TriggerKind.PROPER_NOUN,
-)
+_SPECIFIC_FIRST = (*_TRIGGER_PATTERNS, TriggerKind.PROPER_NOUN)
 """Match order: a text claimed by a specific kind is not reported again by a vaguer one."""
-_STRONG = {
-    TriggerKind.TICKET_ID,
-    TriggerKind.POLICY_ID,
-    TriggerKind.ERROR_MESSAGE,
-    TriggerKind.QUOTED_PHRASE,
-    TriggerKind.IDENTIFIER,
-}
+_STRONG = set(_SPECIFIC_FIRST) - {TriggerKind.ACRONYM, TriggerKind.PROPER_NOUN}
 """Triggers that name one exact thing: the query is a lookup of that thing."""
 
 _GREETING = re.compile(
@@ -73,29 +59,13 @@ _SYNTHESIS = re.compile(
 )
 _SENTENCE_START_WORDS = re.compile(r"(?:^|[.!?]\s+)([A-Z][a-z]+)")
 _PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
-_NOT_PROPER = {
-    "I",
-    "The",
-    "What",
-    "How",
-    "Why",
-    "When",
-    "Where",
-    "Which",
-    "Who",
-    "Is",
-    "Are",
-    "Can",
-    "Does",
-}
+_NOT_PROPER = {"The", "What", "How", "Why", "When", "Where", "Which", "Who", "Are", "Can", "Does"}
 BROAD_MAX_WORDS = 14
 """A broad question is short and general; longer ones are specific enough on their own."""
 
 
 @dataclass(frozen=True)
 class Classification:
-    """The router's reading of one query."""
-
     query_type: RouteName | None
     """None when the input needs no retrieval."""
     no_retrieval_reason: str | None = None
@@ -105,7 +75,6 @@ class Classification:
 
     @property
     def trigger_labels(self) -> list[str]:
-        """Triggers as ``kind:text`` strings."""
         return [f"{kind.value}:{text}" for kind, text in self.triggers]
 
 
@@ -170,21 +139,11 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
             None, "too-short", reason=f"under {shortest} characters with no lexical trigger"
         )
     words = len(text.split())
-    strong = [t for t in triggers if t[0] in _STRONG]
-    broad = (
-        bool(_BROAD.search(text) or _WHAT_IS.match(text))
-        and words <= BROAD_MAX_WORDS
-        and not strong
-    )
+    strong = sorted({kind.value for kind, _ in triggers if kind in _STRONG})
     if strong:
-        kinds = ", ".join(sorted({k.value for k, _ in strong}))
-        return Classification(
-            "exact_lexical_lookup",
-            is_broad=False,
-            triggers=triggers,
-            reason=f"exact trigger ({kinds})",
-        )
-    if broad:
+        reason = f"exact trigger ({', '.join(strong)})"
+        return Classification("exact_lexical_lookup", triggers=triggers, reason=reason)
+    if (_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS:
         return Classification(
             "synthesis", is_broad=True, triggers=triggers, reason="broad question"
         )
@@ -198,12 +157,9 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
 
 
 def trigger_kind(text: str) -> TriggerKind:
-    """The kind of one trigger the chat model named.
-
-    The deterministic patterns decide when one matches the whole text (``ABC-123`` is a ticket
-    id, ``HTTP`` an acronym, ``asyncio.gather`` an identifier, a quoted text a quoted phrase).
-    Otherwise: several words are an exact phrase (``quoted_phrase``), a capitalised word a
-    ``proper_noun``, anything else an ``identifier``.
+    """The kind of one trigger the chat model named: the deterministic pattern that matches the
+    whole text, else ``quoted_phrase`` for several words, ``proper_noun`` for a capitalised
+    word, ``identifier`` for anything else.
 
     Example:
         >>> [trigger_kind(t).value for t in ("PROJ-42", "connection refused", "Kafka")]

@@ -186,8 +186,9 @@ A turn answers, degraded and labelled if need be, whatever its providers do and 
 it meets. Four mechanisms:
 
 - **Deadlines.** The policy's `deadlines` section bounds each provider call (`embed_s`,
-  `tier_s` for each tier, `rerank_s`, `step_back_s`) and the whole turn (`turn_s`); every value
-  is finite and positive (defaults 5, 5, 5, 10 and 15 seconds). A stage past its deadline ends
+  `tier_s` for each tier, `rerank_s`, `chat_s` for each chat-model call) and the whole turn (`turn_s`); every value
+  is finite and positive (defaults 5, 5, 5, 10 and 15 seconds). A Pinecone query gets 0.8 of
+  `tier_s`, so the embedded fallback keeps time to answer. A stage past its deadline ends
   as `error` with reason `timeout`, and its fallback answers: no query vector means the lexical
   tier only; a tier gives no hits; rerank keeps the fused order; step-back keeps the original
   question. Each stage's deadline is also cut to the time the turn has left: a stage that runs
@@ -197,7 +198,7 @@ it meets. Four mechanisms:
   of everything the stage awaits): a wait for a bulkhead worker, for the quota, for the model,
   and the Redis cache's wait for another replica computing the same step-back or route, which
   takes at most half of the time left (the other half is the stage's own to compute it). LLM
-  routing, the first thing a turn does, takes at most `router.llm_timeout_s`, cut to `turn_s`.
+  routing, the first thing a turn does, takes at most `chat_s`, cut to `turn_s`.
 - **Bulkheads** (`ragtiller/core/bulkhead.py`). Python cannot cancel a thread, so a hung provider's
   thread is abandoned, not stopped. Each provider instance (the embedder, each tier that is not
   ragtiller's own in-process numpy/BM25 search, a chat model without native async, the Cohere

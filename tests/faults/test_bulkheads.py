@@ -62,7 +62,7 @@ def tiers() -> list[StaticTier]:
 
 @pytest.mark.parametrize("healthy", [DeterministicFakeEmbedding(size=16), ThreadedEmbedder()])
 def test_twenty_hung_turns_leave_another_graph_answering(healthy: Embeddings) -> None:
-    slow = DeadlinesConfig(embed_s=60, tier_s=60, rerank_s=60, step_back_s=60, turn_s=120)
+    slow = DeadlinesConfig(embed_s=60, tier_s=60, rerank_s=60, chat_s=60, turn_s=120)
     hung = build_graph(
         load_policy().model_copy(update={"deadlines": slow}),
         require_tenant=False,

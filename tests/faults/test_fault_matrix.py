@@ -19,7 +19,8 @@ from matrix import CASES, Case, render
 
 from ragtiller import build_graph, load_policy
 from ragtiller.core.tiers import Candidate, Hit, SearchRequest
-from ragtiller.index.dense import DenseTier, NumpyVectorStore
+from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisCache, RedisQuotaLedger
@@ -47,7 +48,7 @@ def policy() -> RetrievalPolicy:
         for name, route in base.routes.items()
     }
     deadlines = DeadlinesConfig(
-        embed_s=STAGE_S, tier_s=STAGE_S, rerank_s=STAGE_S, step_back_s=STAGE_S, turn_s=TURN_S
+        embed_s=STAGE_S, tier_s=STAGE_S, rerank_s=STAGE_S, chat_s=STAGE_S, turn_s=TURN_S
     )
     return base.model_copy(update={"routes": routes, "deadlines": deadlines})
 

@@ -44,7 +44,7 @@ def broad(i: int) -> str:
 def quick(stage_s: float = 0.2, turn_s: float = 1.5, **router: Any) -> RetrievalPolicy:
     base = load_policy()
     deadlines = DeadlinesConfig(
-        embed_s=stage_s, tier_s=stage_s, rerank_s=stage_s, step_back_s=stage_s, turn_s=turn_s
+        embed_s=stage_s, tier_s=stage_s, rerank_s=stage_s, chat_s=stage_s, turn_s=turn_s
     )
     update: dict[str, Any] = {"deadlines": deadlines}
     if router:
@@ -348,7 +348,7 @@ def test_a_hung_sync_chat_model_never_reaches_a_loops_default_executor() -> None
     # getaddrinfo, another graph's sync invoke with a sync callback hung, and asyncio.run()
     # around one ainvoke never returned. Both chat paths run here: the router and step-back.
     model = SyncChatModel(hang_until=RELEASE)
-    policy = quick(llm_router="on", llm_timeout_s=0.2)
+    policy = quick(llm_router="on")
     graph = build_graph(
         policy,
         require_tenant=False,
