@@ -105,6 +105,11 @@ class RunManifest(_Record):
     llm_calls: int = 0
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
+    quota_budget: dict[str, Literal["shared", "tenant"]] = Field(
+        default_factory=dict,
+        description="Whose daily budget each quota_remaining figure is: 'shared', or 'tenant' "
+        "(the turn's tenant's own, under quota.chat_gen_per_tenant_per_day).",
+    )
     degraded: list[str] = Field(
         default_factory=list,
         description="What went worse than the policy asked: a stage skipped, failed, timed "

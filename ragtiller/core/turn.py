@@ -32,8 +32,12 @@ class QuotaView(TypedDict):
     """One read of the quota store, taken by the gate; it advises the edges, never spends."""
 
     chat_left: int
+    """Chat calls this turn may make: the lower of the shared budget and its tenant's own."""
     rerank_left: int
     available: bool  # False: the store could not be read, both counts 0 (quotas fail closed)
+    tenant_chat_left: NotRequired[int | None]
+    """The turn's tenant's own chat budget (``quota.chat_gen_per_tenant_per_day``), what its
+    manifest shows; None (or absent): no per-tenant limit, the shared budget is shown."""
 
 
 class Route(TypedDict):

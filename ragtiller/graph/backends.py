@@ -10,8 +10,8 @@ from ragtiller.core.tiers import DENSE, LEXICAL, Tier, TierRole, tier_role
 from ragtiller.errors import TierUnavailable
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.nodes.components import Fallback
-from ragtiller.pinecone.calls import PineconeTierError
 from ragtiller.pinecone.env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
+from ragtiller.pinecone.tiers import PineconeTierError
 from ragtiller.policies.schema import BackendConfig, RetrievalPolicy
 
 

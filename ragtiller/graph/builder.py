@@ -112,7 +112,9 @@ def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
         CHAT_RESOURCE: policy.quota.chat_gen_per_day,
         RERANK_RESOURCE: policy.reranker.daily_calls,
     }
-    return stores_from_env(limits, timezone=policy.quota.timezone)
+    per_tenant = policy.quota.chat_gen_per_tenant_per_day
+    tenant_limits: dict[str, int] = {} if per_tenant is None else {CHAT_RESOURCE: per_tenant}
+    return stores_from_env(limits, tenant_limits=tenant_limits, timezone=policy.quota.timezone)
 
 
 class GraphParts(TypedDict, total=False):

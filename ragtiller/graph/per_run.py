@@ -22,6 +22,9 @@ from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.stores import spend_caps
 
+Caps = tuple[dict[str, int], dict[str, int]]
+"""A policy's daily limits: shared, and each tenant's own (see :func:`spend_caps`)."""
+
 NodeMaker = Callable[[Components], NodeFn]
 MAX_VARIANTS = 32
 """Distinct run-context policy keys kept per graph; older variants are rebuilt when asked."""
@@ -108,7 +111,7 @@ class PerRunNodes:
         self.deps = deps
         self.makers = dict(makers)
         self.known_namespaces = known_namespaces
-        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], dict[str, int]]] = {}
+        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], Caps]] = {}
         self._lock = threading.Lock()
         check_route_namespaces(deps.policy, known_namespaces)
 
@@ -137,9 +140,10 @@ class PerRunNodes:
             reranker = reranker.floor  # "on" means the free floor, never the paid ceiling
         return dataclasses.replace(self.deps, policy=policy, tiers=tiers, reranker=reranker)
 
-    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], dict[str, int]]:
+    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], Caps]:
         """The nodes for ``context``'s policy key, built on first use, and the daily limits of
-        that policy, which cap every spend its nodes make (:func:`spend_caps`)."""
+        that policy (shared, and per tenant), which cap every spend its nodes make
+        (:func:`spend_caps`)."""
         key = context.policy_key()
         found = self._variants.get(key)
         if found is not None:
@@ -151,10 +155,16 @@ class PerRunNodes:
             variant = self.nodes(EMPTY)
         else:
             built = {name: make(deps) for name, make in self.makers.items()}
-            caps: dict[str, int] = {
-                CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
-                RERANK_RESOURCE: deps.policy.reranker.daily_calls,
-            }
+            quota = deps.policy.quota
+            caps: Caps = (
+                {
+                    CHAT_RESOURCE: quota.chat_gen_per_day,
+                    RERANK_RESOURCE: deps.policy.reranker.daily_calls,
+                },
+                {}
+                if quota.chat_gen_per_tenant_per_day is None
+                else {CHAT_RESOURCE: quota.chat_gen_per_tenant_per_day},
+            )
             variant = built, caps
         with self._lock:
             if len(self._variants) >= MAX_VARIANTS:
@@ -169,7 +179,7 @@ class PerRunNodes:
                 context = turn_context(state, context)
                 check_resumed_scope(turn_scope(name, state), context)
             nodes, caps = self.nodes(context)
-            with spend_caps(caps):  # a run policy's lower daily limits hold in every spend
+            with spend_caps(*caps):  # a run policy's lower daily limits hold in every spend
                 update = await nodes[name](state)
             await announce(update)
             return update

@@ -88,13 +88,19 @@ def final_event(record: StageRecord) -> dict[str, Any]:
     return _event(record)
 
 
+def quota_label(reason: str, budget: object) -> str:
+    """A skip reason as its label says it: ``quota (tenant daily)`` when what ran out is the
+    tenant's own daily budget (``budget == "tenant"``), else the reason itself."""
+    return f"{reason} (tenant daily)" if budget == "tenant" else reason
+
+
 def _labels(
     step: StageName, status: StageStatus, reason: str | None, detail: dict[str, Any]
 ) -> list[str]:
     tier = detail.get("tier")
     name = f"{step} ({tier})" if tier else step
     if status == "skipped" and reason in COULD_NOT_AFFORD:
-        return [f"{name} skipped: {reason}"]
+        return [f"{name} skipped: {quota_label(reason, detail.get('quota_budget'))}"]
     if status == "error":
         return [f"{name} failed: {reason or 'error'}"]
     return []

@@ -241,6 +241,14 @@ class QuotaConfig(PolicyModel):
         "default ledger when the graph is built; a run policy can lower it, never raise it.",
         ge=0,
     )
+    chat_gen_per_tenant_per_day: int | None = turn_field(
+        None,
+        "In calls a day: each tenant's own chat-model calls a day, beside the shared "
+        "chat_gen_per_day (a call needs room in both; a turn without a tenant spends the "
+        "shared one only); null: no per-tenant limit. A run policy can lower it, never "
+        "raise it.",
+        ge=0,
+    )
     timezone: str = build_field(
         "UTC", "IANA timezone whose calendar day is the quota window ('UTC')."
     )
