@@ -37,7 +37,7 @@ from ragtiller.adapters import RetrieverTier, VectorStoreTier
 from ragtiller.core.tiers import SearchRequest, Tier
 from ragtiller.eval import load_beir, run_eval, summarize
 from ragtiller.eval.honesty import check_degraded, without_deadlines
-from ragtiller.eval.query_cache import QueryVectorCache
+from ragtiller.eval.runner import QueryVectorCache
 from ragtiller.eval.variants import with_depth, with_overrides
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import EmbeddedIndex, open_index

@@ -35,8 +35,7 @@ import numpy as np
 from ragtiller.eval.datasets import load_beir, read_jsonl
 from ragtiller.eval.metrics import ndcg_at_k
 from ragtiller.models import MiniLMEmbedder, embed_texts
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.models.onnx_model import prepare_model
+from ragtiller.models.onnx_model import OnnxMiniLMEmbedder, prepare_model
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 Factory = Callable[[], Any]

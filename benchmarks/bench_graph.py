@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import statistics
 import sys
 import time
@@ -27,19 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fixtures.fakes import StaticTier, hit
 
 from ragtiller.core.turn import TierTask
+from ragtiller.graph import builder
 from ragtiller.graph.builder import build_components, compile_graph, node_makers
-from ragtiller.graph.edges import (
-    AFTER_FUSE_PATHS,
-    AFTER_GATE_PATHS,
-    NO_STEP_BACK,
-    RERANK,
-    after_embed,
-    after_fuse,
-    after_gate,
-    edge,
-)
 from ragtiller.nodes.state import InputState, OutputState, RetrievalState, stage_log, tier_results
 from ragtiller.policies import load_policy
+
+# the edges, in the builder (a baseline tree of bench_overhead's may still have graph/edges.py)
+edges = builder if hasattr(builder, "edge") else importlib.import_module("ragtiller.graph.edges")
+AFTER_FUSE_PATHS, AFTER_GATE_PATHS = edges.AFTER_FUSE_PATHS, edges.AFTER_GATE_PATHS
+NO_STEP_BACK, RERANK, edge = edges.NO_STEP_BACK, edges.RERANK, edges.edge
+after_embed, after_fuse, after_gate = edges.after_embed, edges.after_fuse, edges.after_gate
 
 QUERY = "how do I get started with asyncio?"  # broad: step-back skipped (no LLM), three tiers
 

@@ -22,9 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ragtiller.eval.dataset_list import read_dataset_list
+from ragtiller.eval.datasets import load_dataset, read_dataset_list
 from ragtiller.eval.honesty import without_deadlines
-from ragtiller.eval.layouts import load_dataset
 from ragtiller.eval.runner import run_eval
 from ragtiller.eval.summary import primary_scores
 from ragtiller.eval.variants import with_depth

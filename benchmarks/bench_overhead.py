@@ -101,9 +101,13 @@ def worker(rows: int, blocks: int, block: int) -> None:
     import ragtiller
     from ragtiller.core.tiers import SearchRequest, tier_role
     from ragtiller.ranking import recipe
-    from ragtiller.ranking.coverage import SentenceCoverage
     from ragtiller.ranking.fusion import weights_by_name
-    from ragtiller.ranking.table import CandidateTable
+
+    try:
+        from ragtiller.ranking.recipe import CandidateTable, SentenceCoverage
+    except ImportError:  # a baseline from before they moved into the recipe
+        from ragtiller.ranking.coverage import SentenceCoverage  # type: ignore[no-redef]
+        from ragtiller.ranking.table import CandidateTable  # type: ignore[no-redef]
 
     graph, deps, next_query = setup(rows)
 

@@ -158,7 +158,6 @@ class Tree:
     def __init__(self, tiers: list[Any], top_k: int | None) -> None:
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
-        from ragtiller.graph import edges
         from ragtiller.graph.builder import build_components, compile_graph
         from ragtiller.nodes.assemble import make_assemble
         from ragtiller.nodes.embed import make_embed
@@ -180,6 +179,10 @@ class Tree:
         deps = build_components(policy, require_tenant=False, tiers=tiers, embedder=self.embedder)
         self.deps = deps
         self.graph = compile_graph(deps)
+        try:
+            from ragtiller.graph import edges  # before the edges moved into the builder
+        except ImportError:
+            from ragtiller.graph import builder as edges
         self.edges = edges
         states = ("ragtiller.nodes.state", "ragtiller.graph.state")
         self.reducers = {

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ragtiller.core.run_manifest import RunManifest
-from ragtiller.nodes.channels import ManifestValue
+from ragtiller.nodes.state import ManifestValue
 
 TESTS = Path(__file__).parent
 

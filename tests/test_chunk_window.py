@@ -17,7 +17,7 @@ from ragtiller.ingest import build_index, chunk_documents
 from ragtiller.ingest.chunking import Bound, ModelWindow, token_windows
 from ragtiller.ingest.sources import SourceDocument
 from ragtiller.models import HashingEmbedder, local_embedder
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
+from ragtiller.models.onnx_model import OnnxMiniLMEmbedder
 
 pytestmark = pytest.mark.slow
 

@@ -119,7 +119,7 @@ def test_ask_json_is_one_object_with_events(index_dir: Path) -> None:
 
 def test_missing_index_is_one_line_error_not_traceback(tmp_path: Path) -> None:
     done = ragtiller("ask", "anything at all here", "--index", str(tmp_path / "nope"))
-    assert done.returncode == 3  # the index exit code (ragtiller.cli.exit_codes.EXIT_INDEX)
+    assert done.returncode == 3  # the index exit code (ragtiller.cli.app.EXIT_INDEX)
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert "ragtiller: error: no index at" in done.stderr

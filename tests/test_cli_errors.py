@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ragtiller.cli import app as cli
-from ragtiller.cli.exit_codes import (
+from ragtiller.cli.app import (
     EXIT_INDEX,
     EXIT_INTERRUPTED,
     EXIT_PROVIDER,

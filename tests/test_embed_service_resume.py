@@ -20,8 +20,7 @@ from langchain_core.indexing import InMemoryRecordManager
 from langchain_core.vectorstores import InMemoryVectorStore
 from pinecone import Pinecone
 
-from ragtiller.cli.app import main
-from ragtiller.cli.exit_codes import EXIT_PROVIDER, EXIT_USAGE
+from ragtiller.cli.app import EXIT_PROVIDER, EXIT_USAGE, main
 from ragtiller.ingest import chunk_sources
 from ragtiller.ingest.store_sync import SyncRecord, identity_of, plan_sync, sync_vector_store
 from ragtiller.models import HashingEmbedder

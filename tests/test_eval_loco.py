@@ -13,7 +13,7 @@ from fixtures.eval_cli import main
 from ragtiller.core.run_manifest import RunManifest
 from ragtiller.eval import EvalError, EvalRun, QueryResult, load_beir
 from ragtiller.eval.datasets import EvalDataset
-from ragtiller.eval.loco import Collection, LocoResult, loco_tune
+from ragtiller.eval.tuning import Collection, LocoResult, loco_tune
 from ragtiller.eval.variants import with_overrides
 from ragtiller.ingest import ingest
 from ragtiller.models import HashingEmbedder

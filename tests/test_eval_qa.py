@@ -13,10 +13,8 @@ from fixtures.eval_cli import main
 from fixtures.qa_data import HIT_RATE, HITTING, QUESTIONS
 
 from ragtiller.eval import EvalError, dataset_kind, load_dataset, load_qa
-from ragtiller.eval.coverage import index_doc_ids
-from ragtiller.eval.fingerprint import dataset_fingerprint
-from ragtiller.eval.honesty import without_deadlines
-from ragtiller.eval.qa import answers_for, document_key, normalize
+from ragtiller.eval.datasets import answers_for, document_key, normalize
+from ragtiller.eval.honesty import dataset_fingerprint, index_doc_ids, without_deadlines
 from ragtiller.eval.variants import with_depth
 from ragtiller.graph.builder import build_graph
 from ragtiller.index import open_index

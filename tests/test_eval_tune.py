@@ -12,7 +12,7 @@ from fixtures.eval_cli import main
 
 from ragtiller.errors import PolicyError
 from ragtiller.eval import EvalError, compare_runs, load_beir, run_eval
-from ragtiller.eval.fingerprint import dataset_fingerprint, file_sha256, index_fingerprint
+from ragtiller.eval.honesty import dataset_fingerprint, file_sha256, index_fingerprint
 from ragtiller.eval.tuning import load_space
 from ragtiller.eval.variants import expand_space, policy_sha256, with_depth, with_overrides
 from ragtiller.graph.builder import build_graph

@@ -17,8 +17,8 @@ from typing_extensions import TypedDict
 
 from ragtiller import build_graph
 from ragtiller.errors import InputError
-from ragtiller.graph import RetrievalGraph, _dual
-from ragtiller.graph._dual import iterate_sync, run_sync
+from ragtiller.graph import RetrievalGraph, retrieval_graph
+from ragtiller.graph.retrieval_graph import iterate_sync, run_sync
 
 BROAD = "how do I get started with asyncio?"
 
@@ -27,13 +27,13 @@ BROAD = "how do I get started with asyncio?"
 def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Counts the hops to the node loop (``run_sync`` calls), in the module under test."""
     calls: list[str] = []
-    original = _dual.run_sync
+    original = retrieval_graph.run_sync
 
     def counted(coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append(getattr(coro_fn, "__name__", "?"))
         return original(coro_fn, *args, **kwargs)
 
-    monkeypatch.setattr(_dual, "run_sync", counted)
+    monkeypatch.setattr(retrieval_graph, "run_sync", counted)
     return calls
 
 
@@ -180,11 +180,11 @@ def test_errors_and_results_cross_the_hop() -> None:
 def test_on_the_loop_thread_the_graph_does_not_wait_for_itself() -> None:
     g = graph()
     run_sync(asyncio.sleep, 0)  # the loop exists
-    loop_thread = _dual._loop_thread
+    loop_thread = retrieval_graph._loop_thread
     assert loop_thread is not None
 
     async def on_the_loop() -> bool:
-        return _dual.one_hop(g.graph, None)
+        return retrieval_graph.one_hop(g.graph, None)
 
     assert run_sync(on_the_loop) is False
-    assert _dual.one_hop(g.graph, None) is True
+    assert retrieval_graph.one_hop(g.graph, None) is True

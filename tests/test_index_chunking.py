@@ -11,8 +11,15 @@ import pytest
 from pydantic import ValidationError
 
 from ragtiller.index import ChunkingConfig, SourceDocument
+from ragtiller.index.units import TextFormat
 from ragtiller.ingest import chunk_documents
-from ragtiller.ingest.chunking import passage_windows, split_sections, token_windows
+from ragtiller.ingest.chunking import passage_windows, token_windows
+from ragtiller.ingest.headings import SectionSpan, find_headings, section_spans
+
+
+def split_sections(text: str, fmt: TextFormat) -> list[SectionSpan]:
+    return section_spans(text, find_headings(text, fmt))
+
 
 MARKDOWN = """Intro line before any heading.
 

@@ -3,7 +3,7 @@
 The export runs once per machine (into the user cache, like a user's first run), so the
 first test to need it pays for it. The uint8 thresholds are its error as measured on an AVX2
 CPU without VNNI, with a margin of about 0.002; its integer products are exact on every CPU
-(no signed weights, see ``onnx_export``), so that error is the same everywhere, and
+(no signed weights, see ``onnx_model``), so that error is the same everywhere, and
 ``test_uint8_error_is_the_same_on_every_cpu`` pins it.
 """
 
@@ -24,7 +24,7 @@ from langchain_core.documents import Document
 
 from ragtiller.cli.app import main
 from ragtiller.errors import ModelPrepareError
-from ragtiller.eval.fingerprint import index_fingerprint, same_index
+from ragtiller.eval.honesty import index_fingerprint, same_index
 from ragtiller.index.embedded import (
     MIN_AGREEMENT,
     variant_rebuild_reason,
@@ -32,14 +32,15 @@ from ragtiller.index.embedded import (
 )
 from ragtiller.ingest import build_index
 from ragtiller.models import MiniLMEmbedder, local_embedder
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.models.onnx_export import check_quantized, probe_cosine
 from ragtiller.models.onnx_model import (
     CPU_FLAGS,
     DEFAULT_VARIANT,
+    OnnxMiniLMEmbedder,
     PreparedModel,
+    check_quantized,
     prepare_model,
     prepared_model,
+    probe_cosine,
 )
 
 pytestmark = pytest.mark.slow
@@ -107,7 +108,7 @@ def test_an_export_that_strays_from_fp32_is_refused_with_the_machine_named(
 ) -> None:
     models = (prepare_model("uint8"), prepare_model("fp32"))
     check_quantized(*models)  # the shipped export passes
-    monkeypatch.setattr("ragtiller.models.onnx_export.MIN_PROBE_COSINE", 0.9999)
+    monkeypatch.setattr("ragtiller.models.onnx_model.MIN_PROBE_COSINE", 0.9999)
     with pytest.raises(ModelPrepareError, match="strays from the float model") as raised:
         check_quantized(*models)
     assert "cpu_flags" in str(raised.value) and "--variant fp32" in str(raised.value)
@@ -268,7 +269,7 @@ def test_a_first_export_says_what_it_is_doing(
     def export(model_dir: Path, out: Path, variant: str, scratch: Path) -> None:
         out.write_bytes(b"exported")  # the export itself is timed and tested above
 
-    monkeypatch.setattr("ragtiller.models.onnx_export.export_onnx", export)
+    monkeypatch.setattr("ragtiller.models.onnx_model.export_onnx", export)
     prepare_model("uint8")
     assert "exporting the bundled all-MiniLM-L6-v2 to ONNX (uint8)" in capsys.readouterr().err
     prepare_model("uint8")  # cached: nothing to say

@@ -11,8 +11,7 @@ import pytest
 
 from ragtiller.core.filters import scope_predicate
 from ragtiller.errors import IndexStoreError
-from ragtiller.index._lazy_rows import Field
-from ragtiller.index.records import RecordTable
+from ragtiller.index.records import Field, RecordTable
 
 
 def table() -> RecordTable:

@@ -11,8 +11,8 @@ import pytest
 
 from ragtiller.core.tiers import SearchRequest
 from ragtiller.index import DenseTier, NumpyVectorStore, ParentChildTier, dense
+from ragtiller.index.compute import SharedScans
 from ragtiller.index.records import RecordTable
-from ragtiller.index.scans import SharedScans
 from ragtiller.models import HashingEmbedder
 
 DIM = 16

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.cli.app import main
-from ragtiller.cli.exit_codes import EXIT_USAGE
+from ragtiller.cli.app import EXIT_USAGE, main
 from ragtiller.errors import IngestError
 from ragtiller.index import open_index
 from ragtiller.ingest import ingest, load_sources

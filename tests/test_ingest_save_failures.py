@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ragtiller.cli.app import main
-from ragtiller.cli.exit_codes import EXIT_INDEX
+from ragtiller.cli.app import EXIT_INDEX, main
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import open_index
 from ragtiller.index.versions import POINTER_FILE, STAGED_POINTER, VERSIONS_DIR

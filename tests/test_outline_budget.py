@@ -13,8 +13,7 @@ from ragtiller import build_graph, load_policy
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
-from ragtiller.nodes.context_budget import words
-from ragtiller.nodes.outline import fit_outline
+from ragtiller.nodes.assemble import fit_outline, words
 
 TOPICS = ["retries", "billing", "webhooks", "scheduling", "workers", "metrics", "queues", "auth"]
 BROAD = "give me an overview of how webhooks work"

@@ -23,12 +23,10 @@ from ragtiller.index.records import RecordTable
 from ragtiller.ingest import build_index
 from ragtiller.integrations.langchain import as_retriever
 from ragtiller.models import HashingEmbedder
-from ragtiller.nodes.context_budget import choose_passages, fit_context
+from ragtiller.nodes.assemble import choose_passages, fit_context
 from ragtiller.policies.schema import BudgetsConfig
 from ragtiller.ranking import recipe
-from ragtiller.ranking.coverage import SentenceCoverage
-from ragtiller.ranking.documents import interleave
-from ragtiller.ranking.table import CandidateTable
+from ragtiller.ranking.recipe import CandidateTable, SentenceCoverage, interleave
 
 EMBEDDER = HashingEmbedder(dim=256)
 

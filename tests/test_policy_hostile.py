@@ -23,8 +23,7 @@ from fixtures.fakes import StaticTier, hit
 from pydantic import ValidationError
 
 from ragtiller import InputError, PolicyError, build_graph, load_policy
-from ragtiller.cli.app import main
-from ragtiller.cli.exit_codes import EXIT_USAGE
+from ragtiller.cli.app import EXIT_USAGE, main
 from ragtiller.integrations.langchain import as_retriever, as_tool
 from ragtiller.models import HashingEmbedder
 from ragtiller.policies.loader import (

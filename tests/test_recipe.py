@@ -19,9 +19,13 @@ from ragtiller.eval.variants import with_overrides
 from ragtiller.ingest import build_index
 from ragtiller.models import HashingEmbedder
 from ragtiller.ranking import recipe
-from ragtiller.ranking.documents import interleave
-from ragtiller.ranking.feedback import FEEDBACK_DEPTH, feedback_passages, rocchio_vector
-from ragtiller.ranking.table import CandidateTable
+from ragtiller.ranking.recipe import (
+    FEEDBACK_DEPTH,
+    CandidateTable,
+    feedback_passages,
+    interleave,
+    rocchio_vector,
+)
 
 HOW: dict[str, Any] = {"method": "zscore", "rrf_k": 60, "weights": None}
 
@@ -117,8 +121,8 @@ def test_feedback_reads_each_first_pass_to_its_depth_only() -> None:
 
 TIES = """
 from fixtures.fakes import hit
-from ragtiller.ranking.feedback import feedback_passages
-from ragtiller.ranking.table import CandidateTable
+from ragtiller.ranking.recipe import feedback_passages
+from ragtiller.ranking.recipe import CandidateTable
 docs = [f"doc{i}" for i in range(12)]
 dense = [hit("dense", f"{d}-p", 0.5, doc_id=d) for d in docs]
 lexical = [hit("lexical", f"{d}-q", 2.0, doc_id=d) for d in reversed(docs)]

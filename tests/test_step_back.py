@@ -11,7 +11,7 @@ from fixtures.redis_server import RedisServer
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from ragtiller import build_graph, load_policy
-from ragtiller.graph._dual import run_sync
+from ragtiller.graph.retrieval_graph import run_sync
 from ragtiller.nodes.step_back import StepBackFailed, validate_step_back
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisCache, RedisQuotaLedger
 

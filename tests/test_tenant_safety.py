@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import ValidationError
 
 from ragtiller import InputError, build_graph
-from ragtiller.cli.exit_codes import EXIT_USAGE
+from ragtiller.cli.app import EXIT_USAGE
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.integrations.langchain import ManifestCollector, as_retriever, as_tool

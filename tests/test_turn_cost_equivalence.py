@@ -12,6 +12,7 @@ import pytest
 
 from ragtiller.core.tiers import Candidate, Hit, SearchRequest
 from ragtiller.index import NumpyVectorStore, compute
+from ragtiller.index.compute import SharedScans
 from ragtiller.index.lexical import (
     DENSE_COLUMNS,
     LexicalConfig,
@@ -19,7 +20,6 @@ from ragtiller.index.lexical import (
     analyze,
     bm25_scores,
 )
-from ragtiller.index.scans import SharedScans
 from ragtiller.models import HashingEmbedder
 from ragtiller.ranking import fusion
 from ragtiller.ranking.fusion import FusionMethod

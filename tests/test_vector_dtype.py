@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from ragtiller.cli.app import main
-from ragtiller.cli.exit_codes import EXIT_USAGE
+from ragtiller.cli.app import EXIT_USAGE, main
 from ragtiller.errors import IndexStoreError, IngestError
 from ragtiller.index import NumpyVectorStore, open_index
 from ragtiller.index import ann as ann_module

@@ -7,10 +7,13 @@ import os
 import sys
 from typing import Any
 
+from ragtiller.errors import ConfigurationError, IngestError
+
+EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"  # where --embed-url's API key is read, by default
+
 
 def _ingest(args: argparse.Namespace) -> int:
     from ragtiller.core.retry import RetryPolicy
-    from ragtiller.errors import IngestError
     from ragtiller.index import ChunkingConfig
     from ragtiller.ingest import ingest
 
@@ -23,8 +26,6 @@ def _ingest(args: argparse.Namespace) -> int:
         chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens, **options
     )
     if args.vector_dtype != "float32" and (args.pinecone or args.store is not None):
-        from ragtiller.errors import ConfigurationError
-
         raise ConfigurationError(
             "--vector-dtype sets the embedded index's storage: not with --pinecone or --store"
         )
@@ -52,26 +53,15 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-EMBED_KEY_ENV = "RAGTILLER_EMBED_API_KEY"
-"""The variable ``ingest --embed-url`` reads the service's API key from, unless told another."""
-_SERVICE_FLAGS = (
-    "embed_model",
-    "embed_dimension",
-    "embed_batch_size",
-    "embed_concurrency",
-    "embed_rate",
-    "embed_texts_per_minute",
-    "embed_timeout",
-)
-
-
 def _embedder(args: argparse.Namespace) -> Any:
-    """The bundled embedder ``--embedder`` names, or the ``--embed-url`` service's driver."""
-    from ragtiller.errors import ConfigurationError
     from ragtiller.integrations.demo import demo_embedder
 
     if args.embed_url is None:
-        given = [f"--{f.replace('_', '-')}" for f in _SERVICE_FLAGS if getattr(args, f) is not None]
+        given = [  # the service's settings: every --embed-* flag but its key's variable
+            f"--{name.replace('_', '-')}"
+            for name, value in vars(args).items()
+            if name.startswith("embed_") and name != "embed_key_env" and value is not None
+        ]
         if given:
             raise ConfigurationError(f"{', '.join(given)} need --embed-url (the service)")
         return demo_embedder(args.embedder or "minilm")
@@ -100,12 +90,10 @@ def _embedder(args: argparse.Namespace) -> Any:
 
 
 def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
-    """``ingest --pinecone``: read, chunk, embed and upsert, batch by batch, resumable."""
-    from ragtiller.errors import ConfigurationError
     from ragtiller.ingest import SQLiteRecordManager
-    from ragtiller.pinecone.calls import require_langchain_pinecone
     from ragtiller.pinecone.env import HOST_ENV, INDEX_ENV, PineconeIndexSettings
-    from ragtiller.pinecone.index_sync import ingest_to_pinecone
+    from ragtiller.pinecone.tiers import require_langchain_pinecone
+    from ragtiller.pinecone.upsert import ingest_to_pinecone
 
     if args.records is None:
         raise ConfigurationError(
@@ -141,31 +129,10 @@ def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) 
     return 0
 
 
-def _store_factory(spec: str) -> Any:
-    """The callable ``module:function`` names (the module found from the working directory)."""
+def _ingest_to_store(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
+    """Into the store ``--store MODULE:FACTORY`` builds (the module found from the cwd)."""
     import importlib
 
-    from ragtiller.errors import ConfigurationError
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(
-            f"--store must be MODULE:FACTORY, e.g. my_stores:chroma; got {spec!r}"
-        )
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigurationError(f"--store {spec}: cannot load it: {e}") from e
-    if not callable(factory):
-        raise ConfigurationError(f"--store {spec}: {attr} is not callable")
-    return factory
-
-
-def _ingest_to_store(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
-    """``ingest --store``: the same read and chunking, written to the user's vector store."""
-    from ragtiller.errors import ConfigurationError
     from ragtiller.ingest import SQLiteRecordManager
     from ragtiller.ingest.to_store import ingest_to_store
 
@@ -173,7 +140,20 @@ def _ingest_to_store(args: argparse.Namespace, embedder: Any, chunking: Any) -> 
         raise ConfigurationError(
             "--store needs --records FILE (what was written, for the next run)"
         )
-    store = _store_factory(args.store)(embedder)
+    module_name, _, attr = args.store.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(
+            f"--store must be MODULE:FACTORY, e.g. my_stores:chroma; got {args.store!r}"
+        )
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigurationError(f"--store {args.store}: cannot load it: {e}") from e
+    if not callable(factory):
+        raise ConfigurationError(f"--store {args.store}: {attr} is not callable")
+    store = factory(embedder)
     records = SQLiteRecordManager(args.store, args.records)
     records.create_schema()
     done = ingest_to_store(args.paths, store, records, cleanup=args.cleanup, chunking=chunking)
@@ -182,110 +162,37 @@ def _ingest_to_store(args: argparse.Namespace, embedder: Any, chunking: Any) -> 
 
 
 def add_ingest_command(sub: Any) -> None:
-    """Add ``ingest`` to the ``ragtiller`` command's subparsers."""
     ing = sub.add_parser("ingest", help="Ingest files or directories into an index directory.")
-    ing.add_argument(
-        "paths",
-        nargs="+",
-        help="Markdown, reStructuredText, text or BEIR .jsonl files, or directories.",
-    )
-    target = ing.add_mutually_exclusive_group(required=True)
-    target.add_argument(
-        "--index",
-        help="Index directory: created, or brought up to date (only changed chunks are embedded).",
-    )
-    target.add_argument(
-        "--store",
-        metavar="MODULE:FACTORY",
-        help="Write to your own LangChain vector store instead: FACTORY(embedder) returns it "
-        "(e.g. a persistent Chroma); needs --records.",
-    )
-    target.add_argument(
-        "--pinecone",
-        action="store_true",
-        help="Write to the Pinecone index PINECONE_API_KEY and PINECONE_HOST (or PINECONE_INDEX) "
-        "name, each chunk to its namespace, batch by batch; needs --records. Killed midway, "
-        "a rerun resumes: only chunks not recorded are embedded again.",
-    )
-    ing.add_argument(
-        "--records",
-        help="With --store or --pinecone: the SQLite file that remembers what was written, so "
-        "a re-run writes only what changed (or was not written yet).",
-    )
-    ing.add_argument(
-        "--embedder",
-        choices=["minilm", "hashing"],
-        default=None,
-        help="Default: minilm (bundled, offline). Not with --embed-url.",
-    )
-    service = ing.add_argument_group(
-        "embedding service",
-        "Embed with an OpenAI-compatible POST /v1/embeddings service (TEI, vLLM, OpenAI...) "
-        "instead of a bundled model: batched, several calls in flight, rate-limited, retried "
-        "on 429/5xx/timeouts (honouring Retry-After).",
-    )
-    service.add_argument("--embed-url", help="The API root, e.g. http://tei:8080/v1.")
-    service.add_argument("--embed-model", help="The model name sent with each request.")
-    service.add_argument(
-        "--embed-key-env",
-        default=EMBED_KEY_ENV,
-        metavar="VAR",
-        help=f"Environment variable holding the API key (default: {EMBED_KEY_ENV}; unset: none).",
-    )
-    service.add_argument(
-        "--embed-dimension", type=int, help="Vector dimension (default: asked once)."
-    )
-    service.add_argument("--embed-batch-size", type=int, help="Texts per call (default: 32).")
-    service.add_argument(
-        "--embed-concurrency", type=int, help="Calls in flight at most (default: 4)."
-    )
-    service.add_argument(
-        "--embed-rate", type=float, help="Calls started per second at most (default: no limit)."
-    )
-    service.add_argument(
-        "--embed-texts-per-minute",
-        type=float,
-        help="Texts sent per minute at most (default: no limit).",
-    )
-    service.add_argument(
-        "--embed-timeout", type=float, help="Deadline of one call, in seconds (default: 60)."
-    )
-    ing.add_argument("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
-    ing.add_argument(
-        "--overlap-tokens", type=int, default=40, help="Overlap between child chunks, in tokens."
-    )
-    ing.add_argument(
-        "--chunk-header",
-        choices=["title", "path"],
-        help="What each chunk is indexed under before its text: title (the document title) "
-        "or path (the title and the chunk's headings). Default: chunking.header's default.",
-    )
-    ing.add_argument(
-        "--chunk-window",
-        choices=["embedder", "words"],
-        help="What else bounds a chunk: words (the word bound alone; the default) or embedder "
-        "(its indexed text also fits the embedder's input window, by the embedder's own "
-        "tokenizer, where it has one).",
-    )
-    ing.add_argument(
-        "--vector-dtype",
-        choices=["float32", "float16"],
-        default="float32",
-        help="How the index stores its vectors: float32 (default) or float16 (half the "
-        "memory; scores are still computed in float32). Recorded in the manifest.",
-    )
-    ing.add_argument(
-        "--cleanup",
-        choices=["full", "incremental"],
-        default="full",
-        help="full (default): the index holds exactly these paths; incremental: documents "
-        "indexed before but not given here are kept.",
-    )
-    ing.add_argument(
-        "--max-file-mb",
-        type=float,
-        default=64.0,
-        help="Skip files larger than this, in MiB (default: 64).",
-    )
-    ing.add_argument("--quiet", action="store_true", help="No progress bar.")
+    add = ing.add_argument
+    add("paths", nargs="+", help="Markdown, reStructuredText, text or BEIR .jsonl files, or dirs.")
+    target = ing.add_mutually_exclusive_group(required=True).add_argument
+    target("--index", help="Index directory: created, or updated (only changed chunks embedded).")
+    store_help = "Write to your own LangChain vector store, FACTORY(embedder); needs --records."
+    target("--store", metavar="MODULE:FACTORY", help=store_help)
+    target("--pinecone", action="store_true", help="Write to Pinecone (env); needs --records.")
+    add("--records", help="With --store or --pinecone: the SQLite file of what was written.")
+    add("--embedder", choices=["minilm", "hashing"], help="Default: minilm. Not with --embed-url.")
+    svc = ing.add_argument_group(
+        "embedding service", "An OpenAI-compatible POST /v1/embeddings service (TEI, vLLM...)."
+    ).add_argument
+    svc("--embed-url", help="The API root, e.g. http://tei:8080/v1.")
+    svc("--embed-model", help="The model name sent with each request.")
+    key_help = f"Environment variable holding the API key (default: {EMBED_KEY_ENV})."
+    svc("--embed-key-env", default=EMBED_KEY_ENV, metavar="VAR", help=key_help)
+    svc("--embed-dimension", type=int, help="Vector dimension (default: asked once).")
+    svc("--embed-batch-size", type=int, help="Texts per call (default: 32).")
+    svc("--embed-concurrency", type=int, help="Calls in flight at most (default: 4).")
+    svc("--embed-rate", type=float, help="Calls started per second at most (default: no limit).")
+    svc("--embed-texts-per-minute", type=float, help="Texts sent per minute at most (no limit).")
+    svc("--embed-timeout", type=float, help="Deadline of one call, in seconds (default: 60).")
+    add("--chunk-tokens", type=int, default=200, help="Child chunk size, in tokens.")
+    add("--overlap-tokens", type=int, default=40, help="Overlap between child chunks, in tokens.")
+    add("--chunk-header", choices=["title", "path"], help="What a chunk is indexed under.")
+    add("--chunk-window", choices=["embedder", "words"], help="Default: words (the word bound).")
+    dtypes = ["float32", "float16"]
+    add("--vector-dtype", choices=dtypes, default="float32", help="Default: float32.")
+    cleanups = ["full", "incremental"]
+    add("--cleanup", choices=cleanups, default="full", help="Default: full (exactly these paths).")
+    add("--max-file-mb", type=float, default=64.0, help="Skip larger files, in MiB (default: 64).")
+    add("--quiet", action="store_true", help="No progress bar.")
     ing.set_defaults(func=_ingest)

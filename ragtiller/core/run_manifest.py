@@ -90,6 +90,8 @@ class RunManifest(_Record):
     llm_calls: int = 0
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
+    # whose daily budget each quota_remaining figure is: the shared one, or the turn's tenant's
+    quota_budget: dict[str, Literal["shared", "tenant"]] = Field(default_factory=dict)
     # what went worse than the policy asked: a stage skipped, failed, timed out or fell back
     degraded: list[str] = Field(default_factory=list)
     # why the result has its shape when nothing went wrong (fewer matched, the budget's cuts)

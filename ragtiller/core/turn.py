@@ -31,9 +31,11 @@ class RerankDecision(Decision):
 class QuotaView(TypedDict):
     """One read of the quota store, taken by the gate; it advises the edges, never spends."""
 
-    chat_left: int
+    chat_left: int  # the lower of the shared budget and the turn's tenant's own
     rerank_left: int
     available: bool  # False: the store could not be read, both counts 0 (quotas fail closed)
+    # the tenant's own chat budget, which its manifest shows; None or absent: no per-tenant limit
+    tenant_chat_left: NotRequired[int | None]
 
 
 class Route(TypedDict):

@@ -1,11 +1,15 @@
-"""Evaluation harness: BEIR and passage-QA datasets, metrics, runs through the serving graph,
-promotion, tuning."""
+"""Evaluation harness: datasets, metrics, runs through the serving graph, promotion, tuning."""
 
 from ragtiller.errors import EvalError
-from ragtiller.eval.compare import Comparison, Lift, bootstrap_ci, compare_runs, paired_differences
-from ragtiller.eval.datasets import EvalDataset, load_beir, load_slice_labels
+from ragtiller.eval.datasets import (
+    EvalDataset,
+    dataset_kind,
+    load_beir,
+    load_dataset,
+    load_qa,
+    load_slice_labels,
+)
 from ragtiller.eval.honesty import Degradation, degradation, without_deadlines
-from ragtiller.eval.layouts import dataset_kind, load_dataset, load_qa
 from ragtiller.eval.metrics import (
     QueryScores,
     answer_hit_at_k,
@@ -16,10 +20,15 @@ from ragtiller.eval.metrics import (
     score_query,
 )
 from ragtiller.eval.promotion import (
+    Comparison,
+    Lift,
     PromotionDecision,
     RuleResult,
+    bootstrap_ci,
+    compare_runs,
     decide,
     decision_artifact,
+    paired_differences,
     write_decision,
 )
 from ragtiller.eval.runner import EvalRun, QueryResult, arun_eval, run_eval

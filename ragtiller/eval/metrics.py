@@ -1,18 +1,6 @@
-"""Ranking metrics with graded gains, checked against hand-computed values in the tests.
-
-Conventions (trec_eval style):
-
-* a document is relevant when its grade is ``> 0``; unjudged documents have grade 0;
-* the ranking is read best first; repeated ids after their first occurrence are ignored;
-* DCG@k = sum over ranks i = 1..k of ``grade_i / log2(i + 1)`` (gain = grade, not 2^grade - 1);
-  the ideal DCG sorts every judged grade, not just the retrieved ones;
-* a query with no relevant document has no defined NDCG, MRR or recall: :func:`score_query`
-  returns None for it, and averages leave it out and count it instead.
-
-Answer metrics (QA datasets) read, per returned passage in order, whether it holds an answer:
-answer hit@k is whether one of the first k does, and answer RR@k the reciprocal rank of the
-first that does (0 when none does within k).
-"""
+"""Ranking metrics, trec_eval style: relevant means grade ``> 0``, repeated ids count once, the
+gain is the grade, the ideal DCG sorts every judged grade, and a query with no relevant
+document has no NDCG, MRR or recall (None: averages leave it out and count it instead)."""
 
 from __future__ import annotations
 
@@ -27,25 +15,19 @@ def _unique(ranking: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ranking))
 
 
-def dcg_at_k(grades: Sequence[float], k: int) -> float:
-    """Discounted cumulative gain of ``grades`` (best first) over the first ``k``.
-
-    Example:
-        >>> dcg_at_k([3, 2], k=10)  # 3 / log2(2) + 2 / log2(3)
-        4.2618595071429155
-    """
+def _check(k: int) -> None:
     if k <= 0:
         raise ValueError(f"k must be > 0, but got {k}")
+
+
+def dcg_at_k(grades: Sequence[float], k: int) -> float:
+    """Discounted cumulative gain of ``grades`` (best first) over the first ``k``."""
+    _check(k)
     return math.fsum(g / math.log2(i + 2) for i, g in enumerate(grades[:k]) if g > 0)
 
 
 def ndcg_at_k(ranking: Sequence[str], grades: Mapping[str, int], k: int = 10) -> float | None:
-    """NDCG@k with graded gains; None when no document has grade ``> 0``.
-
-    Example:
-        >>> ndcg_at_k(["b", "a"], {"a": 2, "b": 1}, k=10)
-        0.8597186998521972
-    """
+    """NDCG@k with graded gains; None when no document has grade ``> 0``."""
     ideal = dcg_at_k(sorted(grades.values(), reverse=True), k)
     if ideal == 0.0:
         return None
@@ -53,24 +35,16 @@ def ndcg_at_k(ranking: Sequence[str], grades: Mapping[str, int], k: int = 10) ->
 
 
 def mrr_at_k(ranking: Sequence[str], grades: Mapping[str, int], k: int = 10) -> float | None:
-    """Reciprocal rank of the first document with grade ``> 0`` within ``k``; 0 when none.
-
-    None when no document has grade ``> 0``.
-    """
-    if k <= 0:
-        raise ValueError(f"k must be > 0, but got {k}")
+    """Reciprocal rank of the first relevant document within ``k`` (0 when none)."""
+    _check(k)
     if not any(g > 0 for g in grades.values()):
         return None
-    for rank, doc_id in enumerate(_unique(ranking)[:k], start=1):
-        if grades.get(doc_id, 0) > 0:
-            return 1.0 / rank
-    return 0.0
+    return answer_rr_at_k([grades.get(d, 0) > 0 for d in _unique(ranking)], k)
 
 
 def recall_at_k(ranking: Sequence[str], grades: Mapping[str, int], k: int) -> float | None:
-    """Share of the relevant documents (grade ``> 0``) found within ``k``; None when none exist."""
-    if k <= 0:
-        raise ValueError(f"k must be > 0, but got {k}")
+    """Share of the relevant documents found within ``k``."""
+    _check(k)
     relevant = {d for d, g in grades.items() if g > 0}
     if not relevant:
         return None
@@ -88,7 +62,7 @@ class QueryScores:
 
 
 def score_query(ranking: Sequence[str], grades: Mapping[str, int]) -> QueryScores | None:
-    """Every metric of one query; None when the query has no relevant document."""
+    """Every metric of one query (None when it has no relevant document)."""
     ndcg, mrr = ndcg_at_k(ranking, grades, 10), mrr_at_k(ranking, grades, 10)
     r10, r100 = recall_at_k(ranking, grades, 10), recall_at_k(ranking, grades, 100)
     if ndcg is None or mrr is None or r10 is None or r100 is None:
@@ -103,8 +77,7 @@ def answer_hit_at_k(hits: Sequence[bool], k: int) -> bool:
         >>> answer_hit_at_k([False, True], 1), answer_hit_at_k([False, True], 5)
         (False, True)
     """
-    if k <= 0:
-        raise ValueError(f"k must be > 0, but got {k}")
+    _check(k)
     return any(hits[:k])
 
 
@@ -115,16 +88,10 @@ def answer_rr_at_k(hits: Sequence[bool], k: int = 10) -> float:
         >>> answer_rr_at_k([False, False, True]), answer_rr_at_k([False] * 12 + [True])
         (0.3333333333333333, 0.0)
     """
-    if k <= 0:
-        raise ValueError(f"k must be > 0, but got {k}")
-    for rank, hit in enumerate(hits[:k], start=1):
-        if hit:
-            return 1.0 / rank
-    return 0.0
+    _check(k)
+    return next((1.0 / rank for rank, hit in enumerate(hits[:k], start=1) if hit), 0.0)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0-100, linear interpolation); None for no values."""
-    if not values:
-        return None
-    return float(np.percentile(np.asarray(values, dtype=float), q))
+    """The ``q``-th percentile (0-100, linear interpolation)."""
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else None

@@ -9,32 +9,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import Runnable
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
+from ragtiller.core.providers import model_label
 from ragtiller.core.run_manifest import RunManifest
 from ragtiller.errors import EvalError
 from ragtiller.eval.datasets import EvalDataset
+from ragtiller.policies.schema import RetrievalPolicy
 
 
 @dataclass(frozen=True)
 class QueryResult:
-    """What the graph returned for one eval query.
-
-    Only what the metrics need is kept (not the texts: a turn that returns whole articles
-    would hold gigabytes over a large dataset).
-
-    Attributes:
-        query_id: The dataset's query id.
-        ranking: Unique source-document ids (``metadata["doc_id"]``, as the dataset names
-            them), in order of first appearance among the returned documents.
-        manifest: The turn's run manifest (route, latency per stage, LLM calls, cost).
-        answer_hits: Per returned passage, in order, whether it holds an answer (QA datasets;
-            empty for document datasets).
-        passage_words: Words (whitespace-separated) of each returned passage, in order.
-        context_words: Words of the turn's ``context`` string.
-    """
+    """What the metrics need from one turn (not the texts: whole articles over a large dataset
+    would take gigabytes); ``ranking`` holds unique dataset document ids."""
 
     query_id: str
     ranking: tuple[str, ...]
@@ -46,16 +36,7 @@ class QueryResult:
 
 @dataclass(frozen=True)
 class EvalRun:
-    """Every query of a dataset, run once through one graph.
-
-    Attributes:
-        policy_id: From the manifests.
-        policy_version: From the manifests.
-        dataset_sha256: The dataset's hash.
-        results: Query id -> result, in dataset order.
-        index: Fingerprint of the index the graph searched (see
-            :func:`~ragtiller.eval.fingerprint.index_fingerprint`); None when unknown.
-    """
+    """Every query of a dataset, in its order, run once through one graph."""
 
     policy_id: str
     policy_version: str
@@ -70,18 +51,14 @@ class EvalRun:
         return {qid: r.manifest.query_type for qid, r in self.results.items()}
 
 
+Evaluate = Callable[[RetrievalPolicy, EvalDataset], EvalRun]
+"""Runs a policy over a dataset (on an index the caller chose)."""
+
+
 def ranking_from_documents(
     documents: list[Document], key: Callable[[str], str] = str
 ) -> tuple[str, ...]:
-    """Unique ``doc_id`` values in order of first appearance (passages of a doc count once).
-
-    Args:
-        documents: The turn's documents, best first.
-        key: Maps an index ``doc_id`` to the dataset's id for that document.
-
-    Raises:
-        EvalError: A document has no ``doc_id`` in its metadata.
-    """
+    """Unique ``doc_id`` values in order of first appearance: passages of a document count once."""
     ids: dict[str, None] = {}
     for doc in documents:
         doc_id = doc.metadata.get("doc_id")
@@ -91,14 +68,8 @@ def ranking_from_documents(
     return tuple(ids)
 
 
-def query_result(query_id: str, out: dict[str, Any], dataset: EvalDataset) -> QueryResult:
-    """What the metrics need from one turn's output.
-
-    Raises:
-        EvalError: The output has no documents list, no valid manifest, or a document has
-            no ``doc_id``.
-    """
-    documents = out.get("documents")
+def query_result(query_id: str, out: Any, dataset: EvalDataset) -> QueryResult:
+    documents = out.get("documents") if isinstance(out, dict) else None
     if not isinstance(documents, list):
         raise EvalError(f"query {query_id!r}: graph output has no 'documents' list")
     answers = None if dataset.answers is None else dataset.answers[query_id]
@@ -125,28 +96,10 @@ def _manifest(value: Any) -> RunManifest:
 
 
 async def arun_eval(
-    graph: Runnable[Any, Any],
-    dataset: EvalDataset,
-    *,
-    concurrency: int = 8,
-    progress: bool = True,
+    graph: Runnable[Any, Any], dataset: EvalDataset, *, concurrency: int = 8, progress: bool = True
 ) -> EvalRun:
-    """Run every query of ``dataset`` through ``graph``, at most ``concurrency`` at a time.
-
-    Args:
-        graph: The compiled retrieval graph (input ``{"query": str}``; output with
-            ``documents`` and ``manifest``), the same one that serves queries.
-        dataset: The eval dataset.
-        concurrency: Turns in flight at once.
-        progress: Show a tqdm progress bar (on stderr).
-
-    Returns:
-        The run, with one result per query in dataset order.
-
-    Raises:
-        EvalError: A turn raised, or returned no documents list or manifest; the message
-            names the query id. An eval that drops queries would overstate quality.
-    """
+    """Run every query of ``dataset`` through ``graph`` (the one that serves queries); a turn
+    that fails fails the eval, as dropping queries would overstate quality."""
     if concurrency <= 0:
         raise ValueError(f"concurrency must be > 0, but got {concurrency}")
     gate = asyncio.Semaphore(concurrency)
@@ -161,8 +114,6 @@ async def arun_eval(
             except Exception as e:
                 raise EvalError(f"query {query_id!r} failed in the graph: {e}") from e
         bar.update(1)
-        if not isinstance(out, dict):
-            raise EvalError(f"query {query_id!r}: graph output has no 'documents' list")
         return query_result(query_id, out, dataset)
 
     try:
@@ -179,17 +130,29 @@ async def arun_eval(
 
 
 def run_eval(
-    graph: Runnable[Any, Any],
-    dataset: EvalDataset,
-    *,
-    concurrency: int = 8,
-    progress: bool = True,
+    graph: Runnable[Any, Any], dataset: EvalDataset, *, concurrency: int = 8, progress: bool = True
 ) -> EvalRun:
-    """Synchronous :func:`arun_eval`; call ``arun_eval`` from inside a running event loop.
-
-    Example:
-        >>> dataset = load_beir("data/cranfield")  # doctest: +SKIP
-        >>> run = run_eval(build_graph(policy, index=index), dataset)  # doctest: +SKIP
-        >>> summarize(run, dataset)["all"].ndcg_at_10  # doctest: +SKIP
-    """
     return asyncio.run(arun_eval(graph, dataset, concurrency=concurrency, progress=progress))
+
+
+class QueryVectorCache(Embeddings):
+    """Each distinct query embedded once, as tuning runs the same queries many times (not for
+    serving: it grows without bound)."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.model_name = model_label(inner)  # the index checks it against its manifest
+        self._vectors: dict[str, list[float]] = {}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        if text not in self._vectors:
+            self._vectors[text] = self.inner.embed_query(text)
+        return self._vectors[text]
+
+    async def aembed_query(self, text: str) -> list[float]:
+        if text not in self._vectors:
+            self._vectors[text] = await self.inner.aembed_query(text)
+        return self._vectors[text]

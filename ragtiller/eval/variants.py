@@ -1,7 +1,4 @@
-"""Policy variants for evaluation: a deeper result list, and dotted-key overrides (tune spaces).
-
-Both return a new validated policy; the original is never changed.
-"""
+"""Policy variants for evaluation (a deeper result list, dotted-key overrides), and hashes."""
 
 from __future__ import annotations
 
@@ -20,25 +17,12 @@ from ragtiller.policies.schema import RetrievalPolicy
 def with_depth(
     policy: RetrievalPolicy, depth: int, *, per_document: int | None = 1
 ) -> RetrievalPolicy:
-    """Every route returns ``depth`` results (``top_k``, ``max_chunks`` raised to at least
-    ``depth``, and no context word budget to cut them), so Recall@depth is defined; nothing
-    else changes: the candidate pool is never smaller than a user's turn gets.
-
-    ``per_document`` sets ``budgets.passages_per_document``: 1 (the default, for
-    document-level metrics) makes the results the document ranking, one passage per document
-    in rank order, so a document's other passages neither help nor take a slot; None keeps
-    the policy's (passage-level metrics).
-
-    Example:
-        >>> from ragtiller import load_policy
-        >>> with_depth(load_policy(), 100).routes["factual_lookup"].top_k
-        100
-    """
-    routes = {name: {"top_k": depth} for name in policy.routes}
+    """Every route returns ``depth`` results, so Recall@depth is defined; ``per_document`` 1
+    makes them the document ranking (one passage each), None keeps the policy's passages."""
     overrides: dict[str, Any] = {
-        "routes": routes,
-        # never below the policy's own: max_chunks also sizes the candidate pool, and a smaller
-        # pool than a user's turn gets would score a different system
+        "routes": {name: {"top_k": depth} for name in policy.routes},
+        # max_chunks also sizes the candidate pool: a pool smaller than a user's turn gets
+        # would score a different system
         "budgets.max_chunks": max(depth, policy.budgets.max_chunks),
         "budgets.context_words": None,
     }
@@ -48,11 +32,7 @@ def with_depth(
 
 
 def with_overrides(policy: RetrievalPolicy, overrides: Mapping[str, Any]) -> RetrievalPolicy:
-    """The policy with each dotted key (``fusion.method``) set; mappings merge into mappings.
-
-    Raises:
-        PolicyError: The result is not a valid policy (unknown key, bad value).
-    """
+    """The policy with each dotted key (``fusion.method``) set; mappings merge into mappings."""
     data = policy.model_dump(mode="json")
     for dotted, value in overrides.items():
         *parents, last = dotted.split(".")
@@ -61,10 +41,7 @@ def with_overrides(policy: RetrievalPolicy, overrides: Mapping[str, Any]) -> Ret
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 raise PolicyError(f"override {dotted!r}: {key!r} is not a mapping")
-        if isinstance(value, Mapping) and isinstance(node.get(last), dict):
-            node[last] = _merge(node[last], value)
-        else:
-            node[last] = value
+        node[last] = _merge(node.get(last), value)
     try:
         return RetrievalPolicy.model_validate(data)
     except ValidationError as e:
@@ -75,28 +52,28 @@ def with_overrides(policy: RetrievalPolicy, overrides: Mapping[str, Any]) -> Ret
         ) from e
 
 
-def expand_space(space: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of a search space (dotted key -> candidate values), in a stable order.
+def _merge(base: Any, update: Any) -> Any:
+    if not (isinstance(update, Mapping) and isinstance(base, dict)):
+        return update
+    return {**base, **{key: _merge(base.get(key), value) for key, value in update.items()}}
 
-    Example:
-        >>> expand_space({"fusion.method": ["rrf", "zscore"], "fusion.rrf_k": [60]})
-        [{'fusion.method': 'rrf', 'fusion.rrf_k': 60}, {'fusion.method': 'zscore', 'fusion.rrf_k': 60}]
-    """
+
+def expand_space(space: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of a search space (dotted key -> values), in a stable order."""
     keys = list(space)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*space.values())]
 
 
 def policy_sha256(policy: RetrievalPolicy) -> str:
-    """Hash of the policy's validated content (key order and YAML formatting do not matter)."""
+    """Hash of the policy's validated content (not of its YAML's formatting)."""
     canonical = json.dumps(policy.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def policy_ref(policy: RetrievalPolicy) -> dict[str, str]:
+    """How artifacts name a policy: its id, version and :func:`policy_sha256`."""
+    return {
+        "policy_id": policy.policy_id,
+        "version": policy.version,
+        "sha256": policy_sha256(policy),
+    }

@@ -4,10 +4,15 @@ from ragtiller.core.turn import Route, TierTask
 from ragtiller.graph.backends import tiers_for_policy
 from ragtiller.graph.builder import build_components, build_graph, compile_graph
 from ragtiller.graph.retrieval_graph import RetrievalGraph
-from ragtiller.nodes.channels import CHECKPOINT_TYPES, checkpoint_serde
 from ragtiller.nodes.components import Components
 from ragtiller.nodes.stage import EVENT_TYPE
-from ragtiller.nodes.state import InputState, OutputState, RetrievalState
+from ragtiller.nodes.state import (
+    CHECKPOINT_TYPES,
+    InputState,
+    OutputState,
+    RetrievalState,
+    checkpoint_serde,
+)
 
 __all__ = (
     "CHECKPOINT_TYPES",

@@ -10,26 +10,17 @@ from ragtiller.core.tiers import DENSE, LEXICAL, Tier, TierRole, tier_role
 from ragtiller.errors import TierUnavailable
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.nodes.components import Fallback
-from ragtiller.pinecone.calls import PineconeTierError
 from ragtiller.pinecone.env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
+from ragtiller.pinecone.tiers import PineconeTierError
 from ragtiller.policies.schema import BackendConfig, RetrievalPolicy
 
 
 def tiers_for_policy(
     policy: RetrievalPolicy, index: EmbeddedIndex, *, env: Mapping[str, str] = os.environ
 ) -> list[Tier]:
-    """The index's tiers, with dense and lexical served by the backends the policy names.
-
-    ``policy.dense_backend`` picks the dense tier's backend, ``policy.lexical_backend`` the
-    lexical tier's. With ``provider: pinecone`` the tier queries Pinecone (configured from
-    ``env``: ``PINECONE_API_KEY``, and ``PINECONE_HOST`` or ``PINECONE_INDEX`` for dense,
-    ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX`` for lexical); without a key its
-    searches raise ``TierUnavailable("no-credentials")``. What answers then is the graph's
-    fallback step (:func:`fallbacks_for_policy`).
-
-    Raises:
-        ConfigurationError: A Pinecone key is set without a host or index name for a tier
-            served by Pinecone.
+    """The index's tiers, with dense and lexical served by the backends the policy names
+    (Pinecone configured from ``env``; without a key its searches raise
+    ``TierUnavailable("no-credentials")`` and the fallback answers).
 
     Example:
         >>> tiers = tiers_for_policy(load_policy(), index)  # doctest: +SKIP
@@ -48,15 +39,9 @@ def tiers_for_policy(
 def fallbacks_for_policy(
     policy: RetrievalPolicy, index: Any, tiers: Sequence[Tier]
 ) -> dict[str, Fallback]:
-    """By tier name, the fallback the tier-search node tries for each of ``tiers`` that a
-    Pinecone backend with ``fallback: embedded`` serves: the embedded index's tier of the same
-    role, on ``TierUnavailable`` (no credentials; lexical: no BM25 statistics), and on Pinecone
-    errors too with ``fallback_on_outage``. With ``fallback: none`` a tier that cannot run is
-    reported ``skipped`` with its reason (``no-credentials``); an outage is its error.
-
-    The stage record of a tier with a fallback says which one answered (``served_by``:
-    ``pinecone`` or ``embedded``), and when the embedded one did, why, in a degradation label.
-    """
+    """By tier name, the embedded tier of the same role behind each Pinecone tier with
+    ``fallback: embedded``: tried on ``TierUnavailable``, and on Pinecone errors too with
+    ``fallback_on_outage``."""
     if not isinstance(index, EmbeddedIndex):
         return {}
     own = {tier_role(t): t for t in index.tiers}

@@ -1,26 +1,31 @@
-"""``build_graph``: wire the seven nodes and the policy-driven edges into one compiled graph."""
+"""``build_graph``: wire the seven nodes and the policy-driven edges into one compiled graph.
+
+Each edge reads the decision its source node stored; that node also announces the stages the
+edge bypasses, so every event stream lists all seven stages.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
 
 from ragtiller.adapters import TierLike, as_tier
 from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, RERANK_RESOURCE, Tier, tier_role
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
-from ragtiller.graph import edges
-from ragtiller.graph._dual import dual
-from ragtiller.graph.langgraph_internals import check_input_first
+from ragtiller.graph.backends import tiers_for_policy
+from ragtiller.graph.langgraph_internals import RunnableCallable, check_input_first
 from ragtiller.graph.per_run import NodeMaker, PerRunNodes
-from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input
+from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input, dual
+from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.nodes.assemble import make_assemble
 from ragtiller.nodes.components import Components, Overview, fixed_overview
 from ragtiller.nodes.embed import make_embed
@@ -34,15 +39,57 @@ from ragtiller.policies.loader import load_policy
 from ragtiller.policies.run_context import RunContext, pinned
 from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.ranking.query_tiers import apply_query_options
+from ragtiller.rerankers import reranker_from_policy
 from ragtiller.rerankers.base import Reranker
-from ragtiller.stores import Cache, QuotaLedger
+from ragtiller.stores import Cache, QuotaLedger, stores_from_env
+
+STEP_BACK = "step-back affordable"
+NO_STEP_BACK = "narrow, off or quota spent"
+NO_RETRIEVAL = "no retrieval"
+RERANK = "rerank: ceiling if quota left, else floor"
+NO_RERANK = "no rerank"
+AFTER_GATE_PATHS: dict[Hashable, str] = {
+    STEP_BACK: "step_back",
+    NO_STEP_BACK: "embed",
+    NO_RETRIEVAL: "assemble",
+}
+"""Where each named edge out of the gate goes; the names label the drawn edges."""
+AFTER_FUSE_PATHS: dict[Hashable, str] = {RERANK: "rerank", NO_RERANK: "assemble"}
+
+
+def after_gate(state: dict[str, Any]) -> str:
+    """The gate sets ``step_back.status`` to ``active`` only when step-back can produce
+    something, so a quota-spent turn never enters the node."""
+    if state["route"]["query_type"] == "no_retrieval":
+        return NO_RETRIEVAL
+    if state["step_back"]["status"] == "active":
+        return STEP_BACK
+    return NO_STEP_BACK
+
+
+def after_embed(state: dict[str, Any]) -> list[Send] | Literal["fuse"]:
+    tasks = state.get("tier_tasks") or []
+    if not tasks:
+        return "fuse"
+    return [Send("tier_search", task) for task in tasks]
+
+
+def after_fuse(state: dict[str, Any]) -> str:
+    return RERANK if state["rerank"]["enabled"] else NO_RERANK
+
+
+def edge(fn: Callable[[dict[str, Any]], Any]) -> RunnableCallable:
+    """``fn`` with a native async path, so ``ainvoke`` never hops to a thread to take an edge."""
+
+    async def afn(state: dict[str, Any]) -> Any:
+        return fn(state)
+
+    return RunnableCallable(fn, afn, name=fn.__name__, trace=False)
 
 
 class IndexLike(Protocol):
-    """What ``build_graph(index=...)`` reads: an embedder and tiers. An index may also
-    offer a corpus outline: ``overview(namespaces, filter)``, cut to a turn's scope (as
-    :class:`ragtiller.index.EmbeddedIndex` does), or one ``corpus_map`` text, which is then
-    shown only on turns without a tenant."""
+    """What ``build_graph(index=...)`` reads: an embedder and tiers; and, if it has one, an
+    ``overview(namespaces, filter)`` or ``corpus_map`` text, and a ``manifest``."""
 
     @property
     def embedder(self) -> Embeddings: ...
@@ -51,30 +98,9 @@ class IndexLike(Protocol):
     def tiers(self) -> Sequence[TierLike]: ...
 
 
-def _overview(
-    given: str | Overview | None, index: IndexLike | None, namespaces: Sequence[str] | None
-) -> Overview | None:
-    """The outline a graph shows: the one given, else the index's, scoped when it can be."""
-    if given is None and index is not None:
-        given = getattr(index, "overview", None) or getattr(index, "corpus_map", None)
-    if isinstance(given, str):
-        return fixed_overview(given, namespaces) if given else None
-    return given
-
-
-def _tenant_required(given: bool | None, index: IndexLike | None) -> bool:
-    """``given``, else whether the index manifest says its documents carry tenants; True
-    (default deny) without an index manifest: any other store or tiers may hold several."""
-    if given is not None:
-        return given
-    manifest = getattr(index, "manifest", None)
-    return True if manifest is None else bool(manifest.tenanted)
-
-
 def _known_namespaces(
     namespaces: Sequence[str] | None, index: IndexLike | None
 ) -> Sequence[str] | None:
-    """The namespaces the graph's tiers hold: those given, else the index manifest's."""
     if namespaces is None and index is not None:
         namespaces = getattr(getattr(index, "manifest", None), "namespaces", None)
     return namespaces
@@ -82,35 +108,21 @@ def _known_namespaces(
 
 def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
-    from ragtiller.stores import stores_from_env
-
     limits: dict[str, int] = {
         CHAT_RESOURCE: policy.quota.chat_gen_per_day,
         RERANK_RESOURCE: policy.reranker.daily_calls,
     }
-    return stores_from_env(limits, timezone=policy.quota.timezone)
+    per_tenant = policy.quota.chat_gen_per_tenant_per_day
+    tenant_limits: dict[str, int] = {} if per_tenant is None else {CHAT_RESOURCE: per_tenant}
+    return stores_from_env(limits, tenant_limits=tenant_limits, timezone=policy.quota.timezone)
 
 
 class GraphParts(TypedDict, total=False):
-    """The components a graph is built from; every one is optional.
-
-    Attributes:
-        index: An index providing ``embedder``, ``tiers`` and ``corpus_map`` (e.g.
-            :class:`ragtiller.index.EmbeddedIndex`); explicit parts override its own.
-        embedder: Any LangChain ``Embeddings``.
-        tiers: Retrieval tiers; names must be unique. Any LangChain ``VectorStore`` or
-            ``BaseRetriever`` is one too (wrapped by :func:`ragtiller.adapters.as_tier`).
-        quota: A :class:`ragtiller.stores.QuotaLedger`; default: Redis when ``REDIS_URL`` is
-            set, else in-process, sized by the policy.
-        cache: A :class:`ragtiller.stores.Cache`; default: as ``quota``.
-        chat_model: Any LangChain chat model for step-back; None skips it (``no-llm``).
-        reranker: A rerank provider; default: built from the policy's ``reranker`` section.
-        corpus_map: Corpus outline for broad turns: a function of a turn's namespaces and
-            tenant filter, or one text (shown only on turns without a tenant, since it cannot
-            be cut to one); default: the index's.
-        llm_router: An LLM router strategy; default: built from the policy's ``router``
-            section (none when ``llm_router: off``). See :mod:`ragtiller.routing.llm`.
-    """
+    """The components a graph is built from, each optional; explicit parts override the
+    index's own. ``tiers`` may be LangChain vector stores or retrievers (:func:`as_tier`);
+    ``quota`` and ``cache`` default to Redis when ``REDIS_URL`` is set, else in-process;
+    ``reranker`` and ``llm_router`` to the policy's; ``corpus_map`` to the index's outline (one
+    text is shown only on turns without a tenant, since it cannot be cut to one)."""
 
     index: IndexLike | None
     embedder: Embeddings | None
@@ -123,17 +135,6 @@ class GraphParts(TypedDict, total=False):
     llm_router: Any | None
 
 
-def _index_tiers(policy: RetrievalPolicy, index: IndexLike | None) -> Sequence[TierLike]:
-    """The index's tiers; for an embedded index, served by the policy's dense and lexical
-    backends (Pinecone, with the embedded tier as fallback) as ``tiers_for_policy`` says."""
-    from ragtiller.graph import tiers_for_policy
-    from ragtiller.index import EmbeddedIndex
-
-    if isinstance(index, EmbeddedIndex):
-        return tiers_for_policy(policy, index)
-    return list(index.tiers) if index is not None else []
-
-
 def build_components(
     policy: RetrievalPolicy | str | Path | None = None,
     *,
@@ -141,22 +142,19 @@ def build_components(
     require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> Components:
-    """Resolve the policy and defaults into the :class:`Components` the nodes use.
-
-    Arguments: the policy, ``namespaces`` and ``require_tenant`` as for :func:`build_graph`,
-    and the :class:`GraphParts`.
-
-    Raises:
-        ConfigurationError: No tiers, duplicate tier names, or vector tiers without an embedder.
-        PolicyError: The policy file is invalid.
-    """
     index = parts.get("index")
     tiers, embedder = parts.get("tiers"), parts.get("embedder")
     quota, cache = parts.get("quota"), parts.get("cache")
     chat_model, reranker = parts.get("chat_model"), parts.get("reranker")
     corpus_map, llm_router = parts.get("corpus_map"), parts.get("llm_router")
     resolved = policy if isinstance(policy, RetrievalPolicy) else load_policy(policy)
-    given = list(tiers) if tiers is not None else _index_tiers(resolved, index)
+    given: Sequence[TierLike]
+    if tiers is not None:
+        given = list(tiers)
+    elif isinstance(index, EmbeddedIndex):  # served by the policy's backends
+        given = tiers_for_policy(resolved, index)
+    else:
+        given = list(index.tiers) if index is not None else []
     base_tiers = [as_tier(t, position) for position, t in enumerate(given)]
     if not base_tiers:
         raise ConfigurationError(
@@ -183,6 +181,14 @@ def build_components(
         raise ConfigurationError(
             f"tiers {vector} need query vectors: pass embedder=... or index=..."
         )
+    if corpus_map is None and index is not None:
+        corpus_map = getattr(index, "overview", None) or getattr(index, "corpus_map", None)
+    if isinstance(corpus_map, str):  # one text: shown only on turns that may see all of it
+        whole = _known_namespaces(namespaces, index)
+        corpus_map = fixed_overview(corpus_map, whole) if corpus_map else None
+    if require_tenant is None:  # default deny without an index manifest saying otherwise
+        manifest = getattr(index, "manifest", None)
+        require_tenant = True if manifest is None else bool(manifest.tenanted)
     if quota is None or cache is None:
         env_quota, env_cache = default_stores(resolved)
         quota = quota if quota is not None else env_quota
@@ -199,13 +205,9 @@ def build_components(
             deadlines=resolved.deadlines,
             cache_ttl_s=resolved.cache.ttl_s,
         )
-    from ragtiller.rerankers import reranker_from_policy
-
     given_reranker = reranker
 
     def variant(other: RetrievalPolicy) -> tuple[dict[str, Tier], Reranker]:
-        """The tiers and reranker of ``other``'s fusion, feedback and window, over the same
-        parts."""
         tiers = apply_query_options(other, base_tiers, index)
         rerank = given_reranker or reranker_from_policy(
             other.reranker, ledger=quota, cache=cache, cache_ttl_s=other.cache.ttl_s
@@ -226,10 +228,10 @@ def build_components(
         cache=cache,
         chat_model=chat_model,
         reranker=reranker,
-        overview=_overview(corpus_map, index, _known_namespaces(namespaces, index)),
+        overview=corpus_map,
         llm_router=llm_router,
         variant=variant,
-        require_tenant=_tenant_required(require_tenant, index),
+        require_tenant=require_tenant,
         fallbacks=fallbacks_for_policy(resolved, index, base_tiers),
     )
 
@@ -244,35 +246,12 @@ def build_graph(
     require_tenant: bool | None = None,
     **parts: Unpack[GraphParts],
 ) -> RetrievalGraph:
-    """Build the retrieval graph. Does no I/O beyond what the given components do.
+    """Build the retrieval graph (a :class:`RetrievalGraph`). Does no I/O of its own.
 
-    Args:
-        policy: A policy object, a YAML path, a shipped policy name, or None for the default.
-        checkpointer: Passed to ``compile`` (needed for ``interrupt_before``). It saves the
-            whole state after each step, the hit lists included.
-        interrupt_before: Node names to pause before (notebook stepping).
-        name: The compiled graph's name.
-        namespaces: The namespaces the tiers hold; default: the index manifest's. Every
-            namespace a policy route names must be one of them; a turn asking for another is
-            labelled. None (and no index manifest): not checked.
-        require_tenant: Refuse turns that name no tenant (default deny). Default: whether the
-            index manifest says its documents carry a ``tenant`` key (``ragtiller ingest``
-            records it); True without an index manifest (your own stores and tiers), unless
-            you pass False for a store of one tenant, or what ``ingest_to_store`` recorded
-            (``require_tenant=records.tenanted()`` with its ``SQLiteRecordManager``).
-        **parts: The components (:class:`GraphParts`): ``index``, ``embedder``, ``tiers``,
-            ``quota``, ``cache``, ``chat_model``, ``reranker``, ``corpus_map``, ``llm_router``.
-
-    Returns:
-        The graph (:class:`~ragtiller.graph.retrieval_graph.RetrievalGraph`, holding the
-        compiled LangGraph graph as ``.graph``): input ``{"query": ...}`` or ``{"messages": [...]}``,
-        output ``{"documents", "context", "manifest", "stages"}``, run context
-        :class:`~ragtiller.policies.run_context.RunContext` (``context={"top_k": 3}``).
-
-    Raises:
-        ConfigurationError: No tiers, duplicate tier names, vector tiers without an embedder,
-            or a policy route naming a namespace the index does not hold.
-        PolicyError: The policy file is invalid.
+    ``policy``: an object, a YAML path, a shipped name, or None for the default. ``namespaces``
+    (default: the index manifest's) must hold every namespace a route names. ``require_tenant``
+    refuses turns that name no tenant; default: whether the index manifest says its documents
+    carry tenants, True without one (pass ``records.tenanted()`` of an ``ingest_to_store``).
 
     Example:
         >>> from ragtiller import build_graph
@@ -294,7 +273,6 @@ def build_graph(
 
 
 def node_makers(known_namespaces: Sequence[str] | None = None) -> dict[str, NodeMaker]:
-    """Each node's maker, by node name, as the graph builds them (benchmarks call them too)."""
     return {
         "gate": lambda d: make_gate(d, known_namespaces=known_namespaces),
         "step_back": make_step_back,
@@ -314,11 +292,6 @@ def compile_graph(
     name: str = "ragtiller",
     namespaces: Sequence[str] | None = None,
 ) -> RetrievalGraph:
-    """Wire nodes and edges around already-built components.
-
-    Raises:
-        ConfigurationError: A policy route names a namespace not in ``namespaces``.
-    """
     known = list(namespaces) if namespaces is not None else None
     per_run = PerRunNodes(deps, node_makers(known), known_namespaces=known)
     builder = StateGraph(
@@ -335,11 +308,11 @@ def compile_graph(
         )
 
     builder.add_edge(START, "gate")
-    builder.add_conditional_edges("gate", edges.edge(edges.after_gate), edges.AFTER_GATE_PATHS)
+    builder.add_conditional_edges("gate", edge(after_gate), AFTER_GATE_PATHS)
     builder.add_edge("step_back", "embed")
-    builder.add_conditional_edges("embed", edges.edge(edges.after_embed), ["tier_search", "fuse"])
+    builder.add_conditional_edges("embed", edge(after_embed), ["tier_search", "fuse"])
     builder.add_edge("tier_search", "fuse")
-    builder.add_conditional_edges("fuse", edges.edge(edges.after_fuse), edges.AFTER_FUSE_PATHS)
+    builder.add_conditional_edges("fuse", edge(after_fuse), AFTER_FUSE_PATHS)
     builder.add_edge("rerank", "assemble")
     builder.add_edge("assemble", END)
     compiled = builder.compile(

@@ -1,10 +1,5 @@
-"""Print the graph's shape as Mermaid (``ragtiller draw``), or render a PNG offline.
-
-The shape does not depend on the components, so it is drawn from placeholders: nothing is
-loaded, no model, no index. PNGs are rendered locally by Graphviz through pygraphviz
-(``pip install 'ragtiller[draw]'``); LangGraph's Mermaid PNG renderer, and a compiled graph's
-notebook display, call a web service, which we never do.
-"""
+"""The graph's shape, drawn from placeholder components: Mermaid (``ragtiller draw``), or a PNG
+rendered offline by Graphviz (LangGraph's PNG renderer calls a web service)."""
 
 from __future__ import annotations
 
@@ -20,7 +15,6 @@ from ragtiller.stores import MemoryCache, MemoryQuotaLedger
 
 
 def shape_graph() -> Any:
-    """The compiled graph's drawable form, built from placeholder components."""
     deps = Components(
         policy=load_policy(),
         embedder=None,
@@ -34,15 +28,11 @@ def shape_graph() -> Any:
 
 
 def mermaid() -> str:
-    """The graph as Mermaid text (the README and the snapshot test use this)."""
     return str(shape_graph().draw_mermaid())
 
 
 def png(path: str | None = None) -> bytes | None:
-    """The graph as a PNG, rendered offline by Graphviz: written to ``path``, or returned.
-
-    Raises:
-        ConfigurationError: pygraphviz is not installed (the message says how to install it).
+    """The graph as a PNG (``ragtiller[draw]``): written to ``path``, or returned.
 
     Example:
         >>> from IPython.display import Image  # doctest: +SKIP

@@ -1,14 +1,5 @@
-"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key.
-
-The run context (:class:`~ragtiller.policies.run_context.RunContext`) may name another policy
-or switch step-back and rerank; the graph's wiring never changes, only the components its nodes
-are bound to. Each key's nodes are built on first use and reused, so a run with the default
-context pays one dictionary lookup per node.
-
-Every node also hands its final ``pipeline:step`` events to LangChain's callbacks as custom
-events (``astream_events(version="v2")`` yields them as ``on_custom_event``), but only when a
-callback handler listens: a plain ``invoke`` pays nothing for it.
-"""
+"""Run-context dispatch: each run uses nodes built for its own policy, cached per policy key (the
+default context pays one dictionary lookup per node); stage events reach LangChain callbacks."""
 
 from __future__ import annotations
 
@@ -31,6 +22,9 @@ from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.stores import spend_caps
 
+Caps = tuple[dict[str, int], dict[str, int]]
+"""A policy's daily limits: shared, and each tenant's own (see :func:`spend_caps`)."""
+
 NodeMaker = Callable[[Components], NodeFn]
 MAX_VARIANTS = 32
 """Distinct run-context policy keys kept per graph; older variants are rebuilt when asked."""
@@ -39,16 +33,9 @@ MAX_VARIANTS = 32
 def check_route_namespaces(
     policy: RetrievalPolicy, known: Sequence[str] | None, *, show_known: bool = True
 ) -> None:
-    """Fail when a route names a namespace the index does not hold.
-
-    ``show_known``: list the namespaces the index holds in the error. ``build_graph`` does (the
-    operator reads it); a run that names a policy does not, since the error reaches the run's
-    caller and the index's namespaces may be other tenants' (default deny).
-
-    Raises:
-        ConfigurationError: Naming the route, the namespace and, with ``show_known``, the
-            known list.
-    """
+    """Fail when a route names a namespace the index does not hold. ``show_known`` lists the
+    index's namespaces: ``build_graph``'s operator reads them, a run's caller must not (they
+    may be other tenants')."""
     if known is None:
         return
     bad = [
@@ -71,12 +58,8 @@ router and the ceiling keep their cache TTL)."""
 
 
 def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
-    """The fields ``run`` sets differently from ``base`` that a run cannot change.
-
-    The reranker's provider settings and the ledger's day are built once; the daily call
-    limits (``quota.chat_gen_per_day``, ``reranker.daily_calls``) are not listed: the gate caps
-    a turn's quota view by the run policy's (it can lower a limit, never raise it).
-    """
+    """The fields ``run`` changes that a run cannot: not the daily call limits, which cap a
+    turn's spends by the run policy's (lower a limit, never raise it)."""
     changed = [name for name in FIXED_AT_BUILD if getattr(base, name) != getattr(run, name)]
     if base.quota.timezone != run.quota.timezone:
         changed.append("quota.timezone")
@@ -89,13 +72,10 @@ def fixed_changes(base: RetrievalPolicy, run: RetrievalPolicy) -> list[str]:
 
 
 def _query_options(policy: RetrievalPolicy) -> tuple[Any, ...]:
-    """What ``apply_query_options`` builds the tiers from: a run policy that changes it gets
-    tiers rebuilt for it (``Components.variant``)."""
     return (policy.fusion, policy.feedback, policy.budgets.window_words)
 
 
 def _listening(config: Mapping[str, Any]) -> bool:
-    """Whether any callback handler of this run takes custom events."""
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):
         handlers = callbacks.handlers
@@ -107,7 +87,6 @@ def _listening(config: Mapping[str, Any]) -> bool:
 
 
 async def announce(update: Mapping[str, Any]) -> None:
-    """Send the update's final stage records to LangChain callbacks, when anyone listens."""
     records = update.get("stages") if isinstance(update, Mapping) else None
     if not records:
         return
@@ -122,8 +101,6 @@ async def announce(update: Mapping[str, Any]) -> None:
 
 
 class PerRunNodes:
-    """The graph's nodes, bound per run to the components its run context asks for."""
-
     def __init__(
         self,
         deps: Components,
@@ -134,18 +111,13 @@ class PerRunNodes:
         self.deps = deps
         self.makers = dict(makers)
         self.known_namespaces = known_namespaces
-        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], dict[str, int]]] = {}
+        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], Caps]] = {}
         self._lock = threading.Lock()
         check_route_namespaces(deps.policy, known_namespaces)
 
     def components(self, context: RunContext) -> Components:
         """The graph's components with the context's policy and rerank switch applied: every
-        field the policy sets takes effect, or the run is refused.
-
-        Raises:
-            ConfigurationError: The context's policy names a namespace the index lacks.
-            InputError: The context's policy changes a field fixed when the graph was built.
-        """
+        field the policy sets takes effect, or the run is refused."""
         if context.policy_key() == EMPTY.policy_key():
             return self.deps
         base = self.deps.policy
@@ -168,9 +140,10 @@ class PerRunNodes:
             reranker = reranker.floor  # "on" means the free floor, never the paid ceiling
         return dataclasses.replace(self.deps, policy=policy, tiers=tiers, reranker=reranker)
 
-    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], dict[str, int]]:
+    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], Caps]:
         """The nodes for ``context``'s policy key, built on first use, and the daily limits of
-        that policy, which cap every spend its nodes make (:func:`spend_caps`)."""
+        that policy (shared, and per tenant), which cap every spend its nodes make
+        (:func:`spend_caps`)."""
         key = context.policy_key()
         found = self._variants.get(key)
         if found is not None:
@@ -182,10 +155,16 @@ class PerRunNodes:
             variant = self.nodes(EMPTY)
         else:
             built = {name: make(deps) for name, make in self.makers.items()}
-            caps: dict[str, int] = {
-                CHAT_RESOURCE: deps.policy.quota.chat_gen_per_day,
-                RERANK_RESOURCE: deps.policy.reranker.daily_calls,
-            }
+            quota = deps.policy.quota
+            caps: Caps = (
+                {
+                    CHAT_RESOURCE: quota.chat_gen_per_day,
+                    RERANK_RESOURCE: deps.policy.reranker.daily_calls,
+                },
+                {}
+                if quota.chat_gen_per_tenant_per_day is None
+                else {CHAT_RESOURCE: quota.chat_gen_per_tenant_per_day},
+            )
             variant = built, caps
         with self._lock:
             if len(self._variants) >= MAX_VARIANTS:
@@ -193,7 +172,6 @@ class PerRunNodes:
             return self._variants.setdefault(key, variant)
 
     def node(self, name: str) -> NodeFn:
-        """The node ``name``: finds this run's variant, runs it, announces its records."""
 
         async def run(state: Any) -> dict[str, Any]:
             context = pinned(self.deps.pin, current_context())
@@ -201,7 +179,7 @@ class PerRunNodes:
                 context = turn_context(state, context)
                 check_resumed_scope(turn_scope(name, state), context)
             nodes, caps = self.nodes(context)
-            with spend_caps(caps):  # a run policy's lower daily limits hold in every spend
+            with spend_caps(*caps):  # a run policy's lower daily limits hold in every spend
                 update = await nodes[name](state)
             await announce(update)
             return update

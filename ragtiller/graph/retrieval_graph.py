@@ -1,51 +1,157 @@
-"""What ``build_graph`` returns: one compiled LangGraph graph, held by :class:`RetrievalGraph`.
-
-The compiled graph (``.graph``) is LangGraph's own, as ``StateGraph.compile`` made it, with one
-addition: its input step checks the caller's input (:func:`check_turn_input`), so a run over
-the LangGraph server, which gets ``.graph`` from the Studio factories, is checked as an
-in-process one is. The holder adds the sync path: a top-level ``invoke``/``stream`` runs the
-async path on the node loop in one hop (:mod:`ragtiller.graph._dual`). Everything else passes
-straight to the compiled graph. It is a LangChain ``Runnable``, so it can be a node of a parent
-graph, a retriever's or a tool's graph, and ``batch``/``with_config`` work as on any runnable;
-``with_config`` also pins the run-context fields under ``configurable["ragtiller"]``, in a
-graph recompiled with them in its nodes (:meth:`RetrievalGraph.with_config`).
-"""
+"""What ``build_graph`` returns (:class:`RetrievalGraph`, holding the compiled graph), and the
+sync path: every coroutine runs on one private loop thread in a copy of the caller's context
+(loop-bound clients always see one loop; Jupyter's running loop is no obstacle), in one hop per
+top-level ``invoke``/``stream``, else one per node."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, cast
+import asyncio
+import contextvars
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import merge_configs
+from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_core.runnables.graph import Graph
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 
-from ragtiller.graph._dual import invoke_sync, stream_sync
+from ragtiller.graph.langgraph_internals import RunnableCallable, inside_pregel
 from ragtiller.nodes.run_input import check_keys, current_context
 from ragtiller.nodes.scope import asked_scope, check_thread_scope
 from ragtiller.policies.run_context import CONFIG_KEY, RunContext, context_from, pinned
 
-THREAD_READS = ("scope",)
-"""The thread's channels :func:`check_turn_input` reads."""
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
+_lock = threading.Lock()
+_END = object()
+THREAD_READS = ("scope",)  # the thread's channels check_turn_input reads
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop, _loop_thread
+    with _lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            _loop_thread = threading.Thread(
+                target=loop.run_forever, name="ragtiller-sync-loop", daemon=True
+            )
+            _loop_thread.start()
+            _loop = loop
+    return _loop
+
+
+def _submit(
+    coro: Coroutine[Any, Any, Any], on_done: Callable[[asyncio.Task[Any]], None] | None = None
+) -> Callable[[], object]:
+    """Schedule ``coro`` on the private loop from another thread; returns what cancels it (the
+    loop keeps the order of the two calls, so the cancel finds the task started)."""
+    loop = _background_loop()
+    context = contextvars.copy_context()
+    tasks: list[asyncio.Task[Any]] = []
+
+    def start() -> None:
+        tasks.append(loop.create_task(coro, context=context))
+        if on_done is not None:
+            tasks[0].add_done_callback(on_done)
+
+    def cancel() -> None:
+        for task in tasks:
+            task.cancel()
+
+    loop.call_soon_threadsafe(start)
+    return lambda: loop.call_soon_threadsafe(cancel)
+
+
+def run_sync(coro_fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
+    """Run ``coro_fn(*args, **kwargs)`` to completion from synchronous code, in the caller's
+    context; the task is cancelled if the caller stops waiting (``KeyboardInterrupt``)."""
+    result: Future[T] = Future()
+
+    def settle(task: asyncio.Task[T]) -> None:
+        if task.cancelled():
+            result.cancel()
+        elif (error := task.exception()) is not None:
+            result.set_exception(error)
+        else:
+            result.set_result(task.result())
+
+    cancel = _submit(coro_fn(*args, **kwargs), settle)
+    try:
+        return result.result()
+    except BaseException:
+        cancel()
+        raise
+
+
+def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator on the private loop, which pushes items into a queue as they
+    come (the run never waits for the consumer); closing the iterator early cancels the run."""
+    items: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+
+    async def pump() -> None:
+        try:
+            async for item in agen:
+                items.put((item, None))
+        except BaseException as e:  # handed to the consumer, who raises it
+            items.put((_END, e))
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            return
+        items.put((_END, None))
+
+    cancel = _submit(pump())
+    finished = False
+    try:
+        while True:
+            item, error = items.get()
+            if item is _END:
+                finished = True
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        if not finished:
+            cancel()
+
+
+def dual(
+    afunc: Callable[[Any], Coroutine[Any, Any, dict[str, Any]]], name: str
+) -> RunnableCallable:
+
+    def func(state: Any) -> dict[str, Any]:
+        return run_sync(afunc, state)
+
+    return RunnableCallable(func, afunc, name=name, trace=False)
+
+
+def one_hop(graph: CompiledStateGraph, config: RunnableConfig | None) -> bool:  # type: ignore[type-arg]
+    """Whether a sync run of ``graph`` makes one hop to the loop: only a top-level run, off the
+    loop's own thread, with async checkpointing."""
+    if threading.current_thread() is _loop_thread:
+        return False  # waiting for the loop on the loop would deadlock
+    saver = graph.checkpointer
+    if (
+        isinstance(saver, BaseCheckpointSaver)
+        and type(saver).aget_tuple is BaseCheckpointSaver.aget_tuple
+    ):
+        return False  # a sync-only checkpointer (its async methods raise)
+    configurable = ensure_config(config).get("configurable", {})
+    return not inside_pregel(configurable)
 
 
 def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | None = None) -> None:
-    """Refuse a turn's input before the graph writes it to the state.
-
-    LangGraph keeps only the input keys its schema names, so ``{"question": ...}`` would run as
-    an empty turn: it fails instead, with the key and the accepted shapes. A turn that sets a
-    field the graph pins (``pin``) differently is refused (:func:`pinned`). A new turn on a
-    checkpointed thread is refused when it asks for another scope than the thread's
-    (:mod:`ragtiller.nodes.scope`). Both before its question joins the thread's transcript and
-    before the thread's earlier values are streamed to it.
-
-    Raises:
-        InputError: An input the graph would not read, a pinned field set differently, or a
-            scope other than the thread's.
-    """
+    """Refuse a turn's input before the graph writes it to the state or streams the thread's
+    earlier values: a key LangGraph would drop (``{"question": ...}`` would run as an empty
+    turn), a pinned field set differently, or a scope other than the thread's."""
     check_keys(input)
     context = pinned(pin, current_context(), input)
     previous = thread.get("scope")
@@ -55,11 +161,8 @@ def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | No
 
 class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     """The retrieval graph: input ``{"query": ...}`` or ``{"messages": [...]}``, output
-    ``{"documents", "messages", "context", "manifest", "stages"}``.
-
-    Attributes:
-        graph: The compiled LangGraph graph (for the LangGraph server, or any API not here).
-    """
+    ``{"documents", "messages", "context", "manifest", "stages"}``; ``.graph`` is the compiled
+    LangGraph graph, to which every call not here passes straight."""
 
     def __init__(
         self,
@@ -70,19 +173,17 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         self.name = graph.name
         self._pinning = pinning
 
-    # --- runs --------------------------------------------------------------------------------
-
     def invoke(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """As LangGraph's ``invoke``, in one hop to the node loop for a top-level run."""
-        out: dict[str, Any] = invoke_sync(self.graph, input, config, **kwargs)
-        return out
+        if not one_hop(self.graph, config):
+            return cast(dict[str, Any], self.graph.invoke(input, config, **kwargs))
+        return cast(dict[str, Any], run_sync(self.graph.ainvoke, input, config, **kwargs))
 
     async def ainvoke(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """As LangGraph's ``ainvoke``."""
         out: dict[str, Any] = await self.graph.ainvoke(input, config, **kwargs)
         return out
 
@@ -90,29 +191,25 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[Any]:
         """As LangGraph's ``stream``, in one hop to the node loop for a top-level run."""
-        return stream_sync(self.graph, input, config, **kwargs)
+        if not one_hop(self.graph, config):
+            return self.graph.stream(input, config, **kwargs)
+        return iterate_sync(self.graph.astream(input, config, **kwargs))
 
     def astream(
         self, input: dict[str, Any] | Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        """As LangGraph's ``astream``."""
         return self.graph.astream(input, config, **kwargs)
 
     def astream_events(  # type: ignore[override]
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        """As LangGraph's ``astream_events`` (``version="v2"``)."""
         events: AsyncIterator[Any] = self.graph.astream_events(input, config, **kwargs)
         return events
 
     def with_config(self, config: RunnableConfig | None = None, **kwargs: Any) -> RetrievalGraph:
         """This graph with ``config`` merged into every run's, and the run-context fields under
-        ``configurable["ragtiller"]`` pinned: built into the new graph's nodes, so a run that
-        sets one differently, through any door, is refused (:func:`pinned`); a later
-        ``with_config`` may pin more fields, never change one.
-
-        Raises:
-            InputError: A bad run-context field, or one this graph already pins differently.
+        ``configurable["ragtiller"]`` pinned into a recompiled graph's nodes: a run that sets
+        one differently, through any door, is refused; a later call may pin more, never change one.
         """
         merged = merge_configs(config, cast(RunnableConfig, kwargs))
         configurable = dict(merged.get("configurable") or {})
@@ -124,54 +221,33 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         bound = held.graph.with_config(merge_configs(self.graph.config, rest))
         return RetrievalGraph(bound, held._pinning)
 
-    # --- a thread's state ---------------------------------------------------------------------
+    # --- a thread's state, and the graph's shape: as LangGraph's ------------------------------
 
     def get_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        """As LangGraph's ``get_state``."""
         return self.graph.get_state(config, subgraphs=subgraphs)
 
     async def aget_state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
-        """As LangGraph's ``aget_state``."""
         return await self.graph.aget_state(config, subgraphs=subgraphs)
 
-    def get_state_history(
-        self,
-        config: RunnableConfig,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """As LangGraph's ``get_state_history``."""
-        return self.graph.get_state_history(config, filter=filter, before=before, limit=limit)
+    def get_state_history(self, config: RunnableConfig, **kwargs: Any) -> Iterator[StateSnapshot]:
+        return self.graph.get_state_history(config, **kwargs)
 
     def aget_state_history(
-        self,
-        config: RunnableConfig,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
+        self, config: RunnableConfig, **kwargs: Any
     ) -> AsyncIterator[StateSnapshot]:
-        """As LangGraph's ``aget_state_history``."""
-        return self.graph.aget_state_history(config, filter=filter, before=before, limit=limit)
+        return self.graph.aget_state_history(config, **kwargs)
 
     def update_state(
         self, config: RunnableConfig, values: dict[str, Any] | Any, as_node: str | None = None
     ) -> RunnableConfig:
-        """As LangGraph's ``update_state``."""
         return self.graph.update_state(config, values, as_node)
 
     async def aupdate_state(
         self, config: RunnableConfig, values: dict[str, Any] | Any, as_node: str | None = None
     ) -> RunnableConfig:
-        """As LangGraph's ``aupdate_state``."""
         return await self.graph.aupdate_state(config, values, as_node)
 
-    # --- its shape ----------------------------------------------------------------------------
-
     def get_graph(self, config: RunnableConfig | None = None, *, xray: int | bool = False) -> Graph:
-        """The drawable graph of nodes and edges (``.draw_mermaid()``)."""
         return self.graph.get_graph(config, xray=xray)
 
     def get_input_schema(self, config: RunnableConfig | None = None) -> type[BaseModel]:
@@ -187,5 +263,4 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         return self.graph.get_output_jsonschema(config)
 
     def get_context_jsonschema(self) -> dict[str, Any] | None:
-        """The run context's JSON schema (what Studio's configuration panel shows)."""
         return self.graph.get_context_jsonschema()

@@ -1,13 +1,10 @@
-"""The dense tier: exact cosine search over a numpy matrix (float32, or float16 scored in
-float32), also a LangChain VectorStore."""
+"""The vector store behind the dense tiers: exact cosine search over a numpy matrix (float32, or
+float16 scored in float32), also a LangChain VectorStore."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +14,11 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
-from ragtiller.index import compute
 from ragtiller.index.ann import ANN_FILE, AnnIndex
-from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.compute import SharedScans, scan_key, top_k
 from ragtiller.index.manifest import VectorDtype
 from ragtiller.index.records import RecordTable, ensure_json_metadata
-from ragtiller.index.scans import SharedScans, scan_key
 from ragtiller.models.batch_embedding import Matrix, normalize_rows
 
 VECTORS_FILE = "vectors.npy"
@@ -32,22 +26,10 @@ CHUNKS_FILE = "chunks.jsonl"
 
 
 class NumpyVectorStore(VectorStore):
-    """An exact, in-process vector store: normalised rows, cosine scores, numpy top-k.
-
-    Rows are float32, or float16 (``from_vectors(..., dtype="float16")``: half the memory,
-    scores still computed in float32); writes keep the store's dtype.
-
-    It is a full LangChain ``VectorStore`` (``add_texts``, ``similarity_search*``, ``delete``,
-    ``get_by_ids``, ``as_retriever`` ...), so it can stand in wherever one is expected, and any
-    other LangChain store can stand in for the embedded index's dense tier via
-    :class:`DenseTier`. Scores are cosine similarities (higher is better). Searches accept
-    ``filter`` (metadata equality) and ``namespaces`` (allowed ``namespace`` metadata values).
-
-    Saved with :meth:`save`, loaded with :meth:`load`, which memory-maps the vectors so an index
-    larger than RAM pages in on demand. Not thread-safe for writes during searches.
-
-    Args:
-        embedding: Embeds texts added and queries searched by text.
+    """An exact, in-process vector store and a full LangChain ``VectorStore``: normalised rows
+    (float32, or float16 at half the memory), cosine scores, numpy top-k. :meth:`load`
+    memory-maps the vectors, so an index larger than RAM pages in on demand. Not thread-safe
+    for writes during searches.
 
     Example:
         >>> from ragtiller.models import HashingEmbedder
@@ -75,12 +57,7 @@ class NumpyVectorStore(VectorStore):
         ids: Sequence[str] | None = None,
         dtype: VectorDtype = "float32",
     ) -> NumpyVectorStore:
-        """A store over vectors computed elsewhere (normalised in float32 here, then stored as
-        ``dtype``).
-
-        Raises:
-            ValueError: Lengths differ or ids repeat.
-        """
+        """A store over vectors computed elsewhere (normalised here, stored as ``dtype``)."""
         store = cls(embedding)
         matrix = normalize_rows(vectors) if len(texts) else np.empty((0, 0), dtype=np.float32)
         store._set(_table(texts, metadatas, ids), matrix.astype(dtype, copy=False))
@@ -96,14 +73,12 @@ class NumpyVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> NumpyVectorStore:
-        """Embed ``texts`` with ``embedding`` and return a store holding them."""
         store = cls(embedding)
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
     @property
     def embeddings(self) -> Embeddings:
-        """The embedder used for added texts and text queries."""
         return self._embedding
 
     @property
@@ -125,11 +100,7 @@ class NumpyVectorStore(VectorStore):
         return self._ann
 
     def attach_ann(self, ann: AnnIndex) -> None:
-        """Let ``approximate`` searches use ``ann``, a graph over exactly the current rows.
-
-        Raises:
-            ValueError: ``ann`` holds another number of rows or another dimension.
-        """
+        """Let ``approximate`` searches use ``ann``, a graph over exactly the current rows."""
         rows, dim = self._vectors.shape
         if (ann.rows, ann.dimension) != (rows, dim):
             raise ValueError(
@@ -145,14 +116,7 @@ class NumpyVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        """Embed and add texts; an id already present is replaced (upsert).
-
-        Returns:
-            The ids of the added texts (new uuid4 hex ids where none were given).
-
-        Raises:
-            ValueError: Lengths differ, ids repeat, or metadata is not JSON-serialisable.
-        """
+        """Embed and add texts (upsert); the ids, uuid4 hex where none were given."""
         texts = list(texts)
         if not texts:
             return []
@@ -164,23 +128,16 @@ class NumpyVectorStore(VectorStore):
                 f"{self._vectors.shape[1]}-dimensional ones"
             )
         self.delete(list(table.ids))
-        if len(self._records):  # a float16 store stays float16
-            vectors = vectors.astype(self._vectors.dtype, copy=False)
-        old = self._vectors if len(self._records) else vectors[:0]
-        merged = (
-            table
-            if not len(self._records)
-            else self._records.extend(table.ids, table.texts, table.metadatas)
-        )
-        self._set(merged, np.concatenate([old, vectors]))
+        if not len(self._records):
+            self._set(table, vectors)
+        else:  # a float16 store stays float16
+            added = vectors.astype(self._vectors.dtype, copy=False)
+            merged = self._records.extend(table.ids, table.texts, table.metadatas)
+            self._set(merged, np.concatenate([self._vectors, added]))
         return list(table.ids)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """Delete rows by id; ``ids=None`` deletes everything.
-
-        Returns:
-            True when at least one row was deleted.
-        """
+        """Delete rows by id (``None``: everything); True when a row was deleted."""
         if ids is None:
             deleted = len(self._records) > 0
             self._set(RecordTable([], [], []), np.empty((0, 0), dtype=np.float32))
@@ -194,56 +151,22 @@ class NumpyVectorStore(VectorStore):
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """Documents for the ids found, in the order asked; unknown ids are left out."""
         rows = (self._records.row(i) for i in ids)
         return [self._records.document(r) for r in rows if r is not None]
 
-    def similarity_search(
-        self,
-        query: str,
-        k: int = 4,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        namespaces: Sequence[str] | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """The ``k`` documents most similar to ``query``, best first."""
-        return [
-            d
-            for d, _ in self.similarity_search_with_score(
-                query, k, filter=filter, namespaces=namespaces
-            )
-        ]
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return [d for d, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(
-        self,
-        query: str,
-        k: int = 4,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        namespaces: Sequence[str] | None = None,
-        **kwargs: Any,
+        self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Documents most similar to ``query`` with their cosine similarity, best first."""
         vector = self._embedding.embed_query(query)
-        return self.similarity_search_with_score_by_vector(
-            vector, k, filter=filter, namespaces=namespaces
-        )
+        return self.similarity_search_with_score_by_vector(vector, k, **kwargs)
 
     def similarity_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        namespaces: Sequence[str] | None = None,
-        **kwargs: Any,
+        self, embedding: list[float], k: int = 4, **kwargs: Any
     ) -> list[Document]:
-        """The ``k`` documents most similar to a query vector, best first."""
-        pairs = self.similarity_search_with_score_by_vector(
-            embedding, k, filter=filter, namespaces=namespaces
-        )
-        return [d for d, _ in pairs]
+        return [d for d, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
 
     def similarity_search_with_score_by_vector(
         self,
@@ -252,8 +175,9 @@ class NumpyVectorStore(VectorStore):
         *,
         filter: Mapping[str, Any] | None = None,
         namespaces: Sequence[str] | None = None,
+        **kwargs: Any,
     ) -> list[tuple[Document, float]]:
-        """Documents most similar to a query vector with their cosine similarity, best first."""
+        """Documents with their cosine, best first; ``filter`` and ``namespaces`` scope them."""
         return [
             (self._records.document(row), score)
             for row, score in self.search_rows(embedding, k, namespaces=namespaces, filter=filter)
@@ -261,7 +185,7 @@ class NumpyVectorStore(VectorStore):
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Relevance in [0, 1] for LangChain's threshold search: the cosine, clipped at 0."""
-        return _clip_unit
+        return lambda score: min(max(score, 0.0), 1.0)
 
     def score_rows(
         self,
@@ -270,17 +194,8 @@ class NumpyVectorStore(VectorStore):
         namespaces: Sequence[str] | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """Cosine of the query with every row passing the namespace and metadata filters.
-
-        The same query on the same store is scanned once (see :mod:`ragtiller.index.scans`):
-        the dense and parent-child tiers of a turn share one scan.
-
-        Returns:
-            Row numbers and their scores (same length, read-only), in row order.
-
-        Raises:
-            ValueError: The query vector's dimension differs from the store's.
-        """
+        """Row numbers in scope and their cosines (read-only, in row order). The same query on
+        the same store is scanned once: a turn's dense and parent-child tiers share it."""
         rows_total, dim = self._vectors.shape
         query = normalize_rows(vector)[0]
         if not rows_total:
@@ -293,14 +208,10 @@ class NumpyVectorStore(VectorStore):
         return self._scans.get(key, lambda: self._scan(query, namespaces, filter))
 
     def _scan(
-        self,
-        query: Matrix,
-        namespaces: Sequence[str] | None,
-        filter: Mapping[str, Any] | None,
+        self, query: Matrix, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """Score every row in one pass, then mask: gathering the selected rows first
-        (``vectors[rows]``) copies them on every search and costs 3.5x the scan itself.
-        The arrays are read-only: the dense and parent-child tiers share them."""
+        """Score every row in one pass, then mask: gathering the selected rows first copies them
+        on every search and costs 3.5x the scan itself."""
         scores = _cosines(self._vectors, query)
         mask = self._records.mask(namespaces, filter)
         if mask is None:
@@ -321,7 +232,6 @@ class NumpyVectorStore(VectorStore):
         filter: Mapping[str, Any] | None = None,
         approximate: bool = False,
     ) -> list[tuple[int, float]]:
-        """The best ``k`` ``(row, cosine)`` pairs, best first (see :meth:`nearest_rows`)."""
         rows, scores = self.nearest_rows(
             vector, k, namespaces=namespaces, filter=filter, approximate=approximate
         )
@@ -336,15 +246,8 @@ class NumpyVectorStore(VectorStore):
         filter: Mapping[str, Any] | None = None,
         approximate: bool = False,
     ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """Row numbers and cosines of the best ``k`` rows in scope, best first.
-
-        ``approximate`` searches the attached HNSW graph (:mod:`ragtiller.index.ann`) instead
-        of scanning every row; the scope (namespaces, filter) is exact either way.
-
-        Raises:
-            ValueError: ``k`` < 1, the query's dimension differs, or ``approximate`` without a
-                graph attached.
-        """
+        """Row numbers and cosines of the best ``k`` rows in scope, best first; ``approximate``
+        searches the HNSW graph instead of every row (the scope is exact either way)."""
         if k < 1:
             raise ValueError(f"k must be > 0, but got {k}")
         if approximate:
@@ -381,19 +284,9 @@ class NumpyVectorStore(VectorStore):
         namespaces: Sequence[str] | None = None,
         dtype: VectorDtype = "float32",
     ) -> NumpyVectorStore:
-        """Read a store written by :meth:`save`, memory-mapping the vectors unless ``mmap=False``.
-
-        Every vector is checked once here, so a corrupt file fails the open instead of making
-        every search return nothing. ``vectors`` given (an HNSW graph's own copy, see
-        :meth:`~ragtiller.index.ann.AnnIndex.vectors`) are searched instead of the file's,
-        whose data is then never read: one copy in memory, not two. The chunk table stays in
-        its file (:meth:`RecordTable.load`; ``namespaces``: its distinct namespaces, if known).
-        ``dtype``: how the file stores the vectors (the manifest's ``vector_dtype``).
-
-        Raises:
-            IndexStoreError: A file is missing, unreadable, the two files disagree, or a vector
-                holds NaN or infinite values; the message names the file.
-        """
+        """Read a store written by :meth:`save`. Every vector is checked once, so a corrupt file
+        fails the open, not every search. ``vectors`` given (an HNSW graph's own copy) are
+        searched instead of the file's, which is then never read: one copy in memory, not two."""
         path = Path(directory)
         records = RecordTable.load(path / CHUNKS_FILE, namespaces=namespaces)
         vectors_path = path / VECTORS_FILE
@@ -415,13 +308,10 @@ class NumpyVectorStore(VectorStore):
                 f"{vectors.shape} ({stored.dtype} and {vectors.dtype}); re-ingest to rebuild "
                 "the index"
             )
-        _check_finite(
-            stored if vectors is None else vectors,
-            vectors_path if vectors is None else path / ANN_FILE,
-        )
-        vectors = stored if vectors is None else vectors
+        searched, source = (stored, vectors_path) if vectors is None else (vectors, path / ANN_FILE)
+        _check_finite(searched, source)
         store = cls(embedding)
-        store._set(records, vectors)
+        store._set(records, searched)
         return store
 
     def _set(self, records: RecordTable, vectors: Matrix) -> None:
@@ -434,114 +324,8 @@ class NumpyVectorStore(VectorStore):
         self._ann = None  # nor a graph over them
 
 
-MOVED_DEPTH = 1000
-"""Chunks nearest the question that Rocchio's second pass re-scores with the moved query."""
-
-
-class DenseTier(CpuTier):
-    """The ``dense`` tier: child chunks ranked by cosine with the query vector.
-
-    A thin adapter from a :class:`NumpyVectorStore` to the :class:`~ragtiller.core.tiers.Tier`
-    protocol (a separate class because ``VectorStore.search`` already means something else).
-    ``asearch`` runs inline up to :data:`~ragtiller.index.compute.INLINE_ROWS` rows and in a
-    worker thread above.
-
-    Args:
-        store: The vectors and chunks to search.
-    """
-
-    name = "dense"
-    needs_vector = True
-
-    def __init__(self, store: NumpyVectorStore, *, approximate: bool = False) -> None:
-        if approximate and store.ann is None:
-            raise ValueError("an approximate dense tier needs a store with an HNSW graph")
-        self.store = store
-        self.approximate = approximate
-        """Search the store's HNSW graph instead of scanning every row."""
-
-    def with_search(self, approximate: bool) -> DenseTier:
-        """This tier searching the graph (True) or scanning (False); itself if it already does."""
-        if approximate == self.approximate:
-            return self
-        return DenseTier(self.store, approximate=approximate)
-
-    def search(self, request: SearchRequest) -> list[Hit]:
-        """At most ``k`` chunks, best first, scored by cosine similarity.
-
-        Raises:
-            ValueError: ``vector`` is None, has the wrong dimension, or ``k`` < 1.
-        """
-        if request.vector is None:
-            raise ValueError("the dense tier needs a query vector, but got None")
-        pairs = self.store.search_rows(
-            request.vector,
-            request.k,
-            namespaces=request.namespaces,
-            filter=request.filter,
-            approximate=self.approximate,
-        )
-        records = self.store.records
-        return [records.hit(row, score) for row, score in pairs]
-
-    def search_moved(self, request: SearchRequest, moved: Sequence[float]) -> list[Hit]:
-        """Rocchio's second pass: at most ``k`` of the :data:`MOVED_DEPTH` chunks in scope
-        nearest the request's vector, best first by their cosine to ``moved`` (the query moved
-        toward the feedback); an approximate tier searches its graph with ``moved`` instead.
-
-        Raises:
-            ValueError: ``vector`` is None, either vector has the wrong dimension, or ``k`` < 1.
-        """
-        if self.approximate:
-            return self.search(replace(request, vector=moved))
-        if request.vector is None:
-            raise ValueError("the dense tier needs a query vector, but got None")
-        rows, _ = self.store.nearest_rows(
-            request.vector, MOVED_DEPTH, namespaces=request.namespaces, filter=request.filter
-        )
-        if not len(rows):
-            return []
-        block = np.asarray(self.store.vectors)[rows]  # a plain gather: a memmap's costs 1.6x
-        scores = np.einsum("ij,j->i", block, normalize_rows(moved)[0]).astype(np.float32)
-        best = top_k(scores, request.k)
-        records = self.store.records
-        return [
-            records.hit(row, score)
-            for row, score in zip(rows[best].tolist(), scores[best].tolist(), strict=True)
-        ]
-
-    async def asearch_moved(self, request: SearchRequest, moved: Sequence[float]) -> list[Hit]:
-        """Async twin of :meth:`search_moved`, off the loop when a search would be."""
-        if self.inline(request):
-            return self.search_moved(request, moved)
-        work = functools.partial(self.search_moved, request, moved)
-        return await asyncio.wrap_future(compute.CPU.submit(work))
-
-    def vectors_of(
-        self, request: SearchRequest, ids: Sequence[str]
-    ) -> tuple[list[str], npt.NDArray[np.float32]]:
-        """Those of ``ids`` in the request's scope, with their unit vectors as rows (Rocchio
-        feedback reads them: the fuse node moves the query toward them)."""
-        found, rows = self.store.records.rows_in_scope(ids, request.namespaces, request.filter)
-        return found, np.asarray(self.store.vectors[rows], dtype=np.float32)
-
-    @property
-    def rows(self) -> int:
-        """Rows one search scans."""
-        return len(self.store)
-
-    async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """Async twin of :meth:`search`: an unfiltered graph search (well under a millisecond)
-        runs inline, anything that scans (or filters) every row in a worker thread."""
-        if self.approximate and not request.filter:
-            return self.search(request)
-        return await super().asearch(request)
-
-
 def _table(
-    texts: Sequence[str],
-    metadatas: Sequence[dict[str, Any]] | None,
-    ids: Sequence[str] | None,
+    texts: Sequence[str], metadatas: Sequence[dict[str, Any]] | None, ids: Sequence[str] | None
 ) -> RecordTable:
     if metadatas is not None and len(metadatas) != len(texts):
         raise ValueError(f"got {len(metadatas)} metadatas for {len(texts)} texts")
@@ -555,8 +339,7 @@ def _table(
     return RecordTable(ids, list(texts), mds)
 
 
-_FINITE_CHECK_ROWS = 16_384
-"""Rows checked per block, so the check of a memory-mapped matrix needs little extra memory."""
+_FINITE_CHECK_ROWS = 16_384  # per block, so a memory-mapped matrix needs little extra memory
 
 
 def _check_finite(vectors: npt.NDArray[Any], path: Path) -> None:
@@ -572,19 +355,14 @@ def _check_finite(vectors: npt.NDArray[Any], path: Path) -> None:
             )
 
 
-_F16_BLOCK_ROWS = 4_096
-"""float16 rows widened to float32 per block of the scan: 6 MB of float32 at 384-d."""
+_F16_BLOCK_ROWS = 4_096  # float16 rows widened per block of the scan: 6 MB at 384-d
 
 
 def _cosines(vectors: Matrix, query: Matrix) -> Matrix:
-    """Row-wise dot products in one thread, without BLAS, always in float32.
-
-    A BLAS mat-vec spreads over every core; when the graph searches two tiers at once, or the
-    machine is busy, its spinning threads fight each other (measured: 24 ms instead of 1.3 ms at
-    10k x 384 on a loaded 2-core machine). ``einsum`` runs a single-threaded SIMD loop, so
-    concurrency comes from concurrent searches instead. float16 rows are widened block by block
-    (numpy has no float16 SIMD dot product, and a float16 sum would lose precision).
-    """
+    """Row-wise dot products in one thread, without BLAS, in float32: a BLAS mat-vec's spinning
+    threads fight each other when two tiers search at once (24 ms instead of 1.3 ms at 10k x 384
+    on a loaded 2-core machine). float16 rows are widened block by block (numpy has no float16
+    SIMD dot product, and a float16 sum would lose precision)."""
     if vectors.dtype == np.float32:
         scores: Matrix = np.einsum("ij,j->i", vectors, query)
         return scores
@@ -593,7 +371,3 @@ def _cosines(vectors: Matrix, query: Matrix) -> Matrix:
         block = np.asarray(vectors[first : first + _F16_BLOCK_ROWS], dtype=np.float32)
         scores[first : first + len(block)] = np.einsum("ij,j->i", block, query)
     return scores
-
-
-def _clip_unit(score: float) -> float:
-    return min(max(score, 0.0), 1.0)

@@ -20,20 +20,21 @@ from ragtiller.core.tiers import Tier
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import ann
 from ragtiller.index.ann import ANN_FILE, AnnIndex, load_graph
+from ragtiller.index.compute import SharedScans
 from ragtiller.index.corpus_map import OUTLINE_FILE, OutlineRows
-from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, DenseTier, NumpyVectorStore
+from ragtiller.index.dense import CHUNKS_FILE, VECTORS_FILE, NumpyVectorStore
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.index.lexical import LEXICAL_DIR, LexicalTier, lexical_text
 from ragtiller.index.manifest import FORMAT_VERSION, MANIFEST_FILE, EmbedderInfo, IndexManifest
 from ragtiller.index.parent_child import PARENT_ROWS_FILE, ParentChildTier, parent_rows
 from ragtiller.index.records import RecordTable
-from ragtiller.index.scans import SharedScans
 from ragtiller.index.versions import FaultHook, open_current, write_version
 from ragtiller.models import EmbeddingStats, HashingEmbedder, MiniLMEmbedder, embed_texts
 from ragtiller.models.embedders import embedder_identity, embedder_variant, local_embedder
 
 if TYPE_CHECKING:
+    from ragtiller.ingest.pipeline import IngestReport
     from ragtiller.ingest.progress import IngestProgress
-    from ragtiller.ingest.report import IngestReport
 
 PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
 _ROWS = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR)  # the chunks, sections and BM25

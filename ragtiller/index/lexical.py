@@ -19,9 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import IndexStoreError
 from ragtiller.index import compute
-from ragtiller.index.compute import CpuTier, top_k_positive
+from ragtiller.index.compute import CpuTier, SharedScans, scan_key, top_k_positive
 from ragtiller.index.records import RecordTable
-from ragtiller.index.scans import SharedScans, scan_key
 
 # bm25s sets its logger to DEBUG: under any root handler it printed a line on every ingest
 logging.getLogger("bm25s").setLevel(logging.WARNING)

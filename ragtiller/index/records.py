@@ -1,53 +1,43 @@
-"""An immutable, row-aligned table of chunk (or section) records shared by the tiers.
-
-Every tier of one index reads the same table, so a row number means the same chunk in the
-vector matrix, the BM25 index and the hits. Mutations (``add_texts``, ``delete`` on the vector
-store) build a new table and leave the old one to the tiers still holding it. A table read with
-:meth:`RecordTable.load` stays in its file (:mod:`ragtiller.index._lazy_rows`): rows are parsed
-when read, and the id lookup, namespace codes and filter columns are built on first use.
-"""
+"""An immutable, row-aligned table of chunk (or section) records shared by the tiers (a row is the
+same chunk in the vectors, the BM25 index and the hits). A loaded table stays in its memory-mapped
+file, a line parsed when first read: as Python objects the chunks cost more than the vectors, and
+parsing them all was most of an open (1.6 s of 2 s at 100k chunks)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import mmap
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 from langchain_core.documents import Document
 
 from ragtiller.core.filters import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # re-exported
 from ragtiller.core.filters import allowed_values, comparable, filter_key
 from ragtiller.core.filters import namespace_of as namespace_of  # re-exported
 from ragtiller.core.tiers import HIT_FIELDS, Hit
-from ragtiller.index._lazy_rows import Field, JsonlRows
+from ragtiller.errors import IndexStoreError
 
+T = TypeVar("T")
 _MISSING = object()
-MASKS_KEPT = 32
-"""Scope masks (namespaces and filter) kept per table: a tenant's mask serves its next turns."""
-
-
+MASKS_KEPT = 32  # scope masks kept per table: a tenant's mask serves its next turns
 RECENT_ROWS = 65536
-"""Ids of recently built hits whose rows a table remembers (:meth:`RecordTable.rows_in_scope`
-finds the rows of a turn's passages by them: the id -> row map of every row costs 0.7 s and
-19 MB on first use at 100k chunks)."""
+"""Ids of recently built hits whose rows a table remembers, so :meth:`RecordTable.rows_in_scope`
+finds a turn's passages without the id map of every row (0.7 s and 19 MB at 100k chunks)."""
+CACHED_ROWS = 4096  # parsed rows kept per table in a file: the rows of a few turns
+_SCAN_BYTES = 1 << 26  # scanned for line ends at once: little memory beyond the map
 
 
 class RecordTable:
-    """Ids, texts and metadata of N rows, with a namespace code per row for fast filtering.
-
-    Args:
-        ids: Unique row ids.
-        texts: One text per row.
-        metadatas: One metadata dict per row; ``namespace`` defaults to ``"default"``.
-
-    Raises:
-        ValueError: The three sequences differ in length, or an id repeats.
-    """
+    """Ids (unique), texts and metadata of N rows, with a namespace code per row for fast
+    filtering (``namespace`` defaults to ``"default"``)."""
 
     __slots__ = (
         "_columns",
@@ -62,10 +52,7 @@ class RecordTable:
     )
 
     def __init__(
-        self,
-        ids: Sequence[str],
-        texts: Sequence[str],
-        metadatas: Sequence[dict[str, Any]],
+        self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
     ) -> None:
         if not len(ids) == len(texts) == len(metadatas):
             raise ValueError(
@@ -85,8 +72,8 @@ class RecordTable:
 
     @classmethod
     def _in_file(cls, rows: JsonlRows, namespaces: Sequence[str] | None) -> RecordTable:
-        """A table whose rows stay in ``rows``' file; ``namespaces``: the distinct namespaces,
-        when known (an index manifest's), so that one namespace needs no pass over the rows."""
+        """A table whose rows stay in ``rows``' file; ``namespaces`` (an index manifest's, when
+        known) spares one namespace a pass over the rows."""
         table = cls.__new__(cls)
         table.ids, table.texts = Field(rows, "id"), Field(rows, "text")
         table.metadatas = Field(rows, "metadata")
@@ -101,19 +88,12 @@ class RecordTable:
 
     @property
     def namespaces(self) -> tuple[str, ...]:
-        """Distinct namespaces, in order of first appearance."""
         return tuple(self._codes()[1])
 
     def row(self, id_: str) -> int | None:
-        """Row number of ``id_``, or None when absent."""
         return self._lookup().get(id_)
 
     def _lookup(self) -> dict[str, int]:
-        """Id -> row, built on first use.
-
-        Raises:
-            ValueError: An id repeats.
-        """
         if self._row is None:
             lookup = {id_: row for row, id_ in enumerate(self.ids)}
             if len(lookup) != len(self):
@@ -136,32 +116,18 @@ class RecordTable:
         return self._scopes
 
     def column(self, key: str) -> tuple[Any, ...]:
-        """Every row's ``metadata[key]`` (a private marker where a row lacks it), kept."""
         values = self._columns.get(key)
         if values is None:
             values = self._columns[key] = tuple(md.get(key, _MISSING) for md in self.metadatas)
         return values
 
     def mask(
-        self,
-        namespaces: Sequence[str] | None,
-        filter: Mapping[str, Any] | None,
+        self, namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> npt.NDArray[np.bool_] | None:
-        """Rows whose namespace is in ``namespaces`` and whose metadata passes ``filter``.
-
-        Args:
-            namespaces: Allowed namespaces; None allows all.
-            filter: A portable filter (:mod:`ragtiller.core.filters`: equality, or membership for a
-                list); None or empty allows all.
-
-        Returns:
-            A boolean row mask, or None when nothing is filtered out.
-        """
+        """Rows in ``namespaces`` (None: all) whose metadata passes the portable ``filter``
+        (:mod:`ragtiller.core.filters`); None when nothing is filtered out."""
         try:
-            key = (
-                None if namespaces is None else tuple(namespaces),
-                filter_key(filter),
-            )
+            key = (None if namespaces is None else tuple(namespaces), filter_key(filter))
             hash(key)
         except TypeError:  # an unhashable value: computed, not kept
             return self._mask(namespaces, filter)
@@ -197,14 +163,10 @@ class RecordTable:
         return mask
 
     def rows_in_scope(
-        self,
-        ids: Iterable[str],
-        namespaces: Sequence[str] | None,
-        filter: Mapping[str, Any] | None,
+        self, ids: Iterable[str], namespaces: Sequence[str] | None, filter: Mapping[str, Any] | None
     ) -> tuple[list[str], list[int]]:
-        """Those of ``ids`` this table holds in ``namespaces`` and ``filter`` (the scope a search
-        sees), with their rows: a tier asked to score chunks never scores one its search could
-        not have returned."""
+        """Those of ``ids`` in the scope a search sees, with their rows: a tier asked to score
+        chunks never scores one its search could not have returned."""
         mask = self.mask(namespaces, filter)
         found: list[str] = []
         rows: list[int] = []
@@ -217,7 +179,6 @@ class RecordTable:
         return found, rows
 
     def hit(self, row: int, score: float, **extra: Any) -> Hit:
-        """The row as a :class:`~ragtiller.core.tiers.Hit` with ``extra`` added to its metadata."""
         id_, text, stored = self.fields(row)
         if len(self._recent) >= RECENT_ROWS:
             self._recent.clear()
@@ -235,20 +196,17 @@ class RecordTable:
         )
 
     def items(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Every row's id, text and metadata, in row order (one pass over a file)."""
         if isinstance(self.texts, Field):
             return ((r["id"], r["text"], r["metadata"]) for r in self.texts.records())
         return zip(self.ids, self.texts, self.metadatas, strict=True)
 
     def fields(self, row: int) -> tuple[str, str, dict[str, Any]]:
-        """The id, text and metadata of ``row`` (one parse for a table still in its file)."""
         if isinstance(self.texts, Field):
             record = self.texts.record(row)
             return record["id"], record["text"], record["metadata"]
         return self.ids[row], self.texts[row], self.metadatas[row]
 
     def document(self, row: int) -> Document:
-        """The row as a LangChain ``Document`` carrying its id and a copy of its metadata."""
         return Document(
             id=self.ids[row], page_content=self.texts[row], metadata=dict(self.metadatas[row])
         )
@@ -256,11 +214,9 @@ class RecordTable:
     def extend(
         self, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[dict[str, Any]]
     ) -> RecordTable:
-        """A new table with these rows appended."""
         return RecordTable((*self.ids, *ids), (*self.texts, *texts), (*self.metadatas, *metadatas))
 
     def select(self, rows: npt.NDArray[np.bool_]) -> RecordTable:
-        """A new table keeping the rows where ``rows`` is True."""
         keep = np.flatnonzero(rows).tolist()
         return RecordTable(
             [self.ids[r] for r in keep],
@@ -269,7 +225,6 @@ class RecordTable:
         )
 
     def dump(self, path: Path) -> None:
-        """Write one JSON object per row (``id``, ``text``, ``metadata``) to ``path``."""
         with path.open("w", encoding="utf-8") as f:
             for id_, text, md in self.items():
                 f.write(json.dumps({"id": id_, "text": text, "metadata": md}, ensure_ascii=False))
@@ -277,18 +232,7 @@ class RecordTable:
 
     @classmethod
     def load(cls, path: Path, *, namespaces: Sequence[str] | None = None) -> RecordTable:
-        """Open a table written by :meth:`dump` in place: rows are parsed when first read.
-
-        The first and last lines are checked here, every other line when it is first read.
-
-        Args:
-            path: The file.
-            namespaces: The distinct namespaces of the rows, if known (an index manifest's).
-
-        Raises:
-            IndexStoreError: The file is missing, or a line is not a record; the message names
-                the file and the line.
-        """
+        """Open a table written by :meth:`dump` in place, checking its first and last lines."""
         rows = JsonlRows(path)
         if len(rows):
             rows.record(0)
@@ -297,15 +241,8 @@ class RecordTable:
 
 
 def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str, Any]:
-    """Copy ``metadata``, checking that every value survives a JSON round-trip.
-
-    Args:
-        metadata: The metadata to store.
-        owner: Who it belongs to, for the error message (``document 'a.md'``).
-
-    Raises:
-        ValueError: A value is not JSON-serialisable; the message names the key.
-    """
+    """A copy of ``metadata`` whose every value survives a JSON round-trip; else a ValueError
+    naming ``owner`` (``document 'a.md'``) and the key."""
     for key, value in metadata.items():
         try:
             json.dumps(value)
@@ -315,3 +252,115 @@ def ensure_json_metadata(metadata: Mapping[str, Any], *, owner: str) -> dict[str
                 "JSON-serialisable; convert it to str, number, bool, list or dict"
             ) from e
     return dict(metadata)
+
+
+class JsonlRows:
+    """The lines of a JSON-lines record file (``{"id", "text", "metadata"}`` per line), by row,
+    memory-mapped (pages shared by every process that opens it); a corrupt line fails the read
+    that reaches it, naming the file and the line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            with path.open("rb") as f:
+                size = path.stat().st_size
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except FileNotFoundError as e:
+            raise IndexStoreError(f"index file {path} is missing") from e
+        except OSError as e:
+            raise IndexStoreError(f"index file {path} is corrupt: {e}") from e
+        self._starts, self._ends = _lines(self._map, size)
+        if self._map is not None:  # the scan touched every page: a turn needs a few of them
+            self._map.madvise(mmap.MADV_DONTNEED)
+        self.record = functools.lru_cache(maxsize=CACHED_ROWS)(self._parse)
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _parse(self, row: int) -> dict[str, Any]:
+        assert self._map is not None
+        raw = self._map[int(self._starts[row]) : int(self._ends[row])]
+        try:
+            record = _loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise IndexStoreError(
+                f"index file {self.path} is corrupt: line {row + 1} is not JSON ({e})"
+            ) from e
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("id"), str)
+            or not isinstance(record.get("text"), str)
+            or not isinstance(record.get("metadata"), dict)
+        ):
+            raise IndexStoreError(
+                f"index file {self.path} is corrupt: line {row + 1} lacks a string id, a "
+                "string text or a metadata object"
+            )
+        return record
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        return (self._parse(row) for row in range(len(self)))
+
+
+def _loads(raw: bytes) -> Any:
+    """orjson parses a turn's rows four times faster than ``json``, which takes what it refuses
+    and ``json.dumps`` writes (NaN, an integer over 64 bits)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw.decode("utf-8"))
+
+
+class Field(Sequence[T], Generic[T]):
+    """One field (``id``, ``text`` or ``metadata``) of every row of a :class:`JsonlRows`."""
+
+    def __init__(self, rows: JsonlRows, key: str) -> None:
+        self._rows = rows
+        self._key = key
+        self._count = len(rows)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def record(self, row: int) -> dict[str, Any]:
+        if not 0 <= row < self._count:
+            raise IndexError(f"row {row} out of range")
+        return self._rows.record(int(row))
+
+    @overload
+    def __getitem__(self, row: int) -> T: ...
+
+    @overload
+    def __getitem__(self, row: slice) -> list[T]: ...
+
+    def __getitem__(self, row: int | slice) -> T | list[T]:
+        if isinstance(row, slice):
+            return [self[r] for r in range(*row.indices(self._count))]
+        value: T = self.record(row + self._count if row < 0 else row)[self._key]
+        return value
+
+    def __iter__(self) -> Iterator[T]:
+        return (record[self._key] for record in self._rows.records())
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        return self._rows.records()
+
+
+def _lines(
+    data: mmap.mmap | None, size: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    if data is None:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    ends = [
+        np.flatnonzero(
+            np.frombuffer(data, dtype=np.uint8, count=min(_SCAN_BYTES, size - at), offset=at) == 10
+        )
+        + at
+        for at in range(0, size, _SCAN_BYTES)
+    ]
+    newlines = np.concatenate(ends).astype(np.int64)
+    starts = np.concatenate([[0], newlines + 1]).astype(np.int64)
+    stops = np.concatenate([newlines, [size]]).astype(np.int64)
+    keep = stops > starts
+    return starts[keep], stops[keep]

@@ -2,10 +2,9 @@
 embedded index (or another LangChain vector store, or a record manager's store)."""
 
 from ragtiller.ingest.chunking import Chunk, chunk_documents
-from ragtiller.ingest.pipeline import build_index, ingest
+from ragtiller.ingest.pipeline import IngestReport, build_index, ingest
 from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.record_manager import SQLiteRecordManager
-from ragtiller.ingest.report import IngestReport
 from ragtiller.ingest.sources import SkippedSource, load_sources
 from ragtiller.ingest.stdlib_corpus import stdlib_documents
 from ragtiller.ingest.store_sync import ChangeCounts, Cleanup, SyncResult, sync_vector_store

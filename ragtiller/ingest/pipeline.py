@@ -1,21 +1,38 @@
-"""The ingest door: build a new index, or bring an existing one up to date, and save it."""
+"""The ingest door: read, chunk, embed what changed and assemble an index, then save it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from ragtiller.core.filters import TENANT_KEY
 from ragtiller.core.retry import RetryPolicy
 from ragtiller.errors import IndexStoreError, IngestError
-from ragtiller.index.embedded import EmbeddedIndex, read_manifest, variant_rebuild_reason
-from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig
-from ragtiller.index.manifest import MANIFEST_FILE, VECTOR_DTYPES, VectorDtype
-from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
+from ragtiller.index.corpus_map import build_corpus_map
+from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.embedded import (
+    EmbeddedIndex,
+    build_derived,
+    read_manifest,
+    variant_rebuild_reason,
+)
+from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig, LexicalTier, indexed_text
+from ragtiller.index.manifest import (
+    MANIFEST_FILE,
+    VECTOR_DTYPES,
+    EmbedderInfo,
+    IndexCounts,
+    IndexManifest,
+    VectorDtype,
+)
+from ragtiller.index.records import RecordTable, namespace_of
+from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig, section_from_record
 from ragtiller.index.versions import (
     FaultHook,
     check_writable,
@@ -23,12 +40,61 @@ from ragtiller.index.versions import (
     open_current,
     tidy,
 )
-from ragtiller.ingest.builder import IndexBuilder
+from ragtiller.ingest.chunking import ModelWindow, chunk_documents, chunk_metadata, section_metadata
 from ragtiller.ingest.progress import IngestProgress
-from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source
-from ragtiller.ingest.store_sync import CLEANUP_MODES, Cleanup
-from ragtiller.models.batch_embedding import DEFAULT_RETRY
-from ragtiller.models.embedders import embedder_identity
+from ragtiller.ingest.sources import (
+    DEFAULT_MAX_FILE_BYTES,
+    SkippedSource,
+    Source,
+    check_against_index,
+    load_sources,
+)
+from ragtiller.ingest.store_sync import (
+    CLEANUP_MODES,
+    ChangeCounts,
+    Cleanup,
+    SyncRecord,
+    embedding_key,
+    fingerprint,
+    group_id,
+    identity_of,
+    plan_sync,
+)
+from ragtiller.models.batch_embedding import DEFAULT_RETRY, EmbeddingStats, Matrix, embed_texts
+from ragtiller.models.embedders import embedder_identity, embedder_variant
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """The counts of one ingest (``version``: the one written, None when nothing was saved)."""
+
+    documents: ChangeCounts
+    chunks: ChangeCounts
+    embedded: int
+    cleanup: Cleanup = "full"
+    rebuild_reason: str | None = None
+    version: str | None = None
+    skipped: tuple[SkippedSource, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.chunks.changed or self.rebuild_reason is not None
+
+    def summary(self) -> str:
+        """One line, as ``ragtiller ingest`` prints it."""
+        parts = [f"documents: {self.documents}", f"chunks: {self.chunks}"]
+        parts.append(f"embedded {self.embedded} text{'s' if self.embedded != 1 else ''}")
+        if self.rebuild_reason:
+            parts.append(f"full rebuild: {self.rebuild_reason}")
+        if self.version:
+            parts.append(f"saved as {self.version}")
+        elif not self.changed and self.chunks.unchanged:
+            parts.append("index unchanged, not rewritten")
+        else:
+            parts.append("not saved")
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} path{'s' if len(self.skipped) != 1 else ''} skipped")
+        return "; ".join(parts)
 
 
 def ingest(
@@ -41,38 +107,8 @@ def ingest(
     fault: FaultHook | None = None,
     **options: Any,
 ) -> EmbeddedIndex:
-    """Ingest ``sources`` into ``index_dir``: the one door for a first and every later ingest.
-
-    Into an existing index, only what changed is embedded: chunks are keyed by stable id and
-    fingerprinted by text, metadata and embedder, unchanged chunks keep their stored vectors,
-    chunks of edited or removed sources are deleted, new ones added. Nothing changed: nothing
-    is written. An index built with another embedder or other chunking settings is rebuilt in
-    full, and the report says why. ``index.report`` holds the counts ``ragtiller ingest``
-    prints.
-
-    Args:
-        sources: Files, directories and/or LangChain ``Document``s.
-        index_dir: The index directory (created if needed).
-        embedder: Any LangChain ``Embeddings``.
-        cleanup: ``full`` (default): the index ends up holding exactly ``sources``;
-            ``incremental``: documents already indexed but not among ``sources`` stay.
-        progress: One progress bar over read, chunk, embed, index and save.
-        fault: Passed to :meth:`EmbeddedIndex.save` (crash tests).
-        **options: Passed to :meth:`build_index` (``chunking``, ``lexical``,
-            ``namespace``, ``batch_size``, ``retry``, ``max_file_bytes``, ``vector_dtype``).
-
-    Returns:
-        The index, with :attr:`~EmbeddedIndex.report`.
-
-    Raises:
-        IngestError: Nothing to ingest, a missing path, ``cleanup`` not a mode, an
-            ``incremental`` ingest into an index that has to be rebuilt, or a document id
-            given by two sources (:mod:`ragtiller.ingest.doc_ids`).
-        IndexStoreError: ``index_dir`` is a non-empty directory that holds no index, or a file
-            operation on it failed (a full disk, a read-only file system): the message names
-            the path, and a failed save leaves nothing behind.
-        EmbeddingError: The embedder kept failing on a batch.
-    """
+    """Ingest ``sources`` into ``index_dir``, embedding only what changed; an index built with
+    another embedder or chunking is rebuilt in full. ``options`` go to :func:`build_index`."""
     if cleanup not in CLEANUP_MODES:
         raise IngestError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     directory = Path(index_dir)
@@ -107,7 +143,6 @@ def ingest(
 def _previous(
     directory: Path, embedder: Embeddings, chunking: ChunkingConfig, vector_dtype: VectorDtype
 ) -> tuple[EmbeddedIndex | None, str | None]:
-    """The index already at ``directory`` if this ingest can build on it, else why not."""
     if not directory.is_dir() or not is_index_directory(directory):
         return None, None
     try:
@@ -153,69 +188,183 @@ def build_index(
     rebuild_reason: str | None = None,
     vector_dtype: VectorDtype = "float32",
 ) -> EmbeddedIndex:
-    """Read, chunk, embed and index ``sources``, reusing what ``previous`` already holds.
-
-    Chunks of ``previous`` whose text, metadata and embedder are unchanged keep their
-    vectors; only new and edited texts are embedded. With ``previous`` unchanged in every
-    respect, ``previous`` itself is returned (with a :attr:`report`).
-
-    Args:
-        sources: Files, directories and/or LangChain ``Document``s.
-        embedder: Any LangChain ``Embeddings``; its name and dimension go in the manifest.
-        chunking: Child chunk size and overlap (must equal ``previous``'s).
-        lexical: BM25 parameters.
-        namespace: Namespace of documents whose metadata names none.
-        progress: Show one progress bar over the whole build (or draw on this one).
-        batch_size: Texts per embedding call.
-        retry: Attempts and backoff per embedding call.
-        max_file_bytes: Files larger than this are skipped, in bytes.
-        previous: The index being brought up to date, built with the same embedder and
-            chunking.
-        cleanup: ``full``: the result holds exactly ``sources``; ``incremental``: documents
-            of ``previous`` not among ``sources`` are kept.
-        rebuild_reason: Why ``previous`` is None although an index existed (for the report).
-        vector_dtype: How the index stores its vectors: ``float32`` (default) or ``float16``
-            (half the memory; scores are still computed in float32). Recorded in the
-            manifest; a float16 index re-ingested as float32 is embedded again in full.
-
-    Returns:
-        The index, not yet saved.
-
-    Raises:
-        IngestError: Nothing readable to ingest (the message lists what was skipped), a
-            path does not exist, ``previous`` was built with another embedder or
-            chunking, or ``vector_dtype`` is not one of :data:`VECTOR_DTYPES`.
-        EmbeddingError: The embedder kept failing on a batch.
-    """
+    """Read, chunk, embed and index ``sources`` (not saved), reusing the vectors of unchanged
+    chunks of ``previous``, or ``previous`` itself (with a new report) when nothing changed."""
     if vector_dtype not in VECTOR_DTYPES:
         raise IngestError(f"vector_dtype must be one of {VECTOR_DTYPES}, but got {vector_dtype!r}")
     bar = progress if isinstance(progress, IngestProgress) else IngestProgress(enabled=progress)
     try:
-        builder = IndexBuilder(embedder, chunking, lexical, bar, batch_size, retry, vector_dtype)
-        parts = builder.build(
+        documents, skipped = load_sources(
             sources,
             namespace=namespace,
             max_file_bytes=max_file_bytes,
-            previous=previous,
-            cleanup=cleanup,
-            rebuild_reason=rebuild_reason,
+            on_total=lambda n: bar.stage("read", n, unit="file"),
+            on_read=bar.advance,
+        )
+        if previous is not None and cleanup == "incremental":
+            check_against_index(documents, previous.parents.metadatas)
+        bar.stage("chunk", len(documents), unit="doc")
+        sections, chunks = chunk_documents(documents, chunking, ModelWindow.of(embedder))
+        bar.advance(len(documents))
+        if previous is not None and previous.manifest.chunking != chunking:
+            raise IngestError(
+                f"the previous index was chunked with {previous.manifest.chunking!r}, this "
+                f"ingest uses {chunking!r}; rebuild it in full (no previous index)"
+            )
+        if not chunks and (previous is None or cleanup == "full"):
+            detail = "; ".join(f"{s.path} ({s.reason})" for s in skipped)
+            raise IngestError(
+                f"nothing to ingest: {len(documents)} document(s) read, none with text; "
+                f"{len(skipped)} source(s) skipped"
+                + (f": {detail}" if detail else "")
+                + "; pass Markdown, reStructuredText, text or BEIR .jsonl files, or Documents"
+            )
+        name, dimension = embedder_identity(embedder)
+        built = None if previous is None else previous.manifest.embedder
+        if built is not None and (name, dimension) != (built.name, built.dimension):
+            raise IngestError(
+                f"the previous index was embedded with {built.name!r}, "
+                f"this ingest uses {name!r}; rebuild it in full (no previous index)"
+            )
+        identity = identity_of(name, dimension)
+        metadatas = [chunk_metadata(c, chunking.header) for c in chunks]
+        parent_md = {s.id: section_metadata(s) for s in sections}
+        current = [
+            _sync_record(identity, c.id, c.text, md, parent_md[md["parent_id"]])
+            for c, md in zip(chunks, metadatas, strict=True)
+        ]
+        stored: list[SyncRecord] = []  # the previous index's chunks, same embedder (checked)
+        if previous is not None:
+            old_parents = dict(zip(previous.parents.ids, previous.parents.metadatas, strict=True))
+            stored = [
+                _sync_record(identity, i, t, md, old_parents.get(str(md.get("parent_id")), {}))
+                for i, t, md in previous.store.records.items()
+            ]
+        plan = plan_sync(current, stored, cleanup)
+        stats = EmbeddingStats()
+        report = IngestReport(
+            plan.documents, plan.chunks, 0, cleanup, rebuild_reason, skipped=tuple(skipped)
+        )
+        if (
+            previous is not None
+            and not plan.changed
+            and previous.manifest.lexical == lexical
+            and previous.manifest.vector_dtype == vector_dtype
+        ):
+            previous.report = report
+            return previous
+        indexed = [indexed_text(c.text, md) for c, md in zip(chunks, metadatas, strict=True)]
+        vectors = _vectors(embedder, indexed, previous, identity, stats, bar, batch_size, retry)
+        ids, texts, all_sections = [c.id for c in chunks], [c.text for c in chunks], sections
+        if previous is not None and plan.kept_groups:  # what incremental cleanup leaves alone
+
+            def kept(md: dict[str, Any], default: str | None) -> bool:
+                return (
+                    group_id(namespace_of(md), str(md.get("doc_id", default))) in plan.kept_groups
+                )
+
+            old, old_sections = previous.store.records, previous.parents
+            rows = [r for r, md in enumerate(old.metadatas) if kept(md, old.ids[r])]
+            vectors = np.concatenate([np.asarray(previous.store.vectors[rows]), vectors])
+            ids = [old.ids[r] for r in rows] + ids
+            texts = [old.texts[r] for r in rows] + texts
+            metadatas = [old.metadatas[r] for r in rows] + metadatas
+            indexed = [indexed_text(old.texts[r], old.metadatas[r]) for r in rows] + indexed
+            all_sections = [
+                section_from_record(old_sections.ids[r], old_sections.texts[r], md)
+                for r, md in enumerate(old_sections.metadatas)
+                if kept(md, None)
+            ] + sections
+        bar.stage("index", len(ids), unit="chunk")
+        store = NumpyVectorStore.from_vectors(
+            texts, vectors, embedder, metadatas, ids=ids, dtype=vector_dtype
+        )
+        parents = RecordTable(
+            [s.id for s in all_sections],
+            [s.text for s in all_sections],
+            [section_metadata(s) for s in all_sections],
+        )
+        lexical_tier = LexicalTier.build(store.records, indexed, lexical)
+        derived = build_derived(store, parents)
+        bar.advance(len(ids))
+        # pre-split Documents sharing an id are passages of one document: count documents once
+        keys = {(s.document.namespace, s.document.doc_id) for s in all_sections}
+        manifest = IndexManifest(
+            embedder=EmbedderInfo(name=name, dimension=dimension),
+            chunking=chunking,
+            lexical=lexical,
+            counts=IndexCounts(
+                documents=len(keys | {(d.namespace, d.doc_id) for d in documents}),
+                sections=len(all_sections),
+                chunks=len(ids),
+            ),
+            namespaces=store.records.namespaces,
+            tenanted=any(TENANT_KEY in metadata for metadata in metadatas),
+            embedder_variant=embedder_variant(embedder),
+            vector_dtype=vector_dtype,
         )
     finally:
         if bar is not progress:
             bar.close()
-    if parts.unchanged:
-        assert previous is not None
-        previous.report = parts.report
-        return previous
-    assert parts.store and parts.parents and parts.lexical and parts.manifest and parts.derived
     index = EmbeddedIndex(
-        store=parts.store,
-        parents=parts.parents,
-        lexical=parts.lexical,
-        manifest=parts.manifest,
-        corpus_map=parts.corpus_map,
-        stats=parts.stats,
-        derived=parts.derived,
+        store=store,
+        parents=parents,
+        lexical=lexical_tier,
+        manifest=manifest,
+        corpus_map=build_corpus_map(all_sections),
+        stats=stats,
+        derived=derived,
     )
-    index.report = parts.report
+    index.report = replace(report, embedded=stats.chunks_embedded)
     return index
+
+
+def _vectors(
+    embedder: Embeddings,
+    indexed: list[str],
+    previous: EmbeddedIndex | None,
+    identity: str,
+    stats: EmbeddingStats,
+    bar: IngestProgress,
+    batch_size: int,
+    retry: RetryPolicy,
+) -> Matrix:
+    """One vector per text: the stored one for the same text and embedder, else embedded once."""
+    stored: dict[str, int] = {}
+    if previous is not None:
+        old = previous.store.records
+        for row, (text, md) in enumerate(zip(old.texts, old.metadatas, strict=True)):
+            stored.setdefault(embedding_key(identity, indexed_text(text, md)), row)
+    keys = [embedding_key(identity, text) for text in indexed]
+    missing = {key: text for key, text in zip(keys, indexed, strict=True) if key not in stored}
+    bar.stage("embed", len(missing), unit="text")
+    if not missing:  # every text is stored
+        assert previous is not None
+        return np.asarray(previous.store.vectors[[stored[key] for key in keys]], dtype=np.float32)
+    fresh = embed_texts(
+        embedder,
+        list(missing.values()),
+        batch_size=batch_size,
+        retry=retry,
+        stats=stats,
+        progress=False,
+        on_batch=bar.advance,
+    )
+    rows = {key: i for i, key in enumerate(missing)}
+    out = np.empty((len(keys), fresh.shape[1]), dtype=np.float32)
+    for position, key in enumerate(keys):
+        if key in rows:
+            out[position] = fresh[rows[key]]
+        else:
+            assert previous is not None
+            out[position] = previous.store.vectors[stored[key]]
+    return out
+
+
+def _sync_record(
+    identity: str, id_: str, text: str, metadata: dict[str, Any], parent: dict[str, Any]
+) -> SyncRecord:
+    # its parent's metadata (offsets in the document) counts too
+    group = group_id(namespace_of(metadata), str(metadata.get("doc_id", id_)))
+    payload = {"chunk": metadata, "parent": parent}
+    return SyncRecord(id_, group, fingerprint(identity, text, payload))

@@ -1,27 +1,16 @@
-"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save (or, into a
-remote store, read -> chunk -> write)."""
+"""One progress bar over a whole ingest: read -> chunk -> embed -> index -> save."""
 
 from __future__ import annotations
-
-from types import TracebackType
 
 from tqdm import tqdm
 
 STAGES = ("read", "chunk", "embed", "index", "save")
-STORE_STAGES = ("read", "chunk", "write")
-"""The stages of an ingest into a remote store (embedding happens inside ``write``)."""
+STORE_STAGES = ("read", "chunk", "write")  # into a remote store: it embeds inside ``write``
 
 
 class IngestProgress:
-    """A single tqdm bar that every stage of an ingest reuses.
-
-    The description names the stage and its position (``embed 3/5``), the counter counts that
-    stage's items (files, documents, texts, chunks, files), and the postfix keeps the counts of
-    the stages already done, so the finished bar reads as a summary of the whole run.
-
-    Args:
-        enabled: False draws nothing (the counts are still kept).
-        stages: The stages in order, for the position shown.
+    """One tqdm bar that every stage reuses (``embed 3/5``), its postfix the counts of the stages
+    done, so the finished bar sums up the run; ``enabled=False`` draws nothing.
 
     Example:
         >>> with IngestProgress(enabled=False) as bar:
@@ -39,8 +28,6 @@ class IngestProgress:
         self.done: dict[str, int] = {}
 
     def stage(self, name: str, total: int, *, unit: str = "item") -> None:
-        """Start stage ``name`` with ``total`` items (closing the previous stage)."""
-        self._finish_stage()
         self._current = name
         self.done[name] = 0
         position = self._stages.index(name) + 1 if name in self._stages else 0
@@ -52,15 +39,13 @@ class IngestProgress:
         self._bar.set_postfix_str(self._summary(), refresh=True)
 
     def advance(self, n: int = 1) -> None:
-        """Count ``n`` items of the current stage as done."""
         if self._current is not None:
             self.done[self._current] += n
         if self._bar is not None:
             self._bar.update(n)
 
     def close(self) -> None:
-        """Finish the last stage and close the bar."""
-        self._finish_stage()
+        self._current = None
         if self._bar is None:
             return
         self._bar.set_description("ingest done", refresh=False)
@@ -71,16 +56,8 @@ class IngestProgress:
     def __enter__(self) -> IngestProgress:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _finish_stage(self) -> None:
-        self._current = None
 
     def _summary(self) -> str:
         return ", ".join(f"{name} {count}" for name, count in self.done.items())

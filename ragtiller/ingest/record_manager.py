@@ -1,9 +1,5 @@
-"""A persistent LangChain ``RecordManager`` on the standard library's sqlite3.
-
-``langchain_core`` ships only ``InMemoryRecordManager``; ``SQLRecordManager`` needs
-langchain-community and SQLAlchemy. This one is a file next to your project, so an
-incremental sync into Pinecone (or any remote store) remembers what it wrote between runs.
-"""
+"""A persistent LangChain ``RecordManager`` on sqlite3 (``SQLRecordManager`` needs SQLAlchemy),
+so an incremental sync into Pinecone or any store remembers what it wrote between runs."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from langchain_core.indexing import RecordManager
 
@@ -30,29 +27,12 @@ CREATE TABLE IF NOT EXISTS tenancy (
     tenanted INTEGER NOT NULL
 );
 """
-_BATCH = 500
-"""Keys per SQL statement (SQLite allows 999 host parameters by default)."""
+_BATCH = 500  # keys per SQL statement (SQLite allows 999 host parameters by default)
 
 
 class SQLiteRecordManager(RecordManager):
-    """Remembers which record keys were written to a vector store, in one SQLite file.
-
-    Safe to share between threads of one process (one connection behind a lock); separate
-    processes serialise on SQLite's own file lock. The async methods run the sync ones in a
-    worker thread.
-
-    Args:
-        namespace: Separates the records of different stores in one file (e.g.
-            ``"pinecone/my-index"``).
-        path: The database file (created with its schema on :meth:`create_schema`).
-
-    Example:
-        >>> manager = SQLiteRecordManager("demo", ":memory:")
-        >>> manager.create_schema()
-        >>> manager.update(["a", "b"], group_ids=["doc1", "doc1"])
-        >>> manager.exists(["a", "c"])
-        [True, False]
-    """
+    """Which record keys were written to a store, in one SQLite file, safe to share between
+    threads; ``namespace`` separates the stores of one file."""
 
     def __init__(self, namespace: str, path: str | Path) -> None:
         super().__init__(namespace)
@@ -61,21 +41,11 @@ class SQLiteRecordManager(RecordManager):
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
 
     def create_schema(self) -> None:
-        """Create the table if it does not exist."""
         with self._lock:
             self._db.executescript(_SCHEMA)
 
-    async def acreate_schema(self) -> None:
-        """Async twin of :meth:`create_schema`."""
-        await asyncio.to_thread(self.create_schema)
-
     def get_time(self) -> float:
-        """Seconds since the epoch, from this machine's clock."""
         return time.time()
-
-    async def aget_time(self) -> float:
-        """Async twin of :meth:`get_time`."""
-        return self.get_time()
 
     def update(
         self,
@@ -84,40 +54,20 @@ class SQLiteRecordManager(RecordManager):
         group_ids: Sequence[str | None] | None = None,
         time_at_least: float | None = None,
     ) -> None:
-        """Insert or refresh ``keys`` with their groups, in one transaction.
-
-        Raises:
-            ValueError: ``group_ids`` differs in length from ``keys``, or ``time_at_least`` is
-                in the future (the clock went backwards).
-        """
         if group_ids is not None and len(group_ids) != len(keys):
             raise ValueError(f"got {len(group_ids)} group_ids for {len(keys)} keys")
         now = self.get_time()
         if time_at_least is not None and time_at_least > now:
             raise ValueError(f"time_at_least {time_at_least} is after the current time {now}")
         groups = list(group_ids) if group_ids is not None else [None] * len(keys)
-        rows = [(self.namespace, k, g, now) for k, g in zip(keys, groups, strict=True)]
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT INTO records (namespace, key, group_id, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (namespace, key) DO UPDATE SET group_id = excluded.group_id, "
-                "updated_at = excluded.updated_at",
-                rows,
-            )
-
-    async def aupdate(
-        self,
-        keys: Sequence[str],
-        *,
-        group_ids: Sequence[str | None] | None = None,
-        time_at_least: float | None = None,
-    ) -> None:
-        """Async twin of :meth:`update`."""
-        await asyncio.to_thread(self.update, keys, group_ids=group_ids, time_at_least=time_at_least)
+        self._transaction(
+            "INSERT INTO records (namespace, key, group_id, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET group_id = excluded.group_id, "
+            "updated_at = excluded.updated_at",
+            [(self.namespace, k, g, now) for k, g in zip(keys, groups, strict=True)],
+        )
 
     def exists(self, keys: Sequence[str]) -> list[bool]:
-        """Whether each key is recorded."""
         found: set[str] = set()
         with self._lock:
             for first in range(0, len(keys), _BATCH):
@@ -130,10 +80,6 @@ class SQLiteRecordManager(RecordManager):
                 found.update(row[0] for row in cursor)
         return [k in found for k in keys]
 
-    async def aexists(self, keys: Sequence[str]) -> list[bool]:
-        """Async twin of :meth:`exists`."""
-        return await asyncio.to_thread(self.exists, keys)
-
     def list_keys(
         self,
         *,
@@ -142,7 +88,6 @@ class SQLiteRecordManager(RecordManager):
         group_ids: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[str]:
-        """Keys updated before/after the given times, in the given groups, at most ``limit``."""
         clauses = ["namespace = ?"]
         params: list[object] = [self.namespace]
         if before is not None:
@@ -165,37 +110,17 @@ class SQLiteRecordManager(RecordManager):
                 keys.extend(row[0] for row in self._db.execute(sql, args))
         return keys[:limit] if limit else keys
 
-    async def alist_keys(
-        self,
-        *,
-        before: float | None = None,
-        after: float | None = None,
-        group_ids: Sequence[str] | None = None,
-        limit: int | None = None,
-    ) -> list[str]:
-        """Async twin of :meth:`list_keys`."""
-        return await asyncio.to_thread(
-            self.list_keys, before=before, after=after, group_ids=group_ids, limit=limit
-        )
-
     def delete_keys(self, keys: Sequence[str]) -> None:
-        """Forget ``keys``, in one transaction."""
+        rows = [(self.namespace, k) for k in keys]
+        self._transaction("DELETE FROM records WHERE namespace = ? AND key = ?", rows)
+
+    def _transaction(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
         with self._lock, self._db:
             self._db.execute("BEGIN")
-            self._db.executemany(
-                "DELETE FROM records WHERE namespace = ? AND key = ?",
-                [(self.namespace, k) for k in keys],
-            )
-
-    async def adelete_keys(self, keys: Sequence[str]) -> None:
-        """Async twin of :meth:`delete_keys`."""
-        await asyncio.to_thread(self.delete_keys, keys)
+            self._db.executemany(sql, rows)
 
     def tenanted(self) -> bool | None:
-        """Whether the store's chunks carry a ``tenant`` key, as
-        :func:`~ragtiller.ingest.to_store.ingest_to_store` recorded it; None: not recorded.
-        It is what ``build_graph(tiers=[store], require_tenant=...)`` takes (None: default deny).
-        """
+        """Whether the store's chunks carry a ``tenant`` key (None: not recorded)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT tenanted FROM tenancy WHERE namespace = ?", (self.namespace,)
@@ -203,7 +128,6 @@ class SQLiteRecordManager(RecordManager):
         return None if row is None else bool(row[0])
 
     def record_tenanted(self, tenanted: bool) -> None:
-        """Record whether the store's chunks carry a ``tenant`` key (see :meth:`tenanted`)."""
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO tenancy (namespace, tenanted) VALUES (?, ?)",
@@ -211,6 +135,23 @@ class SQLiteRecordManager(RecordManager):
             )
 
     def close(self) -> None:
-        """Close the database connection."""
         with self._lock:
             self._db.close()
+
+    async def acreate_schema(self) -> None:
+        await asyncio.to_thread(self.create_schema)
+
+    async def aget_time(self) -> float:
+        return self.get_time()
+
+    async def aupdate(self, *args: Any, **kwargs: Any) -> None:
+        await asyncio.to_thread(self.update, *args, **kwargs)
+
+    async def aexists(self, keys: Sequence[str]) -> list[bool]:
+        return await asyncio.to_thread(self.exists, keys)
+
+    async def alist_keys(self, **kwargs: Any) -> list[str]:
+        return await asyncio.to_thread(self.list_keys, **kwargs)
+
+    async def adelete_keys(self, keys: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_keys, keys)

@@ -1,4 +1,5 @@
-"""The ingest door's intake: files, directories, BEIR JSONL corpora and LangChain Documents."""
+"""The ingest door's intake: files, directories, BEIR JSONL corpora and LangChain Documents;
+document ids are unique per namespace, so no file can replace or delete another's chunks."""
 
 from __future__ import annotations
 
@@ -16,15 +17,13 @@ from typing import Any
 from langchain_core.documents import Document
 
 from ragtiller.errors import IngestError
-from ragtiller.index.records import DEFAULT_NAMESPACE, ensure_json_metadata
+from ragtiller.index.records import DEFAULT_NAMESPACE, ensure_json_metadata, namespace_of
 from ragtiller.index.units import SourceDocument, TextFormat
 from ragtiller.index.versions import holds_index
-from ragtiller.ingest.doc_ids import DOCUMENT_ORIGIN, check_unique
 
 logger = logging.getLogger("ragtiller.index")
 
-Source = str | os.PathLike[str] | Document
-"""One ingest source: a file, a directory (read recursively) or a LangChain ``Document``."""
+Source = str | os.PathLike[str] | Document  # a file, a directory (walked) or a Document
 
 SUFFIX_FORMATS: dict[str, TextFormat] = {
     ".md": "markdown",
@@ -34,24 +33,14 @@ SUFFIX_FORMATS: dict[str, TextFormat] = {
 }
 JSONL_SUFFIX = ".jsonl"
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
-"""Files larger than this (64 MiB) are skipped, not read: a guard against reading a log or a
-disk image whole. BEIR corpora larger than that need a higher cap (``--max-file-mb``)."""
+"""Larger files are skipped, not read (a log or a disk image); ``--max-file-mb`` raises it."""
 INDEX_SKIP = "a ragtiller index (not ingested)"
-"""Why a directory holding an index (or a file in one) is skipped."""
-RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})
-"""Document metadata keys that ingest reads into :class:`SourceDocument` fields."""
+RESERVED_KEYS = frozenset({"id", "source", "title", "namespace", "format"})  # Document fields
 
 
 @dataclass(frozen=True)
 class SkippedSource:
-    """A path (or part of a file) that ingest did not read.
-
-    Attributes:
-        path: The path.
-        reason: Why it was skipped (``binary: a NUL byte at offset 8200``, ``not UTF-8 text``,
-            ``unreadable: ...``, ``not a regular file (FIFO)``, ``symlink out of the tree (not
-            followed)``, ``larger than the 64.0 MiB cap (...)``, ...).
-    """
+    """A path (or part of a file) that ingest did not read, and why (``not UTF-8 text``, ...)."""
 
     path: str
     reason: str
@@ -65,44 +54,9 @@ def load_sources(
     on_total: Callable[[int], None] | None = None,
     on_read: Callable[[], None] | None = None,
 ) -> tuple[list[SourceDocument], list[SkippedSource]]:
-    """Read every source into :class:`SourceDocument`s.
-
-    Directories are walked recursively in sorted order, skipping hidden entries and keeping
-    ``.md``, ``.markdown``, ``.rst``, ``.txt`` and ``.jsonl`` files. A file named explicitly is
-    read whatever its suffix (unknown suffixes as plain text). ``.jsonl`` files are read as BEIR
-    corpora: one ``{"_id", "title", "text"}`` object per line; a record whose text is empty or
-    its title is its title alone, as text without a title (never the title twice). A file's
-    id and ``source`` are its path from the directory named (from its own folder, for a file
-    named), however that was typed; a record's source is ``<that path>#<_id>``.
-
-    Only regular files are read, and a walk never leaves its tree: a symlink met while walking
-    is followed only to a regular file inside the directory walked (resolved, so ``..`` and
-    chains of links count), and symlinked directories inside a walk are not descended into (a
-    directory or file named in ``sources`` is read even through a symlink, as ``find -H`` does).
-    Nothing inside a ragtiller index directory is read, named or met while walking (so a
-    folder holding its own index is ingested without it).
-    FIFOs, sockets and devices, files larger than ``max_file_bytes``, binary files (a NUL byte
-    anywhere), undecodable and unreadable files and directories are skipped; BEIR records and
-    ``Document``s whose text holds a NUL character are skipped too. Each skipped path is
-    reported once, with its reason, in the returned list and in one INFO record on the
-    ``ragtiller.index`` logger (``ragtiller ingest`` prints the list).
-
-    Args:
-        sources: Paths and/or LangChain ``Document``s.
-        namespace: Namespace for documents that do not name one in their metadata.
-        max_file_bytes: Largest file read, in bytes.
-        on_total: Called once with the number of files and Documents to read.
-        on_read: Called after each file or Document is read (for a progress bar).
-
-    Returns:
-        The documents, and the paths that were skipped.
-
-    Raises:
-        ValueError: ``max_file_bytes`` is not positive.
-        IngestError: A path does not exist, a ``Document``'s metadata is not JSON-serialisable,
-            or two sources give the same document id in one namespace (see
-            :func:`ragtiller.ingest.doc_ids.check_unique`).
-    """
+    """Read every source, and list what was skipped. A directory is walked never leaving its
+    tree (symlinks lead only to regular files inside it); a path named is read through a
+    symlink, as ``find -H`` does. A file's id is its path from the directory named."""
     if max_file_bytes < 1:
         raise ValueError(f"max_file_bytes must be > 0, but got {max_file_bytes}")
     skipped: dict[str, SkippedSource] = {}
@@ -135,7 +89,9 @@ def load_sources(
         if isinstance(entry, Document):
             nul = entry.page_content.find("\x00")
             if nul >= 0:
-                skip(_document_name(entry), f"binary: a NUL character at offset {nul}")
+                md = entry.metadata
+                name = str(md.get("source") or md.get("id") or entry.id or "a Document")
+                skip(name, f"binary: a NUL character at offset {nul}")
             else:
                 documents.append((_from_langchain(entry, namespace), DOCUMENT_ORIGIN))
         elif entry.path not in seen:
@@ -152,16 +108,12 @@ def load_sources(
 
 @dataclass(frozen=True)
 class _File:
-    """A file to read: its path, the root its id is relative to, and, for a file met while
-    walking, its resolved path inside the tree (opened without following a symlink there)."""
-
     path: Path
     root: Path
     real: Path | None
 
 
 def _in_index(path: Path) -> bool:
-    """Whether ``path``, resolved, is or is inside a directory holding a ragtiller index."""
     try:
         real = path.resolve()
     except RuntimeError:  # a symlink loop, before Python 3.13: opening it says so
@@ -170,11 +122,6 @@ def _in_index(path: Path) -> bool:
 
 
 def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
-    """Candidate files under ``root``, each inside it once resolved; what is not is reported.
-
-    Symlinked directories and index directories are reported and never entered; a symlinked
-    file is kept only if it resolves to a path inside ``root`` and outside any index.
-    """
     real_root = root.resolve()
     if _in_index(root):
         skip(root, INDEX_SKIP)
@@ -217,7 +164,6 @@ def _walk(root: Path, skip: Callable[[Path, str], None]) -> list[_File]:
 
 
 def _resolved_inside(link: Path, real_root: Path, skip: Callable[[Path, str], None]) -> Path | None:
-    """Where ``link`` leads, if that is inside the tree and outside any index directory."""
     try:
         target = link.resolve()
     except RuntimeError:  # a symlink loop, before Python 3.13
@@ -235,20 +181,21 @@ def _resolved_inside(link: Path, real_root: Path, skip: Callable[[Path, str], No
     return target
 
 
-def _document_name(doc: Document) -> str:
-    return str(doc.metadata.get("source") or doc.metadata.get("id") or doc.id or "a Document")
-
-
 def _read_file(
-    entry: _File,
-    namespace: str,
-    max_file_bytes: int,
-    skip: Callable[[Path, str], None],
+    entry: _File, namespace: str, max_file_bytes: int, skip: Callable[[Path, str], None]
 ) -> list[tuple[SourceDocument, str]]:
-    """The file's documents, each with its origin (the file, and the line for BEIR records)."""
     path = entry.path
-    text = _read_text(entry, max_file_bytes, skip)
-    if text is None:
+    data = _read_regular_file(path, entry.real, max_file_bytes, skip)
+    if data is None:
+        return []
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        skip(path, f"binary: a NUL byte at offset {nul}")
+        return []
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        skip(path, "not UTF-8 text")
         return []
     rel = path.relative_to(entry.root).as_posix()
     if path.suffix.lower() == JSONL_SUFFIX:
@@ -257,32 +204,12 @@ def _read_file(
     return [(SourceDocument(rel, text, rel, format=fmt, namespace=namespace), str(path))]
 
 
-def _read_text(entry: _File, max_file_bytes: int, skip: Callable[[Path, str], None]) -> str | None:
-    path = entry.path
-    data = _read_regular_file(path, entry.real, max_file_bytes, skip)
-    if data is None:
-        return None
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        skip(path, f"binary: a NUL byte at offset {nul}")
-        return None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        skip(path, "not UTF-8 text")
-        return None
-
-
 def _read_regular_file(
     path: Path, real: Path | None, max_file_bytes: int, skip: Callable[[Path, str], None]
 ) -> bytes | None:
-    """The bytes of ``path`` if it is (or links to) a regular file within the size cap.
-
-    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a
-    FIFO cannot block the open and a file swapped after the check is still the one checked.
-    A file met while walking is opened at its resolved path ``real`` without following a
-    symlink there, so a link swapped in after the walk cannot lead out of the tree.
-    """
+    """The bytes of a regular file within the cap: opened non-blocking (a FIFO cannot block),
+    checked by ``fstat`` (a file swapped after the check is the one checked), and a walked file
+    at ``real`` without following a symlink (one swapped in cannot lead out of the tree)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags) if real is None else os.open(real, flags | os.O_NOFOLLOW)
@@ -292,13 +219,13 @@ def _read_regular_file(
     except OSError as e:
         if e.errno == errno.ELOOP:
             skip(path, "symlink loop" if real is None else "became a symlink while ingesting")
-            return None
-        skip(path, f"unreadable: {e.strerror or e}")
+        else:
+            skip(path, f"unreadable: {e.strerror or e}")
         return None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = _kind(info.st_mode)
+            kind = next((k for test, k in _KINDS if test(info.st_mode)), "special file")
             via = "symlink to " if path.is_symlink() else ""
             skip(path, f"not a regular file ({via}{kind})")
             return None
@@ -318,18 +245,13 @@ def _read_regular_file(
         os.close(fd)
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    return "special file"
+_KINDS = (
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
 
 
 def _size(n: int) -> str:
@@ -339,10 +261,7 @@ def _size(n: int) -> str:
 def _read_beir(
     text: str, path: Path, rel: str, namespace: str, skip: Callable[[Path, str], None]
 ) -> list[tuple[SourceDocument, str]]:
-    """The records of a BEIR corpus, each with its origin (file and line).
-
-    Lines are split at ``\\n`` only: JSON allows U+2028 and U+0085 unescaped inside a string.
-    """
+    # split at "\n" only: JSON allows U+2028 and U+0085 unescaped inside a string
     documents: list[tuple[SourceDocument, str]] = []
     bad: list[int] = []
     nul: list[int] = []
@@ -425,3 +344,63 @@ def _checked(metadata: Mapping[str, Any], owner: str) -> dict[str, Any]:
         return ensure_json_metadata(metadata, owner=owner)
     except ValueError as e:
         raise IngestError(str(e)) from e
+
+
+DOCUMENT_ORIGIN = "LangChain Documents"
+"""The origin of every ``Document``: Documents sharing an id are passages of one document."""
+
+
+def check_unique(documents: Iterable[tuple[SourceDocument, str]]) -> None:
+    """Refuse a document id that two origins (a file, a BEIR line, Documents) give."""
+    first: dict[tuple[str, str], str] = {}
+    clashes: list[str] = []
+    for doc, origin in documents:
+        owner = first.setdefault((doc.namespace, doc.doc_id), origin)
+        if owner != origin:
+            clashes.append(f"{_named(doc.doc_id, doc.namespace)} by {owner} and by {origin}")
+    if clashes:
+        raise IngestError(
+            f"{len(clashes)} document id(s) are given by more than one source, but ids must be "
+            f"unique per namespace: {_first_few(clashes)}; a file's id is its path under the "
+            "directory ingested and a BEIR record's is its _id: rename the files or ids, or "
+            "ingest them into separate namespaces or indexes"
+        )
+
+
+def check_against_index(
+    documents: Iterable[SourceDocument], indexed: Iterable[Mapping[str, Any]]
+) -> None:
+    """Refuse, incrementally, a BEIR record whose id is indexed from another corpus file."""
+    stored: dict[tuple[str, str], str] = {}
+    for md in indexed:
+        stored.setdefault((namespace_of(md), str(md.get("doc_id"))), str(md.get("source", "")))
+    clashes: list[str] = []
+    for doc in documents:
+        old = stored.get((doc.namespace, doc.doc_id))
+        if old is None or old == doc.source:
+            continue
+        if None not in (_corpus_of(old, doc.doc_id), _corpus_of(doc.source, doc.doc_id)):
+            clashes.append(
+                f"{_named(doc.doc_id, doc.namespace)} is indexed from {old}, and {doc.source} gives it too"
+            )
+    if clashes:
+        raise IngestError(
+            f"{len(clashes)} record id(s) are already indexed from another corpus file, and an "
+            f"incremental ingest would replace those records: {_first_few(clashes)}; ids must be "
+            "unique per namespace: rename the ids, or ingest every file together with cleanup "
+            "'full' (the index then holds exactly those files)"
+        )
+
+
+def _corpus_of(source: str, doc_id: str) -> str | None:
+    suffix = f"#{doc_id}"
+    return source[: -len(suffix)] if source.endswith(suffix) else None
+
+
+def _named(doc_id: str, namespace: str) -> str:
+    return f"{doc_id!r} (namespace {namespace!r})"
+
+
+def _first_few(clashes: list[str]) -> str:
+    more = len(clashes) - 3
+    return "; ".join(clashes[:3]) + (f"; and {more} more" if more > 0 else "")

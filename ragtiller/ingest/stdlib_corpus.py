@@ -1,15 +1,12 @@
-"""A real demo corpus present on every Python install: the language reference topics and stdlib docstrings.
-
-About 1,800 chunks at the default chunking: all-MiniLM-L6-v2 embeds it in about a minute on an
-idle two-core machine (~28 chunks/s) and in about three minutes when other work shares the cores
-(8.8 chunks/s measured at a load average of 4-5); ``benchmarks/bench_index.py`` measures a slice.
-"""
+"""A real demo corpus present on every Python install: the language reference topics and stdlib
+docstrings (about 2,200 chunks at the default chunking; ``benchmarks/bench_index.py`` times it)."""
 
 from __future__ import annotations
 
 import builtins
 import importlib
 import inspect
+import itertools
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
@@ -38,7 +35,7 @@ DEFAULT_MODULES: tuple[str, ...] = (
     "unittest",
     "enum",
 )
-"""Modules whose docstrings (module, public classes with their methods, public functions) are included."""
+"""Modules whose docstrings (module, public classes with methods, functions) are included."""
 
 
 def stdlib_documents(
@@ -48,62 +45,27 @@ def stdlib_documents(
     include_topics: bool = True,
     include_builtins: bool = True,
 ) -> list[Document]:
-    """Documents from ``pydoc_data.topics`` and stdlib docstrings, in a fixed order.
+    """The first ``max_docs`` documents of the reference topics, builtins and ``modules``, in
+    a fixed order, with ``source`` (also their id), ``title`` and ``format`` metadata."""
 
-    Order: reference topics (sorted by name), then builtins (exceptions first, then types and
-    functions), then each module (its own docstring, then its public classes and functions).
-    Topics are reStructuredText-like (underlined titles); docstring documents are Markdown with
-    one ``##`` section per documented method. Every document carries ``source`` (also its id),
-    ``title`` (the qualified name) and ``format`` metadata, for example
-    ``{"source": "pydoc:topics/async", ...}`` or ``{"source": "docstring:asyncio.gather", ...}``.
+    def documents() -> Iterator[Document]:
+        if include_topics:
+            from pydoc_data.topics import topics
 
-    Args:
-        max_docs: Keep only the first ``max_docs`` documents; None keeps all.
-        modules: Modules to take docstrings from.
-        include_topics: Include the language reference topics.
-        include_builtins: Include builtin exceptions, types and functions.
+            for name in sorted(topics):
+                yield _doc(f"pydoc:topics/{name}", name, topics[name].strip(), "rst")
+        if include_builtins:
+            yield from _builtin_documents()
+        for name in modules:
+            yield from _module_documents(name, importlib.import_module(name))
 
-    Returns:
-        The documents.
-
-    Example:
-        >>> docs = stdlib_documents(max_docs=3)
-        >>> docs[0].metadata["source"]
-        'pydoc:topics/assert'
-    """
-    docs: list[Document] = []
-    for doc in _all_documents(modules, include_topics, include_builtins):
-        if max_docs is not None and len(docs) >= max_docs:
-            break
-        docs.append(doc)
-    return docs
-
-
-def _all_documents(
-    modules: Sequence[str], include_topics: bool, include_builtins: bool
-) -> Iterator[Document]:
-    if include_topics:
-        from pydoc_data.topics import topics
-
-        for name in sorted(topics):
-            yield _doc(f"pydoc:topics/{name}", name, topics[name].strip(), "rst")
-    if include_builtins:
-        yield from _builtin_documents()
-    for module_name in modules:
-        module = importlib.import_module(module_name)
-        yield from _module_documents(module_name, module)
+    return list(itertools.islice(documents(), max_docs))
 
 
 def _builtin_documents() -> Iterator[Document]:
-    names = sorted(n for n in dir(builtins) if not n.startswith("_"))
-    objects = [(n, getattr(builtins, n)) for n in names]
-    exceptions = [(n, o) for n, o in objects if _is_exception(o)]
-    others = [
-        (n, o)
-        for n, o in objects
-        if not _is_exception(o) and (inspect.isclass(o) or inspect.isbuiltin(o))
-    ]
-    for name, obj in exceptions + others:
+    objects = [(n, getattr(builtins, n)) for n in sorted(dir(builtins)) if not n.startswith("_")]
+    chosen = [(n, o) for n, o in objects if inspect.isclass(o) or inspect.isbuiltin(o)]
+    for name, obj in sorted(chosen, key=lambda item: not _is_exception(item[1])):  # errors first
         text = _object_text(name, obj, methods=inspect.isclass(obj) and not _is_exception(obj))
         if text:
             yield _doc(f"docstring:builtins.{name}", name, text, "markdown")
@@ -111,14 +73,10 @@ def _builtin_documents() -> Iterator[Document]:
 
 def _module_documents(module_name: str, module: ModuleType) -> Iterator[Document]:
     if module.__doc__:
-        yield _doc(
-            f"docstring:{module_name}",
-            module_name,
-            f"# {module_name}\n\n" + inspect.cleandoc(module.__doc__),
-            "markdown",
-        )
-    exported = getattr(module, "__all__", None)
-    for name in _public_names(module):
+        text = f"# {module_name}\n\n" + inspect.cleandoc(module.__doc__)
+        yield _doc(f"docstring:{module_name}", module_name, text, "markdown")
+    exported = getattr(module, "__all__", None)  # its own public API, else every public name
+    for name in sorted({n for n in exported or dir(module) if not n.startswith("_")}):
         obj = getattr(module, name, None)
         if not (inspect.isclass(obj) or inspect.isroutine(obj)):
             continue
@@ -131,14 +89,7 @@ def _module_documents(module_name: str, module: ModuleType) -> Iterator[Document
             yield _doc(f"docstring:{qualname}", qualname, text, "markdown")
 
 
-def _public_names(module: ModuleType) -> list[str]:
-    """``__all__`` when the module declares it (its own public API), else every public name."""
-    names = getattr(module, "__all__", None) or dir(module)
-    return sorted({n for n in names if not n.startswith("_")})
-
-
 def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:
-    """Markdown for a class or function: heading, signature, docstring, documented methods."""
     doc = _own_doc(obj)
     if not doc:
         return ""
@@ -153,17 +104,13 @@ def _object_text(qualname: str, obj: Any, *, methods: bool) -> str:
 
 
 def _own_doc(obj: Any) -> str:
-    """The object's own docstring, cleaned; never one inherited from a base class."""
     doc = getattr(obj, "__doc__", None)
     return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
 
 
 def _is_method(owner: type, name: str, member: Any) -> bool:
-    """A public method, classmethod, staticmethod or property defined with the class itself.
-
-    Methods that other libraries patch onto a class at run time (transformers adds
-    ``logging.Logger.warning_once``) are left out, so the corpus is the same in every process.
-    """
+    # not one patched on at run time (transformers adds Logger.warning_once): the same corpus
+    # in every process
     if name.startswith("_") or not (
         inspect.isroutine(member) or isinstance(member, classmethod | staticmethod | property)
     ):
@@ -178,8 +125,7 @@ def _is_exception(obj: Any) -> bool:
 
 
 def _signature(obj: Any) -> str:
-    """The signature, non-literal defaults shown as ``...``: their reprs (handler lists, memory
-    addresses) differ between processes and would change the text, hence the chunk ids."""
+    # non-literal defaults shown as ...: their reprs (memory addresses) differ between processes
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):

@@ -1,21 +1,6 @@
-"""Incremental sync: what changed between an index and the chunks of this ingest.
-
-The vocabulary is LangChain's (``langchain_core.indexing``): a record manager remembers what was
-written, and cleanup is ``incremental`` (remove stale chunks of the sources seen in this run)
-or ``full`` (also remove the chunks of sources not seen). Two things differ from
-``langchain_core.indexing.index``, which is why the loop is ragtiller's own:
-
-* A record key is the chunk's **stable id** plus a fingerprint of its content, metadata and
-  embedder identity, so an edited chunk keeps its id and is upserted over itself (counted as
-  ``updated``) instead of being added under a new hash id and deleted under the old one;
-  every tier and Pinecone keep using the same chunk ids, which fusion relies on.
-* Writes and deletes can go to one namespace at a time (``namespaced=True``), as Pinecone
-  needs; ``index()`` cannot pass a namespace to ``delete``.
-
-:func:`plan_sync` is pure and shared: the embedded index feeds it the records of its own chunk
-table; :func:`sync_vector_store` feeds it a LangChain ``RecordManager`` and applies the plan to
-any LangChain ``VectorStore``.
-"""
+"""Incremental sync, not LangChain's ``index()``: a record key is the chunk's stable id plus a
+fingerprint, so an edited chunk is upserted over itself and keeps the id fusion relies on; and
+writes and deletes go to one namespace at a time, as Pinecone needs."""
 
 from __future__ import annotations
 
@@ -55,19 +40,12 @@ class ChangeCounts:
 
     @property
     def changed(self) -> bool:
-        """Whether anything was added, updated or deleted."""
         return bool(self.added or self.updated or self.deleted)
 
 
 @dataclass(frozen=True)
 class SyncRecord:
-    """One chunk as the sync sees it.
-
-    Attributes:
-        id: The stable chunk id (the vector store id).
-        group: Its source document (:func:`group_id`); cleanup works per group.
-        fingerprint: :func:`fingerprint` of its text, metadata and embedder.
-    """
+    """A chunk's stable id, its source document (the unit of cleanup) and its fingerprint."""
 
     id: str
     group: str
@@ -75,16 +53,10 @@ class SyncRecord:
 
     @property
     def key(self) -> str:
-        """The record-manager key: id, fingerprint and group, JSON-encoded."""
         return json.dumps([self.id, self.fingerprint, self.group], ensure_ascii=False)
 
     @classmethod
     def from_key(cls, key: str) -> SyncRecord:
-        """The record a :attr:`key` encodes.
-
-        Raises:
-            ValueError: ``key`` was not written by :attr:`key`.
-        """
         try:
             id_, fingerprint, group = json.loads(key)
         except (ValueError, TypeError) as e:
@@ -94,16 +66,7 @@ class SyncRecord:
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """What to write and delete to bring an index up to date.
-
-    Attributes:
-        upsert: Positions (in the current records) to write: added and updated chunks.
-        delete: Ids to delete: chunks that are gone from the sources in scope.
-        stale: Previous records replaced or deleted (their record-manager keys go).
-        kept_groups: Previous groups outside this run's scope (kept by incremental cleanup).
-        documents: Per source document.
-        chunks: Per chunk.
-    """
+    """Positions to write, ids to delete, stale keys to forget, groups left alone."""
 
     upsert: tuple[int, ...]
     delete: tuple[str, ...]
@@ -114,20 +77,12 @@ class SyncPlan:
 
     @property
     def changed(self) -> bool:
-        """Whether there is anything to write or delete."""
         return bool(self.upsert or self.delete)
 
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What :func:`sync_vector_store` did.
-
-    Attributes:
-        documents: Per source document.
-        chunks: Per chunk.
-        upserted_by_namespace: Chunks written per namespace (``None`` key when not namespaced).
-        deleted_by_namespace: Chunk ids deleted per namespace.
-    """
+    """What :func:`sync_vector_store` did (per namespace: ``None`` when not namespaced)."""
 
     documents: ChangeCounts
     chunks: ChangeCounts
@@ -136,45 +91,27 @@ class SyncResult:
 
 
 def group_id(namespace: str, doc_id: str) -> str:
-    """The group (LangChain's "source id") of a document: its namespace and id."""
     return json.dumps([namespace, doc_id], ensure_ascii=False)
 
 
 def fingerprint(identity: str, text: str, metadata: Mapping[str, Any]) -> str:
-    """sha256 of the embedder identity, the text and the metadata (keys sorted), hex."""
     payload = json.dumps([identity, text, metadata], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def embedding_key(identity: str, text: str) -> str:
-    """sha256 of the embedder identity and the embedded text: when two chunks share it, one
-    vector serves both."""
     return hashlib.sha256(f"{identity}\x1f{text}".encode()).hexdigest()
 
 
 def identity_of(name: str, dimension: int) -> str:
-    """An embedder's identity as keys use it."""
     return f"{name}@{dimension}"
 
 
 def plan_sync(
     current: Sequence[SyncRecord], previous: Iterable[SyncRecord], cleanup: Cleanup
 ) -> SyncPlan:
-    """Compare this run's records with the previous ones.
-
-    Args:
-        current: The chunks of this ingest, ids unique.
-        previous: What the index holds (for ``incremental``, at least the groups in
-            ``current``; more is fine).
-        cleanup: ``incremental`` leaves groups not in ``current`` alone; ``full`` deletes them.
-
-    Returns:
-        The plan; applying it makes the index hold exactly ``current`` (plus, for
-        ``incremental``, the untouched groups).
-
-    Raises:
-        ValueError: ``cleanup`` is not a mode.
-    """
+    """The plan that makes an index holding ``previous`` hold exactly ``current`` (and, for
+    ``incremental``, other groups as they were)."""
     if cleanup not in CLEANUP_MODES:
         raise ValueError(f"cleanup must be one of {CLEANUP_MODES}, but got {cleanup!r}")
     seen_groups = {r.group for r in current}
@@ -194,41 +131,32 @@ def plan_sync(
         else:
             kept_groups.add(record.group)
     upsert: list[int] = []
-    stale: list[SyncRecord] = []
-    added = updated = unchanged = 0
+    stale: list[SyncRecord] = []  # the previous records of updated chunks
     changed_groups: set[str] = set()
-    current_ids = set()
     for position, record in enumerate(current):
-        current_ids.add(record.id)
         old = old_by_id.get(record.id)
-        if old is not None and old.fingerprint == record.fingerprint:
-            unchanged += 1
-            continue
-        upsert.append(position)
-        changed_groups.add(record.group)
-        if old is None:
-            added += 1
-        else:
-            updated += 1
-            stale.append(old)
-    gone = [r for r in old_by_id.values() if r.id not in current_ids]
-    stale.extend(gone)
-    stale.extend(doubled)
+        if old is None or old.fingerprint != record.fingerprint:
+            upsert.append(position)
+            changed_groups.add(record.group)
+            if old is not None:
+                stale.append(old)
+    updated = len(stale)
+    gone = [r for r in old_by_id.values() if r.id not in wanted]
     changed_groups.update(r.group for r in gone)
     old_groups = {r.group for r in old_by_id.values()}
     documents = ChangeCounts(
         added=len(seen_groups - old_groups),
-        updated=len((seen_groups & old_groups) & changed_groups),
+        updated=len(seen_groups & old_groups & changed_groups),
         unchanged=len((seen_groups & old_groups) - changed_groups),
         deleted=len(old_groups - seen_groups),
     )
     return SyncPlan(
-        upsert=tuple(upsert),
-        delete=tuple(r.id for r in gone),
-        stale=tuple(stale),
-        kept_groups=frozenset(kept_groups),
-        documents=documents,
-        chunks=ChangeCounts(added, updated, unchanged, len(gone)),
+        tuple(upsert),
+        tuple(r.id for r in gone),
+        (*stale, *gone, *doubled),
+        frozenset(kept_groups),
+        documents,
+        ChangeCounts(len(upsert) - updated, updated, len(current) - len(upsert), len(gone)),
     )
 
 
@@ -245,42 +173,8 @@ def sync_vector_store(
     concurrency: int = 1,
     progress: IngestProgress | None = None,
 ) -> SyncResult:
-    """Bring any LangChain ``VectorStore`` up to date with ``documents``, incrementally.
-
-    Each Document needs an ``id`` (the stable chunk id) and ``doc_id`` metadata (its source
-    document); ``namespace`` metadata groups it (default ``"default"``). Changed chunks are
-    written with ``add_documents(..., ids=...)`` (an upsert by id), stale ids removed with
-    ``delete(ids)``, then the record manager is updated: the store is written first, so a
-    failure midway leaves records that claim less than the store holds, and the next sync
-    writes those chunks again (idempotent, ids are stable). Each batch is recorded as soon as
-    it is written, so a sync killed midway resumes where it stopped: the next one embeds and
-    writes only the batches not recorded (at most ``concurrency`` of them can have been
-    written and not yet recorded).
-
-    Args:
-        documents: The chunks, e.g. from :func:`chunk_documents_for_sync`.
-        record_manager: Any LangChain ``RecordManager`` (``InMemoryRecordManager``,
-            ``SQLRecordManager``, ragtiller's ``SQLiteRecordManager``); schema created here.
-        vector_store: Any LangChain ``VectorStore`` with ``delete``.
-        embedder_identity: Name and dimension of the store's embedder (:func:`identity_of`);
-            a different one changes every fingerprint, so everything is written again.
-        cleanup: ``incremental`` or ``full`` (see :func:`plan_sync`).
-        namespaced: Write and delete one namespace at a time, passing ``namespace=`` to
-            ``add_documents`` and ``delete`` (Pinecone).
-        batch_size: Documents per ``add_documents`` call.
-        write_kwargs: Extra keyword arguments for ``add_documents``.
-        concurrency: Batches written at once (``add_documents`` calls in flight, e.g. one
-            embedding call each); the store and the record manager must then be thread-safe
-            (``SQLiteRecordManager`` is). After a batch fails no other one is started.
-        progress: Counts the chunks written, as stage ``write``.
-
-    Returns:
-        What was added, updated, left unchanged and deleted.
-
-    Raises:
-        ValueError: A Document has no id or no ``doc_id`` metadata, ids repeat, or
-            ``cleanup`` is not a mode.
-    """
+    """Bring any LangChain ``VectorStore`` up to date with ``documents``; each batch is written
+    before its records, so a sync killed midway is resumed by the next."""
     if batch_size < 1 or concurrency < 1:
         raise ValueError(
             f"batch_size and concurrency must be > 0, but got {batch_size} and {concurrency}"
@@ -297,21 +191,20 @@ def sync_vector_store(
     )
     previous = [SyncRecord.from_key(k) for k in listed]
     plan = plan_sync(records, previous, cleanup)
-    namespace_by_id = {
-        r.id: _namespace(doc, namespaced) for r, doc in zip(records, documents, strict=True)
-    }
-    namespace_by_id.update({r.id: _group_namespace(r.group, namespaced) for r in plan.stale})
-    upserted: dict[str | None, int] = {}
-    by_namespace: dict[str | None, list[int]] = {}
-    for position in plan.upsert:
-        by_namespace.setdefault(namespace_by_id[records[position].id], []).append(position)
-    batches: list[tuple[str | None, list[int]]] = []
-    for namespace, positions in by_namespace.items():
-        batches.extend(
-            (namespace, positions[first : first + batch_size])
-            for first in range(0, len(positions), batch_size)
+    namespace_by_id: dict[str, str | None] = {r.id: None for r in [*records, *plan.stale]}
+    if namespaced:  # a stale record's own namespace, where it and a current one share an id
+        namespace_by_id.update(
+            {r.id: namespace_of(doc.metadata) for r, doc in zip(records, documents, strict=True)}
         )
-        upserted[namespace] = len(positions)
+        namespace_by_id.update({r.id: str(json.loads(r.group)[0]) for r in plan.stale})
+    writes: dict[str | None, list[int]] = {}
+    for position in plan.upsert:
+        writes.setdefault(namespace_by_id[records[position].id], []).append(position)
+    batches = [
+        (namespace, positions[first : first + batch_size])
+        for namespace, positions in writes.items()
+        for first in range(0, len(positions), batch_size)
+    ]
     if progress is not None:
         progress.stage("write", len(plan.upsert), unit="chunk")
     counted = threading.Lock()
@@ -332,18 +225,17 @@ def sync_vector_store(
                 progress.advance(len(batch))
 
     run_bounded(write, batches, concurrency, "ragtiller-sync")
-    deleted: dict[str | None, int] = {}
+    deletes: dict[str | None, list[str]] = {}
     for id_ in plan.delete:
-        deleted[namespace_by_id[id_]] = deleted.get(namespace_by_id[id_], 0) + 1
-    for namespace in deleted:
-        ids = [i for i in plan.delete if namespace_by_id[i] == namespace]
+        deletes.setdefault(namespace_by_id[id_], []).append(id_)
+    for namespace, ids in deletes.items():
+        where = {} if namespace is None else {"namespace": namespace}
         for first in range(0, len(ids), batch_size):
-            if namespace is None:
-                vector_store.delete(ids[first : first + batch_size])
-            else:
-                vector_store.delete(ids[first : first + batch_size], namespace=namespace)
+            vector_store.delete(ids[first : first + batch_size], **where)
     if plan.stale:
         record_manager.delete_keys([r.key for r in plan.stale])
+    upserted = {namespace: len(positions) for namespace, positions in writes.items()}
+    deleted = {namespace: len(ids) for namespace, ids in deletes.items()}
     return SyncResult(plan.documents, plan.chunks, upserted, deleted)
 
 
@@ -357,11 +249,3 @@ def _record(doc: Document, identity: str) -> SyncRecord:
         raise ValueError(f"document {doc.id!r} has no doc_id metadata (its source document)")
     group = group_id(namespace_of(doc.metadata), str(doc_id))
     return SyncRecord(doc.id, group, fingerprint(identity, doc.page_content, doc.metadata))
-
-
-def _namespace(doc: Document, namespaced: bool) -> str | None:
-    return namespace_of(doc.metadata) if namespaced else None
-
-
-def _group_namespace(group: str, namespaced: bool) -> str | None:
-    return str(json.loads(group)[0]) if namespaced else None

@@ -1,11 +1,5 @@
-"""Ingest into your own LangChain vector store: folder -> store in one call, incrementally.
-
-The same reading and chunking as ``ragtiller ingest`` (so the same stable chunk ids and chunk
-metadata: ``doc_id``, ``source``, ``namespace``, ``parent_id``, ``title``, ``section_path``),
-written to any ``VectorStore`` through :func:`~ragtiller.ingest.store_sync.sync_vector_store` and a
-LangChain ``RecordManager``: a second run writes only what changed and deletes what is gone.
-The store embeds what it is given, with its own embedder; give the graph the same one.
-"""
+"""Ingest into your own LangChain vector store, incrementally: the chunks (ids, metadata) of
+``ragtiller ingest``, written through a record manager, embedded by the store's own embedder."""
 
 from __future__ import annotations
 
@@ -20,8 +14,7 @@ from langchain_core.vectorstores import VectorStore
 from ragtiller.core.filters import DEFAULT_NAMESPACE, TENANT_KEY
 from ragtiller.errors import IngestError
 from ragtiller.index.units import DEFAULT_CHUNKING, ChunkingConfig
-from ragtiller.ingest.builder import _chunk_metadata as chunk_metadata
-from ragtiller.ingest.chunking import ModelWindow, chunk_documents
+from ragtiller.ingest.chunking import ModelWindow, chunk_documents, chunk_metadata
 from ragtiller.ingest.progress import IngestProgress
 from ragtiller.ingest.record_manager import SQLiteRecordManager
 from ragtiller.ingest.sources import DEFAULT_MAX_FILE_BYTES, Source, load_sources
@@ -30,14 +23,12 @@ from ragtiller.models.embedders import embedder_identity
 
 
 def store_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata most stores accept (Chroma's rules): no None, no empty list, no nested dict
-    (kept as its JSON text)."""
-    out: dict[str, Any] = {}
-    for key, value in metadata.items():
-        if value is None or value == []:
-            continue
-        out[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
-    return out
+    """Metadata most stores accept (Chroma's rules): no None or [], a dict as its JSON text."""
+    return {
+        key: json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+        for key, value in metadata.items()
+        if value is not None and value != []
+    }
 
 
 def chunk_sources(
@@ -49,37 +40,22 @@ def chunk_sources(
     progress: IngestProgress | None = None,
     window: ModelWindow | None = None,
 ) -> list[Document]:
-    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids.
-
-    ``window``: the embedder's input window (:meth:`ModelWindow.of`), which each chunk's
-    indexed text fits when ``chunking.window`` is ``embedder``; None: words alone bound them.
-
-    Use them for a retriever over the same chunks (``BM25Retriever.from_documents``).
-    ``progress`` counts the stages ``read`` (files) and ``chunk`` (documents).
-
-    Raises:
-        IngestError: A path does not exist, or nothing was read.
-    """
-    hooks: dict[str, Any] = {}
-    if progress is not None:
-        hooks = {"on_total": lambda n: progress.stage("read", n, unit="file")}
-        hooks["on_read"] = progress.advance
+    """The chunks ``ragtiller ingest`` would index, as ``Document``s with their stable ids."""
+    bar = progress or IngestProgress(enabled=False)
     documents, _ = load_sources(
-        sources, namespace=namespace, max_file_bytes=max_file_bytes, **hooks
+        sources,
+        namespace=namespace,
+        max_file_bytes=max_file_bytes,
+        on_total=lambda n: bar.stage("read", n, unit="file"),
+        on_read=bar.advance,
     )
-    if progress is not None:
-        progress.stage("chunk", len(documents), unit="doc")
+    bar.stage("chunk", len(documents), unit="doc")
     _, chunks = chunk_documents(documents, chunking, window)
-    if progress is not None:
-        progress.advance(len(documents))
+    bar.advance(len(documents))
     if not chunks:
         raise IngestError("nothing to ingest: the sources hold no readable text")
     return [
-        Document(
-            id=c.id,
-            page_content=c.text,
-            metadata=store_metadata(chunk_metadata(c, chunking.header)),
-        )
+        Document(c.text, id=c.id, metadata=store_metadata(chunk_metadata(c, chunking.header)))
         for c in chunks
     ]
 
@@ -94,32 +70,8 @@ def ingest_to_store(
     namespace: str = DEFAULT_NAMESPACE,
     batch_size: int = 100,
 ) -> SyncResult:
-    """Read, chunk and write ``sources`` into ``store``, writing only what changed.
-
-    Args:
-        sources: Files, directories and/or LangChain ``Document``s.
-        store: Any LangChain ``VectorStore`` with ``add_documents(ids=...)`` and ``delete``;
-            it embeds with its own embedder (its ``embeddings``), whose name and dimension are
-            part of every record, so a new embedder rewrites everything.
-        record_manager: Remembers what was written between runs, e.g.
-            :class:`~ragtiller.ingest.record_manager.SQLiteRecordManager` in a file beside the
-            store. A ``SQLiteRecordManager`` also records whether the store's chunks carry a
-            ``tenant`` key (its :meth:`~ragtiller.ingest.record_manager.SQLiteRecordManager.tenanted`,
-            which a graph over the store takes as ``require_tenant``): True as soon as a run
-            writes one; False only when no run wrote one and the store holds what these runs
-            wrote (a new store, or ``cleanup="full"``); otherwise unrecorded (None).
-        cleanup: ``incremental`` (default): chunks of the documents read are brought up to
-            date, other documents stay; ``full``: documents not among ``sources`` are deleted.
-        chunking: As for ``ragtiller ingest``.
-        namespace: For documents that name none in their metadata.
-        batch_size: Chunks per ``add_documents`` call.
-
-    Returns:
-        What was added, updated, left unchanged and deleted, per document and chunk.
-
-    Raises:
-        IngestError: Nothing to ingest, a missing path, or a store without an embedder.
-    """
+    """Write ``sources`` into ``store``, only what changed; a SQLiteRecordManager also records
+    whether chunks carry a ``tenant`` key (False only when the store holds just these runs')."""
     if store.embeddings is None:
         raise IngestError(
             f"the {type(store).__name__} has no embeddings: make it with an embedding function"

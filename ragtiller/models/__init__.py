@@ -1,6 +1,5 @@
-"""The local embedding models: a hashing embedder for tests and demos, MiniLM through
-sentence-transformers or ONNX Runtime (exported once, cached), and batched embedding with retry;
-and the driver of a remote embedding service (batched, concurrent, rate-limited, retried)."""
+"""Embedding: a hashing embedder for tests, MiniLM on ONNX Runtime or torch, batched embedding
+with retry, and the driver of a remote embedding service."""
 
 from ragtiller.models.batch_embedding import EmbeddingStats, embed_texts
 from ragtiller.models.embedders import (
@@ -10,10 +9,12 @@ from ragtiller.models.embedders import (
     embedder_variant,
     local_embedder,
 )
-from ragtiller.models.http_embeddings import OpenAICompatibleEmbeddings
-from ragtiller.models.onnx_embedder import OnnxMiniLMEmbedder
-from ragtiller.models.onnx_model import prepare_model
-from ragtiller.models.service_embedding import ServiceEmbeddings, ServiceStats
+from ragtiller.models.onnx_model import OnnxMiniLMEmbedder, prepare_model
+from ragtiller.models.service_embedding import (
+    OpenAICompatibleEmbeddings,
+    ServiceEmbeddings,
+    ServiceStats,
+)
 
 __all__ = (
     "EmbeddingStats",

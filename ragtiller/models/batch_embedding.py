@@ -6,7 +6,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,13 +24,7 @@ DEFAULT_RETRY = RetryPolicy()
 
 @dataclass
 class EmbeddingStats:
-    """What building an index cost in embedder calls.
-
-    Attributes:
-        calls: ``embed_documents`` calls made, failed attempts included.
-        retries: Calls that repeated a failed batch.
-        chunks_embedded: Texts embedded successfully.
-    """
+    """What building an index cost in embedder calls (failed attempts included)."""
 
     calls: int = 0
     retries: int = 0
@@ -49,29 +42,8 @@ def embed_texts(
     sleep: Callable[[float], None] = time.sleep,
     on_batch: Callable[[int], None] | None = None,
 ) -> Matrix:
-    """Embed ``texts`` in batches, retrying each failed batch with backoff and full jitter.
-
-    Texts are batched shortest first (by characters) so each batch pads to similar lengths,
-    and the rows come back in input order; error messages number texts in that length order.
-
-    Args:
-        embedder: Any LangChain ``Embeddings``.
-        texts: The texts, at least one.
-        batch_size: Texts per ``embed_documents`` call.
-        retry: Attempts and delays per batch.
-        stats: Counters to add this run's calls to.
-        progress: Show a tqdm bar (only when there is more than one batch).
-        sleep: Called with each backoff delay in seconds; tests pass a no-op.
-        on_batch: Called with the size of each batch embedded (the ingest progress bar).
-
-    Returns:
-        A float32 matrix, one L2-normalised row per text.
-
-    Raises:
-        ValueError: ``batch_size`` is not positive.
-        EmbeddingError: A batch still failed after every attempt, or the embedder returned
-            vectors of the wrong count, dimension or with NaNs.
-    """
+    """One L2-normalised float32 row per text, in order, embedded in batches (shortest texts
+    first, so a batch pads to similar lengths), a failed batch retried with backoff."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be > 0, but got {batch_size}")
     stats = stats if stats is not None else EmbeddingStats()
@@ -107,7 +79,7 @@ def embed_texts(
 
 
 def normalize_rows(matrix: npt.ArrayLike) -> Matrix:
-    """``matrix`` as float32 with each row scaled to unit length (zero rows stay zero)."""
+    """``matrix`` as float32, each row of unit length (zero rows stay zero)."""
     array = np.array(matrix, dtype=np.float32, ndmin=2)
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
@@ -124,18 +96,15 @@ def _embed_batch(
     stats: EmbeddingStats,
     sleep: Callable[[float], None],
 ) -> Matrix:
+    span = f"{first}-{first + len(batch) - 1}"
+
     def call() -> list[list[float]]:
         stats.calls += 1
         try:
             return embedder.embed_documents(batch)
         except Exception as e:
             logger.warning(
-                "embedder %r failed on texts %d-%d (call %d): %s",
-                name,
-                first,
-                first + len(batch) - 1,
-                stats.calls,
-                e,
+                "embedder %r failed on texts %s (call %d): %s", name, span, stats.calls, e
             )
             raise
 
@@ -143,14 +112,10 @@ def _embed_batch(
         rows, attempts = retry_call(call, retry, sleep=sleep)
     except Exception as e:
         raise EmbeddingError(
-            f"embedder {name!r} failed on texts {first}-{first + len(batch) - 1} after "
-            f"{retry.attempts} attempts: {e}"
+            f"embedder {name!r} failed on texts {span} after {retry.attempts} attempts: {e}"
         ) from e
     stats.retries += attempts - 1
-    return _checked(rows, len(batch), name, first)
-
-
-def _checked(rows: Any, expected: int, name: str, first: int) -> Matrix:
+    expected = len(batch)
     try:
         block = np.asarray(rows, dtype=np.float32)
     except (TypeError, ValueError) as e:

@@ -1,26 +1,23 @@
-"""Drive a remote embedding service: batched calls, N in flight, a rate limit, retries, deadlines.
-
-:class:`ServiceEmbeddings` wraps any LangChain ``Embeddings`` that calls a service (OpenAI,
-Cohere, a TEI or vLLM server through their LangChain classes, or
-:class:`~ragtiller.models.http_embeddings.OpenAICompatibleEmbeddings`) and is itself an
-``Embeddings``, so every ingest door takes it. Give the wrapped client no retries of its own
-(``max_retries=0`` for the OpenAI and Cohere classes): the driver retries, and it has to see
-each failure to honour ``Retry-After`` and keep to the rate limit.
-"""
+"""Drive a remote embedding service: batched calls, N in flight, a rate limit, retries, deadlines
+(give the wrapped client no retries of its own: the driver must see each failure)."""
 
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import math
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from pydantic import SecretStr
 
 from ragtiller.core.bulkhead import call_time_left, throttled
 from ragtiller.core.providers import RateLimit, model_label, run_bounded
@@ -35,23 +32,13 @@ from ragtiller.errors import (
 
 logger = logging.getLogger("ragtiller.models.service")
 
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-"""HTTP statuses worth another try; any other status fails the call at once."""
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # any other fails at once
 SERVICE_RETRY = RetryPolicy(attempts=6, base_delay_s=0.5, max_delay_s=30.0)
-"""Attempts per batch and their backoff (full jitter), unless ``Retry-After`` asks for longer."""
 
 
 @dataclass
 class ServiceStats:
-    """What the driver has done so far (every call of every thread).
-
-    Attributes:
-        calls: Calls sent to the service, failed attempts included.
-        retries: Calls that repeated a failed one.
-        throttled: Answers with HTTP 429.
-        timeouts: Calls abandoned at their deadline.
-        texts: Texts embedded successfully.
-    """
+    """What the driver has done so far, in every thread (``throttled``: HTTP 429 answers)."""
 
     calls: int = 0
     retries: int = 0
@@ -61,39 +48,8 @@ class ServiceStats:
 
 
 class ServiceEmbeddings(Embeddings):
-    """An ``Embeddings`` that sends another one's calls in batches, ``concurrency`` at a time.
-
-    ``embed_documents`` cuts its texts into batches of ``batch_size`` and sends up to
-    ``concurrency`` of them at once; callers in several threads share the same bound, so the
-    service never sees more than ``concurrency`` calls of this driver in flight (a call
-    abandoned at its deadline keeps its place until it ends). Every call first waits for the
-    rate limit. A call that fails with HTTP 408/409/425/429/5xx, a timeout or a lost connection
-    is retried with backoff, waiting at least what a ``Retry-After`` header asks (and pausing
-    every other call as long); any other status fails at once. Name and dimension are the
-    wrapped embedder's, so wrapping changes no fingerprint: an index built without the driver
-    is not re-embedded with it.
-
-    Args:
-        embedder: The service's LangChain ``Embeddings``, without retries of its own.
-        batch_size: Texts per call.
-        concurrency: Calls in flight at most.
-        requests_per_s: Calls started per second at most; None: no limit.
-        texts_per_minute: Texts sent per minute at most; None: no limit.
-        timeout_s: Deadline of one call, from when it is sent.
-        retry: Attempts and backoff per batch.
-        max_retry_after_s: The longest ``Retry-After`` honoured; a longer one is cut to it.
-        sleep: Waits between attempts (tests pass their own).
-
-    Raises:
-        ConfigurationError: ``batch_size``, ``concurrency`` or ``timeout_s`` is not positive,
-            or a rate is not positive.
-
-    Example:
-        >>> from ragtiller.models import HashingEmbedder
-        >>> driver = ServiceEmbeddings(HashingEmbedder(dim=8), batch_size=2, concurrency=2)
-        >>> len(driver.embed_documents(["a", "b", "c"])), driver.stats.calls
-        (3, 2)
-    """
+    """Another ``Embeddings``' calls in batches, ``concurrency`` at a time in every thread, rate
+    limited; ``Retry-After`` pauses every call. Its name is the wrapped one's (same fingerprint)."""
 
     def __init__(
         self,
@@ -108,11 +64,8 @@ class ServiceEmbeddings(Embeddings):
         max_retry_after_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        for name, value in (
-            ("batch_size", batch_size),
-            ("concurrency", concurrency),
-            ("timeout_s", timeout_s),
-        ):
+        sizes = {"batch_size": batch_size, "concurrency": concurrency, "timeout_s": timeout_s}
+        for name, value in sizes.items():
             if not value > 0:
                 raise ConfigurationError(f"{name} must be > 0, but got {value}")
         self.embedder = embedder
@@ -131,7 +84,6 @@ class ServiceEmbeddings(Embeddings):
 
     @property
     def dimension(self) -> int:
-        """The wrapped embedder's dimension (asked once with one query when it names none)."""
         if self._dimension is None:
             value = getattr(self.embedder, "dimension", None)
             if not (isinstance(value, int) and value > 0):
@@ -140,14 +92,6 @@ class ServiceEmbeddings(Embeddings):
         return self._dimension
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, in order; batches run ``concurrency`` at a time.
-
-        Raises:
-            EmbeddingServiceError: A batch still failed after its attempts, or failed with a
-                status not worth retrying (:class:`EmbeddingTimeoutError` when the last attempt
-                timed out).
-            EmbeddingError: The service returned a wrong number of vectors.
-        """
         starts = range(0, len(texts), self.batch_size)
         if len(starts) <= 1:
             return self._batch(texts, 0) if texts else []
@@ -160,7 +104,6 @@ class ServiceEmbeddings(Embeddings):
         return [row for batch in batches for row in batch]
 
     def embed_query(self, text: str) -> list[float]:
-        """The wrapped embedder's query vector, under the same bound, rate limit and retries."""
         return self._with_retries(lambda: [self.embedder.embed_query(text)], 1, 0)[0]
 
     def _batch(self, batch: list[str], first: int) -> list[list[float]]:
@@ -173,6 +116,7 @@ class ServiceEmbeddings(Embeddings):
         self, call: Callable[[], list[list[float]]], count: int, first: int
     ) -> list[list[float]]:
         attempts = self.retry.attempts
+        span = f"texts {first}-{first + count - 1}"
         for attempt in range(1, attempts + 1):
             try:
                 rows = self._attempt(call, count)
@@ -180,9 +124,12 @@ class ServiceEmbeddings(Embeddings):
                 raise
             except Exception as e:
                 status, retry_after, retryable = classify(e)
-                span = f"texts {first}-{first + count - 1}"
                 if not retryable or attempt == attempts:
-                    raise _final_error(self.model, span, attempt, status, e) from e
+                    tries = f"after {attempt} attempt{'s' if attempt != 1 else ''}"
+                    message = f"embedding service {self.model!r} failed on {span} {tries}: {e}"
+                    if isinstance(e, TimeoutError):
+                        raise EmbeddingTimeoutError(message, status_code=None) from e
+                    raise EmbeddingServiceError(message, status_code=status) from e
                 delay = self.retry.delay(attempt)
                 if retry_after is not None:
                     retry_after = min(retry_after, self.max_retry_after_s)
@@ -191,34 +138,26 @@ class ServiceEmbeddings(Embeddings):
                 with self._lock:
                     self.stats.retries += 1
                     self.stats.throttled += status == 429
+                tried = f"attempt {attempt} of {attempts}, retrying in {delay:.2f} s"
                 logger.warning(
-                    "embedding service %r failed on %s (attempt %d of %d), retrying in %.2f s: %s",
-                    self.model,
-                    span,
-                    attempt,
-                    attempts,
-                    delay,
-                    e,
+                    "embedding service %r failed on %s (%s): %s", self.model, span, tried, e
                 )
                 self._sleep(delay)
                 continue
             if len(rows) != count:
                 raise EmbeddingError(
                     f"embedding service {self.model!r} returned {len(rows)} vectors for "
-                    f"{count} texts (texts {first}-{first + count - 1})"
+                    f"{count} texts ({span})"
                 )
             return rows
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(self, call: Callable[[], list[list[float]]], count: int) -> list[list[float]]:
-        """One call in a daemon thread holding a slot until it ends, awaited until the deadline.
-
-        On a bulkhead worker (a graph's query embedding) the waits for a slot and for the rate
-        limit end by the caller's deadline, as :class:`Overloaded`, and count as queueing: a
-        throttled call is not the service hanging.
-        """
+        """One call in a daemon thread holding a slot until it ends, awaited until the deadline;
+        on a bulkhead worker, waiting past the caller's deadline is :class:`Overloaded`."""
         with throttled():
-            if not self._slots.acquire(timeout=_wait_s(call_time_left())):
+            left = call_time_left()
+            if not self._slots.acquire(timeout=None if left == math.inf else max(0.0, left)):
                 raise Overloaded(
                     f"embedding service {self.model!r}: all {self.concurrency} slots busy "
                     "until the caller's deadline"
@@ -251,20 +190,9 @@ class ServiceEmbeddings(Embeddings):
             ) from None
 
 
-def _wait_s(left: float) -> float | None:
-    """A lock timeout for ``left`` seconds (None: no bound)."""
-    return None if left == math.inf else max(0.0, left)
-
-
 def classify(error: BaseException) -> tuple[int | None, float | None, bool]:
-    """The HTTP status, the ``Retry-After`` wait and whether another try can help.
-
-    Reads what the common clients attach: ``status_code`` or ``status`` on the error or on its
-    ``response`` (openai, cohere, httpx, requests), headers on either, and ragtiller's
-    :class:`EmbeddingServiceError`. Without a status, timeouts and lost connections (builtin
-    ``TimeoutError``/``OSError``, or an exception class named ``...Timeout...`` or
-    ``...Connection...``) are retried; anything else is not.
-    """
+    """The HTTP status, the ``Retry-After`` wait and whether another try can help, from what
+    openai, cohere, httpx and requests attach."""
     response = getattr(error, "response", None)
     status = _int(getattr(error, "status_code", None))
     for source, attr in ((error, "status"), (response, "status_code"), (response, "status")):
@@ -306,21 +234,72 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _final_error(
-    model: str, span: str, attempts: int, status: int | None, error: Exception
-) -> EmbeddingServiceError:
-    tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
-    message = f"embedding service {model!r} failed on {span} {tries}: {error}"
-    if isinstance(error, TimeoutError):
-        return EmbeddingTimeoutError(message, status_code=None)
-    return EmbeddingServiceError(message, status_code=status)
+class OpenAICompatibleEmbeddings(Embeddings):
+    """A stdlib client of ``POST {base_url}/embeddings`` (TEI, vLLM, Infinity, LiteLLM, OpenAI):
+    no SDK, one request per call, never retried (wrap it in :class:`ServiceEmbeddings`)."""
 
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | SecretStr | None = None,
+        dimension: int | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"base_url must be an http(s) URL, but got {base_url!r}")
+        if not model:
+            raise ConfigurationError("model must name the service's embedding model")
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
+        if dimension is not None:
+            self.dimension = dimension
+        self.timeout_s = timeout_s
 
-__all__ = (
-    "RETRY_STATUSES",
-    "SERVICE_RETRY",
-    "ServiceEmbeddings",
-    "ServiceStats",
-    "classify",
-    "retry_after_seconds",
-)
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        answer = self._post({"model": self.model, "input": texts})
+        try:
+            data = sorted(answer["data"], key=lambda item: int(item["index"]))
+            rows = [[float(x) for x in item["embedding"]] for item in data]
+        except (KeyError, TypeError, ValueError) as e:
+            raise EmbeddingError(f"{self.url} answered without data[].embedding: {e!r}") from e
+        if len(rows) != len(texts):
+            raise EmbeddingError(f"{self.url} returned {len(rows)} vectors for {len(texts)} texts")
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
+        request = urllib.request.Request(
+            self.url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            with e:  # closes the connection the error answer came on
+                detail = e.read()[:200].decode("utf-8", "replace").strip()
+            raise EmbeddingServiceError(
+                f"{self.url} answered HTTP {e.code}: {detail or e.reason}",
+                status_code=e.code,
+                retry_after_s=retry_after_seconds(e.headers.get("retry-after")),
+            ) from None
+        except OSError as e:  # a URLError, a refused or dropped connection, a timeout
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, TimeoutError):
+                raise EmbeddingTimeoutError(
+                    f"{self.url} did not answer within {self.timeout_s:g} s", status_code=None
+                ) from e
+            raise EmbeddingServiceError(
+                f"{self.url} could not be reached: {reason}", status_code=None
+            ) from e
+        except json.JSONDecodeError as e:
+            raise EmbeddingError(f"{self.url} answered with no JSON: {e}") from e

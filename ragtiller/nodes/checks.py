@@ -1,8 +1,5 @@
-"""Provider output is checked at the node boundary: what fails a check is that provider's error.
-
-A tier, reranker or embedder that answers nonsense costs its own results (with a label and the
-stage's fallback), never the turn, and never puts a document it was not given into the answer.
-"""
+"""Provider output is checked at the node boundary: what fails a check is that provider's error,
+never the turn's, and never puts a document it was not given into the answer."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ INVALID_OUTPUT = "invalid-output"
 
 
 class InvalidOutput(ValueError):
-    """A provider's answer broke its contract; the message says how."""
+    pass
 
 
 _PLAIN_NUMBERS = frozenset({float, int})
@@ -50,13 +47,9 @@ def check_vector(vector: Any) -> list[float]:
 
 
 def check_hits(hits: Any, k: int) -> list[Hit]:
-    """Each hit needs a str ``id`` and ``text`` and a finite ``score``; ids appear once.
-
-    Missing optional fields get their defaults (``doc_id`` = the id, no parent, no source);
-    more than ``k`` hits are cut to the best ``k`` as given. Every hit of every tier passes
-    here each turn, so the common case (plain ``str`` and ``float`` fields) takes the short
-    test of each check; anything else takes the general one, with the same outcome.
-    """
+    """The best ``k`` hits, each with a str ``id`` and ``text``, a finite ``score``, ids once;
+    optional fields get their defaults. Every hit of every tier passes here each turn, so plain
+    ``str`` and ``float`` fields take the short test of each check."""
     if not isinstance(hits, list):
         raise InvalidOutput(f"tier returned a {type(hits).__name__}, not a list of hits")
     checked: list[Hit] = []
@@ -94,9 +87,8 @@ def check_hits(hits: Any, k: int) -> list[Hit]:
 
 
 def check_ranking(ranked: Any, given: Sequence[Candidate]) -> list[Candidate]:
-    """A reranker's answer must be a subset of the candidates it was given, each once, with
-    finite scores; returns OUR candidate records (with the new ``final_score``), so a provider
-    can reorder the candidates but never change or add one."""
+    """OUR records of the reranked candidates, each once, with finite new ``final_score``s: a
+    provider can reorder the candidates but never change or add one."""
     if not isinstance(ranked, list) or not ranked:
         raise InvalidOutput("reranker returned no candidates")
     ours = {c["id"]: c for c in given}

@@ -10,8 +10,7 @@ from ragtiller.core.tiers import StageRecord
 from ragtiller.core.turn import TierTask
 from ragtiller.nodes.checks import INVALID_OUTPUT, InvalidOutput, check_vector
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, deadline
-from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.stage import HUNG, OVERLOADED, TURN_DEADLINE, Stage, deadline, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import plan_tiers
 
@@ -23,11 +22,9 @@ EMBED_RETRY = RetryPolicy(attempts=3, base_delay_s=0.1, max_delay_s=1.0)
 async def embed_query(
     deps: Components, retry: RetryPolicy, text: str, state: RetrievalState
 ) -> tuple[list[float] | None, StageRecord]:
-    """The query vector and the stage's record; no vector when the embedder fails or hangs.
-
-    The embedder's sync ``embed_query`` runs on its own bulkhead, whatever its async method
-    does, so a hung embedder holds only its own threads; retries share the one deadline.
-    """
+    """The query vector (None when the embedder fails or hangs) and the stage's record. The
+    sync ``embed_query`` runs on the embedder's own bulkhead, so a hung one holds only its own
+    threads; retries share the one deadline."""
     limit = deadline(deps.policy, deps.policy.deadlines.embed_s, state["turn"]["started_at"])
     if limit.expired:
         return None, skipped("embed", TURN_DEADLINE, labels=[LEXICAL_ONLY])
@@ -53,19 +50,13 @@ async def embed_query(
     except InvalidOutput as e:
         return None, stage.error(e, INVALID_OUTPUT, labels=[LEXICAL_ONLY])
     except Exception as e:  # final failure: the lexical tier still answers, labelled
-        return None, stage.error(
-            e,
-            "embed-failed",
-            labels=[LEXICAL_ONLY],
-            attempts=retry.attempts,
-        )
+        return None, stage.error(e, "embed-failed", labels=[LEXICAL_ONLY], attempts=retry.attempts)
     return vector, stage.done(
         dim=len(vector), attempts=attempts, truncated=state["route"]["truncated"]
     )
 
 
 def make_embed(deps: Components, retry: RetryPolicy = EMBED_RETRY) -> NodeFn:
-    """Build the embed node bound to ``deps``."""
     policy = deps.policy
     depth = policy.tier_hits
     roles, weights = deps.roles, deps.tier_weights

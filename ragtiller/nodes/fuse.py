@@ -1,9 +1,5 @@
-"""Fuse: the turn's candidate table, Rocchio feedback's second dense search, and the fused pool.
-
-Fuse widens: every passage a tier returned enters the candidate pool, scored (fused, placed by
-the question's own fusion, re-scored by sentence coverage); the rerank stage narrows it. The
-fuse node also decides the rerank edge.
-"""
+"""Fuse: the turn's candidate table, Rocchio feedback's second dense search, the fused pool (fuse
+widens, rerank narrows), and the rerank edge's decision."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ import numpy as np
 
 from ragtiller.core.bulkhead import within
 from ragtiller.core.tiers import DENSE, LEXICAL, StageRecord
-from ragtiller.index.dense import DenseTier
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.nodes.components import Components, NodeFn
 from ragtiller.nodes.run_input import nothing_matched_labels
 from ragtiller.nodes.scope import check_tasks_scope
@@ -22,15 +18,18 @@ from ragtiller.nodes.stage import Stage, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.tier_search import request_for
 from ragtiller.policies.decisions import decide_rerank
-from ragtiller.ranking.coverage import SentenceCoverage
-from ragtiller.ranking.feedback import feedback_passages, rocchio_vector
+from ragtiller.ranking.recipe import (
+    CandidateTable,
+    SentenceCoverage,
+    feedback_passages,
+    place,
+    rescore,
+    rocchio_vector,
+)
 from ragtiller.ranking.recipe import fuse as fuse_table
-from ragtiller.ranking.recipe import place, rescore
-from ragtiller.ranking.table import CandidateTable
 
 
 def make_fuse(deps: Components) -> NodeFn:
-    """Build the fuse node bound to ``deps``."""
     policy = deps.policy
     cap = policy.budgets.candidate_cap
     fusion = policy.fusion
@@ -44,8 +43,8 @@ def make_fuse(deps: Components) -> NodeFn:
     rocchio = moves if isinstance(moves, DenseTier) and policy.feedback.enabled else None
 
     async def feedback(table: CandidateTable, state: RetrievalState) -> tuple[CandidateTable, str]:
-        """Rocchio: the fused first pass's best documents move the question's vector, and the
-        dense tier searches again with it; the first pass stands when it cannot."""
+        """Rocchio: the first pass's best documents move the question's vector and the dense
+        tier searches again; the first pass stands when it cannot."""
         tasks = {task["tier"]: task for task in state.get("tier_tasks") or []}
         if rocchio is None or dense not in table.tiers or dense not in tasks:
             return table, "off" if rocchio is None else "skipped: no dense first pass"

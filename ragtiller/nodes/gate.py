@@ -21,7 +21,7 @@ from ragtiller.nodes.run_input import (
     unknown_namespace_labels,
 )
 from ragtiller.nodes.scope import asked_scope, check_thread_scope, sealed_thread, sealed_turn
-from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.stage import Stage, quota_label, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
@@ -33,12 +33,9 @@ from ragtiller.policies.decisions import (
 from ragtiller.policies.run_context import RunContext, pinned, scope_problem
 from ragtiller.routing.rules import Classification, classify
 
-AFTER_GATE = STAGES[1:-1]
-"""The stages a no-retrieval turn bypasses, announced by the gate that takes that edge."""
+AFTER_GATE = STAGES[1:-1]  # the stages a no-retrieval turn bypasses, announced by the gate
 CACHE_ANSWERS = frozenset({"no-llm", "quota", "quota-store-unavailable"})
 """Step-back skip reasons that a cached generalization overrides (it costs no call)."""
-
-
 NO_TENANT = (
     "this graph serves several tenants and the turn names none: pass input 'tenant' or the "
     "run context's tenant (ragtiller ask --tenant); an operator's graph over every tenant: "
@@ -47,7 +44,6 @@ NO_TENANT = (
 
 
 def _refuse_blank_names(state: RetrievalState) -> None:
-    """Refuse an input ``tenant`` or ``namespace`` that names nothing (see ``scope_problem``)."""
     for field in ("tenant", "namespace"):
         value = state.get(field)
         problem = None if value is None else scope_problem(field, value)
@@ -56,27 +52,29 @@ def _refuse_blank_names(state: RetrievalState) -> None:
 
 
 def encodable(text: str) -> str:
-    """``text`` with lone surrogates (undecodable bytes from argv, broken input) replaced by
-    U+FFFD, so every store, checkpointer and JSON encoder can take it; other text is kept."""
+    """Lone surrogates (undecodable bytes from argv) as U+FFFD, which every store can take."""
     return SURROGATE.sub("\ufffd", text)
 
 
-async def read_quota(deps: Components) -> QuotaView:
-    """One read of the chat and rerank budgets (a single round trip on Redis). The gate runs
-    under its turn policy's daily limits (``spend_caps``), so a run policy with a lower limit
-    than the ledger's sees what is left of its own limit today."""
+async def read_quota(deps: Components, tenant: str | None = None) -> QuotaView:
+    """One read of the chat and rerank budgets, and of ``tenant``'s own chat budget under a
+    per-tenant limit (a single round trip on Redis). The gate runs under its turn policy's
+    daily limits (``spend_caps``), so a run policy with a lower limit than the ledger's sees
+    what is left of its own limit today."""
     resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in deps.quota.limits]
-    snapshot = await deps.quota.asnapshot(resources)
+    snapshot = await deps.quota.asnapshot(resources, tenant=tenant)
     left = snapshot.remaining
+    own = snapshot.tenant_remaining.get(CHAT_RESOURCE)
+    chat = left.get(CHAT_RESOURCE, 0)
     return QuotaView(
-        chat_left=left.get(CHAT_RESOURCE, 0),
+        chat_left=chat if own is None else min(chat, own),
         rerank_left=left.get(RERANK_RESOURCE, 0),
         available=snapshot.available,
+        tenant_chat_left=own,
     )
 
 
 def _top_k(route_top_k: int, context: RunContext, max_chunks: int) -> tuple[int, list[str]]:
-    """The turn's ``top_k``: the context's or the route's, capped by ``max_chunks``."""
     asked = context.top_k or route_top_k
     if asked > max_chunks and context.top_k is not None:
         return max_chunks, [f"top_k {asked} capped to max_chunks {max_chunks}"]
@@ -84,13 +82,7 @@ def _top_k(route_top_k: int, context: RunContext, max_chunks: int) -> tuple[int,
 
 
 def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None) -> NodeFn:
-    """Build the gate node bound to ``deps``.
-
-    Args:
-        deps: The components (their policy already carries the run context's switches).
-        known_namespaces: Namespaces the index holds; a turn asking for another one is
-            labelled. None: not checked.
-    """
+    """The gate; a turn asking for a namespace not in ``known_namespaces`` is labelled."""
     policy = deps.policy
 
     async def gate(state: RetrievalState) -> dict[str, Any]:
@@ -115,7 +107,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             cls, router_name, router_detail = await deps.llm_router(
                 embed_text, cls, scope["tenant"]
             )
-        quota = await read_quota(deps)
+        quota = await read_quota(deps, scope["tenant"])
 
         step_back = StepBack(
             status="skipped", reason=None, original=query, generalized=None, from_cache=False
@@ -125,7 +117,8 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             labels.append("rerank ceiling requested but none is configured: floor only")
         fallback = router_detail.get("fallback_reason")
         if fallback is not None:
-            labels.append(f"llm router skipped: {fallback}")
+            spent = quota_label(fallback, router_detail.get("quota_budget"))
+            labels.append(f"llm router skipped: {spent}")
         if query != raw:
             labels.append("query held undecodable characters, replaced by U+FFFD")
         if truncated:
@@ -209,7 +202,9 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 step_back["status"] = "active"
             else:
                 step_back["reason"] = skip
-                records.append(skipped("step_back", skip, llm_calls=0))
+                own = quota.get("tenant_chat_left")
+                out = {"quota_budget": "tenant"} if skip == "quota" and own == 0 else {}
+                records.append(skipped("step_back", skip, llm_calls=0, **out))
 
         return {
             **({"query": query} if state.get("query") is not None else {}),

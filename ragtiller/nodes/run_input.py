@@ -15,7 +15,6 @@ from ragtiller.errors import InputError
 from ragtiller.policies.run_context import RunContext, context_from
 
 INPUT_KEYS = ("query", "messages", "namespace", "tenant")
-"""Keys a caller may pass; ``query`` or ``messages`` is required."""
 ACCEPTED_SHAPES = (
     '{"query": "your question"} (optionally with "namespace" and "tenant"), or '
     '{"messages": [...]} whose last human message is the question'
@@ -23,11 +22,6 @@ ACCEPTED_SHAPES = (
 
 
 def check_keys(value: Any) -> None:
-    """Raise when the input is not a mapping or has a key the graph does not read.
-
-    Raises:
-        InputError: Naming the key and the accepted shapes.
-    """
     if not isinstance(value, Mapping):
         raise InputError(
             f"graph input must be a dict, got {type(value).__name__}; pass {ACCEPTED_SHAPES}"
@@ -57,13 +51,11 @@ def _check_query(query: Any) -> str:
     return query
 
 
-ANSWER_NAME = "ragtiller"
-"""The ``name`` of the AI message that carries a turn's answer (its context)."""
+ANSWER_NAME = "ragtiller"  # the name of the AI message that carries a turn's answer
 
 
 def answer_text(context: str, no_retrieval_reason: str | None) -> str:
-    """What a turn answers in a chat (its AI message, the LangChain tool's output): the
-    context, or, when there is none, why not, so an agent never reads an empty answer.
+    """A turn's answer in a chat: the context, or why there is none (never empty).
 
     Example:
         >>> answer_text("", "too-short")
@@ -73,7 +65,6 @@ def answer_text(context: str, no_retrieval_reason: str | None) -> str:
 
 
 def answer_id(run_id: str) -> str:
-    """The message id of turn ``run_id``'s answer."""
     return f"ragtiller-answer-{run_id}"
 
 
@@ -97,18 +88,11 @@ def _last_human(messages: Any) -> str:
 
 
 def asked_by(state: Mapping[str, Any]) -> Literal["query", "messages"]:
-    """The input key that holds the turn's question: ``query`` when given, else ``messages``."""
     return "query" if state.get("query") is not None else "messages"
 
 
 def query_of(state: Mapping[str, Any]) -> str:
-    """The turn's question: ``query``, else the last human message of ``messages`` that came
-    after ragtiller's last answer.
-
-    Raises:
-        InputError: Neither is given, one has the wrong type, or the transcript holds no
-            unanswered human message.
-    """
+    """``query``, else the last human message of ``messages`` after ragtiller's last answer."""
     query = state.get("query")
     if query is not None:
         return _check_query(query)
@@ -119,11 +103,6 @@ def query_of(state: Mapping[str, Any]) -> str:
 
 
 def current_context() -> RunContext:
-    """This run's :class:`RunContext` (empty outside a graph run).
-
-    Raises:
-        InputError: The context holds an invalid value.
-    """
     try:
         config = get_config()
     except RuntimeError:  # a node function called directly, outside a run
@@ -134,34 +113,26 @@ def current_context() -> RunContext:
 def unknown_namespace_labels(
     asked: Sequence[str], known: Sequence[str] | None, tenant: str | None
 ) -> list[str]:
-    """A label per asked namespace the index does not hold (none when ``known`` is unknown).
-
-    The label reaches the caller (context, manifest, tool output), so it names only what the
-    caller asked for: the index's other namespaces may be other tenants' (default deny). The
-    operator sees them in ``build_graph``'s error for a policy route, and in the index manifest.
-    A tenant's turn gets none: a namespace only another tenant's documents fill would go
-    unlabelled, and so tell that it exists (its "no hit" label says nothing matched).
-    """
+    """A label per asked namespace the index does not hold, naming only what was asked (the
+    others may be other tenants'). A tenant's turn gets none: a namespace only another tenant's
+    documents fill would go unlabelled, and so tell that it exists."""
     if known is None or tenant is not None:
         return []
     return [f"namespace {name!r} not in the index" for name in asked if name not in known]
 
 
 def tenant_filter(tenant: str | None) -> dict[str, str] | None:
-    """The metadata filter every tier and the corpus overview apply for ``tenant``."""
     return {TENANT_KEY: tenant} if tenant is not None else None
 
 
 def turn_filter(route: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The metadata filter every tier applies this turn: the run's ``filter`` and its tenant
-    (of ``route``, or of a tier task)."""
+    """The metadata filter every tier applies: the ``filter`` and tenant of a route or task."""
     merged = {**(route.get("filter") or {}), **(tenant_filter(route["tenant"]) or {})}
     return merged or None
 
 
 def nothing_matched_labels(tenant: str | None, tier_hits: Mapping[str, list[Any]]) -> list[str]:
-    """A label when a tenant's turn left every tier that ran without a hit. It blames the
-    whole scope, not the tenant: its namespaces or its filter may be what matched nothing."""
+    """A label when a tenant's turn found no hit in any tier; it blames the whole scope."""
     if tenant and tier_hits and not any(tier_hits.values()):
         tiers = ", ".join(sorted(tier_hits))
         return [f"no hit in {tiers} within the turn's tenant {tenant!r}, namespaces and filter"]

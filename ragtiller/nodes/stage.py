@@ -1,23 +1,24 @@
-"""``pipeline:step`` events: every stage announces itself, then says done, skipped or error.
-
-Each final event is also returned as a :class:`~ragtiller.core.tiers.StageRecord`, so the run
-manifest holds the same facts whether or not the caller streamed ``custom`` events. A record
-carries its own degradation labels: the stage that knows why a turn got worse says so, and
-``assemble`` only collects what the records say.
-"""
+"""Stage records, their ``pipeline:step`` events, and each stage's deadline. A record carries its
+own degradation labels; ``assemble`` only collects them."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.config import get_stream_writer
 
 from ragtiller.core.redact import redact
 from ragtiller.core.tiers import StageName, StageRecord, StageStatus
+from ragtiller.policies.schema import RetrievalPolicy
 
 EVENT_TYPE = "pipeline:step"
+TIMEOUT = "timeout"
+TURN_DEADLINE = "turn-deadline"
+OVERLOADED = "overloaded"  # no bulkhead worker came free in time: the process, not the provider
+HUNG = "hung"  # the provider's calls keep outliving their deadlines, refused until a probe answers
 
 COULD_NOT_AFFORD = frozenset(
     {
@@ -31,6 +32,34 @@ COULD_NOT_AFFORD = frozenset(
     }
 )
 """Skip reasons that mean "the turn was worse because something ran out", not "not needed"."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """How long one stage may wait; ``turn_bound`` when the turn's time left is the limit."""
+
+    seconds: float
+    turn_bound: bool
+
+    @property
+    def expired(self) -> bool:
+        return self.seconds <= 0
+
+    @property
+    def reason(self) -> str:
+        return TURN_DEADLINE if self.turn_bound else TIMEOUT
+
+    def message(self) -> str:
+        limit = "the turn's deadline" if self.turn_bound else "its deadline"
+        return f"TimeoutError: no answer within {self.seconds:.2f}s ({limit})"
+
+
+def deadline(policy: RetrievalPolicy, stage_s: float, started_at: float) -> Deadline:
+    """A stage's wait: ``min(stage_s, turn time left)`` in a turn begun at ``started_at``."""
+    left = policy.deadlines.turn_s - (time.perf_counter() - started_at)
+    if left < stage_s:
+        return Deadline(max(left, 0.0), turn_bound=True)
+    return Deadline(stage_s, turn_bound=False)
 
 
 def _writer() -> Callable[[Any], None]:
@@ -59,14 +88,19 @@ def final_event(record: StageRecord) -> dict[str, Any]:
     return _event(record)
 
 
+def quota_label(reason: str, budget: object) -> str:
+    """A skip reason as its label says it: ``quota (tenant daily)`` when what ran out is the
+    tenant's own daily budget (``budget == "tenant"``), else the reason itself."""
+    return f"{reason} (tenant daily)" if budget == "tenant" else reason
+
+
 def _labels(
     step: StageName, status: StageStatus, reason: str | None, detail: dict[str, Any]
 ) -> list[str]:
-    """The label a skip for want of something, or an error, earns by itself."""
     tier = detail.get("tier")
     name = f"{step} ({tier})" if tier else step
     if status == "skipped" and reason in COULD_NOT_AFFORD:
-        return [f"{name} skipped: {reason}"]
+        return [f"{name} skipped: {quota_label(reason, detail.get('quota_budget'))}"]
     if status == "error":
         return [f"{name} failed: {reason or 'error'}"]
     return []
@@ -82,7 +116,6 @@ def record(
     labels: Iterable[str] = (),
     error: str | None = None,
 ) -> StageRecord:
-    """A final record, labelled: its own skip or error label first, then ``labels``."""
     details = detail or {}
     made = StageRecord(
         step=step,
@@ -97,17 +130,12 @@ def record(
     return made
 
 
-def emit(final: StageRecord) -> StageRecord:
-    """Send a final record as a ``pipeline:step`` event and return it."""
-    _writer()(_event(final))
-    return final
-
-
 def skipped(
     step: StageName, reason: str, *, labels: Iterable[str] = (), **detail: Any
 ) -> StageRecord:
-    """Announce a stage that did not run, with the reason, and return its record."""
-    return emit(record(step, "skipped", reason, detail=detail, labels=labels))
+    final = record(step, "skipped", reason, detail=detail, labels=labels)
+    _writer()(_event(final))
+    return final
 
 
 class Stage:
@@ -144,11 +172,9 @@ class Stage:
     def done(
         self, reason: str | None = None, *, labels: Iterable[str] = (), **detail: Any
     ) -> StageRecord:
-        """The stage ran; ``reason`` explains a notable outcome (e.g. ``from-cache``)."""
         return self._finish("done", reason, detail, labels, None)
 
     def skip(self, reason: str, *, labels: Iterable[str] = (), **detail: Any) -> StageRecord:
-        """The stage started but decided not to do its work (e.g. quota spent)."""
         return self._finish("skipped", reason, detail, labels, None)
 
     def error(
@@ -159,7 +185,6 @@ class Stage:
         labels: Iterable[str] = (),
         **detail: Any,
     ) -> StageRecord:
-        """The stage failed; the turn goes on. ``error`` is shown as ``Type: message``, with
-        credentials redacted (providers put keys in their messages)."""
+        """The stage failed and the turn goes on; credentials are redacted from the message."""
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         return self._finish("error", reason, detail, labels, redact(text)[:500])

@@ -1,19 +1,14 @@
 """Step-back: at most ONE chat call per broad turn turns the question into a more general one.
 
-The gate sends a turn here only when step-back can produce something: a chat model with quota
-left in its quota view, or a cached generalization. Here, in order: cache hit ->
-done(from_cache); quota spent after all (the view only advises; another turn may have spent the
-last unit) -> skipped(``quota``); LLM error, timeout or invalid output -> error, then no-op.
-The generalized text feeds ``embed_query`` only; ``rerank_query`` is never touched here.
+The quota view only advises (another turn may have spent the last unit); the generalized text
+feeds ``embed_query`` only, never ``rerank_query``.
 
 A failed call is NOT refunded: the provider may have billed it, and a refund would let a
 failing model be retried on every turn, burning latency instead of quota. A call that never
 reached the model (its bulkhead had no worker in time, or refuses a model that keeps hanging)
 is refunded.
 
-Every wait of the stage is cut to its deadline: the cache's wait for another replica's
-generalization (at most half of it, see :class:`ragtiller.stores.RedisCache`), the quota, the
-model. A cached generalization is used only if it is still a valid step-back question.
+Every wait is cut to the stage's deadline; a cached generalization is used only if still valid.
 """
 
 from __future__ import annotations
@@ -27,8 +22,15 @@ from ragtiller.core.bulkhead import DeadlineExceeded, Overloaded, ProviderHung, 
 from ragtiller.core.providers import ainvoke_chat
 from ragtiller.core.tiers import CHAT_RESOURCE
 from ragtiller.nodes.components import Components, NodeFn
-from ragtiller.nodes.deadline import HUNG, OVERLOADED, TURN_DEADLINE, Deadline, deadline
-from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.stage import (
+    HUNG,
+    OVERLOADED,
+    TURN_DEADLINE,
+    Deadline,
+    Stage,
+    deadline,
+    skipped,
+)
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.stores import cache_key
 
@@ -52,24 +54,22 @@ class StepBackFailed(Exception):
 
 
 class QuotaSpent(Exception):
-    """No chat call left today (or the quota store is down, which counts as spent)."""
+    """No chat call left today (or the quota store is down, which counts as spent); ``detail``
+    names the tenant's own budget when that is what ran out."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, budget: str = "shared") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.detail = {"quota_budget": budget} if budget == "tenant" else {}
 
 
 def normalize(text: str) -> str:
-    """Casefold and collapse whitespace, to tell a rephrasing from a repeat."""
     return " ".join(text.casefold().split())
 
 
 def validate_step_back(original: str, text: str) -> str:
-    """Return the cleaned step-back question, or raise :class:`StepBackFailed`.
-
-    Valid: non-empty, one line, at most 300 characters, different from the input, and not an
-    answer (no leading "Answer:", "Sure", "Here is").
-    """
+    """The cleaned step-back question: one line of at most 300 characters, not the input
+    again, and not an answer ("Answer:", "Sure", "Here is"); else :class:`StepBackFailed`."""
     cleaned = text.strip().strip("\"'“”").strip()
     if not cleaned:
         raise StepBackFailed("invalid-output", "empty step-back question")
@@ -88,7 +88,6 @@ def validate_step_back(original: str, text: str) -> str:
 
 
 def usable(original: str, cached: object) -> TypeGuard[str]:
-    """Whether a cached generalization of ``original`` is still a valid step-back question."""
     if not isinstance(cached, str):
         return False
     try:
@@ -99,9 +98,8 @@ def usable(original: str, cached: object) -> TypeGuard[str]:
 
 
 def step_back_key(original: str, tenant: str | None = None) -> str:
-    """The cache key of ``original``'s generalization for ``tenant`` (hashed: no query text in
-    the store). Per tenant, so a turn's ``from_cache`` never tells one tenant that another asked
-    the same question; the tenant goes in as hex, which the key's casefolding cannot merge."""
+    """The hashed cache key of ``original``'s generalization, per tenant (in hex, which the
+    key's casefolding cannot merge), so ``from_cache`` never tells one tenant what another asked."""
     scope = "" if tenant is None else tenant.encode("utf-8", "surrogatepass").hex()
     return cache_key("step-back", scope, original)
 
@@ -109,12 +107,14 @@ def step_back_key(original: str, tenant: str | None = None) -> str:
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
 
-    async def call_model(original: str, made: list[str], limit: Deadline) -> str:
+    async def call_model(
+        original: str, tenant: str | None, made: list[str], limit: Deadline
+    ) -> str:
         if time_left() <= 0:  # the wait for another replica took the stage's time
             raise DeadlineExceeded("no time left for the model")
-        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
+        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1, tenant=tenant)
         if not spend.allowed:
-            raise QuotaSpent(spend.reason or "quota")
+            raise QuotaSpent(spend.reason or "quota", spend.budget)
         made.append(original)
         model = deps.chat_model
         assert model is not None
@@ -124,7 +124,7 @@ def make_step_back(deps: Components) -> NodeFn:
             return validate_step_back(original, str(reply.text))
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(original)
-            await deps.quota.arefund(CHAT_RESOURCE, 1)
+            await deps.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
             raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
@@ -135,7 +135,8 @@ def make_step_back(deps: Components) -> NodeFn:
         stage = Stage("step_back")
         original = state["rerank_query"]
         record = state["step_back"].copy()
-        key = step_back_key(original, state["route"]["tenant"])
+        tenant = state["route"]["tenant"]
+        key = step_back_key(original, tenant)
         cached = await deps.cache.aget(key)
         if usable(original, cached):
             record.update(
@@ -157,7 +158,7 @@ def make_step_back(deps: Components) -> NodeFn:
             generalized, from_cache = await within(
                 deps.cache.aget_or_compute(
                     key,
-                    lambda: call_model(original, made, limit),
+                    lambda: call_model(original, tenant, made, limit),
                     deps.policy.cache.ttl_s,
                     accept=lambda value: usable(original, value),
                 ),
@@ -165,7 +166,8 @@ def make_step_back(deps: Components) -> NodeFn:
             )
         except QuotaSpent as e:
             record.update({"status": "skipped", "reason": e.reason})
-            return {"step_back": record, "stages": [stage.skip(e.reason, llm_calls=0)]}
+            skip = stage.skip(e.reason, llm_calls=0, **e.detail)
+            return {"step_back": record, "stages": [skip]}
         except DeadlineExceeded:
             record.update({"status": "error", "reason": limit.reason})
             return {

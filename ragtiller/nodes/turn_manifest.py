@@ -34,7 +34,8 @@ def build_manifest(
     """Everything the turn decided, retrieved and spent, from its state and stage records.
 
     ``degraded`` is every record's labels, in stage order; ``quota_remaining`` is the gate's
-    quota read less what this turn spent. The manifest and its nested records are validated
+    quota read less what this turn spent (of the tenant's own chat budget under a per-tenant
+    limit, as ``quota_budget`` says). The manifest and its nested records are validated
     from plain data in one pass (a hundred or more scored ids a turn: one pydantic-core call,
     not a Python constructor call per id).
     """
@@ -51,6 +52,7 @@ def build_manifest(
         1 if rerank_detail.get("ceiling") == "used" and not rerank_detail.get("from_cache") else 0
     )
     quota = turn["quota"]
+    own = quota.get("tenant_chat_left")  # a tenant's own budget, never moved by another's turns
     plan = state.get("rerank")
     retrieved = route["query_type"] != "no_retrieval"
     sb = state["step_back"]
@@ -109,8 +111,12 @@ def build_manifest(
         llm_calls=llm_calls,
         cost_usd=float(rerank_detail.get("cost_usd", 0.0)),
         quota_remaining={
-            CHAT_RESOURCE: max(0, quota["chat_left"] - llm_calls),
+            CHAT_RESOURCE: max(0, (quota["chat_left"] if own is None else own) - llm_calls),
             RERANK_RESOURCE: max(0, quota["rerank_left"] - paid),
+        },
+        quota_budget={
+            CHAT_RESOURCE: "shared" if own is None else "tenant",
+            RERANK_RESOURCE: "shared",
         },
         degraded=[label for record in ordered for label in record["labels"]],
         stages=ordered,

@@ -1,14 +1,5 @@
-"""Pure fusion maths: reciprocal rank fusion, z-score and min-max fusion of tier hit lists.
-
-Every function here is deterministic and graph-free, so it is unit-tested against hand-computed
-values. Conventions for degenerate input (documented once, used everywhere):
-
-* a tier whose hits all share one score (sigma = 0, including a single hit) carries no ranking
-  signal: its hits get z = 0, and a candidate that tier missed gets z = -1;
-* otherwise a candidate a tier missed gets that tier's lowest z (it ranked below everything the
-  tier returned), never 0 and never NaN;
-* min-max maps a tier to [0, 1]; with max == min every hit gets 1, a miss gets 0.
-"""
+"""Pure fusion maths. A tier whose hits share one score carries no signal (z = 0, a miss -1);
+otherwise a miss gets the tier's lowest z. Min-max: a flat tier gives 1, a miss 0."""
 
 from __future__ import annotations
 
@@ -19,10 +10,8 @@ from typing import Literal, TypeVar
 from ragtiller.core.tiers import Candidate, Hit
 
 FusionMethod = Literal["rrf", "zscore", "minmax"]
-K = TypeVar("K", bound=Hashable)
-"""What is fused: chunk ids in a turn, document keys in a feedback first pass."""
+K = TypeVar("K", bound=Hashable)  # chunk ids in a turn, document keys in a feedback pass
 MISSING_Z_FLAT = -1.0
-"""z given to a miss in a tier whose scores are all equal (no spread to measure against)."""
 
 
 def zscores(scores: Sequence[float]) -> list[float]:
@@ -34,17 +23,12 @@ def zscores(scores: Sequence[float]) -> list[float]:
     """
     if not scores:
         return []
-    mean, sigma = _spread(scores)
+    n = len(scores)
+    mean = math.fsum(scores) / n
+    sigma = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
     if sigma == 0.0 or not math.isfinite(sigma):
         return [0.0] * len(scores)
     return [(s - mean) / sigma for s in scores]
-
-
-def _spread(scores: Sequence[float]) -> tuple[float, float]:
-    """Mean and population standard deviation of non-empty ``scores``."""
-    n = len(scores)
-    mean = math.fsum(scores) / n
-    return mean, math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / n)
 
 
 def _missing_z(z_values: Sequence[float]) -> float:
@@ -76,11 +60,9 @@ def reciprocal_rank_fusion(
 
 
 def zscore_fusion(
-    scored_lists: Mapping[str, Mapping[K, float]],
-    *,
-    weights: Mapping[str, float] | None = None,
+    scored_lists: Mapping[str, Mapping[K, float]], *, weights: Mapping[str, float] | None = None
 ) -> dict[K, float]:
-    """Sum of per-list z-scores; a miss gets that list's lowest z (see module notes)."""
+    """Sum of per-list z-scores; a miss gets that list's lowest z."""
     all_ids = {i for s in scored_lists.values() for i in s}
     fused: dict[K, float] = {}
     for tier, s in scored_lists.items():
@@ -93,9 +75,7 @@ def zscore_fusion(
 
 
 def minmax_fusion(
-    scored_lists: Mapping[str, Mapping[K, float]],
-    *,
-    weights: Mapping[str, float] | None = None,
+    scored_lists: Mapping[str, Mapping[K, float]], *, weights: Mapping[str, float] | None = None
 ) -> dict[K, float]:
     """Sum of per-list min-max normalised scores; a miss counts 0, a flat list counts 1."""
     fused: dict[K, float] = {i: 0.0 for s in scored_lists.values() for i in s}
@@ -117,7 +97,7 @@ def fuse_scores(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> dict[K, float]:
-    """Fused score per key of tier -> (key -> score) lists, each in its tier's order, best first.
+    """Fused score per key of tier -> (key -> score) lists, each best first.
 
     Example:
         >>> fuse_scores({"a": {"x": 2.0, "y": 1.0}, "b": {"y": 5.0}}, method="minmax")
@@ -133,6 +113,28 @@ def fuse_scores(
     raise ValueError(f"unknown fusion method {method!r}; valid: rrf, zscore, minmax")
 
 
+def fused_order(
+    hits_by_tier: Mapping[str, Sequence[Hit]],
+    *,
+    method: FusionMethod = "rrf",
+    rrf_k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> tuple[list[str], dict[str, float], dict[str, dict[str, float]]]:
+    """Every id best first, with its fused score, and each tier's id -> raw score. Equal fused
+    scores break by the best rank any tier gave, then tier order, then id: equal scores are
+    common under RRF (rank 1 in one tier = rank 1 in another)."""
+    scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    best: dict[str, tuple[int, int]] = {}
+    for position, s in enumerate(scored.values()):
+        for rank, doc_id in enumerate(s, start=1):
+            held = best.get(doc_id)
+            if held is None or (rank, position) < held:
+                best[doc_id] = (rank, position)
+    order = sorted(fused, key=lambda doc_id: (-fused[doc_id], *best[doc_id], doc_id))
+    return order, fused, scored
+
+
 def fuse_hits(
     hits_by_tier: Mapping[str, Sequence[Hit]],
     *,
@@ -141,36 +143,21 @@ def fuse_hits(
     rrf_k: int = 60,
     weights: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
-    """Merge tier hit lists into at most ``cap`` candidates, best first.
-
-    Each candidate keeps every tier's raw score, 1-based rank and z-score (within that tier's
-    whole hit list). Equal fused scores break by the best rank any tier gave the candidate,
-    then by tier order (the order of ``hits_by_tier``), then by id, so the order is
-    deterministic.
-    """
-    scored = {tier: _best_scores(hits) for tier, hits in hits_by_tier.items()}
-    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    """At most ``cap`` candidates in :func:`fused_order`, each with every tier's raw score,
+    1-based rank and z-score."""
+    order, fused, scored = fused_order(hits_by_tier, method=method, rrf_k=rrf_k, weights=weights)
     first_hit: dict[str, Hit] = {}
     for hits in hits_by_tier.values():
         for hit in hits:
             first_hit.setdefault(hit["id"], hit)
-    # each id's score, 1-based rank and z in every tier that has it (in tier order), and the
-    # best (rank, tier position) any tier gave it: equal fused scores are common under RRF
-    # (rank 1 in one tier = rank 1 in another), so prefer the candidate some tier ranked
-    # higher, then the earlier tier, then the id
     seen: dict[str, list[tuple[str, float, int, float]]] = {}
-    best: dict[str, tuple[int, int]] = {}
-    for position, (tier, s) in enumerate(scored.items()):
-        z_of = dict(zip(s, zscores(list(s.values())), strict=True))
-        for rank, (doc_id, score) in enumerate(s.items(), start=1):
-            z = z_of[doc_id]
+    for tier, s in scored.items():
+        for rank, (doc_id, score, z) in enumerate(
+            zip(s, s.values(), zscores(list(s.values())), strict=True), start=1
+        ):
             seen.setdefault(doc_id, []).append((tier, score, rank, z))
-            held = best.get(doc_id)
-            if held is None or (rank, position) < held:
-                best[doc_id] = (rank, position)
-    order = sorted(fused, key=lambda doc_id: (-fused[doc_id], *best[doc_id], doc_id))[:cap]
     candidates: list[Candidate] = []
-    for doc_id in order:
+    for doc_id in order[:cap]:
         hit = first_hit[doc_id]
         tiers = seen[doc_id]
         candidates.append(
@@ -191,7 +178,6 @@ def fuse_hits(
 
 
 def _best_scores(hits: Sequence[Hit]) -> dict[str, float]:
-    """Id -> raw score in the tier's order, keeping a repeated id's first (best) score."""
     best: dict[str, float] = {}
     for hit in hits:
         score = float(hit["score"])
@@ -203,8 +189,7 @@ def _best_scores(hits: Sequence[Hit]) -> dict[str, float]:
 def weights_by_name(
     weights: Mapping[str, float], roles: Mapping[str, str] | None
 ) -> dict[str, float]:
-    """``fusion.tier_weights`` for the graph's tiers: a tier's own name first, else its role's
-    (so a user's ``chroma`` tier of role ``dense`` weighs as ``dense``), else unweighted (1)."""
+    """``fusion.tier_weights`` by tier name: a tier's own name, else its role's, else 1."""
     out = dict(weights)
     for name, role in (roles or {}).items():
         if name not in out and role in weights:

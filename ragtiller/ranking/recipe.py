@@ -1,45 +1,170 @@
-"""The shipped ranking: a short fixed sequence of pure steps over the turn's candidate table.
-
-Fuse widens, rerank narrows. The fuse node runs the scoring steps over every passage a tier
-returned (:class:`~ragtiller.ranking.table.CandidateTable`):
-
-1. :func:`fuse`: the passages fused as ``fusion`` says (each tier's raw scores; the dense
-   tier's from the search feedback moved);
-2. :func:`place`: each passage's ``position``, its rank in the question's own fusion (the
-   dense passages at their cosine to the question, not to the moved query), which decides
-   how many of the leading positions each document holds: feedback's pull toward its best
-   documents ranks them without handing them every position;
-3. :func:`rescore`: the best-sentence coverage of the leading passages
-   (:class:`~ragtiller.ranking.coverage.SentenceCoverage`).
-
-The rerank stage's free floor then narrows (:func:`narrow`): documents rank by their best
-fused passage (Elasticsearch's collapse), each takes the positions its passages hold in the
-question's order, and fills them with its own passages, best first by the z-score of their fused
-score plus the z-score of their coverage.
-"""
+"""The shipped ranking (docs/passages.md): pure steps over the turn's candidate table. The fuse
+node widens (feedback, :func:`fuse`, :func:`place`, :func:`rescore`); the floor narrows."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ragtiller.core.tiers import Candidate
-from ragtiller.ranking.coverage import SentenceCoverage
-from ragtiller.ranking.documents import DocKey, doc_key, interleave
-from ragtiller.ranking.fusion import FusionMethod, fuse_hits, zscores
-from ragtiller.ranking.table import CandidateTable
+import numpy as np
 
-RESCORE = "passage_rescore"
-"""``metadata[RESCORE]`` of a leading passage: its best-sentence coverage of the query."""
+from ragtiller.core.tiers import Candidate, Hit, Tier
+from ragtiller.index.lexical import LexicalTier, lucene_idf
+from ragtiller.ranking.fusion import FusionMethod, fuse_hits, fuse_scores, fused_order, zscores
+
+DocKey = tuple[str, str]
+RESCORE = "passage_rescore"  # a leading passage's metadata key: its coverage of the query
+FEEDBACK_DEPTH = 100  # each first pass's passages feedback reads (the policy's cap knows it too)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
 
 
-def fuse(
+def doc_key(hit: Hit | Candidate | Mapping[str, Any]) -> DocKey:
+    """Ids are unique per namespace."""
+    return (str(hit["metadata"].get("namespace", "")), hit["doc_id"])
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Each tier's passages, best first, and the question's own scores of a moved tier's."""
+
+    tiers: Mapping[str, Sequence[Hit]]
+    question: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return list(dict.fromkeys(h["id"] for hits in self.tiers.values() for h in hits))
+
+    @property
+    def documents(self) -> list[DocKey]:
+        return list(dict.fromkeys(doc_key(h) for hits in self.tiers.values() for h in hits))
+
+    def head(self, depth: int) -> CandidateTable:
+        return replace(self, tiers={t: list(hits[:depth]) for t, hits in self.tiers.items()})
+
+    def moved(
+        self, tier: str, hits: Sequence[Hit], question: Mapping[str, float]
+    ) -> CandidateTable:
+        return replace(self, tiers={**self.tiers, tier: list(hits)}, question={tier: question})
+
+    def at_question(self) -> dict[str, list[Hit]]:
+        out = {t: list(hits) for t, hits in self.tiers.items()}
+        for tier, scores in self.question.items():
+            asked = []
+            for hit in out[tier]:
+                scored = hit.copy()
+                scored["score"] = scores.get(hit["id"], hit["score"])
+                asked.append(scored)
+            out[tier] = sorted(asked, key=lambda h: -h["score"])
+        return out
+
+
+class SentenceCoverage:
+    """``max over sentences of idf(query terms in it) / idf(query)``, no model call. A term's IDF
+    is the corpus's times its IDF among the passages scored together: inside a long article
+    every passage names its topic, and the rarer terms tell them apart."""
+
+    def __init__(self, lexical: LexicalTier) -> None:
+        self.lexical = lexical
+
+    @classmethod
+    def from_tiers(cls, tiers: Iterable[Tier]) -> SentenceCoverage | None:
+        lexical = next((t for t in tiers if isinstance(t, LexicalTier)), None)
+        return None if lexical is None else cls(lexical)
+
+    def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        """In [0, 1]; all 0 without query terms.
+
+        Example:
+            >>> from ragtiller.index.records import RecordTable
+            >>> texts = ["Wings flutter. Panels bend.", "Panels bend and wings flutter."]
+            >>> records = RecordTable(["a", "b"], texts, [{}, {}])
+            >>> cover = SentenceCoverage(LexicalTier.build(records, texts))
+            >>> cover.scores("wing flutter panel", texts)
+            [0.6666666666666666, 1.0]
+        """
+        terms = set(self.lexical.query_terms(query))
+        if not terms:
+            return [0.0] * len(texts)
+        sets = [self.lexical.term_set(text) for text in texts]
+        n = len(sets)
+        weights = {
+            t: w * lucene_idf(sum(t in f for f in sets), n)
+            for t, w in self.lexical.idf(terms).items()
+        }
+        total = math.fsum(weights.values())
+        out: list[float] = []
+        for text in texts:
+            best = 0.0
+            for sentence in _SENTENCE_BREAK.split(text):
+                found = terms.intersection(self.lexical.term_set(sentence))
+                best = max(best, math.fsum(weights[t] for t in found))
+            out.append(best / total)
+        return out
+
+
+def rocchio_vector(query: Sequence[float], feedback: np.ndarray, *, weight: float) -> list[float]:
+    """``q + weight * mean(feedback rows)``, unit length.
+
+    Example:
+        >>> rocchio_vector([1.0, 0.0], np.array([[0.0, 1.0]]), weight=1.0)
+        [0.7071067811865475, 0.7071067811865475]
+    """
+    q = np.asarray(query, dtype=np.float64)
+    q = q / (np.linalg.norm(q) or 1.0)
+    moved = q + weight * np.asarray(feedback, dtype=np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(moved))
+    return (moved / norm if norm else q).tolist()  # type: ignore[no-any-return]
+
+
+def feedback_passages(
     table: CandidateTable,
+    dense: str,
+    lexical: str | None,
     *,
+    docs: int,
     method: FusionMethod,
     rrf_k: int,
     weights: Mapping[str, float] | None,
+) -> list[str]:
+    """The best ``dense`` passage of each of the top ``docs`` documents of the first pass
+    (``FEEDBACK_DEPTH`` deep whatever ``k`` the turn asks for, so the ranking does not change
+    with it); ties keep the dense order.
+
+    Example:
+        >>> def h(i, d, s):
+        ...     return {"id": i, "text": "", "score": s, "doc_id": d, "parent_id": None,
+        ...             "source": "", "metadata": {}}
+        >>> table = CandidateTable({"dense": [h("a1", "A", .9), h("b1", "B", .8), h("a2", "A", .7)],
+        ...                         "lexical": [h("b2", "B", 9.0), h("c1", "C", 1.0)]})
+        >>> feedback_passages(table, "dense", "lexical", docs=1, method="rrf", rrf_k=60,
+        ...                   weights=None)
+        ['b1']
+    """
+    first = table.head(FEEDBACK_DEPTH).tiers
+    names = [dense] if lexical is None or lexical not in first else [dense, lexical]
+    scored: dict[str, dict[DocKey, float]] = {}
+    for tier in names:  # each document's best score, in order of its best hit
+        scored[tier] = {}
+        for hit in first[tier]:
+            scored[tier].setdefault(doc_key(hit), float(hit["score"]))
+    best: dict[DocKey, str] = {}
+    for hit in first[dense]:
+        best.setdefault(doc_key(hit), hit["id"])
+    fused = fuse_scores(scored, method=method, rrf_k=rrf_k, weights=weights)
+    order: dict[DocKey, int] = {}
+    for tier in names:
+        for key in scored[tier]:
+            order.setdefault(key, len(order))
+    ranked = sorted(fused, key=lambda key: (-fused[key], order[key]))
+    return [best[key] for key in ranked if key in best][:docs]
+
+
+def fuse(
+    table: CandidateTable, *, method: FusionMethod, rrf_k: int, weights: Mapping[str, float] | None
 ) -> list[Candidate]:
-    """Every passage of ``table``, fused, best first (see :func:`~ragtiller.ranking.fusion.fuse_hits`)."""
     total = sum(len(hits) for hits in table.tiers.values())
     return fuse_hits(table.tiers, method=method, cap=total, rrf_k=rrf_k, weights=weights)
 
@@ -52,9 +177,7 @@ def place(
     rrf_k: int,
     weights: Mapping[str, float] | None,
 ) -> list[Candidate]:
-    """``fused``, each with its ``position``: its 0-based rank in the fusion of the table at
-    the question's own scores (:meth:`~CandidateTable.at_question`); its rank in ``fused``
-    when no search was moved.
+    """``fused``, each with its rank in the fusion at the question's own scores (``position``).
 
     Example:
         >>> def h(i, s):
@@ -68,17 +191,15 @@ def place(
     """
     if not table.question:
         return [{**c, "position": rank} for rank, c in enumerate(fused)]
-    asked = CandidateTable(table.at_question())
-    order = fuse(asked, method=method, rrf_k=rrf_k, weights=weights)
-    rank = {c["id"]: i for i, c in enumerate(order)}
+    order, _, _ = fused_order(table.at_question(), method=method, rrf_k=rrf_k, weights=weights)
+    rank = {id_: i for i, id_ in enumerate(order)}
     return [{**c, "position": rank[c["id"]]} for c in fused]
 
 
 def rescore(
     fused: Sequence[Candidate], query: str, coverage: SentenceCoverage | None, *, depth: int
 ) -> list[Candidate]:
-    """``fused`` with the first ``depth`` passages' best-sentence coverage of ``query`` in
-    ``metadata[RESCORE]`` (coverage among those passages; none with fewer than two)."""
+    """``fused``, the first ``depth`` passages with their coverage of ``query`` (of two or more)."""
     head = fused[:depth]
     if coverage is None or len(head) < 2:
         return list(fused)
@@ -88,11 +209,6 @@ def rescore(
         for c, value in zip(head, values, strict=True)
     ]
     return scored + list(fused[depth:])
-
-
-def documents_by_best(fused: Sequence[Candidate]) -> list[DocKey]:
-    """Documents best first, each by its best passage in ``fused`` (its first)."""
-    return list(dict.fromkeys(doc_key(c) for c in fused))
 
 
 def passage_keys(head: Sequence[Candidate]) -> dict[str, float]:
@@ -115,10 +231,44 @@ def passage_keys(head: Sequence[Candidate]) -> dict[str, float]:
     return keys
 
 
+def interleave(
+    passages: Sequence[Candidate],
+    documents: Sequence[DocKey],
+    within: Callable[[list[Candidate]], list[Candidate]] | None = None,
+) -> list[Candidate]:
+    """Each document's passages, ordered by ``within``, in the positions its passages hold in
+    ``passages`` (Elasticsearch's collapse with ``inner_hits``); a document enters no earlier
+    than every one ranked above it in ``documents``.
+
+    Example:
+        >>> def c(i, d):
+        ...     return {"id": i, "doc_id": d, "metadata": {}}
+        >>> fused = [c("a1", "A"), c("a2", "A"), c("b1", "B"), c("a3", "A"), c("b2", "B")]
+        >>> [p["id"] for p in interleave(fused, [("", "B"), ("", "A")])]
+        ['b1', 'a1', 'a2', 'a3', 'b2']
+    """
+    by_doc: dict[DocKey, list[Candidate]] = {}
+    slots: dict[DocKey, list[int]] = {}
+    for position, cand in enumerate(passages):
+        by_doc.setdefault(doc_key(cand), []).append(cand)
+        slots.setdefault(doc_key(cand), []).append(position)
+    if within is not None:
+        by_doc = {key: within(group) for key, group in by_doc.items()}
+    ranked = [key for key in dict.fromkeys(documents) if key in by_doc]
+    listed = set(ranked)
+    ranked += [key for key in by_doc if key not in listed]
+    entry = 0
+    placed: list[tuple[int, int, int, Candidate]] = []
+    for rank, key in enumerate(ranked):
+        entry = max(entry, slots[key][0])
+        for n, cand in enumerate(by_doc[key]):
+            placed.append((max(slots[key][n], entry), rank, n, cand))
+    return [cand for *_, cand in sorted(placed, key=lambda p: p[:3])]
+
+
 def narrow(fused: Sequence[Candidate], top: int) -> list[Candidate]:
-    """At most ``top`` passages, best first: documents by their best passage in ``fused``,
-    each in the positions its passages hold by ``position``, filled with its own passages by
-    :func:`passage_keys` over the first ``top`` of ``fused`` (a passage beyond gets the lowest).
+    """At most ``top`` passages: documents by their best passage, each in the positions its
+    passages hold, filled with its own by :func:`passage_keys`.
 
     Example:
         >>> def c(i, d, score, position):
@@ -137,4 +287,5 @@ def narrow(fused: Sequence[Candidate], top: int) -> list[Candidate]:
         return sorted(group, key=lambda c: -keys.get(c["id"], floor))
 
     placed = sorted(fused, key=lambda c: c.get("position", 0))
-    return interleave(placed, documents_by_best(fused), within)[:top]
+    documents = list(dict.fromkeys(doc_key(c) for c in fused))  # each by its best (first) passage
+    return interleave(placed, documents, within)[:top]

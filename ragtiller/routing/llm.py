@@ -71,9 +71,10 @@ class RouteChoice(BaseModel):
 class _Fallback(Exception):
     """The LLM's answer cannot be used; raised inside the cache computation so nothing is cached."""
 
-    def __init__(self, reason: str, message: str = "") -> None:
+    def __init__(self, reason: str, message: str = "", budget: str = "shared") -> None:
         super().__init__(message or reason)
         self.reason = reason
+        self.budget = budget
 
 
 def _coerce(value: object) -> RouteChoice:
@@ -181,7 +182,7 @@ class LLMRouter:
         try:
             raw, from_cache = await within(
                 self.cache.aget_or_compute(
-                    key, lambda: self._ask(query, made), self.cache_ttl_s, accept=_is_choice
+                    key, lambda: self._ask(query, tenant, made), self.cache_ttl_s, accept=_is_choice
                 ),
                 self.timeout_s,
             )
@@ -190,6 +191,8 @@ class LLMRouter:
         except Exception as e:  # any failure: the deterministic route serves the turn
             reason = _reason(e)
             detail["llm_calls"] = len(made)
+            if isinstance(e, _Fallback) and e.budget == "tenant":
+                detail["quota_budget"] = "tenant"
             if reason in ("quota", "quota-store-unavailable"):
                 logger.info("LLM router skipped (%s); using the deterministic route", reason)
                 return self._fall_back(deterministic, detail, reason)
@@ -210,11 +213,12 @@ class LLMRouter:
             return self._fall_back(deterministic, detail, "low-confidence")
         return self._classification(query, deterministic, choice, detail), "llm", detail
 
-    async def _ask(self, query: str, made: list[str]) -> dict[str, Any]:
+    async def _ask(self, query: str, tenant: str | None, made: list[str]) -> dict[str, Any]:
         assert self._structured is not None and self._model is not None
-        spend = await self.quota.atry_spend(CHAT_RESOURCE, 1)
+        spend = await self.quota.atry_spend(CHAT_RESOURCE, 1, tenant=tenant)
         if not spend.allowed:
-            raise _Fallback(spend.reason or "quota", f"no {CHAT_RESOURCE} call left today")
+            message = f"no {CHAT_RESOURCE} call left today"
+            raise _Fallback(spend.reason or "quota", message, spend.budget)
         made.append(query)
         messages = [SystemMessage(ROUTER_PROMPT), HumanMessage(query)]
         try:
@@ -225,7 +229,7 @@ class LLMRouter:
             raise _Fallback("invalid-output", _describe(e)) from e
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(query)
-            await self.quota.arefund(CHAT_RESOURCE, 1)
+            await self.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
             raise
         return _coerce(value).model_dump(mode="json")
 

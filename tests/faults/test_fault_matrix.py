@@ -19,7 +19,8 @@ from matrix import CASES, Case, render
 
 from ragtiller import build_graph, load_policy
 from ragtiller.core.tiers import Candidate, Hit, SearchRequest
-from ragtiller.index.dense import DenseTier, NumpyVectorStore
+from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.dense_tier import DenseTier
 from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy
 from ragtiller.rerankers.base import RerankResult
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, RedisCache, RedisQuotaLedger
