@@ -30,7 +30,7 @@ from pinecone import Pinecone  # noqa: E402
 
 from ragtiller.ingest import SQLiteRecordManager, chunk_sources  # noqa: E402
 from ragtiller.models import OpenAICompatibleEmbeddings, ServiceEmbeddings  # noqa: E402
-from ragtiller.pinecone.index_sync import ingest_to_pinecone  # noqa: E402
+from ragtiller.pinecone.upsert import ingest_to_pinecone  # noqa: E402
 from tests.fixtures.embedding_service import API_KEY, MODEL, EmbeddingServiceEmulator  # noqa: E402
 from tests.fixtures.pinecone_emulator import API_KEY as PINECONE_KEY  # noqa: E402
 from tests.fixtures.pinecone_emulator import PineconeEmulator  # noqa: E402

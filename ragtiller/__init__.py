@@ -2,12 +2,6 @@
 
 Names are imported on first use, so ``import ragtiller.stores`` (or a worker process) does not
 pay for importing LangGraph.
-
-Example:
-    >>> from ragtiller import build_graph, load_policy
-    >>> policy = load_policy()
-    >>> policy.policy_id
-    'default-retrieval-policy'
 """
 
 from __future__ import annotations
@@ -15,97 +9,51 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ragtiller.core.run_manifest import RunManifest, StageSummary
-    from ragtiller.core.tiers import Candidate, Hit, StageRecord, Tier
-    from ragtiller.errors import (
-        ConfigurationError,
-        EmbeddingError,
-        IndexStoreError,
-        IngestError,
-        InputError,
-        PolicyError,
-        RagtillerError,
-        StoreUnavailableError,
-        TierUnavailable,
-    )
-    from ragtiller.graph import (
-        EVENT_TYPE,
-        InputState,
-        OutputState,
-        RetrievalGraph,
-        RetrievalState,
-        build_graph,
-    )
-    from ragtiller.integrations.langchain import as_retriever, as_tool
-    from ragtiller.policies import RetrievalPolicy, load_policy
-    from ragtiller.policies.run_context import RunContext
-    from ragtiller.rerankers.base import Reranker, RerankResult
+if TYPE_CHECKING:  # the names __getattr__ imports, for type checkers
+    from ragtiller.core.run_manifest import RunManifest as RunManifest
+    from ragtiller.core.run_manifest import StageSummary as StageSummary
+    from ragtiller.core.tiers import Candidate as Candidate
+    from ragtiller.core.tiers import Hit as Hit
+    from ragtiller.core.tiers import StageRecord as StageRecord
+    from ragtiller.core.tiers import Tier as Tier
+    from ragtiller.errors import ConfigurationError as ConfigurationError
+    from ragtiller.errors import EmbeddingError as EmbeddingError
+    from ragtiller.errors import IndexStoreError as IndexStoreError
+    from ragtiller.errors import IngestError as IngestError
+    from ragtiller.errors import InputError as InputError
+    from ragtiller.errors import PolicyError as PolicyError
+    from ragtiller.errors import RagtillerError as RagtillerError
+    from ragtiller.errors import StoreUnavailableError as StoreUnavailableError
+    from ragtiller.errors import TierUnavailable as TierUnavailable
+    from ragtiller.graph import EVENT_TYPE as EVENT_TYPE
+    from ragtiller.graph import InputState as InputState
+    from ragtiller.graph import OutputState as OutputState
+    from ragtiller.graph import RetrievalGraph as RetrievalGraph
+    from ragtiller.graph import RetrievalState as RetrievalState
+    from ragtiller.graph import build_graph as build_graph
+    from ragtiller.integrations.langchain import as_retriever as as_retriever
+    from ragtiller.integrations.langchain import as_tool as as_tool
+    from ragtiller.policies import RetrievalPolicy as RetrievalPolicy
+    from ragtiller.policies import load_policy as load_policy
+    from ragtiller.policies.run_context import RunContext as RunContext
+    from ragtiller.rerankers.base import Reranker as Reranker
+    from ragtiller.rerankers.base import RerankResult as RerankResult
 
 __version__ = "0.2.0"
 
-_WHERE: dict[str, str] = {
-    "ConfigurationError": "ragtiller.errors",
-    "EmbeddingError": "ragtiller.errors",
-    "IndexStoreError": "ragtiller.errors",
-    "IngestError": "ragtiller.errors",
-    "InputError": "ragtiller.errors",
-    "PolicyError": "ragtiller.errors",
-    "RagtillerError": "ragtiller.errors",
-    "StoreUnavailableError": "ragtiller.errors",
-    "TierUnavailable": "ragtiller.errors",
-    "EVENT_TYPE": "ragtiller.graph",
-    "InputState": "ragtiller.graph",
-    "OutputState": "ragtiller.graph",
-    "RetrievalGraph": "ragtiller.graph",
-    "RetrievalState": "ragtiller.graph",
-    "build_graph": "ragtiller.graph",
-    "as_retriever": "ragtiller.integrations.langchain",
-    "as_tool": "ragtiller.integrations.langchain",
-    "RunManifest": "ragtiller.core.run_manifest",
-    "StageSummary": "ragtiller.core.run_manifest",
-    "RetrievalPolicy": "ragtiller.policies",
-    "load_policy": "ragtiller.policies",
-    "RunContext": "ragtiller.policies.run_context",
-    "Reranker": "ragtiller.rerankers.base",
-    "RerankResult": "ragtiller.rerankers.base",
-    "Candidate": "ragtiller.core.tiers",
-    "Hit": "ragtiller.core.tiers",
-    "StageRecord": "ragtiller.core.tiers",
-    "Tier": "ragtiller.core.tiers",
+_EXPORTS = {
+    "ragtiller.errors": "ConfigurationError EmbeddingError IndexStoreError IngestError InputError "
+    "PolicyError RagtillerError StoreUnavailableError TierUnavailable",
+    "ragtiller.graph": "EVENT_TYPE InputState OutputState RetrievalGraph RetrievalState build_graph",
+    "ragtiller.integrations.langchain": "as_retriever as_tool",
+    "ragtiller.core.run_manifest": "RunManifest StageSummary",
+    "ragtiller.policies": "RetrievalPolicy load_policy",
+    "ragtiller.policies.run_context": "RunContext",
+    "ragtiller.rerankers.base": "Reranker RerankResult",
+    "ragtiller.core.tiers": "Candidate Hit StageRecord Tier",
 }
-
-__all__ = (
-    "EVENT_TYPE",
-    "Candidate",
-    "ConfigurationError",
-    "EmbeddingError",
-    "Hit",
-    "IndexStoreError",
-    "IngestError",
-    "InputError",
-    "InputState",
-    "OutputState",
-    "PolicyError",
-    "RagtillerError",
-    "RerankResult",
-    "Reranker",
-    "RetrievalGraph",
-    "RetrievalPolicy",
-    "RetrievalState",
-    "RunContext",
-    "RunManifest",
-    "StageRecord",
-    "StageSummary",
-    "StoreUnavailableError",
-    "Tier",
-    "TierUnavailable",
-    "__version__",
-    "as_retriever",
-    "as_tool",
-    "build_graph",
-    "load_policy",
-)
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
+__all__ = ("__version__", *_WHERE)
 
 
 def __getattr__(name: str) -> Any:

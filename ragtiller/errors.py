@@ -24,12 +24,8 @@ class EmbeddingError(RagtillerError, RuntimeError):
 
 
 class EmbeddingServiceError(EmbeddingError):
-    """An embedding service answered one call with an error status (or not at all).
-
-    Attributes:
-        status_code: The HTTP status (429, 503 ...), or None when no status came back.
-        retry_after_s: The wait the service asked for (``Retry-After``), in seconds, or None.
-    """
+    """An embedding service answered one call with an error status (None: no answer), and the
+    ``Retry-After`` it asked for, if any."""
 
     def __init__(
         self, message: str, *, status_code: int | None, retry_after_s: float | None = None
@@ -61,11 +57,7 @@ class InputError(RagtillerError, ValueError):
 
 
 class TierUnavailable(RagtillerError, RuntimeError):
-    """A tier cannot run this turn for a known reason (e.g. ``no-credentials``); reported as skipped.
-
-    Attributes:
-        reason: The short reason shown in the stage event (``no-credentials``, ...).
-    """
+    """A tier cannot run this turn for a known ``reason`` (``no-credentials``): it is skipped."""
 
     def __init__(self, reason: str, message: str = "") -> None:
         super().__init__(message or reason)
@@ -79,8 +71,7 @@ class ModelPrepareError(RagtillerError, RuntimeError):
 class UnknownResourceError(RagtillerError, KeyError):
     """A quota resource was named that the ledger has no limit for."""
 
-    def __str__(self) -> str:
-        """The message itself (``KeyError`` would show its repr)."""
+    def __str__(self) -> str:  # the message itself: KeyError would show its repr
         return str(self.args[0]) if self.args else ""
 
 
@@ -90,8 +81,7 @@ class DeadlineExceeded(RagtillerError, TimeoutError):
 
 class Overloaded(RagtillerError, RuntimeError):
     """No worker of a provider's pool came free within the caller's deadline: the call never
-    started. Every worker was busy with calls within their own deadlines; the provider is not
-    to blame (reason ``overloaded``, a label distinct from a provider's failure)."""
+    started, and the provider is not to blame (reason ``overloaded``)."""
 
 
 class ProviderHung(RagtillerError, RuntimeError):
@@ -108,12 +98,8 @@ class EvalError(RagtillerError, ValueError):
 
 
 class PineconeTierError(RagtillerError, ConnectionError):
-    """Pinecone did not answer a tier search: an HTTP error, a refused connection, a timeout.
-
-    Attributes:
-        status_code: The HTTP status (429, 503 ...), or None when no status came back.
-        namespace: The namespace being searched.
-    """
+    """Pinecone did not answer a tier search in ``namespace``: an HTTP error (``status_code``), a
+    refused connection, a timeout."""
 
     def __init__(self, message: str, *, status_code: int | None, namespace: str) -> None:
         super().__init__(message)

@@ -26,8 +26,7 @@ from langchain_pinecone import PineconeVectorStore
 from pinecone import Pinecone
 
 from ragtiller import build_graph
-from ragtiller.adapters import RetrieverTier, VectorStoreTier, as_tier
-from ragtiller.adapters.tiers import OVERFETCH
+from ragtiller.adapters import OVERFETCH, RetrieverTier, VectorStoreTier, as_tier
 from ragtiller.core.tiers import SearchRequest, tier_role
 from ragtiller.errors import ConfigurationError
 from ragtiller.integrations.langchain import ManifestCollector, as_retriever

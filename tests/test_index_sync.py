@@ -22,7 +22,7 @@ from ragtiller.index import ChunkingConfig, EmbeddedIndex, NumpyVectorStore
 from ragtiller.ingest import ChangeCounts, SQLiteRecordManager, build_index, sync_vector_store
 from ragtiller.ingest.store_sync import SyncRecord, identity_of, plan_sync
 from ragtiller.models import HashingEmbedder
-from ragtiller.pinecone.index_sync import sync_to_pinecone
+from ragtiller.pinecone.upsert import sync_to_pinecone
 
 DIM = 64
 EMBEDDER = HashingEmbedder(dim=DIM)

@@ -36,7 +36,7 @@ from ragtiller.policies.schema import (
 from ragtiller.routing.llm import LLMRouter, RouteChoice, make_llm_router, router_key
 from ragtiller.routing.rules import Classification, classify, trigger_kind
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-from ragtiller.stores._quota import QuotaWindow
+from ragtiller.stores._quota import Counter, QuotaWindow
 
 FACTUAL = "which port does the gateway-server listen on by default"
 """The deterministic router reads a factual lookup: no trigger it knows fires."""
@@ -132,10 +132,12 @@ class StructuredRouterModel(BaseChatModel):
 class DownQuotaLedger(MemoryQuotaLedger):
     """A ledger whose store is unreachable: every spend fails closed."""
 
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
-        raise StoreUnavailableError("redis is down")
+    async def _achange(
+        self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
+    ) -> tuple[bool, list[int]]:
+        if n > 0:
+            raise StoreUnavailableError("redis is down")
+        return await super()._achange(counters, n, window)
 
 
 def ledger(budget: int = 20) -> MemoryQuotaLedger:

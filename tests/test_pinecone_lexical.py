@@ -33,7 +33,7 @@ from ragtiller.pinecone import (
     pinecone_lexical_tier_from_env,
     upsert_lexical,
 )
-from ragtiller.pinecone.stats import STATS_NAMESPACE, read_stats, write_stats
+from ragtiller.pinecone.sparse_bm25 import STATS_NAMESPACE, read_stats, write_stats
 from ragtiller.policies import RetrievalPolicy
 
 QUERY = "which timeout does wait_for apply to a task"

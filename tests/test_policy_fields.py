@@ -187,8 +187,9 @@ class Row:
 
     path: str
     value: Any
-    turns: Sequence[str | float] = (FACTUAL,)
-    """Queries run in order on one graph; a number moves the clock that many seconds."""
+    turns: Sequence[str | float | Mapping[str, str]] = (FACTUAL,)
+    """Queries (or whole inputs) run in order on one graph; a number moves the clock that many
+    seconds."""
     base: Mapping[str, Any] = field(default_factory=dict)
     parts: Parts = plain
     env: Mapping[str, str] = field(default_factory=dict)
@@ -267,6 +268,13 @@ ROWS = [
     Row("step_back.enabled", False, turns=(BROAD,), parts=step_back_model),
     Row("cache.ttl_s", 60, turns=(BROAD, 600.0, BROAD), parts=step_back_model, see=CALLS),
     Row("quota.chat_gen_per_day", 0, turns=(BROAD,), parts=step_back_model),
+    Row(
+        "quota.chat_gen_per_tenant_per_day",
+        0,
+        turns=({"query": BROAD, "tenant": "acme"},),  # a tenant's turn: no other has a budget
+        parts=step_back_model,
+        see=("manifest.step_back", "manifest.quota_remaining", *LABELS),
+    ),
     Row(
         "quota.timezone",
         "Pacific/Kiritimati",  # UTC+14; the base is UTC-11: never the same calendar day
@@ -454,7 +462,8 @@ class Observer:
             if isinstance(turn, float):
                 world.clock.now += turn
                 continue
-            out = graph.invoke({"query": turn}, context=dict(context) if context else None)
+            asked = dict(turn) if isinstance(turn, Mapping) else {"query": turn}
+            out = graph.invoke(asked, context=dict(context) if context else None)
             seen.append(scrub(outcome(out)))
         return seen
 

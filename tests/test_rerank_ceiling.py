@@ -23,6 +23,7 @@ from ragtiller.rerankers import (
     ZScoreReranker,
 )
 from ragtiller.stores import MemoryCache, MemoryQuotaLedger, QuotaWindow, spend_caps
+from ragtiller.stores._quota import Counter
 
 KEY = "stub-key-0123456789"
 QUERY = "How do I reset a forgotten password?"
@@ -156,10 +157,12 @@ async def test_no_credentials_spends_nothing(stub: CohereStub) -> None:
 class DownLedger(MemoryQuotaLedger):
     """A ledger whose store is unreachable."""
 
-    async def _aspend(
-        self, resource: str, n: int, limit: int, window: QuotaWindow
-    ) -> tuple[bool, int]:
-        raise StoreUnavailableError("redis is down")
+    async def _achange(
+        self, counters: Sequence[tuple[Counter, int]], n: int, window: QuotaWindow
+    ) -> tuple[bool, list[int]]:
+        if n > 0:
+            raise StoreUnavailableError("redis is down")
+        return await super()._achange(counters, n, window)
 
 
 async def test_quota_store_down_fails_closed(stub: CohereStub, cohere: CohereReranker) -> None:

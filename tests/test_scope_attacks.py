@@ -12,25 +12,32 @@ looked for in everything the run returns or streams.
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fixtures.fakes import ScriptedChatModel
 from langchain_core.documents import Document
 from langchain_core.indexing import InMemoryRecordManager
 from langchain_core.vectorstores import InMemoryVectorStore
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Send
 
-from ragtiller import InputError, build_graph, load_policy
+from ragtiller import InputError, RunManifest, build_graph, load_policy
+from ragtiller.eval.variants import with_overrides
+from ragtiller.graph.retrieval_graph import run_sync
 from ragtiller.index import EmbeddedIndex
 from ragtiller.ingest import build_index
 from ragtiller.ingest.to_store import ingest_to_store
 from ragtiller.integrations.langchain import as_retriever
 from ragtiller.models import HashingEmbedder
+from ragtiller.policies.schema import RetrievalPolicy
+from ragtiller.stores import RedisCache, RedisQuotaLedger
 
 Q = "which port does the server listen on"
 EMBEDDER = HashingEmbedder(dim=64)
@@ -330,6 +337,141 @@ def test_a_store_written_by_ingest_to_store_with_tenants_refuses_an_unscoped_tur
         graph.invoke({"query": Q})
     with pytest.raises(InputError, match="this graph serves several tenants"):
         as_retriever(graph).invoke(Q)
+
+
+# --- 5. a daily LLM quota per tenant, and a quota_remaining that shows only the tenant's -------
+
+BROADS = tuple(f"give me an overview of the {what}" for what in ("servers", "ports", "staff"))
+"""Three broad questions (three step-back calls: a repeat would be answered by the cache)."""
+PER_TENANT = {"quota.chat_gen_per_day": 10, "quota.chat_gen_per_tenant_per_day": 3}
+
+
+def per_tenant_policy(**limits: Any) -> RetrievalPolicy:
+    return with_overrides(load_policy(), limits or PER_TENANT)
+
+
+def three_acme_turns_leave_globex_its_own_budget(turn: Callable[[str, str], RunManifest]) -> None:
+    """Issue 45, finding 5: three acme turns spend acme's 3 calls, not globex's; globex's
+    figures never move with them, and acme's label says which budget ran out."""
+    before = turn("globex", Q)
+    assert before.quota_remaining["chat_gen"] == 3 and before.quota_budget["chat_gen"] == "tenant"
+    for query in BROADS:
+        assert turn("acme", query).step_back.status == "done"
+        assert turn("globex", Q).quota_remaining == before.quota_remaining
+    spent = turn("acme", "give me an overview of the network")
+    assert (spent.step_back.status, spent.step_back.reason) == ("skipped", "quota")
+    assert "step_back skipped: quota (tenant daily)" in spent.degraded
+    assert spent.quota_remaining["chat_gen"] == 0
+    broad = turn("globex", BROADS[0])
+    assert broad.step_back.status == "done" and broad.step_back.from_cache is False
+    assert broad.quota_remaining["chat_gen"] == 2
+
+
+def test_per_tenant_daily_llm_limits_keep_one_tenants_turns_out_of_anothers_budget(
+    index: EmbeddedIndex,
+) -> None:
+    g: Any = build_graph(per_tenant_policy(), index=index, chat_model=ScriptedChatModel())
+    three_acme_turns_leave_globex_its_own_budget(
+        lambda tenant, query: g.invoke({"query": query, "tenant": tenant})["manifest"]
+    )
+
+
+@pytest.mark.redis
+def test_per_tenant_daily_llm_limits_hold_in_redis(
+    index: EmbeddedIndex, redis_url: str, redis_prefix: str
+) -> None:
+    """Two replicas over one redis-server; their ledgers have no per-tenant limit of their
+    own: the policy's holds as a cap, spent in the same Lua step as the shared budget."""
+    stores = [
+        (
+            RedisQuotaLedger(
+                {"chat_gen": 10, "rerank_calls": 5}, url=redis_url, prefix=redis_prefix
+            ),
+            RedisCache(url=redis_url, prefix=redis_prefix),
+        )
+        for _ in range(2)
+    ]
+    replicas = itertools.cycle(
+        [
+            build_graph(
+                per_tenant_policy(), index=index, chat_model=ScriptedChatModel(), quota=q, cache=c
+            )
+            for q, c in stores
+        ]
+    )
+    try:
+        three_acme_turns_leave_globex_its_own_budget(
+            lambda tenant, query: next(replicas).invoke({"query": query, "tenant": tenant})[
+                "manifest"
+            ]
+        )
+    finally:
+        for store in (store for pair in stores for store in pair):
+            store.close()
+            run_sync(store.aclose)
+
+
+def test_per_tenant_daily_llm_limits_hold_on_checkpointed_threads(index: EmbeddedIndex) -> None:
+    g: Any = build_graph(
+        per_tenant_policy(),
+        index=index,
+        chat_model=ScriptedChatModel(),
+        checkpointer=InMemorySaver(),
+    )
+    threads = {tenant: thread() for tenant in ("acme", "globex")}
+
+    def turn(tenant: str, query: str) -> RunManifest:
+        manifest: RunManifest = g.invoke({"query": query, "tenant": tenant}, threads[tenant])[
+            "manifest"
+        ]
+        return manifest
+
+    three_acme_turns_leave_globex_its_own_budget(turn)
+
+
+def test_the_shared_daily_limit_keeps_its_label_and_says_whose_figure_it_is(
+    index: EmbeddedIndex,
+) -> None:
+    g: Any = build_graph(
+        per_tenant_policy(**{"quota.chat_gen_per_day": 3}),
+        index=index,
+        chat_model=ScriptedChatModel(),
+    )
+    for query in BROADS:
+        g.invoke({"query": query, "tenant": "acme"})
+    globex = g.invoke({"query": BROADS[0], "tenant": "globex"})["manifest"]
+    assert globex.step_back.reason == "quota"
+    assert "step_back skipped: quota" in globex.degraded
+    assert globex.quota_remaining["chat_gen"] == 0 and globex.quota_budget["chat_gen"] == "shared"
+
+
+def test_a_run_policy_lowers_a_tenants_limit_but_never_raises_it(
+    index: EmbeddedIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, limit in (("lower", 1), ("none", None), ("higher", 100)):
+        policy = per_tenant_policy(**{**PER_TENANT, "quota.chat_gen_per_tenant_per_day": limit})
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(policy.model_dump(mode="json")))
+    monkeypatch.setenv("RAGTILLER_POLICY_DIR", str(tmp_path))
+    g: Any = build_graph(per_tenant_policy(), index=index, chat_model=ScriptedChatModel())
+    for name, left in (("lower", 1), ("none", 3), ("higher", 3)):
+        run = g.invoke({"query": Q, "tenant": name}, context={"policy": name})["manifest"]
+        assert run.quota_remaining["chat_gen"] == left, name
+
+
+def test_the_llm_router_spends_the_turns_tenant_budget_and_says_so(index: EmbeddedIndex) -> None:
+    from test_llm_router import StructuredRouterModel
+
+    model = StructuredRouterModel()
+    policy = per_tenant_policy(
+        **{**PER_TENANT, "quota.chat_gen_per_tenant_per_day": 1, "router.llm_router": "on"}
+    )
+    g: Any = build_graph(policy, index=index, chat_model=model)
+    first = g.invoke({"query": Q, "tenant": "acme"})["manifest"]
+    assert first.router == "llm" and first.quota_remaining["chat_gen"] == 0
+    second = g.invoke({"query": Q + " today", "tenant": "acme"})["manifest"]
+    assert second.router_detail["fallback_reason"] == "quota"
+    assert "llm router skipped: quota (tenant daily)" in second.degraded
+    assert g.invoke({"query": Q, "tenant": "globex"})["manifest"].router == "llm"
 
 
 # --- 6. the LLM router's cache is kept per tenant ---------------------------------------------

@@ -26,7 +26,7 @@ from ragtiller.policies.schema import DeadlinesConfig, RetrievalPolicy, RouterCo
 from ragtiller.routing.llm import router_key
 from ragtiller.stores import QuotaSnapshot, RedisCache, RedisQuotaLedger, SpendResult
 from ragtiller.stores import _quota as quota_module
-from ragtiller.stores._cache_redis import MAX_ENTRY_BYTES
+from ragtiller.stores._cache import MAX_ENTRY_BYTES
 
 pytestmark = pytest.mark.redis
 

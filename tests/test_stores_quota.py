@@ -52,21 +52,19 @@ from ragtiller.testing import QuotaLedgerContract, QuotaLedgerOutageContract
 
 class RacyAndForgetful(MemoryQuotaLedger):
     # reads, then writes, without the lock; and never turns the day
-    def _counts(self, window):
-        return self._spent
-
-    async def _aspend(self, resource, n, limit, window):
-        used = self._counts(window).get(resource, 0)
+    async def _achange(self, counters, n, window):
+        used = [self._spent.get(counter, 0) for counter, _ in counters]
         await asyncio.sleep(0.001)
-        if used + n > limit:
-            return False, limit - used
-        self._counts(window)[resource] = used + n
-        return True, limit - used - n
+        spent = n > 0 and all(u + n <= limit for u, (_, limit) in zip(used, counters))
+        if spent or n < 0:
+            used = [max(0, u + n) for u in used]
+            self._spent.update((counter, u) for (counter, _), u in zip(counters, used))
+        return spent, [max(0, limit - u) for u, (_, limit) in zip(used, counters)]
 
 
 class RaisesItsOwnErrors(MemoryQuotaLedger):
     # a store down that raises ConnectionError instead of StoreUnavailableError
-    async def _aspend(self, *args):
+    async def _achange(self, *args):
         raise ConnectionError("down")
 
 

@@ -91,9 +91,9 @@ def _embedder(args: argparse.Namespace) -> Any:
 
 def _ingest_to_pinecone(args: argparse.Namespace, embedder: Any, chunking: Any) -> int:
     from ragtiller.ingest import SQLiteRecordManager
-    from ragtiller.pinecone.calls import require_langchain_pinecone
     from ragtiller.pinecone.env import HOST_ENV, INDEX_ENV, PineconeIndexSettings
-    from ragtiller.pinecone.index_sync import ingest_to_pinecone
+    from ragtiller.pinecone.tiers import require_langchain_pinecone
+    from ragtiller.pinecone.upsert import ingest_to_pinecone
 
     if args.records is None:
         raise ConfigurationError(

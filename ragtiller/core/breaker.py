@@ -1,9 +1,5 @@
-"""A circuit breaker: stop calling a store or provider that keeps failing, probe it after a pause.
-
-A frozen Redis costs every call its full timeout, a hung provider its deadline and a thread; an
-open breaker refuses calls at once, so a dead dependency costs a turn about nothing. After the
-pause one call goes through as a probe: its success closes the breaker, its failure reopens it.
-"""
+"""A circuit breaker: a dependency that keeps failing (a frozen Redis, a hung provider) is
+refused at once instead of costing every call its timeout, and probed by one call after a pause."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from ragtiller.errors import ConfigurationError
 
 logger = logging.getLogger("ragtiller.stores")
 
-BreakerState = Literal["closed", "open", "half-open"]
-"""``half-open``: the pause is over and the next call (one at a time) probes the store."""
+BreakerState = Literal["closed", "open", "half-open"]  # half-open: the next call probes
 
 
 @dataclass(frozen=True)
@@ -34,26 +29,8 @@ class BreakerSnapshot:
 
 
 class CircuitBreaker:
-    """Counts consecutive failures of one store and refuses calls while it is down.
-
-    Thread-safe, and shared by the sync and async clients of one store and by the stores that
-    use one Redis: a failure seen by one spares the others the timeout. A call admitted with
-    :meth:`admit` ends with exactly one of :meth:`succeeded`, :meth:`failed` or :meth:`abandoned`.
-
-    Example:
-        >>> now = [0.0]
-        >>> breaker = CircuitBreaker(failure_threshold=2, reset_after_s=5, clock=lambda: now[0])
-        >>> for _ in range(2):
-        ...     breaker.admit() and breaker.failed()
-        >>> breaker.admit(), breaker.snapshot().state
-        (False, 'open')
-        >>> now[0] = 5.0
-        >>> breaker.admit(), breaker.admit()  # one probe at a time
-        (True, False)
-        >>> breaker.succeeded()
-        >>> breaker.snapshot().state
-        'closed'
-    """
+    """Thread-safe and shared by every client of one store, so a failure one sees spares the
+    others the timeout; a call :meth:`admit` let in ends in one of succeeded, failed, abandoned."""
 
     def __init__(
         self,

@@ -1,15 +1,9 @@
-"""Bulkheads: each provider's blocking calls run on its own pool of daemon threads.
-
-Python cannot cancel a thread, so a hung provider keeps its thread until it returns: the design
-contains the damage instead of undoing it (docs/reliability.md). Each provider instance owns one
-:class:`Bulkhead` (:func:`bulkhead_for`), so a hung provider fills only its own threads. A pool
-admits up to ``workers`` running calls; past that a call waits for a worker, at most its
-deadline, and fails as :class:`Overloaded` if the wait (or its provider's own throttle, inside
-:func:`throttled`) spent more than ``_QUEUED_SHARE`` of its time. A call still running at its
-deadline is abandoned: its thread counts against ``spare`` instead, so a provider holds at most
-``workers + spare`` threads. ``hung_after`` abandoned calls in a row open the pool's breaker
-(calls fail at once as :class:`ProviderHung`) until a probe answers. Workers are daemon threads,
-so an abandoned call never keeps the process from exiting.
+"""Bulkheads: each provider's blocking calls run on its own pool of daemon threads, so a hung
+provider fills only its own (Python cannot cancel a thread; docs/reliability.md). A call waits
+for a worker at most its deadline and is :class:`Overloaded` when the wait (or its provider's own
+throttle) took more than ``_QUEUED_SHARE`` of its time; one still running at its deadline is
+abandoned, its thread counted against ``spare``; ``hung_after`` of those in a row open the pool's
+breaker (:class:`ProviderHung`) until a probe answers.
 """
 
 from __future__ import annotations
@@ -43,13 +37,8 @@ T = TypeVar("T")
 
 logger = logging.getLogger("ragtiller.core.bulkhead")
 
-_EARLY_S = 1e-3
-"""How long before an enclosing deadline a call cuts itself, so that it, not its caller's
-timer, tells what happened."""
-
-_QUEUED_SHARE = 0.05
-"""A call cut at its deadline after waiting (for a worker or its throttle) for more than this
-share of its time is :class:`Overloaded`, not held against its provider."""
+_EARLY_S = 1e-3  # a call cuts itself this early, so that it, not its caller's timer, says why
+_QUEUED_SHARE = 0.05  # a call cut after waiting more than this share of its time is Overloaded
 
 
 @dataclass(slots=True, eq=False)
@@ -71,18 +60,8 @@ class _Job:
 
 
 class Bulkhead:
-    """A self-sizing pool of daemon threads for one provider's blocking calls.
-
-    ``spare`` (default ``workers``) bounds the abandoned calls held beyond ``workers``;
-    ``queue`` (default unbounded) the calls waiting for a worker, past which one fails at once
-    as :class:`Overloaded`. Threads idle for ``idle_s`` end.
-
-    Example:
-        >>> import asyncio
-        >>> pool = Bulkhead("demo", workers=1)
-        >>> asyncio.run(pool.call(sum, [1, 2], timeout_s=1.0))
-        3
-    """
+    """A self-sizing pool for one provider: ``spare`` (default ``workers``) bounds the abandoned
+    calls held beyond ``workers``, ``queue`` (default unbounded) the calls waiting for a worker."""
 
     def __init__(
         self,
@@ -142,9 +121,8 @@ class Bulkhead:
         return self._submit(lambda: fn(*args)).future
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
-        """Run ``fn(*args)`` on a worker for at most ``timeout_s`` seconds, and never past
-        the deadline of an enclosing :func:`within`; a call cut while it waited for a worker is
-        :class:`Overloaded`, one that ran out its time :class:`DeadlineExceeded`."""
+        """``fn(*args)`` on a worker for at most ``timeout_s``, never past an enclosing
+        :func:`within`: :class:`Overloaded` if cut while waiting, else :class:`DeadlineExceeded`."""
         loop = asyncio.get_running_loop()
         scope = current_scope.get()
         started = loop.time()
@@ -236,8 +214,7 @@ class Bulkhead:
         return job
 
     def _refused(self, job: _Job) -> None:
-        """A call admitted by the breaker did not get in, or gave up before it reached its
-        provider (call with the lock held)."""
+        """An admitted call never reached its provider (call with the lock held)."""
         if job.probe:
             self.breaker.abandoned()
 
@@ -247,9 +224,8 @@ class Bulkhead:
         return sum(1 for job in self._pending if not job.future.cancelled())
 
     def _give_up(self, job: _Job, *, cut: bool, time_s: float) -> str:
-        """The caller stopped waiting for ``job`` (``cut``: at its deadline, ``time_s`` after
-        the call): ``queued`` (cancelled before it ran), ``waited`` (abandoned, but it waited
-        for most of its time), ``running`` (abandoned) or ``finished``."""
+        """The caller stopped waiting (``cut``: at its deadline): ``queued`` (cancelled before it
+        ran), ``waited`` (abandoned after waiting most of its time), ``running`` or ``finished``."""
         spawn = False
         now = time.monotonic()
         with self._lock:
@@ -372,18 +348,13 @@ def _settle(done: Future[Any], answer: asyncio.Future[Any]) -> None:
 
 
 _pools: dict[int, Bulkhead] = {}
-_pinned: dict[int, object] = {}
-"""Providers that cannot be weakly referenced, kept alive so that their ids stay theirs."""
+_pinned: dict[int, object] = {}  # providers with no weak reference, alive so their ids stay theirs
 _pools_lock = threading.Lock()
 
 
 def bulkhead_for(provider: object, name: str, **settings: Any) -> Bulkhead:
-    """The one bulkhead of ``provider``, shared by every graph that uses it; ``settings`` apply
-    only when this call makes it.
-
-    Keyed by identity (providers are often unhashable pydantic models); the entry goes with
-    the provider, and one that cannot be weakly referenced is kept alive by its entry.
-    """
+    """The one bulkhead of ``provider`` (by identity: pydantic models are unhashable), shared by
+    every graph; ``settings`` apply only when this call makes it."""
     key = id(provider)
     with _pools_lock:
         pool = _pools.get(key)

@@ -38,18 +38,14 @@ worker = threading.local()  # .job: the call a bulkhead worker thread is running
 
 
 def time_left() -> float:
-    """Seconds left before the innermost :func:`within` deadline of this task (inf: none), for
-    waits that are not a bulkhead call (a Redis lock, a poll)."""
+    """Seconds to the innermost :func:`within` deadline (inf: none), for waits such as a lock."""
     scope = current_scope.get()
-    if scope is None:
-        return math.inf
-    return scope.until - asyncio.get_running_loop().time()
+    return math.inf if scope is None else scope.until - asyncio.get_running_loop().time()
 
 
 async def within(awaitable: Awaitable[T], seconds: float) -> T:
-    """Await ``awaitable`` for at most ``seconds`` (and never past an enclosing deadline):
-    :class:`DeadlineExceeded` then, or :class:`Overloaded` when the work waited for a bulkhead
-    worker; the awaitable's own ``TimeoutError`` propagates as it is."""
+    """Await ``awaitable`` for at most ``seconds``, never past an enclosing deadline: then
+    :class:`DeadlineExceeded`, or :class:`Overloaded` if the work waited for a worker."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     outer = current_scope.get()
@@ -71,16 +67,14 @@ async def within(awaitable: Awaitable[T], seconds: float) -> T:
 
 
 def call_time_left() -> float:
-    """Seconds left before the deadline of the bulkhead call this thread runs (inf: none), so
-    that a provider's own throttle never waits past its caller."""
+    """Seconds to the deadline of this thread's bulkhead call, so a throttle never outwaits it."""
     job: _Job | None = getattr(worker, "job", None)
     return math.inf if job is None else job.deadline - time.monotonic()
 
 
 @contextlib.contextmanager
 def throttled() -> Iterator[None]:
-    """Count the time inside as this thread's call waiting (like a wait for a worker), not as
-    its provider running: a call cut because it was throttled is :class:`Overloaded`."""
+    """Count the time inside as waiting (a call cut while throttled is :class:`Overloaded`)."""
     job: _Job | None = getattr(worker, "job", None)
     if job is None:
         yield

@@ -1,10 +1,6 @@
-"""The portable metadata filter every tier understands: equality and membership.
-
-A filter maps a metadata key to a required value (``{"tenant": "acme"}``) or a list of allowed
-values (``{"year": [2023, 2024]}``); all keys must match, and a document without the key never
-does (default deny). Values are str, int (64-bit), finite float or bool, compared as Chroma
-compares them (:func:`comparable`). Each tier pushes the filter down in its store's own syntax
-(:func:`to_where`), or applies it to results (:func:`predicate`).
+"""The portable metadata filter every tier understands: key -> value (equality) or list of values
+(membership), every key must match and a document without the key never does (default deny);
+each tier pushes it down in its store's syntax (:func:`to_where`) or tests results (:func:`predicate`).
 """
 
 from __future__ import annotations
@@ -23,13 +19,11 @@ MAX_FILTER_KEY_CHARS = 256
 MAX_FILTER_STR_CHARS = 1024
 INT_BITS = 64  # what stores, checkpointers and JSON parsers hold
 
+# a lone surrogate (an undecodable byte from argv or a file name): no UTF-8 encoder takes it
 SURROGATE = re.compile("[\ud800-\udfff]")
-"""A lone surrogate (an undecodable byte from argv or a file name): no UTF-8 encoder takes it."""
 
-DEFAULT_NAMESPACE = "default"
-"""The namespace of a document whose metadata names none."""
-TENANT_KEY = "tenant"
-"""The metadata key a turn's tenant filters on."""
+DEFAULT_NAMESPACE = "default"  # of a document whose metadata names none
+TENANT_KEY = "tenant"  # the metadata key a turn's tenant filters on
 
 _MISSING = object()
 
@@ -58,13 +52,7 @@ def allowed(value: Any) -> list[Any]:
 
 
 def comparable(value: Any) -> tuple[bool, Any]:
-    """``value`` as a filter compares it, as Chroma does: a bool never equals a number, an int
-    equals a float of the same value.
-
-    Example:
-        >>> comparable(True) == comparable(1), comparable(1) == comparable(1.0)
-        (False, True)
-    """
+    """``value`` as Chroma compares it: a bool never equals a number, 1 equals 1.0."""
     return (isinstance(value, bool), value)
 
 

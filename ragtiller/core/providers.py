@@ -44,10 +44,8 @@ def native_async(model: BaseChatModel) -> bool:
 async def ainvoke_chat(
     model: BaseChatModel, runnable: Runnable[Any, Any], value: Any, *, timeout_s: float
 ) -> Any:
-    """``runnable`` (``model``, or a runnable built on it) on ``value``: awaited and cancelled
-    at the deadline when the model implements async itself, else its sync path on the model's
-    bulkhead. Every chat call of a turn goes through here, never the loop's default executor,
-    so a model that hangs holds only its own bulkhead's threads."""
+    """``runnable`` (built on ``model``) on ``value``: awaited when the model is natively async,
+    else on the model's bulkhead, never the loop's executor, so a hung model holds only its own."""
     if native_async(model):
         return await within(runnable.ainvoke(value), timeout_s)
     pool = bulkhead_for(model, "chat-model")
@@ -55,16 +53,8 @@ async def ainvoke_chat(
 
 
 class RateLimit:
-    """At most ``requests_per_s`` calls a second and ``items_per_minute`` items (texts) a
-    minute (None: no limit). A schedule, not a bucket: every call reserves the next free slot
-    and sleeps until it comes, so over any ``T`` seconds at most ``rate * T + 1`` calls start;
-    a ``429 Retry-After`` pauses every caller (:meth:`pause`).
-
-    Example:
-        >>> limit = RateLimit(requests_per_s=100.0)
-        >>> limit.acquire(items=8) >= 0.0
-        True
-    """
+    """At most ``requests_per_s`` calls a second and ``items_per_minute`` texts a minute: a
+    schedule, not a bucket (each call sleeps until its reserved slot), so bursts cannot exceed it."""
 
     def __init__(
         self,
@@ -88,8 +78,7 @@ class RateLimit:
         self._next_request = self._next_items = self._paused_until = clock()
 
     def acquire(self, items: int = 1, max_wait_s: float = math.inf) -> float:
-        """Wait for the slot of one call sending ``items`` items; return the wait in seconds.
-        A slot more than ``max_wait_s`` away is not reserved: :class:`Overloaded`."""
+        """Wait for one call's slot (:class:`Overloaded` past ``max_wait_s``); the wait in s."""
         with self._lock:
             now = self._clock()
             start = max(now, self._paused_until)
@@ -118,9 +107,8 @@ class RateLimit:
 
 
 def run_bounded(fn: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
-    """``[fn(item) for item in items]``, at most ``workers`` at once; after a failure no further
-    item starts (ingest must not write past a batch that failed), and the first failure in item
-    order is raised once the running calls end.
+    """``[fn(item) for item in items]``, ``workers`` at a time; no item starts after a failure
+    (ingest must not write past a failed batch), the first in item order is raised.
 
     Example:
         >>> run_bounded(lambda x: x * 2, [1, 2, 3], workers=2, name="demo")

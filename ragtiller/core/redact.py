@@ -1,9 +1,5 @@
-"""Strip credentials from provider error text before it is stored (manifests, events, logs).
-
-Providers echo what they were sent: a header, a URL with ``?key=``, a key "ending in ...".
-Redaction errs towards removing too much: an error message that loses a request id is a small
-price; a manifest that holds a live key is not.
-"""
+"""Strip credentials from provider error text before it is stored (manifests, events, logs):
+providers echo what they were sent. It errs towards removing too much (a request id goes too)."""
 
 from __future__ import annotations
 
@@ -30,10 +26,7 @@ _SCHEME = r"(?:bearer|basic|token|digest)\s+"  # kept, so the reader sees what k
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # "Authorization: Bearer <t>", "x-api-key: <t>": the scheme word is kept, the value goes.
-    (
-        re.compile(rf"(?i){_START}({_HEADER})(\s*:\s*)({_SCHEME})?+{_VALUE}"),
-        rf"\1\2\3{REDACTED}",
-    ),
+    (re.compile(rf"(?i){_START}({_HEADER})(\s*:\s*)({_SCHEME})?+{_VALUE}"), rf"\1\2\3{REDACTED}"),
     # {'Authorization': 'Bearer <t>'}, "api_key": "<t>": a quoted field of a dict or JSON body.
     (
         re.compile(
@@ -66,8 +59,7 @@ _LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")  # base64, base62, hex or a U
 
 
 def _looks_random(token: str) -> bool:
-    """Whether ``token`` reads as a key rather than words: random strings switch between lower
-    case, upper case and digits about every second character, ``my-index-2024`` hardly ever."""
+    """Whether ``token`` reads as a key: its case and digits switch often (``my-index-2024``'s not)."""
     classes = [
         "d" if ch.isdigit() else "u" if ch.isupper() else "l" for ch in token if ch.isalnum()
     ]
@@ -77,22 +69,9 @@ def _looks_random(token: str) -> bool:
     return switches * 5 >= len(classes)
 
 
-def _mask_long_token(match: re.Match[str]) -> str:
-    token = match.group(0)
-    return REDACTED if _looks_random(token) else token
-
-
 def redact(text: str) -> str:
-    """``text`` without credential headers, bearer tokens, secret parameters and fields,
-    passwords in URLs, keys known by their prefix, and any other run of 32+ base64/hex
-    characters that looks random (a request id goes too). Redacting twice changes nothing more.
-
-    Example:
-        >>> redact("401 Unauthorized: invalid api key 'sk-proj-abcdEFGH1234ijklMNOP5678'")
-        "401 Unauthorized: invalid api key '[REDACTED]'"
-        >>> redact("GET https://x.test/v1?key=AIzaSyA-1234&q=lift failed")
-        'GET https://x.test/v1?key=[REDACTED]&q=lift failed'
-    """
+    """``text`` without credential headers and fields, bearer tokens, secret parameters, URL
+    passwords, known key prefixes and random-looking runs of 32+ characters; idempotent."""
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
-    return _LONG_TOKEN.sub(_mask_long_token, text)
+    return _LONG_TOKEN.sub(lambda m: REDACTED if _looks_random(m[0]) else m[0], text)

@@ -51,22 +51,7 @@ class StepBackRecord(_Record):
 
 
 class RunManifest(_Record):
-    """Everything a turn decided, retrieved and spent; built once per turn by assemble.
-
-    Example:
-        >>> from langchain_core.documents import Document
-        >>> from ragtiller import build_graph
-        >>> from ragtiller.index import EmbeddedIndex
-        >>> from ragtiller.models import HashingEmbedder
-        >>> docs = [Document("asyncio.gather runs awaitables at once.", metadata={"source": "a.md"})]
-        >>> from ragtiller.ingest import build_index
-        >>> index = build_index(docs, embedder=HashingEmbedder(), progress=False)
-        >>> out = build_graph(index=index).invoke({"query": "how do I run coroutines at once?"})
-        >>> [stage.step for stage in out["manifest"].stages][:3]
-        ['gate', 'step_back', 'embed']
-        >>> out["manifest"].step_back.reason
-        'no-llm'
-    """
+    """Everything a turn decided, retrieved and spent; built once per turn by assemble."""
 
     run_id: str
     created_at: str = Field(description="UTC, ISO 8601.")
@@ -105,16 +90,12 @@ class RunManifest(_Record):
     llm_calls: int = 0
     cost_usd: float = Field(0.0, description="Incremental cost of this turn, in USD.")
     quota_remaining: dict[str, int] = Field(default_factory=dict)
-    degraded: list[str] = Field(
-        default_factory=list,
-        description="What went worse than the policy asked: a stage skipped, failed, timed "
-        "out or fell back, e.g. 'step_back skipped: quota'.",
-    )
-    notes: list[str] = Field(
-        default_factory=list,
-        description="Why the result has the shape it has when nothing went wrong: fewer "
-        "passages than asked because fewer matched, what the context budget left out.",
-    )
+    # whose daily budget each quota_remaining figure is: the shared one, or the turn's tenant's
+    quota_budget: dict[str, Literal["shared", "tenant"]] = Field(default_factory=dict)
+    # what went worse than the policy asked: a stage skipped, failed, timed out or fell back
+    degraded: list[str] = Field(default_factory=list)
+    # why the result has its shape when nothing went wrong (fewer matched, the budget's cuts)
+    notes: list[str] = Field(default_factory=list)
     stages: list[StageSummary] = Field(default_factory=list)
 
     def stage(self, step: StageName) -> StageSummary:

@@ -1,11 +1,7 @@
 """Seals: an HMAC-SHA256 over a small JSON record, so a value a node wrote into the graph state
-can be told apart from one a caller wrote there (``update_state``, a ``Command``, a ``Send``).
-
-LangGraph lets whoever can run or edit a thread write any channel and send any node any input;
-a seal is what such a caller cannot make. The key is ``RAGTILLER_SCOPE_KEY`` when set (the same
-on every replica), else a random key kept once per machine in the user data directory, so a
-thread sealed before a restart still verifies after it; failing that, a key of the process's
-own, with a warning (its threads do not verify in another process).
+can be told apart from one a caller wrote there (``update_state``, a ``Command``, a ``Send``):
+LangGraph lets whoever can run a thread write any channel, but not make a seal. The key is
+``RAGTILLER_SCOPE_KEY`` (the same on every replica), else one kept per machine, else per process.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ def key_file() -> Path:
 
 @functools.cache
 def seal_key() -> bytes:
-    """The key every seal of this process uses, read once."""
     given = os.environ.get(KEY_ENV)
     if given:
         if len(given) < MIN_KEY_CHARS:
@@ -63,9 +58,8 @@ def seal_key() -> bytes:
 
 
 def machine_key(path: Path) -> bytes:
-    """The key kept at ``path``; made there first (mode 0600) when there is none, written to a
-    file of its own then hard-linked to ``path``, so that of two racing processes both read the
-    key that won."""
+    """The key at ``path``, made first (mode 0600) when there is none: written aside, then
+    hard-linked, so two racing processes both read the key that won."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -92,8 +86,7 @@ def seal(record: Mapping[str, Any]) -> str:
 
 
 def verifies(record: Mapping[str, Any], given: Any) -> bool:
-    """Whether ``given`` is the seal of ``record`` (compared in constant time); False for
-    anything that is not a seal or a record that cannot be sealed."""
+    """Whether ``given`` is the seal of ``record``, in constant time; False for anything else."""
     if not isinstance(given, str) or not given.isascii():
         return False
     try:

@@ -47,14 +47,13 @@ class Candidate(TypedDict):
     parent_id: str | None
     source: str
     metadata: dict[str, Any]
-    tier_scores: dict[str, float]
-    """Raw score per tier that returned this chunk; tiers that missed it are absent, never 0."""
+    tier_scores: dict[str, float]  # raw, per tier that returned it (absent, never 0, if not)
     tier_ranks: dict[str, int]  # 1-based
     tier_z: dict[str, float]  # z-score of the raw score within that tier's whole hit list
     fused_score: float
+    # 0-based rank in the question's own fusion (dense passages at their cosine to the question,
+    # where feedback moved the dense search): the positions documents hold
     position: NotRequired[int]
-    """0-based rank in the question's own fusion (the dense passages at their cosine to the
-    question, where feedback moved the dense search): the positions documents hold."""
     final_score: NotRequired[float]  # after rerank, on the method's scale (docs/rerank.md)
 
 
@@ -72,9 +71,8 @@ class StageRecord(TypedDict):
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """One tier search: the text lexical tiers read (``embed_query``), the vector dense tiers
-    read (None when not embedded), at most ``k`` hits, the namespaces (None: all) and a
-    portable metadata filter (:mod:`ragtiller.core.filters`)."""
+    """One tier search: the text lexical tiers read, the vector dense tiers read (None: not
+    embedded), at most ``k`` hits, the namespaces (None: all) and a portable filter."""
 
     query: str
     vector: Sequence[float] | None
@@ -88,16 +86,10 @@ INDEX_TIER_NAMES = frozenset({"dense", "lexical", "parent_child"})  # a policy m
 
 @runtime_checkable
 class Tier(Protocol):
-    """One retrieval tier: the embedded numpy/BM25 tiers, Pinecone, a LangChain store or
-    retriever (:mod:`ragtiller.adapters`), a test fake.
-
-    ``needs_vector``: whether it reads the query vector or the text. Optional, read with
-    ``getattr``: a ``role`` (:func:`tier_role`); ``native_async``, True when ``asearch`` never
-    blocks the loop (else ``search`` runs on the tier's own worker threads);
-    ``score_ids(request, ids)``, its scores of chunks it did not return, in scope, which
-    ``fusion.misses: exact`` reads; or ``async afetch_vectors(request, ids)`` for a dense tier
-    that keeps its vectors on a server (Pinecone).
-    """
+    """One retrieval tier (embedded, Pinecone, a LangChain store, a fake). Optional, read with
+    ``getattr``: ``role`` (:func:`tier_role`), ``native_async`` (``asearch`` never blocks the
+    loop, else ``search`` runs on the tier's threads), ``score_ids(request, ids)`` (scores of
+    chunks it did not return) and ``async afetch_vectors(request, ids)`` (vectors on a server)."""
 
     name: str
     needs_vector: bool

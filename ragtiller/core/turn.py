@@ -31,9 +31,11 @@ class RerankDecision(Decision):
 class QuotaView(TypedDict):
     """One read of the quota store, taken by the gate; it advises the edges, never spends."""
 
-    chat_left: int
+    chat_left: int  # the lower of the shared budget and the turn's tenant's own
     rerank_left: int
     available: bool  # False: the store could not be read, both counts 0 (quotas fail closed)
+    # the tenant's own chat budget, which its manifest shows; None or absent: no per-tenant limit
+    tenant_chat_left: NotRequired[int | None]
 
 
 class Route(TypedDict):
@@ -44,9 +46,7 @@ class Route(TypedDict):
     namespaces: list[str]  # the context's, else the input's, else the route's
     tenant: str | None  # the context's, else the input's; None: unscoped
     filter: dict[str, Any] | None  # the run context's, applied with the tenant's
-    seal: str
-    """The gate's seal of ``tenant``, ``namespaces`` and ``filter`` for the turn's thread
-    (``ragtiller.nodes.scope``): the nodes after it refuse a route that lost it."""
+    seal: str  # the gate's seal of tenant, namespaces and filter: later nodes refuse one without
     top_k: int
     truncated: bool  # the query was cut to budgets.max_query_chars for embedding
     hybrid: Decision | None
@@ -74,9 +74,7 @@ class TierTask(TypedDict):
     tenant: str | None
     namespaces: list[str]
     filter: dict[str, Any] | None
-    seal: str
-    """The route's seal of the scope: the branch refuses a task whose scope it does not seal
-    (one a caller wrote or edited)."""
+    seal: str  # the route's seal of the scope: a branch refuses a task a caller wrote or edited
     deadline_s: float  # how long the branch may wait for its tier, cut to the turn's time
     turn_bound: bool  # whether the turn's remaining time set deadline_s
     overrides: NotRequired[dict[str, Any]]  # the run context's, applied in a resumed run too

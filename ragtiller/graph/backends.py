@@ -12,8 +12,8 @@ from ragtiller.index.dense_tier import DenseTier
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.parent_child import ParentChildTier
 from ragtiller.nodes.components import Fallback
-from ragtiller.pinecone.calls import PineconeTierError
 from ragtiller.pinecone.env import pinecone_lexical_tier_from_env, pinecone_tier_from_env
+from ragtiller.pinecone.tiers import PineconeTierError
 from ragtiller.policies.schema import RetrievalPolicy
 
 

@@ -102,7 +102,8 @@ def _known_namespaces(
 
 def default_stores(policy: RetrievalPolicy) -> tuple[Any, Any]:
     """Redis when ``REDIS_URL`` is set, else in-process; budgets sized by the policy."""
-    return stores_from_env(daily_limits(policy), timezone=policy.quota.timezone)
+    shared, per_tenant = daily_limits(policy)
+    return stores_from_env(shared, tenant_limits=per_tenant, timezone=policy.quota.timezone)
 
 
 class GraphParts(TypedDict, total=False):

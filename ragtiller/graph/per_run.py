@@ -21,15 +21,16 @@ from ragtiller.policies.schema import RetrievalPolicy
 from ragtiller.rerankers.ceiling import CeilingReranker
 from ragtiller.stores import spend_caps
 
+Caps = tuple[dict[str, int], dict[str, int]]  # a policy's daily limits: shared, each tenant's
+
 NodeMaker = Callable[[Components], NodeFn]
 MAX_VARIANTS = 32  # run-context policy keys kept per graph; older variants are rebuilt
 
 
-def daily_limits(policy: RetrievalPolicy) -> dict[str, int]:
-    return {
-        CHAT_RESOURCE: policy.quota.chat_gen_per_day,
-        RERANK_RESOURCE: policy.reranker.daily_calls,
-    }
+def daily_limits(policy: RetrievalPolicy) -> Caps:
+    quota, tenant = policy.quota, policy.quota.chat_gen_per_tenant_per_day
+    shared = {CHAT_RESOURCE: quota.chat_gen_per_day, RERANK_RESOURCE: policy.reranker.daily_calls}
+    return shared, ({} if tenant is None else {CHAT_RESOURCE: tenant})
 
 
 def check_route_namespaces(
@@ -100,7 +101,7 @@ class PerRunNodes:
         self.deps = deps
         self.makers = dict(makers)
         self.known_namespaces = known_namespaces
-        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], dict[str, int]]] = {}
+        self._variants: dict[tuple[Any, ...], tuple[dict[str, NodeFn], Caps]] = {}
         self._lock = threading.Lock()
         check_route_namespaces(deps.policy, known_namespaces)
 
@@ -128,7 +129,7 @@ class PerRunNodes:
             reranker = reranker.floor  # "on" means the free floor, never the paid ceiling
         return dataclasses.replace(self.deps, policy=policy, tiers=tiers, reranker=reranker)
 
-    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], dict[str, int]]:
+    def nodes(self, context: RunContext) -> tuple[dict[str, NodeFn], Caps]:
         """The nodes for ``context``'s policy key, built on first use, and its daily limits."""
         key = context.policy_key()
         found = self._variants.get(key)
@@ -154,7 +155,7 @@ class PerRunNodes:
                 context = turn_context(state, context)
                 check_resumed_scope(turn_scope(name, state), context)
             nodes, caps = self.nodes(context)
-            with spend_caps(caps):  # a run policy's lower daily limits hold in every spend
+            with spend_caps(*caps):  # a run policy's lower daily limits hold in every spend
                 update = await nodes[name](state)
             await announce(update)
             return update

@@ -40,9 +40,7 @@ class AnnIndex:
         self.rows: int = int(index.ntotal)
         self.dimension: int = int(index.d)
         quantized = isinstance(faiss.downcast_index(index.storage), faiss.IndexScalarQuantizer)
-        self.dtype: VectorDtype = (
-            "float16" if quantized else "float32"
-        )  # as vectors.npy stores them
+        self.dtype: VectorDtype = "float16" if quantized else "float32"  # as vectors.npy has them
 
     @classmethod
     def build(cls, vectors: Matrix) -> AnnIndex:

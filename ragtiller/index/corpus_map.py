@@ -30,13 +30,7 @@ def build_corpus_map(
     max_sections: int = _MAX_SECTIONS,
     max_chars: int = _MAX_CHARS,
 ) -> str:
-    """Outline the corpus (its sections, in document order): a line per document, one per
-    section with a one-line summary, within the bounds given.
-
-    Example:
-        >>> build_corpus_map([])
-        ''
-    """
+    """Outline the corpus: a line per document, one per section with a one-line summary."""
     grouped: dict[str, list[Section]] = {}
     for section in sections:
         grouped.setdefault(section.document.doc_id, []).append(section)

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
 PARENTS_FILE, CORPUS_MAP_FILE = "parents.jsonl", "corpus_map.txt"
 _ROWS = (VECTORS_FILE, CHUNKS_FILE, PARENTS_FILE, LEXICAL_DIR)  # the chunks, sections and BM25
+# what every version holds, the manifest written last (ann.faiss just before it, if any)
 INDEX_FILES = (*_ROWS, PARENT_ROWS_FILE, OUTLINE_FILE, CORPUS_MAP_FILE, MANIFEST_FILE)
-"""What every version holds, the manifest written last (``ann.faiss`` just before it, if any)."""
 SCOPES_KEPT = 64  # corpus maps kept per index, one per (namespaces, filter) asked for
 
 
@@ -58,20 +58,8 @@ def build_derived(store: NumpyVectorStore, parents: RecordTable) -> Derived:
 
 
 class EmbeddedIndex:
-    """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers.
-
-    Build it with :func:`ragtiller.ingest.build_index` (or ``ingest``, which also saves), reopen
-    it with :meth:`load`. The tiers share one chunk table, so a chunk id means the same chunk in
-    every tier.
-
-    Example:
-        >>> from langchain_core.documents import Document
-        >>> from ragtiller.models import HashingEmbedder
-        >>> from ragtiller.ingest import build_index
-        >>> docs = [Document(page_content="# Setup\\n\\nRun make.", metadata={"source": "a.md"})]
-        >>> [t.name for t in build_index(docs, embedder=HashingEmbedder(), progress=False).tiers]
-        ['dense', 'parent_child', 'lexical']
-    """
+    """An offline, persistent index serving the ``dense``, ``parent_child`` and ``lexical`` tiers
+    over one chunk table (a chunk id means one chunk in every tier); made by ``build_index``."""
 
     def __init__(
         self,
@@ -215,18 +203,17 @@ class EmbeddedIndex:
                 f"index file {path / VECTORS_FILE} is corrupt: {store.vectors.shape[1]}-dimensional "
                 f"vectors, the manifest says {built.dimension}"
             )
-        lexical = LexicalTier.load(path / LEXICAL_DIR, store.records, manifest.lexical)
-        corpus_map = (path / CORPUS_MAP_FILE).read_text(encoding="utf-8")
-        rows = load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents))
-        outline = OutlineRows.load(path / OUTLINE_FILE, len(parents))
-        derived = Derived(rows, graph, outline)
         return cls(
             store=store,
             parents=parents,
-            lexical=lexical,
+            lexical=LexicalTier.load(path / LEXICAL_DIR, store.records, manifest.lexical),
             manifest=manifest,
-            corpus_map=corpus_map,
-            derived=derived,
+            corpus_map=(path / CORPUS_MAP_FILE).read_text(encoding="utf-8"),
+            derived=Derived(
+                load_parent_rows(path / PARENT_ROWS_FILE, len(store), len(parents)),
+                graph,
+                OutlineRows.load(path / OUTLINE_FILE, len(parents)),
+            ),
         )
 
 
@@ -250,7 +237,6 @@ def load_parent_rows(path: Path, children: int, parents: int) -> npt.NDArray[np.
 
 
 def read_manifest(path: Path) -> IndexManifest:
-    """The manifest at ``path``, checked."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:

@@ -35,12 +35,7 @@ StopwordLanguage = Literal[
 
 
 class LexicalConfig(BaseModel):
-    """BM25 parameters and text analysis of the lexical tier.
-
-    Example:
-        >>> LexicalConfig(k1=1.2, stemmer=None).method
-        'lucene'
-    """
+    """BM25 parameters and text analysis of the lexical tier."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -64,14 +59,14 @@ DEFAULT_LEXICAL = LexicalConfig()
 _TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s' default (scikit-learn's)
 TERM_CACHE, QUERY_CACHE = 65536, 1024  # texts and queries whose analysis one tier remembers
 SELECTION_DEPTH = 100  # a query's best rows are kept this deep, for a turn's searches (k <= 100)
+# a term in one row in 4 or more adds its whole (kept) score column, not its postings one by one:
+# for 6 common terms at 1M chunks, 1.1 ms against 6.0 ms of numpy.add.at, the same sums
 DENSE_SHARE = 4
-"""A term in one row in 4 or more adds its whole (kept) score column, not its postings one by
-one: for 6 common terms at 1M chunks, 1.1 ms against 6.0 ms of ``numpy.add.at``, the same sums."""
 DENSE_COLUMNS = 16  # columns kept per tier: 4 MB each at 1M chunks
 DENSE_ADD_COST = 8  # a kept column adds one float per row, about 1/8 of a posting's cost
+# most LexicalTier.work searched on the event loop, about a millisecond (517,000 took 1.3 ms at
+# 100k chunks; at 1M chunks 1.6 million, even with columns kept, takes a thread)
 INLINE_WORK = 1_000_000
-"""Most :meth:`LexicalTier.work` searched on the event loop, about a millisecond (517,000 took
-1.3 ms at 100k chunks; at 1M chunks 1.6 million, even with columns kept, takes a thread)."""
 
 
 class LexicalTier(CpuTier):
@@ -102,7 +97,6 @@ class LexicalTier(CpuTier):
     def build(
         cls, records: RecordTable, texts: Sequence[str], config: LexicalConfig = DEFAULT_LEXICAL
     ) -> LexicalTier:
-        """Index ``texts``, one per row of ``records``."""
         if len(texts) != len(records):
             raise ValueError(f"got {len(texts)} texts for {len(records)} records")
         retriever = bm25s.BM25(method=config.method, k1=config.k1, b=config.b)
@@ -234,14 +228,8 @@ def _column(
 def analyze(
     texts: Sequence[str], config: LexicalConfig, stemmer: Stemmer.Stemmer | None = None
 ) -> list[list[str]]:
-    """The terms BM25 sees in each text, for bm25s and the Pinecone sparse vectors alike: bm25s'
-    ``tokenize`` without its tqdm bars, whose multiprocessing lock (taken on first use, even
-    disabled) is a blocking call the LangGraph server refuses on its event loop.
-
-    Example:
-        >>> analyze(["Running the tests", ""], LexicalConfig())
-        [['run', 'test'], []]
-    """
+    """The terms BM25 sees in each text (bm25s and Pinecone alike): bm25s' ``tokenize`` without
+    its tqdm bars, whose multiprocessing lock the LangGraph server refuses on its event loop."""
     if stemmer is None and config.stemmer:
         stemmer = Stemmer.Stemmer(config.stemmer)
     split = [*map(_tokenizer(config), texts)]
@@ -282,11 +270,6 @@ HEADER_KEY = "header"  # chunk metadata: the header ingest chose (chunking.heade
 
 
 def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
-    """The text a stored chunk is embedded and BM25-indexed under (its ``header`` or title, then
-    the text), the same for every backend.
-
-    Example:
-        >>> indexed_text("Prices rose.", {"title": None, "header": "Oil crisis / Effects"})
-        'Oil crisis / Effects Prices rose.'
-    """
+    """The text a stored chunk is embedded and BM25-indexed under, for every backend: its
+    ``header`` or title, then the text."""
     return lexical_text(text, metadata.get(HEADER_KEY) or metadata.get("title"))

@@ -10,12 +10,10 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from ragtiller.index.lexical import LexicalConfig
 from ragtiller.index.units import ChunkingConfig
 
-FORMAT_VERSION: Literal[2] = 2
-"""Bumped when a version directory's files change; an index of another version is rebuilt."""
+FORMAT_VERSION: Literal[2] = 2  # bumped when a version's files change: others are rebuilt
 MANIFEST_FILE = "manifest.json"
 
-VectorDtype = Literal["float32", "float16"]
-"""How the dense vectors are stored: float16 halves their memory; scores are float32 either way."""
+VectorDtype = Literal["float32", "float16"]  # float16 halves the memory; scores are float32
 VECTOR_DTYPES: tuple[VectorDtype, ...] = ("float32", "float16")
 
 
@@ -39,14 +37,7 @@ class IndexCounts(BaseModel):
 
 
 class IndexManifest(BaseModel):
-    """``manifest.json`` of an index version, written last by a save.
-
-    Example:
-        >>> counts = IndexCounts(documents=1, sections=1, chunks=1)
-        >>> IndexManifest(embedder=EmbedderInfo(name="e", dimension=8), chunking=ChunkingConfig(),
-        ...     lexical=LexicalConfig(), counts=counts, namespaces=(), tenanted=False).format_version
-        2
-    """
+    """``manifest.json`` of an index version, written last by a save."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

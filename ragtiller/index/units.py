@@ -15,9 +15,9 @@ from ragtiller.core.filters import DEFAULT_NAMESPACE, namespace_of
 TextFormat = Literal["markdown", "rst", "text"]
 ChunkHeader = Literal["title", "path"]
 ChunkWindow = Literal["embedder", "words"]
+# a longer token counts once per this many characters (BERT's tokenizer gives up past 100 too),
+# so a base64 blob or a line of minified code cannot make one chunk of megabytes
 MAX_TOKEN_CHARS = 100
-"""A longer token counts once per this many characters (BERT's basic tokenizer gives up past 100
-too), so a base64 blob or a line of minified code cannot make one chunk of megabytes."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,8 @@ class SourceDocument:
 
 
 class ChunkingConfig(BaseModel):
-    """How parent sections are cut into child chunks.
-
-    Tokens are whitespace-separated words, so the bounds do not depend on a model's tokenizer.
-
-    Example:
-        >>> ChunkingConfig(chunk_tokens=120, overlap_tokens=20).chunk_tokens
-        120
-    """
+    """How parent sections are cut into child chunks, in whitespace-separated words (so the
+    bounds do not depend on a model's tokenizer)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -94,11 +88,8 @@ def _full(line: int, text: str, start: int, width: int) -> bool:
 
 
 def paragraph_break(text: str, end: int, start: int, *, width: int | None) -> bool:
-    """Whether a paragraph of ``text`` ends at ``end`` (a word's end) and the next begins at
-    ``start`` (the next word's start); ``width`` is ``wrap_width(text)``.
-
-    Without blank lines, a text has one paragraph per line, or is wrapped (most lines besides
-    the longest are full, as a greedy wrapper leaves them) and a line not full ends one.
+    """Whether a paragraph ends between the word ending at ``end`` and the next, at ``start``:
+    without blank lines, at each line, or in wrapped text (most lines full) at one not full.
 
     Example:
         >>> text = "A first paragraph on its line.\\nThen a second, longer, on its own line."

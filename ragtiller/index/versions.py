@@ -27,10 +27,6 @@ T = TypeVar("T")
 FaultHook = Callable[[str], None]  # called with each step of a save before it runs
 
 
-def _no_fault(step: str) -> None:
-    pass
-
-
 def is_index_directory(directory: Path) -> bool:
     """Whether ``directory`` holds an index (or a save in progress)."""
     return any((directory / name).exists() for name in (POINTER_FILE, VERSIONS_DIR))
@@ -105,7 +101,7 @@ def write_version(
     """Write a new version with ``write(version_dir, step)`` and make it current; a save that
     fails before the switch removes what it wrote, and says which version is current."""
     check_writable(directory)
-    at = _At("mkdir index", directory, fault or _no_fault)
+    at = _At("mkdir index", directory, fault)
     try:
         at.current = _pointer(directory)  # to say what stays current if the lock cannot be had
         at.step("mkdir index", directory)
@@ -157,11 +153,9 @@ def _write_locked(directory: Path, write: Callable[[Path, FaultHook], None], at:
 
 @dataclass
 class _At:
-    """Where a save is, to say so when it fails."""
-
     name: str
     path: Path
-    fault: FaultHook = _no_fault
+    fault: FaultHook | None = None
     current: str | None = None
     switched: bool = False  # CURRENT names the new version
     free: str | None = None  # space free when the step failed, before the cleanup freed some
@@ -169,7 +163,8 @@ class _At:
 
     def step(self, name: str, path: Path) -> None:
         self.name, self.path = name, path
-        self.fault(name)
+        if self.fault is not None:
+            self.fault(name)
 
     def failure(self, directory: Path, error: OSError) -> str:
         path = Path(os.fsdecode(error.filename)) if error.filename else self.path

@@ -1,8 +1,5 @@
-"""The demo: index the standard library's own documentation, then ask one question per route.
-
-The corpus is on every Python install, so the demo needs no download; the index is cached under
-the user cache directory, keyed by corpus, Python version and embedder.
-"""
+"""The demo over the standard library's own documentation (on every Python install: no
+download), its index cached per corpus, Python version and embedder."""
 
 from __future__ import annotations
 
@@ -20,13 +17,12 @@ from ragtiller.index import ChunkingConfig, EmbeddedIndex
 from ragtiller.ingest import build_index, stdlib_documents
 from ragtiller.models import HashingEmbedder, embedder_variant, local_embedder
 
-DEMO_QUESTIONS: tuple[str, ...] = (
+DEMO_QUESTIONS: tuple[str, ...] = (  # an identifier, a fact, a broad question, a greeting
     "StopAsyncIteration",
     "which exception is raised when a dictionary key is missing",
     "how do I run several coroutines concurrently?",
     "hello!",
 )
-"""One exact identifier, one factual question, one broad question, one greeting."""
 DEMO_CHUNKING = ChunkingConfig(chunk_tokens=160, overlap_tokens=32)
 
 
@@ -46,7 +42,6 @@ def demo_index(
     rebuild: bool = False,
     log: Callable[[str], None] = print,
 ) -> EmbeddedIndex:
-    """The demo index: loaded from the cache, or built from the stdlib corpus and cached."""
     docs = stdlib_documents()
     fingerprint = hashlib.sha256()
     for doc in docs:

@@ -1,7 +1,5 @@
-"""The multi-machine deployment as a Mermaid flowchart, drawn from a policy and the environment
-variables the code reads: ``docs/deploy.md`` embeds it for :func:`deploy_policy` (a test keeps
-the two equal). ``python -m ragtiller.integrations.deployment [POLICY]`` prints it.
-"""
+"""The deployment as a Mermaid flowchart drawn from a policy and the variables the code reads, so
+docs/deploy.md's copy (a test keeps them equal) cannot drift: ``python -m`` this module prints it."""
 
 from __future__ import annotations
 
@@ -30,12 +28,7 @@ def deploy_policy() -> RetrievalPolicy:
 
 
 def deployment_mermaid(policy: RetrievalPolicy) -> str:
-    """A Mermaid flowchart of the services a replica serving ``policy`` talks to.
-
-    Example:
-        >>> print(deployment_mermaid(load_policy()).splitlines()[0])
-        flowchart LR
-    """
+    """A Mermaid flowchart of the services a replica serving ``policy`` talks to."""
     held = ["compiled graph", "embedder", "parent-child tier"]
     if policy.lexical_backend.provider == "pinecone":
         held.append("BM25 statistics (vocabulary)")

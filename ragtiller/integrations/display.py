@@ -18,20 +18,14 @@ def stage_table(manifest: RunManifest) -> str:
         reason = stage.reason or stage.detail.get("method") or ""
         rows.append((name, stage.status, str(reason), f"{stage.ms:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [
-        "  ".join(
-            cell.ljust(w) if i < 3 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    ]
+    align = (str.ljust, str.ljust, str.ljust, str.rjust)
+    lines = ("  ".join(f(c, w) for f, c, w in zip(align, row, widths, strict=True)) for row in rows)
     return "\n".join(lines)
 
 
 def citations(documents: Sequence[Document], *, width: int = 100) -> str:
-    """``[n] source  (score)  first line`` per document, best first. A ``rerank`` score ranked
-    the list; a ``fused`` one did not alone (the floor places documents by their best passage),
-    so the list need not be sorted by it."""
+    """``[n] source  (score)  first line`` per document, best first (a ``fused`` score alone did
+    not rank them: the floor places documents by their best passage)."""
     lines = []
     for doc in documents:
         meta = doc.metadata

@@ -1,8 +1,6 @@
-"""The indexing graph: one node runs the incremental :func:`~ragtiller.index.ingest` of a folder
-or documents into a saved index, so a Studio user can add documents and then ask about them.
-
-It reads files on the server for whoever can run it, so a client never names an arbitrary
-path: only inside a root the operator configures, no hidden names, no links out of the root.
+"""The indexing graph: one node ingests a folder or documents into a saved index, so a Studio user
+can add documents and then ask about them. It reads the server's files for whoever can run it, so
+a client names a path only inside the root the operator set: no hidden names, no links out.
 """
 
 from __future__ import annotations
@@ -38,23 +36,18 @@ _ingesting = threading.Lock()  # one ingest at a time per process: each builds o
 
 
 class IndexingInput(TypedDict):
-    """What a client sends: ``path``, ``docs`` or both. Each key holds for its run only."""
+    """What a client sends: ``path`` (relative to the ingest root), ``docs`` or both; ``cleanup``
+    ``full`` leaves exactly what this run sent. Each key holds for its run only."""
 
     path: NotRequired[Annotated[str, EphemeralValue]]
-    """A folder or an ingested file inside the ingest root, relative to it (``"."``: all of it)."""
+    # Documents, {"page_content", "metadata"} objects or strings; a metadata id names a document
     docs: NotRequired[Annotated[list[Document | dict[str, Any] | str], EphemeralValue]]
-    """``Document``s, ``{"page_content", "metadata"}`` objects or strings; metadata ``id`` (or
-    ``source``) names a document, so sending it again updates it."""
     cleanup: NotRequired[Annotated[Literal["incremental", "full"], EphemeralValue]]
-    """``incremental`` (default): other indexed documents stay; ``full``: the index ends up
-    holding exactly what this run sent."""
-    namespace: NotRequired[Annotated[str, EphemeralValue]]
-    """Namespace of the documents that do not name one in their metadata."""
+    namespace: NotRequired[Annotated[str, EphemeralValue]]  # of documents that name none
 
 
 class IndexingOutput(TypedDict):
-    report: dict[str, Any]
-    """The ingest report (paths relative to the root), ``summary`` and the ``index``'s counts."""
+    report: dict[str, Any]  # the ingest report (paths from the root), summary and index counts
 
 
 class IndexingState(IndexingInput, IndexingOutput):
@@ -66,9 +59,8 @@ INPUT_KEYS = frozenset(IndexingInput.__annotations__)
 
 @dataclasses.dataclass(frozen=True)
 class IndexingTarget:
-    """Where an indexing graph writes (a new index when ``index_dir`` is missing or empty,
-    embedded by ``new_embedder``) and what it may read (``ingest_root``; None: only ``docs``);
-    ``on_ingested`` gets the index after a run that changed it."""
+    """Where an indexing graph writes (a new index embedded by ``new_embedder`` when none is
+    there) and what it may read (``ingest_root``; None: only ``docs``)."""
 
     index_dir: Path
     ingest_root: Path | None = None
@@ -78,8 +70,6 @@ class IndexingTarget:
 
 
 def build_indexing_graph(target: IndexingTarget) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The indexing graph: input :class:`IndexingInput`, output :class:`IndexingOutput`."""
-
     def run(state: IndexingState) -> dict[str, Any]:
         return {"report": _ingest(target, state)}
 
@@ -204,7 +194,6 @@ def _files(
 
 
 def _confined(root: Path, path: str, root_name: str) -> Path:
-    """``path`` resolved inside ``root``, or an :class:`InputError` saying why not."""
     if len(path) > MAX_PATH_CHARS:
         raise InputError(f"path is {len(path)} characters long; at most {MAX_PATH_CHARS}")
     if "\x00" in path:
@@ -234,8 +223,8 @@ def _confined(root: Path, path: str, root_name: str) -> Path:
 
 
 def _relative(root: Path, base: Path, source: SourceDocument) -> Document | None:
-    """``source`` with its id and ``source`` relative to the root, so one file keeps one id
-    whichever folder was named; None for a file that resolves out of the root."""
+    """``source`` named from the root (one file keeps one id whichever folder was named); None
+    for a file that resolves out of it."""
     if source.source == source.doc_id:  # a file: its id and source become its path from the root
         file_path = base / source.source
         if not file_path.resolve().is_relative_to(root):

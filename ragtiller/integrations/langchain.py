@@ -1,8 +1,6 @@
-"""The retrieval graph as a LangChain ``BaseRetriever`` and as an agent tool (docs/usage.md).
-
-Both run the compiled graph itself, so an agent's retrieval takes the same policy, quota and
-rerank decisions as any other caller; each call delivers its own run manifest, once, and
-nothing is stored on the shared retriever or tool.
+"""The retrieval graph as a LangChain ``BaseRetriever`` and as an agent tool (docs/usage.md): both
+run the graph itself, so an agent takes the same policy, quota and rerank decisions as any caller;
+each call delivers its own manifest, and nothing is stored on the shared retriever or tool.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ def run_context(
     namespace: Namespace = None,
     tenant: str | None = None,
 ) -> RunContext:
-    """The run context for one call: ``search_kwargs``, then the explicit arguments over them."""
+    """``search_kwargs``, the explicit arguments over them, as one call's run context."""
     kwargs = dict(search_kwargs or {})
     unknown = sorted(set(kwargs) - set(SEARCH_KWARGS))
     if unknown:
@@ -73,8 +71,8 @@ def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
 
 
 class ManifestCollector(BaseCallbackHandler):
-    """Keeps the manifests (JSON dicts) of the retriever calls it is passed to, in the order
-    they ended; one per call or request, the caller's, unlike the shared retriever."""
+    """The manifests of the retriever calls it is passed to, in the order they ended: the
+    caller's own, unlike the shared retriever."""
 
     run_inline = True
 
@@ -87,14 +85,9 @@ class ManifestCollector(BaseCallbackHandler):
 
 
 class RagtillerRetriever(BaseRetriever):
-    """The retrieval graph as a LangChain retriever: one graph turn per ``invoke``.
-
-    Returns the turn's ``documents``, each with ``ragtiller_run_id``; the turn's manifest is
-    sent once per call as the custom callback event ``ragtiller_manifest``. ``k`` and
-    ``search_kwargs`` (any :class:`~ragtiller.policies.run_context.RunContext` field) are checked
-    when it is made; a call may override them, but never widen its tenant, namespace or filter.
-    ``graph`` must have no checkpointer: a retriever call passes no ``thread_id``.
-    """
+    """One graph turn per ``invoke`` (``graph`` without a checkpointer: no ``thread_id``), its
+    manifest sent as the callback event ``ragtiller_manifest``; a call may override ``k`` and
+    ``search_kwargs``, never widen the tenant, namespace or filter the retriever was made for."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
@@ -162,8 +155,7 @@ def _with_run_id(documents: list[Document], manifest: dict[str, Any]) -> list[Do
 
 
 def as_retriever(graph: Runnable[Any, Any], **defaults: Any) -> RagtillerRetriever:
-    """Wrap a compiled retrieval graph as a LangChain ``BaseRetriever``; ``defaults`` are
-    :class:`RagtillerRetriever`'s fields and ``BaseRetriever``'s (``tags``, ``metadata``)."""
+    """Wrap a compiled retrieval graph as a LangChain ``BaseRetriever`` (``defaults``: its fields)."""
     return RagtillerRetriever(graph=graph, **defaults)
 
 
@@ -181,8 +173,8 @@ def as_tool(
     k: int | None = None,
     search_kwargs: Mapping[str, Any] | None = None,
 ) -> StructuredTool:
-    """Wrap a compiled retrieval graph as a LangChain tool for agents: the model reads the cited
-    context, the application the artifact ``{"documents": [...], "manifest": {...}}``."""
+    """Wrap a compiled retrieval graph as an agent tool: the model reads the cited context, the
+    application the artifact ``{"documents": [...], "manifest": {...}}``."""
 
     def result(out: Any) -> tuple[str, dict[str, Any]]:
         documents, context, manifest = _output(out)

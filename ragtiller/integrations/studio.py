@@ -1,9 +1,6 @@
-"""The graphs LangGraph Studio serves (``langgraph.json``, docs/usage.md): :func:`make_graph`
-(``RAGTILLER_POLICY`` or the default policy), :func:`make_no_llm_graph` (the shipped ``no-llm``
-policy) and :func:`make_indexing_graph`, which ingests into the saved index the two search.
-
-They open with no credentials and no network: over the index saved at ``RAGTILLER_INDEX``, or
-a small in-memory index of the standard library's own documentation, built on first need.
+"""The graphs LangGraph Studio serves (``langgraph.json``, docs/usage.md): two retrieval graphs
+and the indexing graph that ingests into the index they search. They open with no credentials
+and no network: over the index at ``RAGTILLER_INDEX``, or a small in-memory stdlib index.
 """
 
 from __future__ import annotations
@@ -57,9 +54,8 @@ def _embedder(kind: str) -> Embeddings:
 
 
 def studio_index(env: Mapping[str, str] = os.environ) -> EmbeddedIndex:
-    """The saved index at ``RAGTILLER_INDEX``, else the language reference topics and three
-    modules' docstrings embedded with ``RAGTILLER_EMBEDDER`` (``hashing``: about two seconds;
-    ``minilm``: minutes on a small CPU, so save such an index once instead). Blocking."""
+    """The saved index at ``RAGTILLER_INDEX``, else a stdlib index embedded with
+    ``RAGTILLER_EMBEDDER`` (``minilm`` takes minutes on a small CPU: save such an index once)."""
     directory = env.get(INDEX_ENV, "").strip()
     if directory:
         logger.info("%s=%s: opening the saved index", INDEX_ENV, directory)
@@ -79,8 +75,7 @@ def build_studio_graph(
     quota: QuotaLedger | None = None,
     cache: Cache | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """A Studio graph from the environment (LangGraph's compiled graph, without a checkpointer:
-    the server brings its own). Blocking; the factories cache it."""
+    """A Studio graph from the environment, without a checkpointer (the server brings its own)."""
     chosen = load_policy(policy or env.get(POLICY_ENV, "").strip() or None)  # before the index
     if index is None:
         index = _open(env)
@@ -89,8 +84,8 @@ def build_studio_graph(
 
 
 def _open(env: Mapping[str, str]) -> EmbeddedIndex:
-    """:func:`studio_index`, every failure a ``ConfigurationError`` naming the variable: the
-    server shows a ``ValueError``'s message to the Studio user, and hides other errors."""
+    """:func:`studio_index`, failing as a ``ConfigurationError`` (a ``ValueError``, whose message
+    the server shows the Studio user; it hides other errors)."""
     try:
         return studio_index(env)
     except ConfigurationError:
@@ -100,8 +95,8 @@ def _open(env: Mapping[str, str]) -> EmbeddedIndex:
 
 
 def _shared_graph(policy: str | None = None) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The process's graph for ``policy``, built on first use: the graphs share the index, and
-    each keeps one quota ledger and cache for all its runs, across index changes."""
+    """The process's graph for ``policy``, built on first use over the shared index; its quota
+    ledger and cache outlive index changes."""
     global _index
     key = policy or ""
     with _lock:
@@ -132,16 +127,16 @@ def _context(runtime: ServerRuntime[Any]) -> Mapping[str, Any]:
 
 
 def check_run_context(runtime: ServerRuntime[Any]) -> None:
-    """Check a server run's context as strictly as an in-process run does: the server keeps
-    only the keys the graph's schema lists, so a typo (``topk``) would reach it as nothing."""
+    """Check a server run's context as an in-process run does: the server drops keys the schema
+    does not list, so a typo (``topk``) would reach the graph as nothing."""
     context = _context(runtime)
     if context:
         RunContext(**context)
 
 
 async def make_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The factory of ``ragtiller``, called for every run: the shared graph, built once, in a
-    worker thread (``langgraph dev`` refuses blocking calls on its event loop)."""
+    """The shared graph, built once in a worker thread (``langgraph dev`` refuses blocking calls
+    on its event loop)."""
     check_run_context(runtime)
     return await asyncio.to_thread(_shared_graph)
 
@@ -156,8 +151,7 @@ def studio_indexing_graph(
     *,
     on_ingested: Callable[[EmbeddedIndex], None] | None = None,
 ) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The indexing graph over ``RAGTILLER_INDEX`` (a new index embedded with
-    ``RAGTILLER_EMBEDDER``), reading folders only under ``RAGTILLER_INGEST_ROOT``; no I/O."""
+    """The indexing graph over ``RAGTILLER_INDEX``, reading only under ``RAGTILLER_INGEST_ROOT``."""
     directory = env.get(INDEX_ENV, "").strip()
     if not directory:
         raise ConfigurationError(
@@ -178,8 +172,7 @@ def studio_indexing_graph(
 
 
 async def make_indexing_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The factory of ``ragtiller_indexer`` (built for every run); after a run that changed the
-    index, the retrieval graphs are rebuilt on it at their next run, with the same stores."""
+    """After a run that changed the index, the retrieval graphs are rebuilt on it, same stores."""
     context = _context(runtime)
     if context:
         keys = ", ".join(map(repr, sorted(context)))

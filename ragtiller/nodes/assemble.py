@@ -270,6 +270,7 @@ def build_manifest(
         1 if rerank_detail.get("ceiling") == "used" and not rerank_detail.get("from_cache") else 0
     )
     quota = turn["quota"]
+    own = quota.get("tenant_chat_left")  # a tenant's own budget, never moved by another's turns
     plan = state.get("rerank")
     retrieved = route["query_type"] != "no_retrieval"
     sb = state["step_back"]
@@ -328,8 +329,12 @@ def build_manifest(
         llm_calls=llm_calls,
         cost_usd=float(rerank_detail.get("cost_usd", 0.0)),
         quota_remaining={
-            CHAT_RESOURCE: max(0, quota["chat_left"] - llm_calls),
+            CHAT_RESOURCE: max(0, (quota["chat_left"] if own is None else own) - llm_calls),
             RERANK_RESOURCE: max(0, quota["rerank_left"] - paid),
+        },
+        quota_budget={
+            CHAT_RESOURCE: "shared" if own is None else "tenant",
+            RERANK_RESOURCE: "shared",
         },
         degraded=[label for record in ordered for label in record["labels"]],
         stages=ordered,

@@ -21,7 +21,7 @@ from ragtiller.nodes.run_input import (
     unknown_namespace_labels,
 )
 from ragtiller.nodes.scope import asked_scope, check_thread_scope, sealed_thread, sealed_turn
-from ragtiller.nodes.stage import Stage, skipped
+from ragtiller.nodes.stage import Stage, quota_label, skipped
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.nodes.step_back import step_back_key
 from ragtiller.policies.decisions import (
@@ -56,17 +56,21 @@ def encodable(text: str) -> str:
     return SURROGATE.sub("\ufffd", text)
 
 
-async def read_quota(deps: Components) -> QuotaView:
-    """One read of the chat and rerank budgets (a single round trip on Redis). The gate runs
-    under its turn policy's daily limits (``spend_caps``), so a run policy with a lower limit
-    than the ledger's sees what is left of its own limit today."""
+async def read_quota(deps: Components, tenant: str | None = None) -> QuotaView:
+    """One read of the chat and rerank budgets, and of ``tenant``'s own chat budget under a
+    per-tenant limit (a single round trip on Redis). The gate runs under its turn policy's
+    daily limits (``spend_caps``), so a run policy with a lower limit than the ledger's sees
+    what is left of its own limit today."""
     resources = [r for r in (CHAT_RESOURCE, RERANK_RESOURCE) if r in deps.quota.limits]
-    snapshot = await deps.quota.asnapshot(resources)
+    snapshot = await deps.quota.asnapshot(resources, tenant=tenant)
     left = snapshot.remaining
+    own = snapshot.tenant_remaining.get(CHAT_RESOURCE)
+    chat = left.get(CHAT_RESOURCE, 0)
     return QuotaView(
-        chat_left=left.get(CHAT_RESOURCE, 0),
+        chat_left=chat if own is None else min(chat, own),
         rerank_left=left.get(RERANK_RESOURCE, 0),
         available=snapshot.available,
+        tenant_chat_left=own,
     )
 
 
@@ -103,7 +107,7 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             cls, router_name, router_detail = await deps.llm_router(
                 embed_text, cls, scope["tenant"]
             )
-        quota = await read_quota(deps)
+        quota = await read_quota(deps, scope["tenant"])
 
         step_back = StepBack(
             status="skipped", reason=None, original=query, generalized=None, from_cache=False
@@ -113,7 +117,8 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
             labels.append("rerank ceiling requested but none is configured: floor only")
         fallback = router_detail.get("fallback_reason")
         if fallback is not None:
-            labels.append(f"llm router skipped: {fallback}")
+            spent = quota_label(fallback, router_detail.get("quota_budget"))
+            labels.append(f"llm router skipped: {spent}")
         if query != raw:
             labels.append("query held undecodable characters, replaced by U+FFFD")
         if truncated:
@@ -197,7 +202,9 @@ def make_gate(deps: Components, *, known_namespaces: Sequence[str] | None = None
                 step_back["status"] = "active"
             else:
                 step_back["reason"] = skip
-                records.append(skipped("step_back", skip, llm_calls=0))
+                own = quota.get("tenant_chat_left")
+                out = {"quota_budget": "tenant"} if skip == "quota" and own == 0 else {}
+                records.append(skipped("step_back", skip, llm_calls=0, **out))
 
         return {
             **({"query": query} if state.get("query") is not None else {}),

@@ -81,6 +81,11 @@ def final_event(record: StageRecord) -> dict[str, Any]:
     return event
 
 
+def quota_label(reason: str, budget: object) -> str:
+    """``quota (tenant daily)`` when what ran out is the tenant's own daily budget."""
+    return f"{reason} (tenant daily)" if budget == "tenant" else reason
+
+
 def record(
     step: StageName,
     status: StageStatus,
@@ -96,7 +101,7 @@ def record(
     name = f"{step} ({tier})" if tier else step
     own: list[str] = []
     if status == "skipped" and reason in COULD_NOT_AFFORD:
-        own = [f"{name} skipped: {reason}"]
+        own = [f"{name} skipped: {quota_label(reason, details.get('quota_budget'))}"]
     elif status == "error":
         own = [f"{name} failed: {reason or 'error'}"]
     own.extend(labels)

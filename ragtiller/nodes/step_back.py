@@ -54,11 +54,13 @@ class StepBackFailed(Exception):
 
 
 class QuotaSpent(Exception):
-    """No chat call left today (or the quota store is down, which counts as spent)."""
+    """No chat call left today (or the quota store is down, which counts as spent); ``detail``
+    names the tenant's own budget when that is what ran out."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, budget: str = "shared") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.detail = {"quota_budget": budget} if budget == "tenant" else {}
 
 
 def normalize(text: str) -> str:
@@ -105,12 +107,14 @@ def step_back_key(original: str, tenant: str | None = None) -> str:
 def make_step_back(deps: Components) -> NodeFn:
     """Build the step-back node bound to ``deps``."""
 
-    async def call_model(original: str, made: list[str], limit: Deadline) -> str:
+    async def call_model(
+        original: str, tenant: str | None, made: list[str], limit: Deadline
+    ) -> str:
         if time_left() <= 0:  # the wait for another replica took the stage's time
             raise DeadlineExceeded("no time left for the model")
-        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1)
+        spend = await deps.quota.atry_spend(CHAT_RESOURCE, 1, tenant=tenant)
         if not spend.allowed:
-            raise QuotaSpent(spend.reason or "quota")
+            raise QuotaSpent(spend.reason or "quota", spend.budget)
         made.append(original)
         model = deps.chat_model
         assert model is not None
@@ -120,7 +124,7 @@ def make_step_back(deps: Components) -> NodeFn:
             return validate_step_back(original, str(reply.text))
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(original)
-            await deps.quota.arefund(CHAT_RESOURCE, 1)
+            await deps.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
             raise
 
     async def step_back(state: RetrievalState) -> dict[str, Any]:
@@ -131,7 +135,8 @@ def make_step_back(deps: Components) -> NodeFn:
         stage = Stage("step_back")
         original = state["rerank_query"]
         record = state["step_back"].copy()
-        key = step_back_key(original, state["route"]["tenant"])
+        tenant = state["route"]["tenant"]
+        key = step_back_key(original, tenant)
         cached = await deps.cache.aget(key)
         if usable(original, cached):
             record.update(
@@ -153,7 +158,7 @@ def make_step_back(deps: Components) -> NodeFn:
             generalized, from_cache = await within(
                 deps.cache.aget_or_compute(
                     key,
-                    lambda: call_model(original, made, limit),
+                    lambda: call_model(original, tenant, made, limit),
                     deps.policy.cache.ttl_s,
                     accept=lambda value: usable(original, value),
                 ),
@@ -161,7 +166,8 @@ def make_step_back(deps: Components) -> NodeFn:
             )
         except QuotaSpent as e:
             record.update({"status": "skipped", "reason": e.reason})
-            return {"step_back": record, "stages": [stage.skip(e.reason, llm_calls=0)]}
+            skip = stage.skip(e.reason, llm_calls=0, **e.detail)
+            return {"step_back": record, "stages": [skip]}
         except DeadlineExceeded:
             record.update({"status": "error", "reason": limit.reason})
             return {

@@ -1,7 +1,5 @@
-"""Pinecone tiers configured from the environment: the key as a ``SecretStr``, hosts or names.
-
-No network I/O happens here: the client and index handle are made on the first search.
-"""
+"""Pinecone tiers configured from the environment (the key as a ``SecretStr``), with no I/O
+until the first search; a host is preferred to a name, which costs a control-plane lookup."""
 
 from __future__ import annotations
 
@@ -14,17 +12,18 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from ragtiller.errors import ConfigurationError, TierUnavailable
-from ragtiller.pinecone.calls import require_langchain_pinecone
-from ragtiller.pinecone.dense import PineconeTier
-from ragtiller.pinecone.lexical import PineconeLexicalTier
+from ragtiller.pinecone.tiers import (
+    TEXT_KEY,
+    PineconeLexicalTier,
+    PineconeTier,
+    require_langchain_pinecone,
+)
 
 if TYPE_CHECKING:
     from langchain_pinecone import PineconeVectorStore
 
 logger = logging.getLogger("ragtiller.pinecone")
 
-TEXT_KEY = "text"
-"""Metadata key holding a chunk's text (langchain-pinecone's default ``text_key``)."""
 API_KEY_ENV = "PINECONE_API_KEY"
 INDEX_ENV = "PINECONE_INDEX"
 HOST_ENV = "PINECONE_HOST"
@@ -33,9 +32,7 @@ SPARSE_HOST_ENV = "PINECONE_SPARSE_HOST"
 
 
 class PineconeIndexSettings(BaseModel):
-    """How to reach one Pinecone index: the key, and its data-plane host or its name.
-
-    ``repr`` and logs show the key as ``**********``.
+    """How to reach one Pinecone index: the key (shown as ``**********``), its host or name.
 
     Example:
         >>> settings = PineconeIndexSettings(api_key="k", host="https://h")
@@ -53,11 +50,7 @@ class PineconeIndexSettings(BaseModel):
     def from_env(
         cls, env: Mapping[str, str], *, host_env: str, index_env: str
     ) -> PineconeIndexSettings | None:
-        """The settings in ``env``; None without ``PINECONE_API_KEY``.
-
-        Raises:
-            ConfigurationError: The key is set but neither ``host_env`` nor ``index_env``.
-        """
+        """The settings in ``env``; None without ``PINECONE_API_KEY``."""
         api_key = env.get(API_KEY_ENV, "").strip()
         if not api_key:
             return None
@@ -84,26 +77,9 @@ def pinecone_tier_from_env(
     name: str = "dense",
     timeout_s: float = 5.0,
 ) -> PineconeTier:
-    """A Pinecone dense tier configured from ``PINECONE_API_KEY`` and ``PINECONE_HOST`` or ``PINECONE_INDEX``.
-
-    ``PINECONE_HOST`` (the index's data-plane host, shown by ``describe_index``) is preferred:
-    no control-plane call is ever made. With only ``PINECONE_INDEX`` (the index name) the
-    host is looked up on the first search.
-
-    Args:
-        embedder: The embedder the index was built with (the store keeps it for text queries).
-        env: Where the variables are read.
-        name: The tier's name.
-        timeout_s: Deadline for one search, in seconds.
-
-    Returns:
-        A :class:`PineconeTier`; without ``PINECONE_API_KEY``, one whose searches raise
-        ``TierUnavailable("no-credentials")`` (the graph reports it skipped, or its fallback
-        answers).
-
-    Raises:
-        ConfigurationError: The key is set but neither ``PINECONE_HOST`` nor ``PINECONE_INDEX``.
-        ImportError: langchain-pinecone is not installed (the message says how to install it).
+    """The dense tier from ``PINECONE_API_KEY`` and ``PINECONE_HOST`` or ``PINECONE_INDEX``,
+    over an index built with ``embedder``. Without the key, its searches raise
+    ``TierUnavailable("no-credentials")`` (the graph reports it skipped, or falls back).
 
     Example:
         >>> from ragtiller.core.tiers import SearchRequest
@@ -114,17 +90,13 @@ def pinecone_tier_from_env(
         ...
         ragtiller.errors.TierUnavailable: Pinecone tier 'dense': set PINECONE_API_KEY ...
     """
-    settings = PineconeIndexSettings.from_env(env, host_env=HOST_ENV, index_env=INDEX_ENV)
-    if settings is None:
-        return PineconeTier(
-            _no_credentials(name, HOST_ENV, INDEX_ENV), name=name, timeout_s=timeout_s
-        )
-    require_langchain_pinecone()
+    connect = _connector(env, name, HOST_ENV, INDEX_ENV)
 
     def make_store() -> PineconeVectorStore:
+        index = connect()
         from langchain_pinecone import PineconeVectorStore
 
-        return PineconeVectorStore(index=settings.connect(), embedding=embedder, text_key=TEXT_KEY)
+        return PineconeVectorStore(index=index, embedding=embedder, text_key=TEXT_KEY)
 
     return PineconeTier(make_store, name=name, timeout_s=timeout_s)
 
@@ -135,23 +107,9 @@ def pinecone_lexical_tier_from_env(
     name: str = "lexical",
     timeout_s: float = 5.0,
 ) -> PineconeLexicalTier:
-    """A Pinecone lexical tier (BM25 sparse vectors) from ``PINECONE_API_KEY`` and ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX``.
-
-    The sparse index is a second Pinecone index (``vector_type="sparse"``, metric
-    ``dotproduct``), next to the dense one; see ``docs/pinecone.md``.
-
-    Args:
-        env: Where the variables are read.
-        name: The tier's name; ``lexical`` replaces the embedded lexical tier.
-        timeout_s: Deadline for one search, in seconds.
-
-    Returns:
-        A :class:`PineconeLexicalTier`; without ``PINECONE_API_KEY``, one whose searches raise
-        ``TierUnavailable("no-credentials")``.
-
-    Raises:
-        ConfigurationError: The key is set but neither sparse host nor sparse index name.
-        ImportError: langchain-pinecone (and the pinecone SDK) is not installed.
+    """The lexical tier (BM25 sparse vectors) from ``PINECONE_API_KEY`` and
+    ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX``: a second index, next to the dense one
+    (``vector_type="sparse"``, metric ``dotproduct``). Without the key, as the dense tier.
 
     Example:
         >>> from ragtiller.core.tiers import SearchRequest
@@ -161,18 +119,17 @@ def pinecone_lexical_tier_from_env(
         ...
         ragtiller.errors.TierUnavailable: Pinecone tier 'lexical': set PINECONE_API_KEY ...
     """
-    settings = PineconeIndexSettings.from_env(
-        env, host_env=SPARSE_HOST_ENV, index_env=SPARSE_INDEX_ENV
-    )
-    if settings is None:
-        connect = _no_credentials(name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV)
-        return PineconeLexicalTier(connect, name=name, timeout_s=timeout_s)
-    require_langchain_pinecone()
-    return PineconeLexicalTier(settings.connect, name=name, timeout_s=timeout_s)
+    connect = _connector(env, name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV)
+    return PineconeLexicalTier(connect, name=name, timeout_s=timeout_s)
 
 
-def _no_credentials(name: str, host_env: str, index_env: str) -> Callable[[], NoReturn]:
-    """A connect function for a tier without a key: it raises ``TierUnavailable``."""
+def _connector(
+    env: Mapping[str, str], name: str, host_env: str, index_env: str
+) -> Callable[[], Any]:
+    settings = PineconeIndexSettings.from_env(env, host_env=host_env, index_env=index_env)
+    if settings is not None:
+        require_langchain_pinecone()
+        return settings.connect
     logger.info("tier %r: %s is not set; the Pinecone tier is skipped", name, API_KEY_ENV)
     message = (
         f"Pinecone tier {name!r}: set {API_KEY_ENV} (and {host_env} or {index_env}) to search "
@@ -183,10 +140,3 @@ def _no_credentials(name: str, host_env: str, index_env: str) -> Callable[[], No
         raise TierUnavailable("no-credentials", message)
 
     return connect
-
-
-__all__ = (
-    "PineconeIndexSettings",
-    "pinecone_lexical_tier_from_env",
-    "pinecone_tier_from_env",
-)

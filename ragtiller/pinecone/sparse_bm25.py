@@ -1,21 +1,16 @@
-"""BM25 as sparse vectors: document-side term weights, query-side IDF weights, one dot product.
-
-A search engine that scores sparse vectors by dot product (Pinecone) computes BM25 exactly when
-a document carries, per term, the term-frequency part ``tfc(tf, dl, avgdl)`` and the query
-carries, per term, ``count x idf(df, N)``: their dot product is the score bm25s computes. Both
-sides analyse text with :func:`~ragtiller.index.lexical.analyze`, as the embedded tier does.
-
-The corpus statistics (``N``, total length, each term's document frequency and sparse index)
-are a :class:`BM25Stats`; documents and queries must be encoded with the same statistics.
+"""BM25 as sparse vectors (documents carry ``tfc(tf, dl, avgdl)``, queries ``count x idf``:
+their dot product is BM25), and the statistics they share, kept in a reserved namespace of the
+index so every replica reads the same; parts first, then the header: a reader never sees a mix.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import Stemmer
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,10 +19,21 @@ from typing_extensions import TypedDict
 from ragtiller.errors import ConfigurationError
 from ragtiller.index.lexical import LexicalConfig, analyze
 
+RESERVED_NAMESPACE_PREFIX = "__ragtiller"
+"""Namespaces ragtiller keeps for itself (the BM25 statistics); never searched as a route's."""
 SPARSE_METHODS = ("lucene", "robertson", "atire")
-"""BM25 variants a dot product reproduces; bm25l and bm25+ add a score to documents without the term."""
-_INDEX_SPACE = 2**32
-"""Pinecone's sparse indices are unsigned 32-bit integers."""
+"""BM25 variants a dot product reproduces (bm25l and bm25+ score documents without the term)."""
+IDF: dict[str, Callable[[int, int], float]] = {
+    "lucene": lambda df, n: math.log(1 + (n - df + 0.5) / (df + 0.5)),
+    "robertson": lambda df, n: math.log(max(1.0, (n - df + 0.5) / (df + 0.5))),
+    "atire": lambda df, n: math.log(n / df),
+}
+STATS_NAMESPACE = f"{RESERVED_NAMESPACE_PREFIX}_bm25_stats"
+HEADER_ID = "bm25-stats"
+PART_BYTES = 24_000
+"""Term-table JSON per part record, in bytes (escaped, it stays under Pinecone's 40 KB)."""
+FETCH_BATCH = 100  # ids per fetch request (they travel in the URL)
+_MARKER = {"indices": [0], "values": [1.0]}  # a sparse index's every record has sparse values
 
 
 class SparseVector(TypedDict):
@@ -37,12 +43,18 @@ class SparseVector(TypedDict):
     values: list[float]
 
 
-class BM25Stats(BaseModel):
-    """Corpus statistics that BM25 sparse vectors are encoded with.
+def _check_method(config: LexicalConfig) -> None:
+    if config.method not in SPARSE_METHODS:
+        raise ConfigurationError(
+            f"BM25 method {config.method!r} has no sparse-vector form (it scores documents "
+            f"without the query terms too); use one of {', '.join(SPARSE_METHODS)}"
+        )
 
-    ``terms`` maps each analysed term to ``[sparse index, document frequency]``. A term's index
-    is a hash of the term (the next free one on the rare collision), so two corpora give most
-    terms the same index.
+
+class BM25Stats(BaseModel):
+    """Corpus statistics: ``terms`` maps each analysed term to ``[sparse index, document
+    frequency]``; a term's index is a hash of it (the next free one on a collision), so two
+    corpora give most terms the same index.
 
     Example:
         >>> stats = BM25Stats.build(["a cat sat", "a dog sat"], LexicalConfig())
@@ -64,11 +76,7 @@ class BM25Stats(BaseModel):
 
     @classmethod
     def build(cls, texts: Sequence[str], config: LexicalConfig) -> BM25Stats:
-        """Count ``texts`` (the indexed text of every chunk, see ``lexical_text``).
-
-        Raises:
-            ConfigurationError: ``config.method`` has no sparse-vector form.
-        """
+        """Count ``texts``, the indexed text of every chunk."""
         _check_method(config)
         tokens = analyze(texts, config)
         df: Counter[str] = Counter()
@@ -77,25 +85,17 @@ class BM25Stats(BaseModel):
         terms: dict[str, tuple[int, int]] = {}
         taken: set[int] = set()
         for term in sorted(df):  # sorted: the same corpus gives the same indices everywhere
-            index = _free_index(term, taken)
+            index = int.from_bytes(hashlib.blake2b(term.encode(), digest_size=4).digest(), "big")
+            while index in taken:
+                index = (index + 1) % 2**32  # Pinecone's sparse indices are unsigned 32-bit
             taken.add(index)
             terms[term] = (index, df[term])
-        return cls(
-            lexical=config,
-            documents=len(tokens),
-            total_length=sum(len(doc) for doc in tokens),
-            terms=terms,
-        )
+        total = sum(len(doc) for doc in tokens)
+        return cls(lexical=config, documents=len(tokens), total_length=total, terms=terms)
 
 
 class BM25SparseEncoder:
-    """Encode documents and queries into BM25 sparse vectors with one set of statistics.
-
-    Args:
-        stats: The corpus statistics.
-
-    Raises:
-        ConfigurationError: The statistics' BM25 method has no sparse-vector form.
+    """Documents and queries as BM25 sparse vectors, with one set of statistics.
 
     Example:
         >>> stats = BM25Stats.build(["a cat sat", "a dog sat", "birds"], LexicalConfig())
@@ -109,31 +109,23 @@ class BM25SparseEncoder:
     def __init__(self, stats: BM25Stats) -> None:
         _check_method(stats.lexical)
         self.stats = stats
-        config = stats.lexical
-        self._stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
-        self._idf = _idf_function(config.method)
+        self._stemmer = Stemmer.Stemmer(stats.lexical.stemmer) if stats.lexical.stemmer else None
+        self._idf = IDF[stats.lexical.method]
 
     def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
-        """Per document, each known term's ``tfc``; a document without terms gets empty lists."""
+        """Per document, each known term's ``tfc``; no terms: empty lists."""
         config, stats = self.stats.lexical, self.stats
-        avgdl = stats.avgdl
         vectors: list[SparseVector] = []
         for doc in analyze(texts, config, self._stemmer):
             counts = Counter(t for t in doc if t in stats.terms)
-            norm = config.k1 * (1 - config.b + config.b * len(doc) / avgdl)
+            norm = config.k1 * (1 - config.b + config.b * len(doc) / stats.avgdl)
             scale = config.k1 + 1 if config.method == "atire" else 1.0
             pairs = sorted((stats.terms[t][0], scale * n / (n + norm)) for t, n in counts.items())
-            vectors.append(
-                SparseVector(indices=[i for i, _ in pairs], values=[v for _, v in pairs])
-            )
+            vectors.append(_vector(pairs))
         return vectors
 
     def encode_query(self, text: str) -> SparseVector:
-        """Each known query term's ``count x idf``.
-
-        Unknown terms are dropped, as bm25s does; so are terms whose IDF is 0 (robertson and
-        atire give 0 to very common terms), which add nothing to any score.
-        """
+        """Each known query term's ``count x idf``, terms of IDF 0 dropped (as bm25s does)."""
         stats = self.stats
         terms = analyze([text], stats.lexical, self._stemmer)[0]
         counts = Counter(t for t in terms if t in stats.terms)
@@ -141,39 +133,80 @@ class BM25SparseEncoder:
             (stats.terms[t][0], n * self._idf(stats.terms[t][1], stats.documents))
             for t, n in counts.items()
         )
-        pairs = sorted((i, w) for i, w in weighted if w > 0)
-        return SparseVector(indices=[i for i, _ in pairs], values=[v for _, v in pairs])
+        return _vector(sorted((i, w) for i, w in weighted if w > 0))
 
 
-def _check_method(config: LexicalConfig) -> None:
-    if config.method not in SPARSE_METHODS:
-        raise ConfigurationError(
-            f"BM25 method {config.method!r} has no sparse-vector form (it scores documents "
-            f"without the query terms too); use one of {', '.join(SPARSE_METHODS)}"
+def _vector(pairs: list[tuple[int, float]]) -> SparseVector:
+    return SparseVector(indices=[i for i, _ in pairs], values=[v for _, v in pairs])
+
+
+def write_stats(index: Any, stats: BM25Stats) -> str:
+    """Store ``stats``, make them current (parts, then header), return their version."""
+    version = hashlib.sha256(stats.model_dump_json().encode()).hexdigest()[:16]
+    old = _fetch(index, [HEADER_ID]).get(HEADER_ID)
+    parts: list[str] = []
+    entries: list[str] = []
+    size = 0
+    for term, (term_index, df) in stats.terms.items():
+        entry = json.dumps([term, term_index, df], ensure_ascii=False)
+        if entries and size + len(entry.encode()) > PART_BYTES:
+            parts.append(f"[{','.join(entries)}]")
+            entries, size = [], 0
+        entries.append(entry)
+        size += len(entry.encode()) + 1
+    parts.append(f"[{','.join(entries)}]")
+    records = [
+        {"id": _part_id(version, i), "sparse_values": _MARKER, "metadata": {"terms": part}}
+        for i, part in enumerate(parts)
+    ]
+    for first in range(0, len(records), FETCH_BATCH):
+        index.upsert(vectors=records[first : first + FETCH_BATCH], namespace=STATS_NAMESPACE)
+    summary = json.dumps(stats.model_dump(exclude={"terms"}))
+    metadata = {"version": version, "parts": len(parts), "summary": summary}
+    header = {"id": HEADER_ID, "sparse_values": _MARKER, "metadata": metadata}
+    index.upsert(vectors=[header], namespace=STATS_NAMESPACE)
+    if old is not None and old["version"] != version:
+        stale = [_part_id(str(old["version"]), i) for i in range(int(old["parts"]))]
+        for first in range(0, len(stale), FETCH_BATCH):
+            index.delete(ids=stale[first : first + FETCH_BATCH], namespace=STATS_NAMESPACE)
+    return version
+
+
+def read_version(index: Any) -> str | None:
+    """The version of the current statistics, or None when the index holds none (one fetch)."""
+    header = _fetch(index, [HEADER_ID]).get(HEADER_ID)
+    return None if header is None else str(header["version"])
+
+
+def read_stats(index: Any) -> tuple[str, BM25Stats] | None:
+    """The current statistics and version, or None; a part missing is a ``ValueError``."""
+    meta = _fetch(index, [HEADER_ID]).get(HEADER_ID)
+    if meta is None:
+        return None
+    version = str(meta["version"])
+    ids = [_part_id(version, i) for i in range(int(meta["parts"]))]
+    parts = _fetch(index, ids)
+    missing = [i for i in ids if i not in parts]
+    if missing:
+        raise ValueError(
+            f"BM25 statistics {version} in namespace {STATS_NAMESPACE!r} lack parts {missing[:3]}; "
+            "upsert the lexical index again (upsert_lexical)"
         )
+    terms = {
+        term: (int(term_index), int(df))
+        for record_id in ids
+        for term, term_index, df in json.loads(parts[record_id]["terms"])
+    }
+    return version, BM25Stats.model_validate({**json.loads(meta["summary"]), "terms": terms})
 
 
-def _idf_function(method: str) -> Callable[[int, int], float]:
-    return {"lucene": _idf_lucene, "robertson": _idf_robertson, "atire": _idf_atire}[method]
+def _fetch(index: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for first in range(0, len(ids), FETCH_BATCH):
+        response = index.fetch(ids=ids[first : first + FETCH_BATCH], namespace=STATS_NAMESPACE)
+        found |= {record_id: dict(v.metadata or {}) for record_id, v in response.vectors.items()}
+    return found
 
 
-def _idf_lucene(df: int, n: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
-def _idf_robertson(df: int, n: int) -> float:
-    return math.log(max(1.0, (n - df + 0.5) / (df + 0.5)))
-
-
-def _idf_atire(df: int, n: int) -> float:
-    return math.log(n / df)
-
-
-def _free_index(term: str, taken: set[int]) -> int:
-    index = int.from_bytes(hashlib.blake2b(term.encode(), digest_size=4).digest(), "big")
-    while index in taken:
-        index = (index + 1) % _INDEX_SPACE
-    return index
-
-
-__all__ = ("SPARSE_METHODS", "BM25SparseEncoder", "BM25Stats", "SparseVector")
+def _part_id(version: str, part: int) -> str:
+    return f"bm25-stats-{version}-{part:05d}"

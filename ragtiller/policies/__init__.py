@@ -1,4 +1,4 @@
-"""Retrieval policies: the schema, the YAML loader and the deterministic router."""
+"""Retrieval policies: the schema, the YAML loader, run contexts and the per-turn decisions."""
 
 from ragtiller.policies.loader import load_policy, parse_policy, shipped_policies
 from ragtiller.policies.schema import (

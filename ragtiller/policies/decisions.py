@@ -9,13 +9,10 @@ from ragtiller.core.tiers import LEXICAL, PARENT_CHILD, Candidate, Hit, TierRole
 from ragtiller.core.turn import Decision, QuotaView, RerankDecision
 from ragtiller.policies.schema import RetrievalPolicy, RouteConfig, Toggle
 
-EXACT_MATCH_MARGIN = 1.5
-"""A conditional rerank is skipped (``exact-match``) when the top BM25 score is at least this
-many times the second and that hit holds the trigger token verbatim."""
+EXACT_MATCH_MARGIN = 1.5  # a top BM25 score this many times the next's settles the order
 
 
 def decision(enabled: bool, setting: Toggle, reason: str) -> Decision:
-    """A switch's outcome, in the shape the manifest records."""
     return Decision(enabled=enabled, setting=str(setting).lower(), reason=reason)
 
 
@@ -42,8 +39,8 @@ def decide_parent_child(route: RouteConfig, *, is_broad: bool, query_type: str) 
 
 
 def decide_rerank_setting(route: RouteConfig) -> Decision:
-    """The route's ceiling switch before candidates are known (refined by :func:`decide_rerank`):
-    whether the paid ceiling may order this route's passages; the free floor runs either way."""
+    """Whether the paid ceiling may order this route's passages (the floor runs either way), before
+    candidates are known."""
     if route.rerank is False:
         return decision(False, False, "route keeps the floor")
     if route.rerank is True:
@@ -54,8 +51,8 @@ def decide_rerank_setting(route: RouteConfig) -> Decision:
 def decide_step_back(
     policy: RetrievalPolicy, *, is_broad: bool, has_model: bool, quota: QuotaView
 ) -> str | None:
-    """Why step-back cannot run this turn, or None when it may. ``narrow`` and ``disabled`` are
-    final; the others hold only when the cache has no generalization (the gate asks it)."""
+    """Why step-back cannot run, or None; all but ``narrow`` and ``disabled`` yield to a cached
+    generalization."""
     if not is_broad:
         return "narrow"
     if not policy.step_back.enabled:
@@ -70,8 +67,7 @@ def decide_step_back(
 
 
 def exact_match(lexical_hits: list[Hit], triggers: list[str], margin: float) -> str | None:
-    """The trigger token an exact sparse match confidently answers, or None: the top BM25 hit
-    scores at least ``margin`` times the next (or is the only hit) and holds the token verbatim."""
+    """The trigger token the top BM25 hit holds verbatim when it scores ``margin`` times the next."""
     if not lexical_hits or not triggers:
         return None
     top = lexical_hits[0]
@@ -95,12 +91,8 @@ def decide_rerank(
     has_ceiling: bool,
     quota: QuotaView,
 ) -> RerankDecision:
-    """The rerank stage runs whenever there are candidates: the paid ceiling, or the free floor.
-
-    The ceiling only when the route lets it (``setting``; for ``conditional``, unless an exact
-    match in any lexical tier's hits settles it), the reranker has one, and the quota view shows
-    units left (it only advises: the ceiling still spends atomically).
-    """
+    """The floor whenever there are candidates; the ceiling when the route lets it (conditional:
+    unless an exact match settles it), the reranker has one and the quota view shows units left."""
     if not candidates:
         return RerankDecision(
             enabled=False, setting=setting["setting"], reason="no-candidates", mode=None
@@ -109,14 +101,8 @@ def decide_rerank(
     if not setting["enabled"]:
         return {**floor, "reason": setting["reason"]}
     if setting["setting"] == "conditional":
-        token = next(
-            (
-                t
-                for hits in lexical_hits
-                if (t := exact_match(hits, triggers, EXACT_MATCH_MARGIN)) is not None
-            ),
-            None,
-        )
+        tokens = (exact_match(hits, triggers, EXACT_MATCH_MARGIN) for hits in lexical_hits)
+        token = next((t for t in tokens if t is not None), None)
         if token is not None:
             return {**floor, "reason": "exact-match", "token": token}
         reason = "conditional: no exact match"
@@ -140,14 +126,9 @@ def plan_tiers(
     parent_child: bool,
     weights: Mapping[str, float] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """Which tiers run this turn, and why each other does not (``hybrid-off``,
-    ``parent-child-off``, ``no-vector``, ``weight-0``).
-
-    ``hybrid`` switches every ``lexical`` tier by role, ``parent_child`` every ``parent_child``
-    one; without a query vector the lexical tiers run regardless, so the turn still answers. A
-    tier weighed 0 only fills the tail below every passage another tier found, so it is not
-    searched while another tier is; a lexical one still is (an exact match reads its hits).
-    """
+    """Which tiers run this turn, and why each other does not. Without a query vector the lexical
+    tiers run regardless, so the turn still answers; a tier weighed 0 only fills the tail, so it
+    is not searched while another tier is, unless lexical (an exact match reads its hits)."""
     run: list[str] = []
     skipped: dict[str, str] = {}
     for name, role in roles.items():

@@ -12,13 +12,11 @@ ARTIFACT_KIND = "ragtiller.promotion-decision"
 ARTIFACT_SCHEMA_VERSION = 1
 OVERALL_SLICE = "all"
 EvalRefusal = Literal["no-eval-evidence", "eval-rejected", "eval-artifact-unreadable"]
-"""Why a gated component stays off: no artifact or no lift, a reject, or a bad file."""
 
 
 @dataclass(frozen=True)
 class EvalEvidence:
-    """What a ``ragtiller promote`` artifact (``artifact``, None when not set) says about an
-    eval-gated component: ``reason`` None when it proves a lift, and a ``note`` saying why."""
+    """What a promote artifact says of an eval-gated component: ``reason`` None for a lift."""
 
     artifact: str | None
     reason: EvalRefusal | None
@@ -26,29 +24,15 @@ class EvalEvidence:
 
     @property
     def allowed(self) -> bool:
-        """Whether the evidence lets the gated component run."""
         return self.reason is None
 
     def to_json(self) -> dict[str, Any]:
-        """The evidence as JSON-ready data for the router detail."""
         return {"artifact": self.artifact, "reason": self.reason, "note": self.note}
 
 
 def read_eval_evidence(path: str | None, *, setting: str) -> EvalEvidence:
-    """Read the eval gate at ``path`` (relative to the working directory), named by the policy
-    field ``setting``: the one reader of ``ragtiller promote`` artifacts.
-
-    The gated component (the LLM router, a paid rerank ceiling) may run only when the file is a
-    promotion decision that says ``promote`` AND shows a positive NDCG@10 lift in every slice of
-    its ``rules.required_slices`` (``all`` when none): else ``no-eval-evidence`` (no path, or no
-    lift), ``eval-rejected`` or ``eval-artifact-unreadable``. Never raises.
-
-    Example:
-        >>> read_eval_evidence(None, setting="router.llm_eval_artifact").reason
-        'no-eval-evidence'
-        >>> read_eval_evidence("missing.json", setting="router.llm_eval_artifact").reason
-        'eval-artifact-unreadable'
-    """
+    """The eval gate at ``path`` (the policy field ``setting``): a gated component runs only on a
+    ``promote`` decision with a positive NDCG@10 lift in every required slice. Never raises."""
     if not path:
         return EvalEvidence(
             None,

@@ -16,8 +16,7 @@ from ragtiller.policies.schema import RetrievalPolicy
 
 
 def _rows(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, str, Any, str]]:
-    """Every leaf of ``model`` in schema order (each route's under its name): its dotted path,
-    ``applies`` tag, JSON value and description."""
+    """Every leaf of ``model`` in schema order: dotted path, ``applies`` tag, value, description."""
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         if isinstance(value, BaseModel):
@@ -32,13 +31,7 @@ def _rows(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, str, Any, s
 
 
 def fields_table(policy: RetrievalPolicy) -> str:
-    """The policy's leaf fields as a Markdown table.
-
-    Example:
-        >>> from ragtiller import load_policy
-        >>> print(fields_table(load_policy()).splitlines()[2])
-        | `schema_version` | build | `2` | The schema the file is written in (2, the only one). |
-    """
+    """The policy's leaf fields as a Markdown table."""
     lines = ["| field | applies | value | what it does |", "|---|---|---|---|"]
     for path, applies, value, description in _rows(policy):
         shown = json.dumps(value, ensure_ascii=False).replace("|", "\\|")

@@ -26,22 +26,17 @@ from ragtiller.policies.schema import RetrievalPolicy
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICY = "default"
-"""Name of the shipped policy used when none is given."""
-POLICY_DIR_ENV = "RAGTILLER_POLICY_DIR"
-"""Environment variable naming the operator's directory of extra per-run policies."""
-MAX_POLICY_BYTES = 1024 * 1024
-"""A policy file larger than this (1 MiB) is refused unread; the shipped default is 1.4 kB."""
+POLICY_DIR_ENV = "RAGTILLER_POLICY_DIR"  # the operator's directory of extra per-run policies
+MAX_POLICY_BYTES = 1024 * 1024  # a larger file is refused unread (the shipped default: 1.4 kB)
 MAX_YAML_DEPTH = 20
 MAX_YAML_ALIASES = 100
-MAX_YAML_NODES = 10_000
-"""Most YAML nodes in one file with every alias expanded (the shipped default has 23)."""
+MAX_YAML_NODES = 10_000  # with every alias expanded (the shipped default has 23)
 MAX_LISTED_ERRORS = 20
-POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""A per-run policy name: no path separators, at most 64 characters."""
+POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a per-run name: no separators
 
 
 def shipped_policies() -> list[str]:
-    """Names of the policies shipped inside the package (``policies/shipped/*.yaml``)."""
+    """Names of the policies in ``policies/shipped/*.yaml``."""
     folder = resources.files("ragtiller.policies").joinpath("shipped")
     return sorted(
         p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
@@ -68,11 +63,8 @@ def _check_file(info: os.stat_result, source: str) -> None:
 
 
 def read_policy_file(file: Path, source: str | None = None) -> str:
-    """The text of a policy file, read only if it is a regular file within the size limit.
-
-    The type is checked before opening (a FIFO would block, a device never ends) and again on
-    the descriptor, opened non-blocking, in case the path changed between.
-    """
+    """The text of a regular policy file within the size limit, its type checked before opening
+    (a FIFO would block, a device never ends) and again on the non-blocking descriptor."""
     source = str(file) if source is None else source
     try:
         _check_file(os.stat(file), source)
@@ -99,12 +91,8 @@ def read_policy_file(file: Path, source: str | None = None) -> str:
 
 
 class BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses deep nesting, many aliases and large alias expansion.
-
-    Every node counts as if each alias were expanded (what the schema check walks), so a
-    "billion laughs" file is refused after :data:`MAX_YAML_NODES` nodes, before it uses the
-    memory; nesting stops at :data:`MAX_YAML_DEPTH`, before Python's recursion limit.
-    """
+    """``yaml.SafeLoader`` refusing deep nesting and many aliases, and counting each alias as its
+    expansion (what the schema check walks), so a "billion laughs" file is refused early."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -195,8 +183,7 @@ def load_yaml(text: str, *, source: str = "<policy>") -> Any:
 
 
 def _without_values(message: str, value: Any) -> str:
-    """A validator's message with any string value (not a key: a field name) inside ``value``
-    masked, the first 1,000 found: some validators quote what they got."""
+    """A validator's message with the strings in ``value`` (up to 1,000; not its keys) masked."""
     found: set[str] = set()
     stack = [value]
     while stack and len(found) < 1000:
@@ -213,25 +200,20 @@ def _without_values(message: str, value: Any) -> str:
     return message
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    parts = [str(part) if len(str(part)) <= 40 else f"{str(part)[:40]}..." for part in loc]
-    return ".".join(parts) or "<root>"
-
-
 def _format_errors(source: str, error: ValidationError) -> str:
     items = error.errors()
     lines = [f"invalid retrieval policy {source}:"]
     for item in items[:MAX_LISTED_ERRORS]:
         message = _without_values(item["msg"], item.get("input"))
-        lines.append(f"  {_field_path(item['loc'])}: {message}")
+        parts = [p if len(p) <= 40 else f"{p[:40]}..." for p in map(str, item["loc"])]
+        lines.append(f"  {'.'.join(parts) or '<root>'}: {message}")
     if len(items) > MAX_LISTED_ERRORS:
         lines.append(f"  ... and {len(items) - MAX_LISTED_ERRORS} more errors")
     return "\n".join(lines)
 
 
 def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
-    """Validate already-loaded policy data; a :class:`PolicyError` names ``source`` and each
-    bad field path."""
+    """Validate loaded policy data; a :class:`PolicyError` names ``source`` and each bad field."""
     if not isinstance(data, dict):
         raise PolicyError(
             f"invalid retrieval policy {source}: expected a mapping at the top level, got {type(data).__name__}"
@@ -243,14 +225,8 @@ def parse_policy(data: Any, *, source: str = "<policy>") -> RetrievalPolicy:
 
 
 def load_policy(path: str | Path | None = None) -> RetrievalPolicy:
-    """Load and validate a retrieval policy: a YAML file (the operator's choice, read as given)
-    or a shipped policy's name; None: the default. A :class:`PolicyError` names the file and
-    the line or field path, never a value from the file.
-
-    Example:
-        >>> load_policy().policy_id
-        'default-retrieval-policy'
-    """
+    """A YAML file (the operator's choice, read as given) or a shipped policy's name; None: the
+    default. A :class:`PolicyError` names the file and line or field, never a value from it."""
     name = DEFAULT_POLICY if path is None else str(path)
     if path is None or (name in shipped_policies() and not Path(name).exists()):
         return _shipped(name)
@@ -267,14 +243,13 @@ def _parse(text: str, source: str) -> RetrievalPolicy:
 
 
 def policy_dir(env: Mapping[str, str] = os.environ) -> Path | None:
-    """The operator's directory of extra per-run policies (``RAGTILLER_POLICY_DIR``), if set."""
     value = env.get(POLICY_DIR_ENV, "").strip()
     return Path(value) if value else None
 
 
 def _allowed(directory: Path | None) -> str:
-    """The allowed names as a refusal tells a remote caller: the shipped ones, never the
-    directory's (its names may be customers'; listing it would cost a read per refusal)."""
+    """The allowed names a refusal tells a remote caller: never the directory's (its names may be
+    customers'; listing it would cost a read per refusal)."""
     shipped = ", ".join(shipped_policies())
     if directory is None:
         return f"{shipped} (set {POLICY_DIR_ENV} to allow more)"
@@ -282,13 +257,9 @@ def _allowed(directory: Path | None) -> str:
 
 
 def load_allowed_policy(name: str, directory: Path | None = None) -> RetrievalPolicy:
-    """The per-run policy ``name``: a shipped one, or ``directory/<name>.yaml``, never a path.
-
-    A caller's run context picks among what the deployment allows (else :class:`InputError`);
-    it cannot make the server read a file of its choosing. Shipped names are reserved: a file
-    that takes one is refused (:class:`PolicyError`), not silently ignored or preferred. Every
-    error may reach a remote caller, so it names the policy, never the server's path.
-    """
+    """The per-run policy ``name``: a shipped one or ``directory/<name>.yaml``, never a path a
+    caller chose. A file taking a shipped name is refused, not ignored or preferred; errors may
+    reach a remote caller, so they name the policy, never the server's path."""
     if not POLICY_NAME.fullmatch(name):
         raise InputError(
             f"a per-run policy is a policy name, not a path; allowed: {_allowed(directory)}"

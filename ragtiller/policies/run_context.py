@@ -16,16 +16,12 @@ from ragtiller.policies.loader import load_allowed_policy, policy_dir
 from ragtiller.policies.schema import RetrievalPolicy
 
 OnOff = Literal["on", "off"]
-Count = Annotated[int, Field(strict=True, gt=0, le=100)]
-"""Strict: "5", 5.0 and True are refused, not read as 5, 5 and 1."""
-RerankSwitch = Literal["on", "off", "ceiling"]
-"""``off``: no rerank; ``on``: the free floor only; ``ceiling``: the paid ceiling when the
-quota allows (the floor otherwise)."""
+Count = Annotated[int, Field(strict=True, gt=0, le=100)]  # "5", 5.0 and True are refused
+RerankSwitch = Literal["on", "off", "ceiling"]  # on: the free floor only
 
 
 def cached_policy(name: str) -> RetrievalPolicy:
-    """The per-run policy ``name`` (:func:`load_allowed_policy` from ``RAGTILLER_POLICY_DIR``,
-    read on each call), loaded once per process."""
+    """The per-run policy ``name``, loaded once per process (the directory read on each call)."""
     return _cached_policy(name, policy_dir())
 
 
@@ -34,17 +30,14 @@ def _cached_policy(name: str, directory: Path | None) -> RetrievalPolicy:
     return load_allowed_policy(name, directory)
 
 
-RESERVED_KEYS = frozenset({"tenant", "namespace"})
-"""Metadata keys a run's ``filter`` may not name: they have their own fields."""
-MAX_NAMESPACES = 64
-"""Most namespaces one turn may name: each is searched, checked and may be labelled."""
-MAX_NAME_CHARS = 256
-"""Longest tenant or namespace name: a name is repeated in labels, the context and the manifest."""
+RESERVED_KEYS = frozenset({"tenant", "namespace"})  # a filter may not name them: own fields
+MAX_NAMESPACES = 64  # each is searched, checked and may be labelled
+MAX_NAME_CHARS = 256  # a name is repeated in labels, the context and the manifest
 
 
 def scope_problem(field: str, value: object) -> str | None:
-    """What is wrong with a ``tenant`` or ``namespace`` value, or None when it names one. A blank
-    one is refused, not read as "no filter": it must never widen a turn to every tenant's."""
+    """What is wrong with a ``tenant`` or ``namespace`` value, or None; a blank one is refused,
+    not read as "no filter": it must never widen a turn to every tenant's."""
     names = value if field == "namespace" and isinstance(value, list) else [value]
     if field == "namespace" and not names:
         return "must name at least one namespace, got an empty list; leave it out for the route's"
@@ -68,16 +61,8 @@ def scope_problem(field: str, value: object) -> str | None:
 
 
 class RunContext(BaseModel):
-    """Settings for one run; every unset field keeps the graph's policy.
-
-    Pass it as ``graph.invoke(input, context={...})`` (or a ``RunContext``), or as
-    ``config={"configurable": {"ragtiller": {...}}}``. A bad value raises :class:`~ragtiller.errors.InputError`
-    naming the field.
-
-    Example:
-        >>> RunContext(top_k=2, rerank="off").overrides()
-        {'top_k': 2, 'rerank': 'off'}
-    """
+    """Settings for one run (``context={...}``, or ``configurable["ragtiller"]``); every unset
+    field keeps the graph's policy, and a bad value is an :class:`~ragtiller.errors.InputError`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -165,9 +150,8 @@ def _describe(error: ValidationError) -> str:
 def run_policy(base: RetrievalPolicy, context: RunContext) -> RetrievalPolicy:
     """``base`` (or the policy the context names) with the context's switches applied."""
     policy = cached_policy(context.policy) if context.policy else base
-    # k means k: a run that asks for more documents than max_chunks gets them (up to
-    # top_k's hard maximum, 100), and a candidate pool sized for them; only a run's own
-    # max_chunks caps its top_k
+    # k means k: a run asking for more documents than max_chunks gets them (and a pool sized
+    # for them); only a run's own max_chunks caps its top_k
     chunks = context.max_chunks or max(policy.budgets.max_chunks, context.top_k or 0)
     if chunks != policy.budgets.max_chunks:
         budgets = policy.budgets.model_copy(update={"max_chunks": chunks})
@@ -185,20 +169,13 @@ def run_policy(base: RetrievalPolicy, context: RunContext) -> RetrievalPolicy:
 
 
 EMPTY = RunContext()
-CONFIG_KEY = "ragtiller"
-"""The ``configurable`` key that holds a run's settings when they cannot travel as LangGraph's
-``context`` (a retriever, a tool, an older client): ``{"configurable": {"ragtiller": {...}}}``."""
+CONFIG_KEY = "ragtiller"  # configurable[...] holds a run's settings where context cannot go
 
 
 def context_from(value: Any, configurable: Mapping[str, Any] | None = None) -> RunContext:
-    """This run's context: LangGraph's ``context`` when it is ours, with the settings under
-    ``configurable["ragtiller"]``.
-
-    Both are read, so a tenant set in one (by ``as_retriever`` or ``as_tool``) holds when the
-    caller passes the other; a field they set differently is refused, not resolved: either may
-    be the one limiting the caller's scope (default deny). Any other context object, and a
-    parent's generic ``configurable`` keys (``policy``, ``tenant``), are a parent graph's own.
-    """
+    """LangGraph's ``context`` (when it is ours) with ``configurable["ragtiller"]``: both are
+    read, so a tenant set in one holds when the caller passes the other, and a field they set
+    differently is refused, not resolved (either may be what limits the caller's scope)."""
     own = value if isinstance(value, RunContext) else EMPTY
     pinned = _configured((configurable or {}).get(CONFIG_KEY))
     if pinned == EMPTY:
@@ -224,14 +201,9 @@ PINNED_MESSAGE = (
 def pinned(
     pin: RunContext | None, asked: RunContext, given: Mapping[str, Any] | None = None
 ) -> RunContext:
-    """``asked`` under the graph's ``pin``: every field the pin sets holds, the others are the
-    run's own.
-
-    A run value (its context, and in ``given`` the turn input's ``tenant`` and ``namespace``)
-    that differs from a pinned one is refused, never taken; a run's ``filter`` may add keys the
-    pinned one does not set. The refusal names the fields, never the values (either may be
-    another tenant's).
-    """
+    """``asked`` under the graph's ``pin``: a run value (or the input's ``tenant`` and
+    ``namespace`` in ``given``) that differs from a pinned one is refused, never taken; a run's
+    ``filter`` may only add keys. The refusal names fields, never values (another tenant's)."""
     if pin is None:
         return asked
     fixed, mine = pin.overrides(), asked.overrides()
@@ -252,7 +224,6 @@ def pinned(
 
 
 def _agrees(key: str, pinned: Any, value: Any) -> bool:
-    """Whether a run's ``value`` for ``key`` keeps the pinned one."""
     if key == "filter":
         return all(value[name] == pinned[name] for name in value.keys() & pinned.keys())
     if key == "namespace":
@@ -265,7 +236,6 @@ def _names(namespace: str | list[str]) -> list[str]:
 
 
 def _configured(ours: Any) -> RunContext:
-    """The run context held under ``configurable["ragtiller"]`` (empty when none)."""
     if ours is None:
         return EMPTY
     if isinstance(ours, RunContext):

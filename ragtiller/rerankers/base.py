@@ -117,7 +117,6 @@ def order_by_scores(candidates: Sequence[Candidate], scores: Sequence[float]) ->
 
 
 def describe_error(exc: BaseException, *, secret: str | None = None) -> str:
-    """One short line: the exception type and first line of its message, ``secret`` masked."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if secret:
         text = text.replace(secret, "***")

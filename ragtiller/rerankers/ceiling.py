@@ -38,16 +38,8 @@ _REFUNDED_KINDS = frozenset({"rate-limited", "server-error"})
 
 
 class LatencyWindow:
-    """The ceiling's added latency over its latest ``size`` calls, each forgotten after
-    ``max_age_s`` (so a ceiling switched off for being slow is tried again), and its p95.
-
-    Example:
-        >>> window = LatencyWindow(min_samples=2)
-        >>> for ms in (100.0, 300.0, 200.0):
-        ...     window.add(ms)
-        >>> window.p95()
-        300.0
-    """
+    """The ceiling's latency over its latest ``size`` calls, each forgotten after ``max_age_s``
+    (so a ceiling switched off for being slow is tried again), and its p95."""
 
     def __init__(
         self,
@@ -71,8 +63,8 @@ class LatencyWindow:
         self._samples.append((self._clock(), ms))
 
     def p95(self) -> float | None:
-        """The nearest-rank p95 of the live samples in ms; None below ``min_samples`` (one slow
-        cold start must not switch the ceiling off)."""
+        """The nearest-rank p95 in ms; None below ``min_samples`` (one slow cold start must not
+        switch the ceiling off)."""
         cutoff = self._clock() - self.max_age_s
         while self._samples and self._samples[0][0] < cutoff:
             self._samples.popleft()
@@ -93,23 +85,8 @@ class _Floor(Exception):
 
 
 class CeilingReranker(BaseReranker):
-    """Uses a paid ``ceiling`` reranker when it is affordable and healthy, else the free ``floor``.
-
-    ``ledger`` needs a ``rerank_calls`` limit (default: in-process, ``config.daily_calls``);
-    ``disabled_reason`` (with ``disabled_note``) keeps the ceiling from ever being called;
-    ``cache_ttl_s`` is the policy's ``cache.ttl_s`` (None: the default policy's).
-
-    Example:
-        >>> from ragtiller.policies.schema import RerankerConfig
-        >>> from ragtiller.rerankers import CeilingReranker, CohereReranker, ZScoreReranker
-        >>> reranker = CeilingReranker(CohereReranker(env={}), ZScoreReranker(), RerankerConfig())
-        >>> candidate = {"id": "a", "text": "t", "doc_id": "d", "parent_id": None, "source": "s",
-        ...              "metadata": {}, "tier_scores": {}, "tier_ranks": {}, "tier_z": {},
-        ...              "fused_score": 0.5}
-        >>> result = reranker.rerank("q", [candidate], top_n=1)
-        >>> result.method, result.detail["ceiling"], result.detail["ceiling_reason"]
-        ('zscore', 'skipped', 'no-credentials')
-    """
+    """Uses a paid ``ceiling`` reranker when it is affordable and healthy, else the free ``floor``;
+    ``disabled_reason`` keeps the ceiling from ever being called."""
 
     def __init__(
         self,
@@ -146,9 +123,8 @@ class CeilingReranker(BaseReranker):
             note: dict[str, Any] = (
                 {"ceiling_note": self.disabled_note} if self.disabled_note else {}
             )
-            return await self._floor(
-                query, candidates, top_n, "skipped", self.disabled_reason, **note
-            )
+            reason = self.disabled_reason
+            return await self._floor(query, candidates, top_n, "skipped", reason, **note)
         sent = list(candidates[:MAX_DOCUMENTS_PER_CALL])  # one Cohere search unit
         if not sent or top_n <= 0:
             return await self._floor(query, candidates, top_n, "skipped", "no-candidates")
@@ -167,13 +143,8 @@ class CeilingReranker(BaseReranker):
             return await self._floor(
                 query, candidates, top_n, "error", error_kind(e), error=describe_error(e)
             )
-        detail = self._detail(
-            "used",
-            None,
-            from_cache=from_cache,
-            cost_usd=0.0 if from_cache else self.config.cost_usd_per_call,
-            candidates_sent=0 if from_cache else len(sent),
-        )
+        paid = {"cost_usd": self.config.cost_usd_per_call, "candidates_sent": len(sent)}
+        detail = self._detail("used", None, from_cache=from_cache, **({} if from_cache else paid))
         return RerankResult(ordered[:top_n], self.ceiling.name, detail)
 
     @property
@@ -183,12 +154,11 @@ class CeilingReranker(BaseReranker):
     async def afloor(
         self, query: str, candidates: Sequence[Candidate], top_n: int, reason: str
     ) -> RerankResult:
-        """The floor's order, the ceiling skipped for ``reason`` (the turn's quota view already
-        shows no call left: the cache and rules are not consulted)."""
+        """The floor's order, the ceiling skipped for ``reason`` (the turn's quota view shows no
+        call left: the cache and rules are not consulted)."""
         return await self._floor(query, candidates, top_n, "skipped", reason)
 
     def close(self) -> None:
-        """Close the ceiling's and the floor's connections, when they hold any."""
         for part in (self.ceiling, self.floor):
             close = getattr(part, "close", None)
             if callable(close):
@@ -278,7 +248,6 @@ class CeilingReranker(BaseReranker):
 
 
 def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
-    """Refuse a ledger without a ``rerank_calls`` limit; warn when its limit is not the policy's."""
     if RERANK_RESOURCE not in ledger.limits:
         raise ConfigurationError(
             f"the quota ledger has no {RERANK_RESOURCE!r} limit; create it with "
@@ -294,8 +263,7 @@ def _check_ledger(ledger: QuotaLedger, daily_calls: int) -> None:
 
 
 def _restore(sent: list[Candidate], ranking: Any) -> list[Candidate]:
-    """The sent candidates in the ceiling's order, ``final_score`` from ``[[id, score], ...]``;
-    a ``ValueError`` for an unknown id or a score that is not a finite number."""
+    """The sent candidates in the order of ``[[id, score], ...]``; ValueError if one is bad."""
     by_id = {c["id"]: c for c in sent}
     picked: list[Candidate] = []
     scores: list[float] = []
@@ -320,19 +288,9 @@ def reranker_from_policy(
     env: Mapping[str, str] = os.environ,
     cache_ttl_s: int | None = None,
 ) -> Reranker:
-    """The reranker for ``config``: the floor (``config.provider``; ``cohere`` means the z-score
-    floor under a Cohere ceiling), wrapped in a :class:`CeilingReranker` unless ``ceiling: none``.
-    Without eval lift (``require_eval_lift``) the ceiling is wrapped but disabled, so every turn
-    says ``no-eval-lift`` and why; a missing Cohere key is each turn's ``no-credentials``.
-
-    Example:
-        >>> from ragtiller.policies.schema import RerankerConfig
-        >>> reranker_from_policy(RerankerConfig()).name
-        'zscore'
-        >>> ceiling = reranker_from_policy(RerankerConfig(ceiling="cohere"), env={})
-        >>> ceiling.rerank("q", [], top_n=3).detail["ceiling_reason"]
-        'no-eval-lift'
-    """
+    """The floor ``config.provider`` names (``cohere``: the z-score floor under a Cohere
+    ceiling), under a :class:`CeilingReranker` unless ``ceiling: none``; without eval lift the
+    ceiling is there but disabled, so every turn says ``no-eval-lift`` and why."""
     if config.provider == "identity":
         floor: Reranker = IdentityReranker()
     elif config.provider == "cross-encoder":
@@ -350,9 +308,9 @@ def reranker_from_policy(
     if config.require_eval_lift:
         setting = "reranker.ceiling_eval_artifact"
         evidence = read_eval_evidence(config.ceiling_eval_artifact, setting=setting)
-        blocked = None if evidence.allowed else evidence.note
-    if blocked is not None:
-        logger.info("rerank ceiling %r disabled: %s", ceiling.name, blocked)
+        if not evidence.allowed:
+            blocked = evidence.note
+            logger.info("rerank ceiling %r disabled: %s", ceiling.name, blocked)
     return CeilingReranker(
         ceiling,
         floor,

@@ -36,18 +36,8 @@ def _refuse_sdk_retry(response: httpx.Response) -> None:
 
 
 class CohereReranker(ModelReranker):
-    """Reranks with Cohere's API (``langchain_cohere.CohereRerank`` over a ``cohere.ClientV2``,
-    on its bulkhead); ``final_score`` is Cohere's ``relevance_score``, in [0, 1]. The key is held
-    as a ``SecretStr`` and never shows in ``detail``, ``error`` or logs. :meth:`close` releases
-    the HTTP connections.
-
-    Example:
-        >>> from ragtiller.rerankers import CohereReranker
-        >>> reranker = CohereReranker(env={})
-        >>> result = reranker.rerank("q", [], top_n=3)
-        >>> (reranker.has_credentials, result.method)
-        (False, 'cohere')
-    """
+    """Reranks with Cohere's API on its bulkhead; ``final_score`` is its ``relevance_score`` in
+    [0, 1]. The key is a ``SecretStr`` and never shows in ``detail``, ``error`` or logs."""
 
     name = "cohere"
 

@@ -27,16 +27,7 @@ class PairScorer(Protocol):
 
 class CrossEncoderReranker(ModelReranker):
     """Reranks with a compressor (``acompress_documents``) or a ``predict(pairs)`` model (on its
-    bulkhead); scores and fallbacks as docs/rerank.md says. ``timeout_s`` None waits.
-
-    Example:
-        >>> from ragtiller.rerankers import CrossEncoderReranker
-        >>> class Lengths:
-        ...     def predict(self, pairs):
-        ...         return [float(len(text)) for _, text in pairs]
-        >>> CrossEncoderReranker(Lengths()).name
-        'cross-encoder'
-    """
+    bulkhead); scores and fallbacks as docs/rerank.md says. ``timeout_s`` None waits."""
 
     name = "cross-encoder"
 

@@ -20,13 +20,7 @@ def identity_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidat
 
 
 class IdentityReranker(BaseReranker):
-    """Keeps the fusion order; ``final_score`` is the fusion score.
-
-    Example:
-        >>> from ragtiller.rerankers import IdentityReranker
-        >>> IdentityReranker().rerank("q", [], top_n=5).method
-        'identity'
-    """
+    """Keeps the fusion order; ``final_score`` is the fusion score."""
 
     name = "identity"
 
@@ -38,13 +32,7 @@ class IdentityReranker(BaseReranker):
 
 class ZScoreReranker(BaseReranker):
     """The default floor: the shipped recipe's narrowing (:func:`ragtiller.ranking.recipe.narrow`),
-    ``final_score`` the fused score; malformed candidates keep the fusion order, ``error`` set.
-
-    Example:
-        >>> from ragtiller.rerankers import ZScoreReranker
-        >>> ZScoreReranker().rerank("q", [], top_n=5).method
-        'zscore'
-    """
+    ``final_score`` the fused score; malformed candidates keep the fusion order, ``error`` set."""
 
     name = "zscore"
 

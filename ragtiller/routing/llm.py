@@ -55,12 +55,7 @@ confidence: how sure you are of the route, from 0 to 1."""
 
 
 class RouteChoice(BaseModel):
-    """The chat model's reading of one query: the structured-output schema.
-
-    Example:
-        >>> RouteChoice(route="synthesis", is_broad=True, triggers=[], confidence=0.8).route
-        'synthesis'
-    """
+    """The chat model's reading of one query: the structured-output schema."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,9 +71,10 @@ class RouteChoice(BaseModel):
 class _Fallback(Exception):
     """The LLM's answer cannot be used; raised inside the cache computation so nothing is cached."""
 
-    def __init__(self, reason: str, message: str = "") -> None:
+    def __init__(self, reason: str, message: str = "", budget: str = "shared") -> None:
         super().__init__(message or reason)
         self.reason = reason
+        self.budget = budget
 
 
 def _coerce(value: object) -> RouteChoice:
@@ -104,14 +100,8 @@ def _is_choice(value: object) -> bool:  # else the cache entry is a miss
 
 
 def router_key(model: str, query: str, tenant: str | None = None) -> str:
-    """The cache key of ``model``'s route choice for ``query`` asked by ``tenant``: per tenant,
-    so one tenant's reading never routes another's turn; on the exact text (its casing makes an
-    acronym), so query and tenant go in as hex, which the key's casefolding cannot merge.
-
-    Example:
-        >>> router_key("m", "TLS setup", "acme") == router_key("m", "tls setup", "acme")
-        False
-    """
+    """Per tenant (one tenant's reading never routes another's turn) and on the exact text (its
+    casing makes an acronym): query and tenant go in as hex, which casefolding cannot merge."""
     exact = (text.encode("utf-8", "surrogatepass").hex() for text in (query, tenant or ""))
     return cache_key("llm-router", ROUTER_PROMPT, model, *exact)
 
@@ -129,25 +119,8 @@ def _describe(error: BaseException) -> str:
 
 
 class LLMRouter:
-    """Route a query with a chat model, falling back to the deterministic classification.
-
-    Each way the model cannot answer (eval gate, no model, quota, timeout, error, invalid or
-    unsure output) keeps the deterministic route and names the reason in the detail; the order
-    of those checks and the detail's keys are in docs/llm_router.md. One structured-output call
-    per cache miss, no retry; the cache is per tenant and exact query text (:func:`router_key`).
-
-    Example:
-        >>> import asyncio
-        >>> from ragtiller import load_policy
-        >>> from ragtiller.routing.rules import classify
-        >>> from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-        >>> router = LLMRouter(RouterConfig(llm_router="on"), chat_model=None,
-        ...                    quota=MemoryQuotaLedger({"chat_gen": 20}), cache=MemoryCache())
-        >>> query = "which port does the server listen on"
-        >>> cls, name, detail = asyncio.run(router(query, classify(query, load_policy())))
-        >>> cls.query_type, name, detail["fallback_reason"], detail["llm_calls"]
-        ('factual_lookup', 'deterministic', 'no-llm', 0)
-    """
+    """Route a query with a chat model; every way it cannot answer keeps the deterministic route
+    and names why (docs/llm_router.md). One structured-output call per cache miss, no retry."""
 
     def __init__(
         self,
@@ -195,8 +168,7 @@ class LLMRouter:
     async def __call__(
         self, query: str, deterministic: Classification, tenant: str | None = None
     ) -> tuple[Classification, RouterName, dict[str, Any]]:
-        """The classification to use, the router that made it and the detail for the manifest;
-        never raises for a model, quota or cache problem."""
+        """The classification, the router that made it and the manifest's detail; never raises."""
         detail = self._detail(deterministic)
         if deterministic.query_type is None:
             return self._fall_back(deterministic, detail, "no-retrieval")
@@ -210,17 +182,28 @@ class LLMRouter:
         try:
             raw, from_cache = await within(
                 self.cache.aget_or_compute(
-                    key,
-                    lambda: self._ask(query, made),
-                    self.cache_ttl_s,
-                    accept=_is_choice,
+                    key, lambda: self._ask(query, tenant, made), self.cache_ttl_s, accept=_is_choice
                 ),
                 self.timeout_s,
             )
             detail.update(llm_calls=len(made), from_cache=from_cache)
             choice = _coerce(raw)  # a cached entry is re-validated
         except Exception as e:  # any failure: the deterministic route serves the turn
-            return self._failed(deterministic, detail, made, _reason(e), e)
+            reason = _reason(e)
+            detail["llm_calls"] = len(made)
+            if isinstance(e, _Fallback) and e.budget == "tenant":
+                detail["quota_budget"] = "tenant"
+            if reason in ("quota", "quota-store-unavailable"):
+                logger.info("LLM router skipped (%s); using the deterministic route", reason)
+                return self._fall_back(deterministic, detail, reason)
+            detail["error"] = str(e) if isinstance(e, _Fallback) else _describe(e)
+            logger.warning(
+                "LLM router failed (%s); using the deterministic route: %s",
+                reason,
+                detail["error"],
+                exc_info=reason == "llm-error",
+            )
+            return self._fall_back(deterministic, detail, reason)
         detail.update(confidence=choice.confidence, llm_route=choice.route)
         if choice.confidence < self.config.llm_min_confidence:
             detail["note"] = (
@@ -230,11 +213,12 @@ class LLMRouter:
             return self._fall_back(deterministic, detail, "low-confidence")
         return self._classification(query, deterministic, choice, detail), "llm", detail
 
-    async def _ask(self, query: str, made: list[str]) -> dict[str, Any]:
+    async def _ask(self, query: str, tenant: str | None, made: list[str]) -> dict[str, Any]:
         assert self._structured is not None and self._model is not None
-        spend = await self.quota.atry_spend(CHAT_RESOURCE, 1)
+        spend = await self.quota.atry_spend(CHAT_RESOURCE, 1, tenant=tenant)
         if not spend.allowed:
-            raise _Fallback(spend.reason or "quota", f"no {CHAT_RESOURCE} call left today")
+            message = f"no {CHAT_RESOURCE} call left today"
+            raise _Fallback(spend.reason or "quota", message, spend.budget)
         made.append(query)
         messages = [SystemMessage(ROUTER_PROMPT), HumanMessage(query)]
         try:
@@ -245,7 +229,7 @@ class LLMRouter:
             raise _Fallback("invalid-output", _describe(e)) from e
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(query)
-            await self.quota.arefund(CHAT_RESOURCE, 1)
+            await self.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)
             raise
         return _coerce(value).model_dump(mode="json")
 
@@ -273,32 +257,11 @@ class LLMRouter:
         detail.update(router="deterministic", fallback_reason=reason)
         return deterministic, "deterministic", detail
 
-    def _failed(
-        self,
-        deterministic: Classification,
-        detail: dict[str, Any],
-        made: list[str],
-        reason: str,
-        error: BaseException,
-    ) -> tuple[Classification, RouterName, dict[str, Any]]:
-        detail["llm_calls"] = len(made)
-        if reason in ("quota", "quota-store-unavailable"):
-            logger.info("LLM router skipped (%s); using the deterministic route", reason)
-        else:
-            detail["error"] = str(error) if isinstance(error, _Fallback) else _describe(error)
-            logger.warning(
-                "LLM router failed (%s); using the deterministic route: %s",
-                reason,
-                detail["error"],
-                exc_info=reason == "llm-error",
-            )
-        return self._fall_back(deterministic, detail, reason)
-
     def _classification(
         self, query: str, deterministic: Classification, choice: RouteChoice, detail: dict[str, Any]
     ) -> Classification:
-        """The LLM's route and breadth (an exact lookup is never broad), with the deterministic
-        triggers plus each LLM trigger found in the query, of a kind the policy enables."""
+        """The LLM's route and breadth (an exact lookup is never broad); its triggers join the
+        deterministic ones when found in the query and of a kind the policy enables."""
         triggers = list(deterministic.triggers)
         dropped: list[str] = []
         for wanted in choice.triggers:
@@ -325,31 +288,10 @@ class LLMRouter:
         )
 
 
-def make_llm_router(
-    config: RouterConfig,
-    *,
-    chat_model: BaseChatModel | None,
-    quota: QuotaLedger,
-    cache: Cache,
-    trigger_kinds: Iterable[TriggerKind] = tuple(TriggerKind),
-    deadlines: DeadlinesConfig | None = None,
-    cache_ttl_s: int | None = None,
-) -> LLMRouter | None:
-    """The router strategy the policy selects: None for ``llm_router: off``; for
-    ``evaluated_optional``, a router gated by ``config.llm_eval_artifact`` (read once, here),
-    which without a proven lift never calls the model.
-
-    Example:
-        >>> from ragtiller.stores import MemoryCache, MemoryQuotaLedger
-        >>> stores = {"quota": MemoryQuotaLedger({"chat_gen": 20}), "cache": MemoryCache()}
-        >>> make_llm_router(RouterConfig(llm_router="off"), chat_model=None, **stores) is None
-        True
-        >>> router = make_llm_router(
-        ...     RouterConfig(llm_router="evaluated_optional"), chat_model=None, **stores
-        ... )
-        >>> router.evidence.reason
-        'no-eval-evidence'
-    """
+def make_llm_router(config: RouterConfig, **parts: Any) -> LLMRouter | None:
+    """None for ``llm_router: off``; for ``evaluated_optional`` a router gated by the eval
+    artifact (read once, here), which without a proven lift never calls the model; ``parts``
+    are :class:`LLMRouter`'s."""
     if config.llm_router == "off":
         return None
     evidence = None
@@ -357,13 +299,4 @@ def make_llm_router(
         evidence = read_eval_evidence(config.llm_eval_artifact, setting="router.llm_eval_artifact")
         if evidence.reason is not None:
             logger.info("LLM router off (%s): %s", evidence.reason, evidence.note)
-    return LLMRouter(
-        config,
-        chat_model=chat_model,
-        quota=quota,
-        cache=cache,
-        trigger_kinds=trigger_kinds,
-        evidence=evidence,
-        deadlines=deadlines,
-        cache_ttl_s=cache_ttl_s,
-    )
+    return LLMRouter(config, evidence=evidence, **parts)

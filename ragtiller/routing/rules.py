@@ -1,8 +1,5 @@
-"""The deterministic router: query type, breadth and lexical triggers from regular expressions.
-
-No model, no I/O, no randomness: the same query and policy always give the same route, which is
-what makes it the trusted default (an LLM router is an optional, eval-gated strategy).
-"""
+"""The deterministic router: query type, breadth and lexical triggers from regular expressions;
+the same query and policy always give the same route, which makes it the trusted default."""
 
 from __future__ import annotations
 
@@ -30,20 +27,18 @@ _TRIGGER_PATTERNS: dict[TriggerKind, re.Pattern[str]] = {
     ),
     TriggerKind.ACRONYM: re.compile(r"\b[A-Z][A-Z0-9]{1,5}s?\b"),
 }
+# match order: a text claimed by a specific kind is not reported again by a vaguer one
 _SPECIFIC_FIRST = (*_TRIGGER_PATTERNS, TriggerKind.PROPER_NOUN)
-"""Match order: a text claimed by a specific kind is not reported again by a vaguer one."""
-_STRONG = set(_SPECIFIC_FIRST) - {TriggerKind.ACRONYM, TriggerKind.PROPER_NOUN}
-"""Triggers that name one exact thing: the query is a lookup of that thing."""
+_STRONG = set(_SPECIFIC_FIRST) - {TriggerKind.ACRONYM, TriggerKind.PROPER_NOUN}  # name one thing
 
 _GREETING = re.compile(
     r"^\s*(?:hi|hello|hey|howdy|yo|thanks|thank you|thx|ok|okay|cool|bye|good (?:morning|afternoon|evening)"
     r"|how are you|what's up|whats up)\b[\s!.?,]*(?:there|all|everyone|team|bot)?[\s!.?,]*$",
     re.IGNORECASE,
 )
-_WHAT_IS = re.compile(
+_WHAT_IS = re.compile(  # broad only when X is a short concept name (at most three words)
     r"^\s*(?:what (?:is|are)|what's)\s+(?:an?\s+|the\s+)?(\S+(?:\s+\S+){0,2})\s*\??\s*$", re.I
 )
-"""A "what is X" question is broad only when X is a short concept name (at most three words)."""
 _BROAD = re.compile(
     r"^\s*(?:how (?:do|can|should|would) (?:i|we|you)\b|how to\b|"
     r"getting started\b|get started\b|where do i start\b|overview of\b|an overview\b|"
@@ -60,14 +55,12 @@ _SYNTHESIS = re.compile(
 _SENTENCE_START_WORDS = re.compile(r"(?:^|[.!?]\s+)([A-Z][a-z]+)")
 _PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
 _NOT_PROPER = {"The", "What", "How", "Why", "When", "Where", "Which", "Who", "Are", "Can", "Does"}
-BROAD_MAX_WORDS = 14
-"""A broad question is short and general; longer ones are specific enough on their own."""
+BROAD_MAX_WORDS = 14  # a broad question is short; a longer one is specific enough on its own
 
 
 @dataclass(frozen=True)
 class Classification:
-    query_type: RouteName | None
-    """None when the input needs no retrieval."""
+    query_type: RouteName | None  # None: the input needs no retrieval
     no_retrieval_reason: str | None = None
     is_broad: bool = False
     triggers: list[tuple[TriggerKind, str]] = field(default_factory=list)
@@ -114,13 +107,7 @@ def _proper_nouns(query: str) -> list[str]:
 
 
 def classify(query: str, policy: RetrievalPolicy) -> Classification:
-    """Classify ``query`` into a route, flag broad questions, and list the lexical triggers.
-
-    Example:
-        >>> from ragtiller import load_policy
-        >>> classify("What does StopAsyncIteration mean?", load_policy()).query_type
-        'exact_lexical_lookup'
-    """
+    """Classify ``query`` into a route, flag broad questions, and list the lexical triggers."""
     text = " ".join(query.split())
     if not text:
         return Classification(None, "empty-query", reason="the query is empty")
@@ -140,31 +127,22 @@ def classify(query: str, policy: RetrievalPolicy) -> Classification:
         )
     words = len(text.split())
     strong = sorted({kind.value for kind, _ in triggers if kind in _STRONG})
+    route: RouteName
     if strong:
-        reason = f"exact trigger ({', '.join(strong)})"
-        return Classification("exact_lexical_lookup", triggers=triggers, reason=reason)
-    if (_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS:
-        return Classification(
-            "synthesis", is_broad=True, triggers=triggers, reason="broad question"
-        )
-    if _SYNTHESIS.search(text) or words > 30:
-        return Classification(
-            "synthesis", triggers=triggers, reason="asks to explain, compare or summarise"
-        )
-    return Classification(
-        "factual_lookup", triggers=triggers, reason="a specific question without exact identifiers"
-    )
+        route, broad, reason = "exact_lexical_lookup", False, f"exact trigger ({', '.join(strong)})"
+    elif (_BROAD.search(text) or _WHAT_IS.match(text)) and words <= BROAD_MAX_WORDS:
+        route, broad, reason = "synthesis", True, "broad question"
+    elif _SYNTHESIS.search(text) or words > 30:
+        route, broad, reason = "synthesis", False, "asks to explain, compare or summarise"
+    else:
+        route, broad = "factual_lookup", False
+        reason = "a specific question without exact identifiers"
+    return Classification(route, is_broad=broad, triggers=triggers, reason=reason)
 
 
 def trigger_kind(text: str) -> TriggerKind:
-    """The kind of one trigger the chat model named: the deterministic pattern that matches the
-    whole text, else ``quoted_phrase`` for several words, ``proper_noun`` for a capitalised
-    word, ``identifier`` for anything else.
-
-    Example:
-        >>> [trigger_kind(t).value for t in ("PROJ-42", "connection refused", "Kafka")]
-        ['ticket_id', 'quoted_phrase', 'proper_noun']
-    """
+    """The kind of a trigger the chat model named: the pattern matching all of it, else
+    ``quoted_phrase`` (several words), ``proper_noun`` (capitalised) or ``identifier``."""
     for kind, found in find_triggers(text, list(TriggerKind)):
         if found == text:
             return kind

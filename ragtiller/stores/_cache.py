@@ -1,37 +1,62 @@
-"""The cache contract: JSON values with a TTL, fail-open reads and writes, single-flight."""
+"""The cache: JSON values with a TTL, fail-open, single-flight; in memory and in Redis."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
+import secrets
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ragtiller.errors import StoreUnavailableError
+from ragtiller.core.breaker import CircuitBreaker
+from ragtiller.core.deadlines import time_left
+from ragtiller.errors import ConfigurationError, StoreUnavailableError
+from ragtiller.stores._redis import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_SOCKET_TIMEOUT_S,
+    RedisBacked,
+    RedisConnection,
+    RedisScript,
+    Store,
+)
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
 
 T = TypeVar("T")
 
 logger = logging.getLogger("ragtiller.stores")
 
-Accept = Callable[[Any], bool]
-"""Whether a cached value is one its reader can use; a value it refuses is a miss."""
+Accept = Callable[[Any], bool]  # whether a cached value is one its reader can use
+
+
+def cache_key(*parts: str) -> str:
+    """A SHA-256 key of ``parts`` casefolded, whitespace collapsed: no query text reaches the
+    store, and (``surrogatepass``) two different normalized texts never share a key.
+
+    Example:
+        >>> a = cache_key("step-back", "  How do I   START? ")
+        >>> a == cache_key("Step-Back", "how do i start?")
+        True
+        >>> len(cache_key("step-back", "lift \\udcff?"))
+        64
+    """
+    normalized = "\x1f".join(" ".join(part.casefold().split()) for part in parts)
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
 class Filled:
-    """A value found in or put into the cache.
-
-    Attributes:
-        value: The value (as computed, or decoded from the cache).
-        text: Its JSON text, which waiters of a single flight decode into their own copy.
-        from_cache: Whether the value came from the cache rather than this caller's compute.
-    """
+    """A value found or computed, its JSON text (each waiter decodes its own), and whence."""
 
     value: Any
     text: str
@@ -39,11 +64,6 @@ class Filled:
 
 
 def dumps(value: Any) -> str:
-    """Encode a cache value as JSON.
-
-    Raises:
-        TypeError: ``value`` is not JSON-serialisable.
-    """
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as e:
@@ -53,23 +73,31 @@ def dumps(value: Any) -> str:
 
 
 def check_ttl(ttl_s: float) -> None:
-    """Reject a TTL that is not a positive, finite number of seconds.
-
-    Raises:
-        ValueError: ``ttl_s`` is not > 0 or not finite.
-    """
     if not (ttl_s > 0 and math.isfinite(ttl_s)):
         raise ValueError(f"ttl_s must be a finite number of seconds > 0, but got {ttl_s!r}")
 
 
-class Cache(ABC):
-    """TTL cache of JSON-serialisable values, with single-flight.
+def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        logger.warning("cache entry %s is not JSON; treated as a miss: %s", key, e)
+        return None
+    if accept is not None and not accept(value):
+        logger.warning(
+            "cache entry %s (%d characters) is not a value its reader accepts; treated as a miss",
+            key,
+            len(text),
+        )
+        return None
+    return Filled(value, text, from_cache=True)
 
-    Values round-trip through JSON (a tuple comes back as a list). A store failure never raises:
-    reads become misses and writes are dropped, both logged on the ``ragtiller.stores`` logger.
-    :meth:`aget` cannot tell a cached ``None`` from a miss; :meth:`aget_or_compute` can and caches
-    ``None`` like any other value. Tasks of one event loop share computations; tasks of two loops
-    missing the same key at once compute twice.
+
+class Cache(Store, ABC):
+    """TTL cache of JSON values (a tuple comes back a list), single-flight per event loop; a
+    store failure never raises (reads miss, writes are dropped, logged).
 
     Example:
         >>> import asyncio
@@ -85,22 +113,16 @@ class Cache(ABC):
     """
 
     def __init__(self) -> None:
-        """Prepare the in-process single-flight registry."""
         self._flights_lock = threading.Lock()
         self._aflights: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[Filled]] = {}
 
     async def aget(self, key: str) -> Any | None:
-        """The cached value of ``key``, or None on a miss, an expired entry or a store failure."""
+        """The cached value of ``key``, or None (a miss, an expired entry, a store failure)."""
         found = await self._alookup(key)
         return None if found is None else found.value
 
     async def aset(self, key: str, value: Any, ttl_s: float) -> None:
-        """Cache ``value`` under ``key`` for ``ttl_s`` seconds; a store failure is logged.
-
-        Raises:
-            TypeError: ``value`` is not JSON-serialisable.
-            ValueError: ``ttl_s`` is not a positive, finite number.
-        """
+        """Cache ``value`` for ``ttl_s`` seconds; a store failure is logged."""
         check_ttl(ttl_s)
         await self._astore(key, dumps(value), ttl_s)
 
@@ -112,25 +134,7 @@ class Cache(ABC):
         *,
         accept: Accept | None = None,
     ) -> tuple[T, bool]:
-        """The cached value of ``key``, or ``await compute()`` cached for ``ttl_s`` seconds.
-
-        Tasks of one event loop that miss the same key at the same time wait for ONE
-        computation. If it raises, every waiter gets the exception and nothing is cached. A
-        cached value that ``accept`` refuses (written by another tool or version, or by hand) is
-        a miss, logged, and the computed value replaces it.
-
-        The computation runs in its own task, so cancelling the caller that started it does not
-        cancel it for the others. It runs in the context of that caller, so an enclosing
-        :func:`ragtiller.core.bulkhead.within` deadline bounds its waits (see :class:`RedisCache`).
-
-        Returns:
-            The value, and whether it came from the cache (or from another caller's computation):
-            False only for the caller whose ``compute`` ran.
-
-        Raises:
-            TypeError: The computed value is not JSON-serialisable.
-            ValueError: ``ttl_s`` is not a positive, finite number.
-        """
+        """The value of ``key``, else ``compute()``'s, cached; misses at once share ONE call."""
         check_ttl(ttl_s)
         found = await self._alookup(key, accept)
         if found is not None:
@@ -150,11 +154,7 @@ class Cache(ABC):
         return cast(T, json.loads(filled.text)), True
 
     async def _aflight(
-        self,
-        key: str,
-        compute: Callable[[], Awaitable[T]],
-        ttl_s: float,
-        accept: Accept | None,
+        self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float, accept: Accept | None
     ) -> Filled:
         found = await self._alookup(key, accept)
         return found if found is not None else await self._afill(key, compute, ttl_s, accept)
@@ -167,30 +167,13 @@ class Cache(ABC):
         if not task.cancelled():
             task.exception()  # retrieved: the callers that awaited it have raised it already
 
-    @property
-    def available(self) -> bool:
-        """Whether a call made now would reach the store; no I/O (always True in memory)."""
-        return True
-
     @abstractmethod
     def clear(self) -> None:
         """Remove every entry of this cache."""
 
-    def close(self) -> None:  # noqa: B027 - a no-op unless the backend holds connections
-        """Release connections this cache opened (nothing to do in memory)."""
-
-    async def aclose(self) -> None:
-        """Release connections this cache opened, the asyncio ones included."""
-        self.close()
-
     async def _afill(
-        self,
-        key: str,
-        compute: Callable[[], Awaitable[T]],
-        ttl_s: float,
-        accept: Accept | None,
+        self, key: str, compute: Callable[[], Awaitable[T]], ttl_s: float, accept: Accept | None
     ) -> Filled:
-        """Compute the value of a missed key and cache it (``accept``: see the Redis cache)."""
         value = await compute()
         text = dumps(value)
         await self._astore(key, text, ttl_s)
@@ -211,36 +194,217 @@ class Cache(ABC):
 
     @abstractmethod
     async def _aget_text(self, key: str) -> str | None:
-        """The JSON text cached under ``key``, or None.
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
+        """The JSON text under ``key``, or None; raises ``StoreUnavailableError``."""
 
     @abstractmethod
     async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
-        """Cache JSON ``text`` under ``key`` for ``ttl_s`` seconds.
-
-        Raises:
-            StoreUnavailableError: The store failed.
-        """
+        """Store JSON ``text`` under ``key`` for ``ttl_s`` s; raises ``StoreUnavailableError``."""
 
 
-def decode(key: str, text: str | None, accept: Accept | None = None) -> Filled | None:
-    """The cache entry ``text`` of ``key`` decoded, or None when absent, not JSON, or refused
-    by ``accept`` (both logged)."""
-    if text is None:
+class MemoryCache(Cache):
+    """A cache for one process, of JSON texts as in Redis; past ``max_entries``, the oldest goes.
+
+    Example:
+        >>> import asyncio
+        >>> cache = MemoryCache()
+        >>> asyncio.run(cache.aset("k", {"ids": [1, 2]}, ttl_s=60))
+        >>> asyncio.run(cache.aget("k"))
+        {'ids': [1, 2]}
+    """
+
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000
+    ) -> None:
+        if max_entries < 1:
+            raise ConfigurationError(f"max_entries must be >= 1, but got {max_entries}")
+        super().__init__()
+        self._clock = clock
+        self._max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, str]] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    async def _aget_text(self, key: str) -> str | None:
+        with self._lock:
+            expires_at, text = self._entries.get(key, (math.inf, None))
+            if text is not None and self._clock() >= expires_at:
+                del self._entries[key]
+                return None
+            return text
+
+    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+            if len(self._entries) >= self._max_entries:
+                del self._entries[next(iter(self._entries))]
+            self._entries[key] = (self._clock() + ttl_s, text)
+
+
+_RELEASE = RedisScript(
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+)
+
+_ACQUIRE = RedisScript(
+    """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -1 or ttl > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+)
+"""Take the compute lock, or leave it to its holder; a lock that would outlive ``lock_ttl_s``
+(no expiry, or a longer one: not written by this protocol) is cut to ``lock_ttl_s``."""
+
+_CLEAR_BATCH = 500
+MAX_ENTRY_BYTES = 1 << 20
+"""Largest entry read; a longer one (never ragtiller's) is a miss, and no more crosses the wire."""
+
+
+def _bounded(key: str, raw: bytes | str | None) -> str | None:
+    if not raw:
         return None
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        logger.warning("cache entry %s is not JSON; treated as a miss: %s", key, e)
-        return None
-    if accept is not None and not accept(value):
+    if len(raw) > MAX_ENTRY_BYTES:
         logger.warning(
-            "cache entry %s (%d characters) is not a value its reader accepts; treated as a miss",
-            key,
-            len(text),
+            "cache entry %s is longer than %d bytes; treated as a miss", key, MAX_ENTRY_BYTES
         )
         return None
-    return Filled(value, text, from_cache=True)
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+class RedisCache(RedisBacked, Cache):
+    """A cache shared by every process on the same Redis and prefix (``docs/redis.md``).
+
+    Identical misses across processes share one computation through a lock
+    (``{prefix}cache-lock:{key}``) while the others poll; a waiter computes anyway after
+    ``lock_wait_s`` or half the time its caller has left, so a dead process's lock costs a turn
+    part of its deadline, never more. When Redis fails, computing goes on without the lock.
+
+    Example:
+        >>> import asyncio
+        >>> cache = RedisCache(url="redis://localhost:6379/0", prefix="myapp:")
+        >>> asyncio.run(cache.aset("k", 42, ttl_s=60))  # doctest: +SKIP
+        >>> cache.close()
+    """
+
+    def __init__(
+        self,
+        *,
+        client: redis.Redis | None = None,
+        aclient: redis.asyncio.Redis | None = None,
+        url: str | None = None,
+        prefix: str = "ragtiller:",
+        lock_ttl_s: float = 15.0,
+        lock_wait_s: float = 10.0,
+        poll_interval_s: float = 0.05,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        socket_timeout_s: float = DEFAULT_SOCKET_TIMEOUT_S,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
+        """No I/O here; clients built from ``url`` are closed by ``close``."""
+        if not (lock_ttl_s > 0 and lock_wait_s >= 0 and poll_interval_s > 0):
+            raise ConfigurationError(
+                "lock_ttl_s and poll_interval_s must be > 0 and lock_wait_s >= 0, but got "
+                f"{lock_ttl_s!r}, {poll_interval_s!r} and {lock_wait_s!r}"
+            )
+        super().__init__()
+        self._redis = RedisConnection(
+            client=client,
+            aclient=aclient,
+            url=url,
+            connect_timeout_s=connect_timeout_s,
+            socket_timeout_s=socket_timeout_s,
+            breaker=breaker,
+        )
+        self._prefix = prefix
+        self._lock_px = max(1, round(lock_ttl_s * 1000))
+        self._lock_wait_s = lock_wait_s
+        self._poll_s = poll_interval_s
+
+    def key(self, key: str) -> str:
+        return f"{self._prefix}cache:{key}"
+
+    def lock_key(self, key: str) -> str:
+        return f"{self._prefix}cache-lock:{key}"
+
+    def clear(self) -> None:
+        """Delete every entry under the prefix (``SCAN``); a failure raises, unlike reads."""
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self._prefix)
+        pattern = escaped + "cache:*"
+
+        def run(client: redis.Redis) -> None:
+            batch: list[bytes | str] = []
+            for name in client.scan_iter(match=pattern, count=_CLEAR_BATCH):
+                batch.append(name)
+                if len(batch) == _CLEAR_BATCH:
+                    client.delete(*batch)
+                    batch.clear()
+            if batch:
+                client.delete(*batch)
+
+        self._redis.call(run)
+
+    async def _aget_text(self, key: str) -> str | None:
+        name = self.key(key)
+        raw = await self._redis.acall(lambda c: c.getrange(name, 0, MAX_ENTRY_BYTES))
+        return _bounded(key, raw)
+
+    async def _aset_text(self, key: str, text: str, ttl_s: float) -> None:
+        name, px = self.key(key), max(1, round(ttl_s * 1000))
+        await self._redis.acall(lambda c: c.set(name, text, px=px))
+
+    async def _afill(
+        self,
+        key: str,
+        compute: Callable[[], Awaitable[T]],
+        ttl_s: float,
+        accept: Accept | None,
+    ) -> Filled:
+        token = secrets.token_hex(16)
+        try:
+            found, locked = await self._await_turn(key, token, accept)
+        except StoreUnavailableError as e:
+            logger.warning("cache unavailable; computing %s without the lock: %s", key, e)
+            found, locked = None, False
+        if found is not None:
+            return found
+        try:
+            return await super()._afill(key, compute, ttl_s, accept)
+        finally:
+            if locked:
+                await self._arelease(key, token)
+
+    async def _await_turn(
+        self, key: str, token: str, accept: Accept | None
+    ) -> tuple[Filled | None, bool]:
+        keys, args = [self.lock_key(key)], [token, str(self._lock_px)]
+        wait_s = max(0.0, min(self._lock_wait_s, time_left() / 2))
+        deadline = time.monotonic() + wait_s
+        while True:
+            locked = bool(await self._redis.acall(lambda c: _ACQUIRE.arun(c, keys, args)))
+            try:
+                found = decode(key, await self._aget_text(key), accept)
+            except StoreUnavailableError:
+                if locked:  # an entry that cannot be read: computed under this lock
+                    return None, True
+                raise
+            if found is not None:
+                if locked:
+                    await self._arelease(key, token)
+                return found, False
+            if locked:
+                return None, True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                logger.info("waited %.2f s for another process's %s; computing it", wait_s, key)
+                return None, False
+            await asyncio.sleep(min(self._poll_s, left))
+
+    async def _arelease(self, key: str, token: str) -> None:
+        keys: list[str] = [self.lock_key(key)]
+        try:
+            await self._redis.acall(lambda c: _RELEASE.arun(c, keys, [token]))
+        except StoreUnavailableError as e:
+            logger.warning("cache unavailable; lock of %s left to expire: %s", key, e)

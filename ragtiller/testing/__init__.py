@@ -1,22 +1,12 @@
-"""Contract suites a tier, store or embedder author runs in their own tests (needs pytest).
-
-Subclass :class:`TierContract` with a ``make_tier`` fixture (see :mod:`ragtiller.testing.tiers`),
-:class:`QuotaLedgerContract` with ``make_ledger`` and :class:`CacheContract` with ``make_cache``
-(see :mod:`ragtiller.testing.stores`), :class:`EmbedderContract` with ``make_embedder`` (see
-:mod:`ragtiller.testing.embedders`).
-"""
+"""Contract suites a tier, store or embedder author subclasses in their own tests (pytest), with
+the ``make_*`` fixture that makes theirs (``docs/usage.md``, "Check your own tier, store or
+embedder"); the store suites need no pytest-asyncio and close every store they are given."""
 
 from __future__ import annotations
 
+from ragtiller.testing.cache import CacheContract, CacheFactory, CacheOutageContract
 from ragtiller.testing.embedders import EmbedderContract, EmbedderFactory
-from ragtiller.testing.stores import (
-    CacheContract,
-    CacheFactory,
-    CacheOutageContract,
-    LedgerFactory,
-    QuotaLedgerContract,
-    QuotaLedgerOutageContract,
-)
+from ragtiller.testing.quota import LedgerFactory, QuotaLedgerContract, QuotaLedgerOutageContract
 from ragtiller.testing.tiers import TierContract, TierFactory, contract_corpus
 
 __all__ = (

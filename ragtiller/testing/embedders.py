@@ -1,27 +1,5 @@
-"""The embedder contract: what every embedder must do for an index built with it to be searched.
-
-Subclass :class:`EmbedderContract` in your tests and give it a ``make_embedder`` fixture: a
-function of no arguments that returns a new embedder of yours, made the same way each time::
-
-    from ragtiller.testing import EmbedderContract
-
-    class TestMyEmbedder(EmbedderContract):
-        min_batch_cosine = 0.99  # if your model's vectors move a little with their batch
-
-        @pytest.fixture
-        def make_embedder(self):
-            return lambda: MyEmbeddings(model="my-model")
-
-The contract is the one ragtiller's own embedders pass: every vector has the dimension the index
-records (:func:`ragtiller.models.embedder_identity`), as a list of finite floats, whatever the
-text (empty, blank, emoji, other scripts, far longer than the model reads); a text with words
-gets a non-zero vector; an empty batch is an empty list; a batch keeps its order, and a text's
-vector does not depend on its neighbours (to ``min_batch_cosine``); the same call answers the
-same (to ``atol``) twice, from a second embedder made alike, from threads at once, and from the
-async twins; a query finds its own text first. An embedder that embeds queries unlike documents
-(an instruction prefix, an ``input_type``) sets ``symmetric = False``, which skips the check
-that ``embed_query(t)`` is ``embed_documents([t])[0]``.
-"""
+"""The embedder contract: what every embedder must do for an index built with it to be searched
+(``docs/usage.md``)."""
 
 from __future__ import annotations
 
@@ -29,6 +7,7 @@ import asyncio
 import math
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,7 +16,9 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.models import embedder_identity
+from ragtiller.testing._fixtures import required
 
+Matrix = npt.NDArray[np.float64]
 EmbedderFactory = Callable[[], Embeddings]
 """What ``make_embedder`` returns: a function that makes a new embedder, the same way each time."""
 
@@ -64,11 +45,11 @@ ODD_TEXTS: tuple[str, ...] = (
 """Texts an embedder must survive: the right dimension, finite values, no exception."""
 
 
-def _matrix(vectors: Sequence[Sequence[float]]) -> npt.NDArray[np.float64]:
+def _matrix(vectors: Sequence[Sequence[float]]) -> Matrix:
     return np.asarray(vectors, dtype=np.float64)
 
 
-def _cosines(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _cosines(a: Matrix, b: Matrix) -> Matrix:
     """Cosine of every row of ``a`` with every row of ``b``."""
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
@@ -86,10 +67,7 @@ class EmbedderContract:
     symmetric: ClassVar[bool] = True
     """Whether ``embed_query(t)`` is meant to equal ``embed_documents([t])[0]``."""
 
-    @pytest.fixture
-    def make_embedder(self) -> EmbedderFactory:
-        """Override: return a function that makes a new embedder of yours."""
-        raise NotImplementedError("define a make_embedder fixture in your EmbedderContract")
+    make_embedder = required("make_embedder", "EmbedderContract")
 
     @pytest.fixture
     def embedder(self, make_embedder: EmbedderFactory) -> Embeddings:
@@ -99,7 +77,7 @@ class EmbedderContract:
         return made
 
     @pytest.fixture
-    def reference(self, embedder: Embeddings) -> npt.NDArray[np.float64]:
+    def reference(self, embedder: Embeddings) -> Matrix:
         """``embed_documents(TEXTS)``, the answer the other calls are compared with."""
         return _matrix(embedder.embed_documents(list(TEXTS)))
 
@@ -114,9 +92,7 @@ class EmbedderContract:
         assert isinstance(vectors, list) and len(vectors) == count, type(vectors).__name__
         for vector in vectors:
             assert isinstance(vector, list), f"a vector is a {type(vector).__name__}, not a list"
-            assert len(vector) == dimension, (
-                f"{len(vector)} values, but the index records {dimension}"
-            )
+            assert len(vector) == dimension, f"{len(vector)} values, not the index's {dimension}"
             assert all(isinstance(x, float) and math.isfinite(x) for x in vector), vector[:8]
 
     def test_every_vector_has_the_dimension_the_index_records(self, embedder: Embeddings) -> None:
@@ -127,9 +103,7 @@ class EmbedderContract:
         for text in texts:
             self.assert_plain_vectors([embedder.embed_query(text)], 1, dimension)
 
-    def test_a_text_with_words_gets_a_non_zero_vector(
-        self, reference: npt.NDArray[np.float64]
-    ) -> None:
+    def test_a_text_with_words_gets_a_non_zero_vector(self, reference: Matrix) -> None:
         norms = np.linalg.norm(reference, axis=1)
         assert (norms > 0).all(), dict(zip(TEXTS, norms, strict=True))
 
@@ -138,7 +112,7 @@ class EmbedderContract:
         assert asyncio.run(embedder.aembed_documents([])) == []
 
     def test_a_batch_keeps_its_order_and_no_text_depends_on_its_neighbours(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         singles = _matrix([embedder.embed_documents([t])[0] for t in TEXTS])
         backwards = _matrix(embedder.embed_documents(list(TEXTS[::-1])))[::-1]
@@ -154,7 +128,7 @@ class EmbedderContract:
         self,
         embedder: Embeddings,
         make_embedder: EmbedderFactory,
-        reference: npt.NDArray[np.float64],
+        reference: Matrix,
     ) -> None:
         self.assert_same(embedder.embed_documents(list(TEXTS)), reference)
         self.assert_same(make_embedder().embed_documents(list(TEXTS)), reference)
@@ -162,34 +136,23 @@ class EmbedderContract:
         self.assert_same([make_embedder().embed_query(TEXTS[0])], [query])
 
     def test_threads_at_once_answer_as_one_at_a_time(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         queries = [embedder.embed_query(t) for t in TEXTS]
         start = threading.Barrier(4)
-        answers: dict[int, tuple[list[list[float]], list[list[float]]]] = {}
-        errors: list[BaseException] = []
 
-        def run(worker: int) -> None:
+        def run(_: int) -> tuple[list[list[float]], list[list[float]]]:
             start.wait()
-            try:
-                documents = embedder.embed_documents(list(TEXTS))
-                answers[worker] = (documents, [embedder.embed_query(t) for t in TEXTS])
-            except Exception as e:
-                errors.append(e)
+            return embedder.embed_documents(list(TEXTS)), [embedder.embed_query(t) for t in TEXTS]
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
-        assert sorted(answers) == [0, 1, 2, 3]
-        for documents, answered in answers.values():
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(run, range(4)))
+        for documents, answered in answers:
             self.assert_same(documents, reference)
             self.assert_same(answered, queries)
 
     def test_the_async_twins_answer_as_the_sync_calls(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         queries = [embedder.embed_query(t) for t in TEXTS[:3]]
 
@@ -203,7 +166,7 @@ class EmbedderContract:
         self.assert_same(answered, queries)
 
     def test_a_query_is_embedded_as_a_document(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         if not self.symmetric:
             pytest.skip("symmetric = False: this embedder embeds queries unlike documents")
@@ -212,7 +175,7 @@ class EmbedderContract:
         assert agreement.min() >= self.min_batch_cosine, agreement
 
     def test_a_query_finds_its_own_text_first(
-        self, embedder: Embeddings, reference: npt.NDArray[np.float64]
+        self, embedder: Embeddings, reference: Matrix
     ) -> None:
         queries = _matrix([embedder.embed_query(t) for t in TEXTS])
         best = _cosines(queries, reference).argmax(axis=1)

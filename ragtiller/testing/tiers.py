@@ -1,28 +1,4 @@
-"""The tier contract: what every tier must do for the graph to fuse it safely.
-
-Subclass :class:`TierContract` in your tests and give it a ``make_tier`` fixture: a function
-that takes Documents and returns your tier holding exactly them (embedded with the
-``contract_embedder`` fixture, when your tier reads vectors)::
-
-    from ragtiller.adapters import VectorStoreTier
-    from ragtiller.testing import TierContract
-
-    class TestMyStore(TierContract):
-        @pytest.fixture
-        def make_tier(self, contract_embedder):
-            def make(docs):
-                store = MyStore(embedding=contract_embedder)
-                store.add_documents(docs, ids=[d.id for d in docs])
-                return VectorStoreTier(store, name="mine")
-            return make
-
-The contract is the one ragtiller's own tiers pass: k caps the hits, best first; a document's
-own text finds it first; namespaces and metadata filters (equality, membership, and the
-tenant) are never crossed; hit fields come from metadata; ``asearch`` answers as ``search``.
-A tier that reads vectors must also return everything in scope when k is large; a lexical one
-returns only documents sharing a term with the query, so the sets it returns are only checked
-to be inside the scope.
-"""
+"""The tier contract: what every tier must do for the graph to fuse it safely (docs/usage.md)."""
 
 from __future__ import annotations
 
@@ -36,58 +12,47 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from ragtiller.core.tiers import Hit, SearchRequest, Tier
+from ragtiller.testing._fixtures import required
 
+Ask = Callable[..., list[Hit]]
 TierFactory = Callable[[Sequence[Document]], Tier]
 """What ``make_tier`` returns: Documents in, a tier holding exactly them out."""
 CONTRACT_DIM = 64
 
 
-def doc(id: str, text: str, namespace: str | None = "default", **metadata: Any) -> Document:
-    """A contract document: ``doc_id`` ``doc-<id>`` and ``source`` ``<id>.md``, plus ``metadata``."""
-    md: dict[str, Any] = {"source": f"{id}.md", "doc_id": f"doc-{id}", **metadata}
-    if namespace is not None:
-        md["namespace"] = namespace
-    return Document(id=id, page_content=text, metadata=md)
+CORPUS = (  # id, text, namespace, color, tenant, parent_id
+    ("t1", "cancel a running task before it finishes", "default", "red", "acme", "p1"),
+    (
+        "t2",
+        "a cancelled task raises CancelledError in its awaiter",
+        "default",
+        "blue",
+        "acme",
+        "p1",
+    ),
+    ("t3", "wait_for applies a timeout to an awaitable", "default", "red", "globex", None),
+    ("l1", "the event loop runs callbacks and coroutines", "default", "blue", "globex", None),
+    ("l2", "a loop policy creates new event loops", "default", "green", "acme", None),
+    ("s1", "stream readers read bytes from sockets", "default", "green", None, None),
+    ("bare", "a bare note about threads and locks", None, None, None, None),
+    ("q1", "queue put blocks while the queue is full", "api", "red", "acme", None),
+    ("q2", "queue get blocks while the queue is empty", "api", "blue", "globex", None),
+    ("o1", "queue put blocks while the queue is full", "other", None, "acme", None),
+)
+"""Ten documents in three namespaces, two tenants (and none), three colours; one bare."""
 
 
 def contract_corpus() -> list[Document]:
-    """Ten documents in three namespaces, two tenants (and none), three colours; one bare."""
-    return [
-        doc(
-            "t1",
-            "cancel a running task before it finishes",
-            color="red",
-            tenant="acme",
-            parent_id="p1",
-        ),
-        doc(
-            "t2",
-            "a cancelled task raises CancelledError in its awaiter",
-            color="blue",
-            tenant="acme",
-            parent_id="p1",
-        ),
-        doc("t3", "wait_for applies a timeout to an awaitable", color="red", tenant="globex"),
-        doc("l1", "the event loop runs callbacks and coroutines", color="blue", tenant="globex"),
-        doc("l2", "a loop policy creates new event loops", color="green", tenant="acme"),
-        doc("s1", "stream readers read bytes from sockets", color="green"),
-        Document(id="bare", page_content="a bare note about threads and locks"),
-        doc(
-            "q1",
-            "queue put blocks while the queue is full",
-            namespace="api",
-            color="red",
-            tenant="acme",
-        ),
-        doc(
-            "q2",
-            "queue get blocks while the queue is empty",
-            namespace="api",
-            color="blue",
-            tenant="globex",
-        ),
-        doc("o1", "queue put blocks while the queue is full", namespace="other", tenant="acme"),
-    ]
+    """The :data:`CORPUS` documents (``doc_id`` ``doc-<id>``, ``source`` ``<id>.md``)."""
+    docs = []
+    for id, text, namespace, *values in CORPUS:
+        if namespace is None:
+            docs.append(Document(id=id, page_content=text))
+            continue
+        named = zip(("color", "tenant", "parent_id"), values, strict=True)
+        md = {"source": f"{id}.md", "doc_id": f"doc-{id}", **{k: v for k, v in named if v}}
+        docs.append(Document(id=id, page_content=text, metadata={**md, "namespace": namespace}))
+    return docs
 
 
 def _namespace(d: Document) -> str:
@@ -95,8 +60,7 @@ def _namespace(d: Document) -> str:
 
 
 def in_scope_ids(namespaces: Sequence[str] | None = None, **wanted: str | list[str]) -> set[str]:
-    """Ids of the contract documents in ``namespaces`` (None: all) whose metadata passes
-    ``wanted`` (a value, or a list of allowed values): the expected answer, computed here."""
+    """Ids of the documents in ``namespaces`` whose metadata passes ``wanted``: the answer."""
     out = set()
     for d in contract_corpus():
         if namespaces is not None and _namespace(d) not in namespaces:
@@ -125,10 +89,7 @@ class TierContract:
 
         return HashingEmbedder(dim=CONTRACT_DIM)
 
-    @pytest.fixture
-    def make_tier(self) -> TierFactory:
-        """Override: return a function from Documents to your tier holding exactly them."""
-        raise NotImplementedError("define a make_tier fixture in your TierContract subclass")
+    make_tier = required("make_tier", "TierContract")
 
     @pytest.fixture
     def tier(self, make_tier: TierFactory) -> Tier:
@@ -136,7 +97,7 @@ class TierContract:
         return make_tier(contract_corpus())
 
     @pytest.fixture
-    def ask(self, tier: Tier, contract_embedder: Embeddings) -> Callable[..., list[Hit]]:
+    def ask(self, tier: Tier, contract_embedder: Embeddings) -> Ask:
         """``ask(text, k=10, namespaces=..., filter=...)``: one search, checked for shape."""
 
         def run(text: str, k: int = 10, **scope: Any) -> list[Hit]:
@@ -152,46 +113,37 @@ class TierContract:
 
         return run
 
-    def test_k_caps_the_hits_best_first(self, ask: Callable[..., list[Hit]], tier: Tier) -> None:
+    def test_k_caps_the_hits_best_first(self, ask: Ask, tier: Tier) -> None:
         assert len(ask("task loop", k=2, namespaces=["default"])) == 2
         with pytest.raises(ValueError, match="k must be > 0"):
             tier.search(SearchRequest(query="task", vector=[1.0] * CONTRACT_DIM, k=0))
 
     @pytest.mark.parametrize("id", ["t1", "l1", "s1", "bare"])
-    def test_a_documents_own_text_finds_it_first(
-        self, ask: Callable[..., list[Hit]], id: str
-    ) -> None:
+    def test_a_documents_own_text_finds_it_first(self, ask: Ask, id: str) -> None:
         hits = ask(text_of(id), namespaces=["default"])
         assert hits and hits[0]["id"] == id
 
-    def test_k_larger_than_the_scope_returns_at_most_the_scope(
-        self, ask: Callable[..., list[Hit]], tier: Tier
-    ) -> None:
+    def test_k_larger_than_the_scope_returns_at_most_the_scope(self, ask: Ask, tier: Tier) -> None:
         hits = ask("a task or a loop or a queue", k=50, namespaces=["default"])
         ids = {h["id"] for h in hits}
         assert ids <= in_scope_ids(["default"])
         if tier.needs_vector:
             assert ids == in_scope_ids(["default"])
 
-    def test_namespaces_are_isolated(self, ask: Callable[..., list[Hit]]) -> None:
+    def test_namespaces_are_isolated(self, ask: Ask) -> None:
         text = text_of("q1")
         api = ask(text, namespaces=["api"])
         assert api and api[0]["id"] == "q1" and {h["id"] for h in api} <= {"q1", "q2"}
         both = {h["id"] for h in ask(text, k=2, namespaces=["api", "other"])}
         assert both == {"q1", "o1"}  # the same text in two namespaces
         assert ask(text, namespaces=["missing"]) == []
-        assert {h["id"] for h in ask(text, k=50, namespaces=["default"])} <= in_scope_ids(
-            ["default"]
-        )
+        default = {h["id"] for h in ask(text, k=50, namespaces=["default"])}
+        assert default <= in_scope_ids(["default"])
 
     @pytest.mark.parametrize("tenant", ["acme", "globex"])
     @pytest.mark.parametrize("namespaces", [None, ["default"], ["default", "api", "other"]])
     def test_a_tenant_sees_only_its_own_documents(
-        self,
-        ask: Callable[..., list[Hit]],
-        tier: Tier,
-        tenant: str,
-        namespaces: list[str] | None,
+        self, ask: Ask, tier: Tier, tenant: str, namespaces: list[str] | None
     ) -> None:
         other = "globex" if tenant == "acme" else "acme"
         expected = in_scope_ids(namespaces, tenant=tenant)
@@ -199,9 +151,8 @@ class TierContract:
             hits = ask(text_of(target), k=50, namespaces=namespaces, filter={"tenant": tenant})
             assert {h["id"] for h in hits} <= expected
             assert all(h["metadata"].get("tenant") == tenant for h in hits)
-        everything = ask(
-            "a task or a loop or a queue", k=50, namespaces=namespaces, filter={"tenant": tenant}
-        )
+        scope = {"namespaces": namespaces, "filter": {"tenant": tenant}}
+        everything = ask("a task or a loop or a queue", k=50, **scope)
         assert {h["id"] for h in everything} <= expected
         if tier.needs_vector:
             assert {h["id"] for h in everything} == expected
@@ -216,7 +167,7 @@ class TierContract:
         ],
     )
     def test_metadata_filters_are_equality_and_membership(
-        self, ask: Callable[..., list[Hit]], tier: Tier, filter: dict[str, Any]
+        self, ask: Ask, tier: Tier, filter: dict[str, Any]
     ) -> None:
         namespaces = ["default", "api"]
         expected = in_scope_ids(namespaces, **filter)
@@ -229,19 +180,15 @@ class TierContract:
         for id in sorted(expected):  # each one is found by its own text
             assert id in {h["id"] for h in ask(text_of(id), namespaces=namespaces, filter=filter)}
 
-    def test_hit_fields_come_from_metadata(self, ask: Callable[..., list[Hit]]) -> None:
+    def test_hit_fields_come_from_metadata(self, ask: Ask) -> None:
         t1 = ask(text_of("t1"), namespaces=["default"])[0]
         assert (t1["id"], t1["text"]) == ("t1", text_of("t1"))
         assert (t1["doc_id"], t1["parent_id"], t1["source"]) == ("doc-t1", "p1", "t1.md")
         assert t1["metadata"]["color"] == "red" and t1["metadata"]["tenant"] == "acme"
         assert not {"doc_id", "parent_id", "source"} & set(t1["metadata"])
         bare = ask(text_of("bare"), namespaces=["default"])[0]
-        assert (bare["id"], bare["doc_id"], bare["parent_id"], bare["source"]) == (
-            "bare",
-            "bare",
-            None,
-            "",
-        )
+        assert (bare["id"], bare["doc_id"]) == ("bare", "bare")
+        assert (bare["parent_id"], bare["source"]) == (None, "")
 
     def test_asearch_answers_as_search(self, tier: Tier, contract_embedder: Embeddings) -> None:
         request = SearchRequest(

@@ -1,13 +1,14 @@
-"""LangChain vector stores and retrievers as tiers: their hits, what their scores mean, and a
-search's scope in the store's own filter syntax.
+"""Bring your own store: any LangChain ``VectorStore`` (asked by vector: it holds the graph
+embedder's vectors) or ``BaseRetriever`` (asked by text, for ``k``) as a tier. ``build_graph``
+wraps a bare one with :func:`as_tier`; wrap it yourself to give it a name, a role, or what its
+scores mean::
 
-A ``VectorStore`` is asked by vector, never by text, so it must hold vectors of the graph's
-embedder; a ``BaseRetriever`` reads the query text, and is asked for ``k`` as a call keyword
-and, when it has an integer ``k`` field (``BM25Retriever``), through a copy with ``k`` set.
-Fusion ranks or standardises each tier's list on its own, so what an adapter must get right is
-the direction: a distance ``d`` becomes ``1 - d``, hits without scores score ``(n - i) / n``.
-Whatever of the scope was pushed down, every hit is checked against the whole scope before it
-leaves the adapter: a store whose filter semantics differ can cost recall, never leak.
+    build_graph(tiers=[VectorStoreTier(chroma, name="chroma"), RetrieverTier(bm25)], embedder=emb)
+
+Fusion standardises each tier's list on its own, so an adapter need only get the direction
+right: a distance ``d`` scores ``1 - d``, hits without scores ``(n - i) / n``. Every hit is
+checked against the whole scope before it leaves, whatever was pushed down: a store whose
+filters differ can cost recall, never leak.
 """
 
 from __future__ import annotations
@@ -25,17 +26,16 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ragtiller.core.bulkhead import bulkhead_for
 from ragtiller.core.filters import DEFAULT_NAMESPACE, join_where, scope_predicate, where_clause
-from ragtiller.core.tiers import DENSE, HIT_FIELDS, LEXICAL, Hit, SearchRequest, TierRole
+from ragtiller.core.tiers import DENSE, HIT_FIELDS, LEXICAL, Hit, SearchRequest, Tier, TierRole
 from ragtiller.errors import ConfigurationError
 
 ScoreKind = Literal["similarity", "distance", "none"]  # none: fused by rank
 SCORE_KINDS: tuple[ScoreKind, ...] = ("similarity", "distance", "none")
 LIFTED = frozenset(HIT_FIELDS)
 
+# how a search's scope reaches the store: a Document -> bool predicate (InMemoryVectorStore,
+# FAISS), a Chroma-style where dict, or nothing (checked on the results)
 Pushdown = Literal["callable", "where", "none"]
-"""How an adapter hands a search's scope to its store: a ``Document -> bool`` predicate
-(``InMemoryVectorStore``, FAISS), a Chroma-style ``where`` dict, or nothing (checked on the
-results)."""
 PUSHDOWNS: tuple[Pushdown, ...] = ("callable", "where", "none")
 OVERFETCH = 4  # k times this when the scope is cut on the results, so that up to k are left
 
@@ -63,7 +63,6 @@ NO_SCORES = ScoreSemantics("none", "no scores: fused by rank")
 
 
 def document_id(doc: Document) -> str:
-    """The document's id; without one, a hash of its source and text."""
     if doc.id:
         return str(doc.id)
     source = str(doc.metadata.get("source", ""))
@@ -90,14 +89,10 @@ def to_hits(
     pairs: Sequence[tuple[Document, float | None]], scores: ScoreSemantics, k: int
 ) -> list[Hit]:
     """At most ``k`` hits, best first, each id once (a store may repeat a chunk)."""
-    seen: set[str] = set()
-    kept: list[tuple[Document, float | None]] = []
+    firsts: dict[str, tuple[Document, float | None]] = {}
     for doc, raw in pairs:
-        id_ = document_id(doc)
-        if id_ not in seen:
-            seen.add(id_)
-            kept.append((doc, raw))
-    kept = kept[:k]
+        firsts.setdefault(document_id(doc), (doc, raw))
+    kept = list(firsts.values())[:k]
     normalised = scores.normalise([raw for _, raw in kept])
     hits = [to_hit(doc, s) for (doc, _), s in zip(kept, normalised, strict=True)]
     hits.sort(key=lambda h: -h["score"])  # stable: the store's order breaks ties
@@ -106,8 +101,8 @@ def to_hits(
 
 @dataclass(frozen=True)
 class Scope:
-    """One search's scope: ``native``, the store's ``filter`` argument (None: none), and
-    whether it says the whole scope (else results are over-fetched, then cut here)."""
+    """One search's scope: ``native``, the store's ``filter`` argument, and whether it is
+    ``complete`` (else results are over-fetched, then cut here)."""
 
     native: Any
     complete: bool
@@ -129,9 +124,8 @@ class Scope:
 
 
 def scope_of(request: SearchRequest, pushdown: Pushdown) -> Scope:
-    """The scope of ``request`` for a store that takes ``pushdown`` filters. A ``where`` clause
-    cannot select a hit's ``doc_id`` (the store's own id when the metadata names none), nor
-    ``default``, which also holds documents without a ``namespace`` key."""
+    """A ``where`` clause cannot select a hit's ``doc_id`` (the store's id when the metadata has
+    none), nor ``default``, which also holds documents without a ``namespace`` key."""
     namespaces = list(request.namespaces) if request.namespaces is not None else None
     filter = dict(request.filter) if request.filter else None
     if namespaces is None and filter is None:
@@ -227,8 +221,8 @@ CHROMA_SCALES = {
 
 
 def _chroma_space(store: Any) -> str:
-    """The collection's distance, read from its stored configuration (``l2`` unless it was made
-    with another; ``collection.configuration`` warns on collections LangChain made)."""
+    """The collection's distance from its stored configuration (``collection.configuration``
+    warns on collections LangChain made)."""
     collection = store._collection
     config = getattr(getattr(collection, "_model", None), "configuration_json", None) or {}
     for section in ("hnsw", "spann"):
@@ -252,12 +246,8 @@ def _known(store: VectorStore) -> tuple[ScoreSemantics, Pushdown] | None:
 
 
 class VectorStoreTier(StoreTier):
-    """A LangChain ``VectorStore`` as a tier that reads the query vector.
-
-    ``scores`` (``similarity``, ``distance`` or ``none``) and ``pushdown`` are known for
-    ``InMemoryVectorStore`` and Chroma, and ``none`` for a store searched only with
-    ``similarity_search_by_vector``; any other store must say its ``scores``. A store's own
-    async method is awaited (``native_async``), else the sync one runs on the tier's threads.
+    """A LangChain ``VectorStore`` as a tier that reads the query vector; a store other than
+    ``InMemoryVectorStore`` or Chroma that returns scores must say what they mean (``scores``).
 
     Example:
         >>> from langchain_core.vectorstores import InMemoryVectorStore
@@ -304,14 +294,9 @@ class VectorStoreTier(StoreTier):
             semantics = ScoreSemantics(scores, f"{scores}, as declared")
         amethod = getattr(type(store), f"a{self.method}", None)
         own = amethod is not None and amethod is not getattr(VectorStore, f"a{self.method}", None)
-        super().__init__(
-            store,
-            name,
-            role,
-            semantics,
-            pushdown or (known[1] if known is not None else "none"),
-            own if native_async is None else native_async,
-        )
+        pushdown = pushdown or (known[1] if known is not None else "none")
+        native = own if native_async is None else native_async
+        super().__init__(store, name, role, semantics, pushdown, native)
         self.store = store
         self.search_kwargs = dict(search_kwargs or {})
 
@@ -395,3 +380,33 @@ class RetrieverTier(StoreTier):
         retriever, kwargs, scope = self._call(request)
         docs = await retriever.ainvoke(request.query, **kwargs)
         return self._hits([(d, self._score(d)) for d in docs], scope, request.k)
+
+
+TierLike = Tier | VectorStore | BaseRetriever  # what build_graph(tiers=[...]) takes
+
+
+def as_tier(value: TierLike | Any, position: int = 0) -> Tier:
+    """A tier as it is; a ``VectorStore`` or ``BaseRetriever`` wrapped with its defaults."""
+    if isinstance(value, VectorStore):
+        return VectorStoreTier(value)
+    if isinstance(value, BaseRetriever):
+        return RetrieverTier(value)
+    missing = [m for m in ("name", "needs_vector", "search") if not hasattr(value, m)]
+    if missing:
+        raise ConfigurationError(
+            f"tiers[{position}] is a {type(value).__name__}: not a ragtiller Tier (it lacks "
+            f"{', '.join(missing)}), a LangChain VectorStore or a BaseRetriever"
+        )
+    tier: Tier = value
+    return tier
+
+
+__all__ = (
+    "Pushdown",
+    "RetrieverTier",
+    "ScoreKind",
+    "ScoreSemantics",
+    "TierLike",
+    "VectorStoreTier",
+    "as_tier",
+)
