@@ -150,6 +150,13 @@ def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | No
         check_thread_scope(previous, asked_scope(input, context))
 
 
+THREAD_STATE_CALLS = frozenset(
+    f"{prefix}{call}"
+    for prefix in ("", "a")
+    for call in ("get_state", "update_state", "get_state_history", "bulk_update_state")
+)
+
+
 class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
     """The retrieval graph; ``.graph`` is the compiled LangGraph graph it passes calls to."""
 
@@ -204,8 +211,9 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         return RetrievalGraph(bound, held._pinning)
 
     def __getattr__(self, name: str) -> Any:
-        """Every other call (``get_state``, ``update_state``, ...) as LangGraph's."""
-        if name.startswith("_") or name == "graph":
+        """The thread-state calls (``get_state``, ``update_state``, ...) as LangGraph's; only
+        those, so the facade never passes for a compiled graph (a subgraph, a Pregel)."""
+        if name not in THREAD_STATE_CALLS:
             raise AttributeError(name)
         return getattr(self.graph, name)
 
