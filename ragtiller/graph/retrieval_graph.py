@@ -150,10 +150,15 @@ def check_turn_input(input: Any, thread: Mapping[str, Any], pin: RunContext | No
         check_thread_scope(previous, asked_scope(input, context))
 
 
-THREAD_STATE_CALLS = frozenset(
-    f"{prefix}{call}"
-    for prefix in ("", "a")
-    for call in ("get_state", "update_state", "get_state_history", "bulk_update_state")
+FORWARDED = frozenset(
+    {
+        "get_context_jsonschema",
+        *(
+            f"{prefix}{call}"
+            for prefix in ("", "a")
+            for call in ("get_state", "update_state", "get_state_history", "bulk_update_state")
+        ),
+    }
 )
 
 
@@ -211,9 +216,9 @@ class RetrievalGraph(Runnable[dict[str, Any], dict[str, Any]]):
         return RetrievalGraph(bound, held._pinning)
 
     def __getattr__(self, name: str) -> Any:
-        """The thread-state calls (``get_state``, ``update_state``, ...) as LangGraph's; only
-        those, so the facade never passes for a compiled graph (a subgraph, a Pregel)."""
-        if name not in THREAD_STATE_CALLS:
+        """The thread-state calls (``get_state``, ``update_state``, ...) and the context schema
+        as LangGraph's; only those, so the facade never passes for a compiled graph."""
+        if name not in FORWARDED:
             raise AttributeError(name)
         return getattr(self.graph, name)
 
