@@ -19,17 +19,31 @@ from ragtiller.models.batch_embedding import normalize_rows
 MOVED_DEPTH = 1000  # chunks nearest the question that Rocchio's second pass re-scores
 
 
-class DenseTier(CpuTier):
+class StoreTier(CpuTier):
+    """A tier over a vector store's rows, searched exactly or through its HNSW graph."""
+
+    name: str
+
+    def __init__(self, store: NumpyVectorStore, *, approximate: bool = False) -> None:
+        if approximate and store.ann is None:
+            raise ValueError(f"an approximate {self.name} tier needs a store with an HNSW graph")
+        self.store = store
+        self.approximate = approximate  # search the HNSW graph instead of every row
+
+    @property
+    def rows(self) -> int:
+        return len(self.store)
+
+    def inline(self, request: SearchRequest) -> bool:
+        """An unfiltered graph search (well under a millisecond) runs on the loop too."""
+        return (self.approximate and not request.filter) or super().inline(request)
+
+
+class DenseTier(StoreTier):
     """Not the store itself: ``VectorStore.search`` already means something else."""
 
     name = "dense"
     needs_vector = True
-
-    def __init__(self, store: NumpyVectorStore, *, approximate: bool = False) -> None:
-        if approximate and store.ann is None:
-            raise ValueError("an approximate dense tier needs a store with an HNSW graph")
-        self.store = store
-        self.approximate = approximate  # search the HNSW graph instead of every row
 
     def with_search(self, approximate: bool) -> DenseTier:
         if approximate == self.approximate:
@@ -81,13 +95,3 @@ class DenseTier(CpuTier):
         """Those of ``ids`` in the request's scope, with their unit vectors (Rocchio's feedback)."""
         found, rows = self.store.records.rows_in_scope(ids, request.namespaces, request.filter)
         return found, np.asarray(self.store.vectors[rows], dtype=np.float32)
-
-    @property
-    def rows(self) -> int:
-        return len(self.store)
-
-    async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """An unfiltered graph search (well under a millisecond) runs inline."""
-        if self.approximate and not request.filter:
-            return self.search(request)
-        return await super().asearch(request)

@@ -6,8 +6,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ragtiller.core.tiers import Hit, SearchRequest
-from ragtiller.index.compute import CpuTier, top_k
+from ragtiller.index.compute import top_k
 from ragtiller.index.dense import NumpyVectorStore
+from ragtiller.index.dense_tier import StoreTier
 from ragtiller.index.records import RecordTable
 
 PARENT_ROWS_FILE = "parent_rows.npy"  # each child row's parent row, saved at ingest
@@ -26,7 +27,7 @@ def parent_rows(children: RecordTable, parents: RecordTable) -> npt.NDArray[np.i
     )
 
 
-class ParentChildTier(CpuTier):
+class ParentChildTier(StoreTier):
     """Sections ranked by their best child (precise), shown as a window of whole neighbouring
     children within ``window_words`` words (readable); ``metadata`` names the ``child_ids`` in it
     and the ``matched_child_ids`` among the top ``4 * k`` children."""
@@ -45,12 +46,9 @@ class ParentChildTier(CpuTier):
     ) -> None:
         if window_words < 1:
             raise ValueError(f"window_words must be > 0, but got {window_words}")
-        if approximate and store.ann is None:
-            raise ValueError("an approximate parent_child tier needs a store with an HNSW graph")
-        self.store = store
+        super().__init__(store, approximate=approximate)
         self.parents = parents
         self.window_words = window_words
-        self.approximate = approximate  # rank parents among the children the graph returns
         self._seen: RecordTable | None = None  # the children the parent rows below are of
         self._child_parent = self._order = self._bounds = np.empty(0, dtype=np.intp)
         if child_parents is not None:  # computed at ingest (or by this tier) for these rows
@@ -152,16 +150,6 @@ class ParentChildTier(CpuTier):
             "text": text[start:end],
             "parent_id": self.parents.ids[parent],
         }
-
-    @property
-    def rows(self) -> int:
-        return len(self.store)
-
-    async def asearch(self, request: SearchRequest) -> list[Hit]:
-        """An unfiltered graph search runs inline; a scan or full-scope filter, in a thread."""
-        if self.approximate and not request.filter:
-            return self.search(request)
-        return await super().asearch(request)
 
     def _parent_index(
         self, children: RecordTable, known: npt.NDArray[np.intp] | None = None
