@@ -558,9 +558,12 @@ def test_a_filter_of_unbounded_size_is_an_input_error(index: EmbeddedIndex, filt
 # --- 8. oracles: what a tenant's turn tells of another tenant's documents ----------------------
 
 
-def globex_sees(acme_word: str) -> list[Any]:
-    """Globex's documents (text and metadata) for its own question, over an index where acme's
-    two documents hold ``acme_word`` (the indexes differ in nothing else)."""
+ORACLE_QUERY = "where is the kestrel feeder"
+
+
+def oracle_index(acme_word: str) -> EmbeddedIndex:
+    """Globex's document about a kestrel feeder, beside acme's two documents holding
+    ``acme_word`` (the indexes for two words differ in nothing else)."""
     docs = [
         _doc("g.md", "PLATYPUS: the globex kestrel feeder sits by the server.", tenant="globex"),
         *(
@@ -568,8 +571,13 @@ def globex_sees(acme_word: str) -> list[Any]:
             for i in range(2)
         ),
     ]
-    out = build_graph(index=build_index(docs, embedder=EMBEDDER, progress=False)).invoke(
-        {"query": "where is the kestrel feeder", "tenant": "globex"}
+    return build_index(docs, embedder=EMBEDDER, progress=False)
+
+
+def globex_sees(acme_word: str) -> list[Any]:
+    """Globex's documents (text and metadata) for its own question, over ``oracle_index``."""
+    out = build_graph(index=oracle_index(acme_word)).invoke(
+        {"query": ORACLE_QUERY, "tenant": "globex"}
     )
     return [(d.page_content, d.metadata) for d in out["documents"]]
 

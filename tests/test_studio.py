@@ -241,14 +241,16 @@ def hermetic_env() -> dict[str, str]:
     return env
 
 
-def server_config(directory: Path) -> Path:
+def server_config(directory: Path, graphs: dict[str, str] | None = None) -> Path:
     """The repository's langgraph.json with paths made absolute and no ``.env`` file, so the
-    server can run from ``directory`` (its state goes there) whatever a developer's .env holds."""
+    server can run from ``directory`` (its state goes there) whatever a developer's .env holds.
+    ``graphs`` (``{graph_id: "path.py:variable"}``, paths from the repository) replace its graphs,
+    as an operator's own langgraph.json names its own."""
     config = json.loads(CONFIG.read_text("utf-8"))
     config["dependencies"] = [str((ROOT / dep).resolve()) for dep in config["dependencies"]]
     config["graphs"] = {
         graph_id: str((ROOT / spec.partition(":")[0]).resolve()) + ":" + spec.partition(":")[2]
-        for graph_id, spec in config["graphs"].items()
+        for graph_id, spec in (graphs or config["graphs"]).items()
     }
     del config["env"]
     path = directory / "langgraph.json"
@@ -259,10 +261,15 @@ def server_config(directory: Path) -> Path:
 class DevServer:
     """`langgraph dev` in its own process group, with its output collected line by line."""
 
-    def __init__(self, directory: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        env: dict[str, str] | None = None,
+        graphs: dict[str, str] | None = None,
+    ) -> None:
         command = [
             sys.executable, "-m", "langgraph_cli", "dev",
-            "--config", str(server_config(directory)),
+            "--config", str(server_config(directory, graphs)),
             "--no-reload", "--no-browser", "--host", "127.0.0.1", "--port", str(free_port()),
         ]  # fmt: skip
         self.process = subprocess.Popen(
