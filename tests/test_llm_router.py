@@ -694,6 +694,7 @@ def test_llm_route_changes_the_edges_of_a_turn() -> None:
     assert "c7" in {c.id for c in manifest.reranked}  # the lexical tier's exact match answers
     assert "c7" not in {c.id for c in baseline.reranked}
     assert model.calls == 1 and asyncio.run(quota.aremaining("chat_gen")) == 19
+    assert manifest.quota_remaining["chat_gen"] == 19  # the router's call counted once
 
 
 def test_gated_off_router_serves_the_deterministic_route_and_says_why() -> None:

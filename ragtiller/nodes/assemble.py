@@ -263,7 +263,10 @@ def build_manifest(
     for record in ordered:
         latency[record["step"]] = latency.get(record["step"], 0.0) + record["ms"]
     latency["total"] = (time.perf_counter() - turn["started_at"]) * 1000.0
-    llm_calls = sum(int(r["detail"].get("llm_calls", 0)) for r in stages)
+    calls = [(r["step"], int(r["detail"].get("llm_calls", 0))) for r in stages]
+    llm_calls = sum(n for _, n in calls)
+    # the gate read the quota after its router's call: only later calls come off what it read
+    spent_after = sum(n for step, n in calls if step != "gate")
     outcome = state.get("rerank_outcome")
     rerank_detail = outcome["detail"] if outcome else {}
     paid = (
@@ -329,7 +332,7 @@ def build_manifest(
         llm_calls=llm_calls,
         cost_usd=float(rerank_detail.get("cost_usd", 0.0)),
         quota_remaining={
-            CHAT_RESOURCE: max(0, (quota["chat_left"] if own is None else own) - llm_calls),
+            CHAT_RESOURCE: max(0, (quota["chat_left"] if own is None else own) - spent_after),
             RERANK_RESOURCE: max(0, quota["rerank_left"] - paid),
         },
         quota_budget={
