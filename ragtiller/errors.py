@@ -109,3 +109,13 @@ class PineconeTierError(RagtillerError, ConnectionError):
 
 class PineconeTimeoutError(PineconeTierError, TimeoutError):
     """No answer within the tier's ``timeout_s`` (SDK-internal retries included)."""
+
+
+def describe_error(exc: BaseException, *, secret: str | None = None) -> str:
+    """``Type: first line of the message`` (``secret`` masked, at most 300 characters), for
+    manifests and logs."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if secret:
+        text = text.replace(secret, "***")
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line[:300]
