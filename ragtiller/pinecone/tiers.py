@@ -38,12 +38,7 @@ T = TypeVar("T")
 class InFlightLimit:
     """At most ``limit`` calls in flight to one index, abandoned ones included (they hold their
     slot until the SDK gives up), so a stuck index cannot pile up threads: then searches fail at
-    once; healthy calls holding every slot make a call wait for one within its deadline.
-
-    Example:
-        >>> InFlightLimit(4).limit
-        4
-    """
+    once; healthy calls holding every slot make a call wait for one within its deadline."""
 
     def __init__(self, limit: int = 16) -> None:
         if limit < 1:
@@ -284,15 +279,7 @@ def merge_hits(results: list[tuple[str, list[tuple[Document, float]]]], k: int) 
 
 class PineconeTier(NamespacedSearch):
     """The dense tier served by a Pinecone index (cosine, one scale for every namespace) through
-    a ``PineconeVectorStore``; ``filter`` is the portable filter, sent as ``$eq`` / ``$in``.
-
-    Example:
-        >>> def connect():  # called on the first search, not here
-        ...     raise AssertionError("no I/O when the tier is built")
-        >>> tier = PineconeTier(connect, timeout_s=2.0)
-        >>> (tier.name, tier.needs_vector, tier.timeout_s)
-        ('dense', True, 2.0)
-    """
+    a ``PineconeVectorStore``; ``filter`` is the portable filter, sent as ``$eq`` / ``$in``."""
 
     needs_vector = True
 
@@ -333,15 +320,7 @@ class PineconeLexicalTier(NamespacedSearch):
     """The lexical tier served by a Pinecone sparse index (``dotproduct``) of BM25 vectors: a
     query is encoded with the statistics ``upsert_lexical`` stored, so the dot product is the
     BM25 score bm25s gives. The statistics' version is checked again once ``stats_ttl_s`` has
-    passed: a re-ingest reaches every replica within that time.
-
-    Example:
-        >>> def connect():  # called on the first search, not here
-        ...     raise AssertionError("no I/O when the tier is built")
-        >>> tier = PineconeLexicalTier(connect, timeout_s=2.0)
-        >>> (tier.name, tier.needs_vector, tier.timeout_s)
-        ('lexical', False, 2.0)
-    """
+    passed: a re-ingest reaches every replica within that time."""
 
     needs_vector = False
 

@@ -202,15 +202,7 @@ class Cache(Store, ABC):
 
 
 class MemoryCache(Cache):
-    """A cache for one process, of JSON texts as in Redis; past ``max_entries``, the oldest goes.
-
-    Example:
-        >>> import asyncio
-        >>> cache = MemoryCache()
-        >>> asyncio.run(cache.aset("k", {"ids": [1, 2]}, ttl_s=60))
-        >>> asyncio.run(cache.aget("k"))
-        {'ids': [1, 2]}
-    """
+    """A cache for one process, of JSON texts as in Redis; past ``max_entries``, the oldest goes."""
 
     def __init__(
         self, *, clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000
@@ -280,14 +272,7 @@ class RedisCache(RedisBacked, Cache):
     Identical misses across processes share one computation through a lock
     (``{prefix}cache-lock:{key}``) while the others poll; a waiter computes anyway after
     ``lock_wait_s`` or half the time its caller has left, so a dead process's lock costs a turn
-    part of its deadline, never more. When Redis fails, computing goes on without the lock.
-
-    Example:
-        >>> import asyncio
-        >>> cache = RedisCache(url="redis://localhost:6379/0", prefix="myapp:")
-        >>> asyncio.run(cache.aset("k", 42, ttl_s=60))  # doctest: +SKIP
-        >>> cache.close()
-    """
+    part of its deadline, never more. When Redis fails, computing goes on without the lock."""
 
     def __init__(
         self,

@@ -95,7 +95,7 @@ class Day:
     end: float
 
 
-def _utc_now() -> datetime:
+def _utc_now() -> datetime:  # the default clock (tests patch it to skew a replica's)
     return datetime.now(UTC)
 
 
@@ -201,15 +201,7 @@ class QuotaLedger(Store, ABC):
     async def asnapshot(
         self, resources: Iterable[str] | None = None, *, tenant: str | None = None
     ) -> QuotaSnapshot:
-        """What is left of ``resources`` (None: all), ``tenant``'s own too, in one round trip.
-
-        Example:
-            >>> import asyncio
-            >>> from ragtiller.stores import MemoryQuotaLedger
-            >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-            >>> asyncio.run(ledger.asnapshot()).remaining
-            {'chat_gen': 20, 'rerank_calls': 100}
-        """
+        """What is left of ``resources`` (None: all), ``tenant``'s own too, in one round trip."""
         names = tuple(self.limits if resources is None else dict.fromkeys(resources))
         counters = self._counters(names, tenant)
         failed = "quota store unavailable; reporting 0 left of %s: %s"
@@ -253,14 +245,7 @@ class QuotaLedger(Store, ABC):
 
 
 class MemoryQuotaLedger(QuotaLedger):
-    """A quota ledger for one process: one lock, never held across an ``await``.
-
-    Example:
-        >>> import asyncio
-        >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-        >>> asyncio.run(ledger.aremaining("rerank_calls"))
-        100
-    """
+    """A quota ledger for one process: one lock, never held across an ``await``."""
 
     def __init__(
         self,
@@ -337,15 +322,7 @@ class RedisQuotaLedger(RedisBacked, QuotaLedger):
     under a per-tenant limit, ``{prefix}quota@{tenant as UTF-8 hex}:{resource}:{date}``. The day
     is the store's (``TIME``), so replicas with skewed clocks share one; with ``clock=``, that
     clock's. A counter that is not a count fails closed until fixed; a timeout after the script
-    ran errs towards spending less than the budget, never more.
-
-    Example:
-        >>> import asyncio
-        >>> ledger = RedisQuotaLedger({"chat_gen": 20}, url="redis://localhost:6379/0")
-        >>> asyncio.run(ledger.atry_spend("chat_gen"))  # doctest: +SKIP
-        SpendResult(allowed=True, remaining=19, reason=None, budget='shared')
-        >>> ledger.close()
-    """
+    ran errs towards spending less than the budget, never more."""
 
     def __init__(
         self,
