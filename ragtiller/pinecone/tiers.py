@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from ragtiller.adapters import to_hit
 from ragtiller.core.bulkhead import Overloaded
 from ragtiller.core.filters import to_where
-from ragtiller.core.tiers import HIT_FIELDS, Hit, SearchRequest
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import ConfigurationError, TierUnavailable
 from ragtiller.errors import PineconeTierError as PineconeTierError  # re-exported
 from ragtiller.errors import PineconeTimeoutError as PineconeTimeoutError
@@ -261,19 +262,10 @@ def merge_hits(results: list[tuple[str, list[tuple[Document, float]]]], k: int) 
     best: dict[str, Hit] = {}
     for namespace, pairs in results:
         for doc, score in pairs:
-            metadata = {key: v for key, v in doc.metadata.items() if key not in HIT_FIELDS}
-            record_id = str(doc.id)
-            hit = Hit(
-                id=record_id,
-                text=doc.page_content,
-                score=float(score),
-                doc_id=str(doc.metadata.get("doc_id") or record_id),
-                parent_id=doc.metadata.get("parent_id"),
-                source=str(doc.metadata.get("source", "")),
-                metadata={**metadata, "namespace": namespace},
-            )
-            if record_id not in best or hit["score"] > best[record_id]["score"]:
-                best[record_id] = hit
+            hit = to_hit(doc, float(score))
+            hit["metadata"]["namespace"] = namespace
+            if hit["id"] not in best or hit["score"] > best[hit["id"]]["score"]:
+                best[hit["id"]] = hit
     return sorted(best.values(), key=lambda h: -h["score"])[:k]
 
 
