@@ -112,8 +112,7 @@ class PineconeTimeoutError(PineconeTierError, TimeoutError):
 
 
 def describe_error(exc: BaseException, *, secret: str | None = None) -> str:
-    """``Type: first line of the message`` (``secret`` masked, at most 300 characters), for
-    manifests and logs."""
+    """``Type: first line of the message``, ``secret`` masked, at most 300 characters."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if secret:
         text = text.replace(secret, "***")

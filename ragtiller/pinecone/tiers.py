@@ -185,10 +185,9 @@ QueryOne = Callable[[str], list[tuple[Document, float]]]  # one namespace's (doc
 
 
 class NamespacedSearch(ABC):
-    """Each namespace is one call in a daemon thread, all under one deadline ``timeout_s`` (the
-    SDK retries 5xx itself, about 8 s, never 429; a call past it is abandoned, not stopped), at
-    most ``max_in_flight`` at once; ``namespaces=None`` is every non-empty one. The index (or
-    store) may be a function making it on first search: building a tier does no I/O."""
+    """Each namespace one call in a daemon thread, all under one deadline, at most ``max_in_flight``
+    at once (docs/pinecone.md); ``namespaces=None`` is every non-empty one. Given a function that
+    makes the index (or store), building a tier does no I/O."""
 
     needs_vector: bool
 

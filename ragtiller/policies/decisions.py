@@ -39,8 +39,7 @@ def decide_parent_child(route: RouteConfig, *, is_broad: bool, query_type: str) 
 
 
 def decide_rerank_setting(route: RouteConfig) -> Decision:
-    """Whether the paid ceiling may order this route's passages (the floor runs either way), before
-    candidates are known."""
+    """Whether the paid ceiling may order this route's passages, before candidates are known."""
     if route.rerank is False:
         return decision(False, False, "route keeps the floor")
     if route.rerank is True:

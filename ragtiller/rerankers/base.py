@@ -61,8 +61,7 @@ class BaseReranker(ABC):
 
 
 class ModelReranker(BaseReranker):
-    """A reranker that sends the first ``max_candidates`` candidates to a model, and answers
-    with ``floor`` (``error`` set) when the model fails."""
+    """Sends the first ``max_candidates`` candidates to a model; when it fails, ``floor`` answers."""
 
     floor: Reranker
     max_candidates: int | None
@@ -105,8 +104,7 @@ class ModelReranker(BaseReranker):
 
 
 def order_by_scores(candidates: Sequence[Candidate], scores: Sequence[float]) -> list[Candidate]:
-    """Copies of ``candidates`` with ``final_score`` set, best first; ties keep the input order.
-    A ``ValueError`` when the lengths differ or a score is not finite."""
+    """Copies of ``candidates`` with ``final_score`` set, best first; ties keep the input order."""
     if len(scores) != len(candidates):
         raise ValueError(f"expected {len(candidates)} scores, but got {len(scores)}")
     values = [float(s) for s in scores]

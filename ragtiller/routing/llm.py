@@ -1,8 +1,6 @@
 """The optional LLM router: a chat model reads the query, the deterministic router stays the floor.
-
-A failed call is not refunded (the provider may have billed it, as for step-back); one that never
-reached the model (``overloaded``, ``hung``) is.
-"""
+A failed call is not refunded (the provider may have billed it); one that never reached the model
+(``overloaded``, ``hung``) is."""
 
 from __future__ import annotations
 
