@@ -85,8 +85,7 @@ class _Floor(Exception):
 
 
 class CeilingReranker(BaseReranker):
-    """Uses a paid ``ceiling`` reranker when it is affordable and healthy, else the free ``floor``;
-    ``disabled_reason`` keeps the ceiling from ever being called."""
+    """The paid ``ceiling`` when it is affordable and healthy, else the free ``floor``."""
 
     def __init__(
         self,

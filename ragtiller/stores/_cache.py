@@ -142,9 +142,7 @@ class Cache(Store, ABC):
         loop = asyncio.get_running_loop()
         flight_key = (loop, key)
         with self._flights_lock:
-            task = self._aflights.get(flight_key)
-            leader = task is None
-            if task is None:
+            if leader := (task := self._aflights.get(flight_key)) is None:
                 task = loop.create_task(self._aflight(key, compute, ttl_s, accept))
                 self._aflights[flight_key] = task
                 task.add_done_callback(partial(self._aflight_done, flight_key))
