@@ -265,12 +265,8 @@ def _bounded(key: str, raw: bytes | str | None) -> str | None:
 
 
 class RedisCache(RedisBacked, Cache):
-    """A cache shared by every process on the same Redis and prefix (``docs/redis.md``).
-
-    Identical misses across processes share one computation through a lock
-    (``{prefix}cache-lock:{key}``) while the others poll; a waiter computes anyway after
-    ``lock_wait_s`` or half the time its caller has left, so a dead process's lock costs a turn
-    part of its deadline, never more. When Redis fails, computing goes on without the lock."""
+    """A cache shared by every process on the same Redis and prefix: identical misses share one
+    computation through a lock, which a waiter gives up on in time (docs/redis.md)."""
 
     def __init__(
         self,

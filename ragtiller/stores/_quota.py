@@ -48,10 +48,8 @@ SpendRefusal = Literal["quota", "quota-store-unavailable"]
 
 @contextlib.contextmanager
 def spend_caps(caps: Mapping[str, int], tenant_caps: Mapping[str, int] = _NONE) -> Iterator[None]:
-    """Cap every spend and read made inside at ``caps`` (resource -> daily limit) and each
-    tenant's own budget at ``tenant_caps``, in the ledger's atomic step: the graph sets its turn
-    policy's limits around each node, so a run policy lowers a limit (never raises it) however
-    many of its turns run at once, and a provider that spends needs no argument for it."""
+    """Cap every spend and read inside at ``caps`` (each tenant's own at ``tenant_caps``) in the
+    ledger's atomic step: a run policy lowers a limit however many of its turns run at once."""
     token = _caps.set((caps, tenant_caps))
     try:
         yield
@@ -316,13 +314,8 @@ c}`` (counter ``c`` is not a count) or ``{-2, 0, 0}`` (no day holds the time).""
 
 
 class RedisQuotaLedger(RedisBacked, QuotaLedger):
-    """A quota ledger shared by every replica on the same Redis and prefix (``docs/redis.md``).
-
-    One counter per resource and day, ``{prefix}quota:{resource}:{date}``, and one per tenant
-    under a per-tenant limit, ``{prefix}quota@{tenant as UTF-8 hex}:{resource}:{date}``. The day
-    is the store's (``TIME``), so replicas with skewed clocks share one; with ``clock=``, that
-    clock's. A counter that is not a count fails closed until fixed; a timeout after the script
-    ran errs towards spending less than the budget, never more."""
+    """A quota ledger shared by every replica on the same Redis and prefix, counting in the store's
+    day (``TIME``; with ``clock=``, that clock's); its keys and failure modes: docs/redis.md."""
 
     def __init__(
         self,
