@@ -1,8 +1,5 @@
-"""ragtiller: a quota-aware, policy-driven retrieval graph for LangChain and LangGraph.
-
-Names are imported on first use, so ``import ragtiller.stores`` (or a worker process) does not
-pay for importing LangGraph.
-"""
+"""ragtiller: a quota-aware, policy-driven retrieval graph for LangChain and LangGraph. Names are
+imported on first use, so ``import ragtiller.stores`` does not pay for importing LangGraph."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Bring your own store: any LangChain ``VectorStore`` (asked by vector: it holds the graph
-embedder's vectors) or ``BaseRetriever`` (asked by text, for ``k``) as a tier. ``build_graph``
-wraps a bare one with :func:`as_tier`; wrap it yourself to give it a name, a role, or what its
-scores mean::
-
-    build_graph(tiers=[VectorStoreTier(chroma, name="chroma"), RetrieverTier(bm25)], embedder=emb)
-
-Fusion standardises each tier's list on its own, so an adapter need only get the direction
-right: a distance ``d`` scores ``1 - d``, hits without scores ``(n - i) / n``. Every hit is
-checked against the whole scope before it leaves, whatever was pushed down: a store whose
-filters differ can cost recall, never leak.
+"""Bring your own store: a LangChain ``VectorStore`` or ``BaseRetriever`` as a tier (docs/usage.md,
+"Bring your own store"). Every hit is checked against the whole scope before it leaves, whatever
+was pushed down: a store whose filters differ can cost recall, never leak.
 """
 
 from __future__ import annotations
@@ -221,8 +213,7 @@ CHROMA_SCALES = {
 
 
 def _chroma_space(store: Any) -> str:
-    """The collection's distance from its stored configuration (``collection.configuration``
-    warns on collections LangChain made)."""
+    """The collection's distance, from its stored configuration (``.configuration`` warns)."""
     collection = store._collection
     config = getattr(getattr(collection, "_model", None), "configuration_json", None) or {}
     for section in ("hnsw", "spann"):
@@ -323,13 +314,8 @@ class VectorStoreTier(StoreTier):
 
 
 class RetrieverTier(StoreTier):
-    """A LangChain ``BaseRetriever`` as a tier that reads the query text.
-
-    ``role`` ``lexical`` is turned off with ``hybrid``; give another for a tier no switch should
-    touch. ``score_key``: a metadata key holding a higher-is-better score (default: fused by
-    rank). ``pushdown``: ``where`` or ``callable`` when the retriever passes a ``filter`` keyword
-    to its store. ``native_async`` default: whether its class defines ``_aget_relevant_documents``.
-    """
+    """A LangChain ``BaseRetriever`` as a tier that reads the query text; ``score_key`` names a
+    higher-is-better metadata score (else fused by rank); roles, pushdown: docs/usage.md."""
 
     needs_vector = False
 

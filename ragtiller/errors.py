@@ -24,8 +24,7 @@ class EmbeddingError(RagtillerError, RuntimeError):
 
 
 class EmbeddingServiceError(EmbeddingError):
-    """An embedding service answered one call with an error status (None: no answer), and the
-    ``Retry-After`` it asked for, if any."""
+    """An embedding service answered one call with an error status (None: no answer)."""
 
     def __init__(
         self, message: str, *, status_code: int | None, retry_after_s: float | None = None
@@ -98,8 +97,7 @@ class EvalError(RagtillerError, ValueError):
 
 
 class PineconeTierError(RagtillerError, ConnectionError):
-    """Pinecone did not answer a tier search in ``namespace``: an HTTP error (``status_code``), a
-    refused connection, a timeout."""
+    """Pinecone failed a search in ``namespace``: HTTP ``status_code``, no connection, a timeout."""
 
     def __init__(self, message: str, *, status_code: int | None, namespace: str) -> None:
         super().__init__(message)
@@ -109,3 +107,12 @@ class PineconeTierError(RagtillerError, ConnectionError):
 
 class PineconeTimeoutError(PineconeTierError, TimeoutError):
     """No answer within the tier's ``timeout_s`` (SDK-internal retries included)."""
+
+
+def describe_error(exc: BaseException, *, secret: str | None = None) -> str:
+    """``Type: first line of the message``, ``secret`` masked, at most 300 characters."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if secret:
+        text = text.replace(secret, "***")
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line[:300]

@@ -71,8 +71,7 @@ def _output(out: Any) -> tuple[list[Document], str, dict[str, Any]]:
 
 
 class ManifestCollector(BaseCallbackHandler):
-    """The manifests of the retriever calls it is passed to, in the order they ended: the
-    caller's own, unlike the shared retriever."""
+    """The manifests of the retriever calls it is passed to (the caller's own), as they end."""
 
     run_inline = True
 

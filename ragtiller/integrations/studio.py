@@ -84,8 +84,7 @@ def build_studio_graph(
 
 
 def _open(env: Mapping[str, str]) -> EmbeddedIndex:
-    """:func:`studio_index`, failing as a ``ConfigurationError`` (a ``ValueError``, whose message
-    the server shows the Studio user; it hides other errors)."""
+    """:func:`studio_index`, failing as a ``ConfigurationError`` (the server shows its message)."""
     try:
         return studio_index(env)
     except ConfigurationError:
@@ -95,8 +94,7 @@ def _open(env: Mapping[str, str]) -> EmbeddedIndex:
 
 
 def _shared_graph(policy: str | None = None) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The process's graph for ``policy``, built on first use over the shared index; its quota
-    ledger and cache outlive index changes."""
+    """The process's graph for ``policy``, built once; its ledger and cache outlive index changes."""
     global _index
     key = policy or ""
     with _lock:
@@ -135,8 +133,7 @@ def check_run_context(runtime: ServerRuntime[Any]) -> None:
 
 
 async def make_graph(runtime: ServerRuntime[Any]) -> CompiledStateGraph:  # type: ignore[type-arg]
-    """The shared graph, built once in a worker thread (``langgraph dev`` refuses blocking calls
-    on its event loop)."""
+    """The shared graph, built in a worker thread (``langgraph dev`` refuses blocking calls)."""
     check_run_context(runtime)
     return await asyncio.to_thread(_shared_graph)
 

@@ -1,12 +1,7 @@
 """The bundled MiniLM on onnxruntime and ``tokenizers``, no torch (seconds to import): its ONNX
 export, cached under a hash of the bundled files and the variant so that a new model package or
 variant never reuses a stale file, and the embedder (the graph pools and normalises itself).
-
-The export is the one step that needs torch. Mean pooling and L2 normalisation are part of the
-graph; eager attention (not SDPA) lets onnxruntime's optimizer fuse it. The uint8 variant
-quantizes the fused weights per channel, unsigned as the activations are: u8 x u8 products are
-exact on every CPU, while signed weights saturate on x86 CPUs without VNNI, where the same text
-got another vector and the same index another score (issue 43).
+Why the attention is eager and the uint8 weights unsigned (issue 43): docs/local-model.md.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from ragtiller.nodes.stage import Stage
 from ragtiller.nodes.state import PlainManifest, RetrievalState
 from ragtiller.policies.schema import BudgetsConfig, RetrievalPolicy
 from ragtiller.ranking.recipe import doc_key
-from ragtiller.rerankers.floor import identity_order
+from ragtiller.rerankers.base import identity_order
 
 MAX_WORD_CHARS = 20  # a longer run (a URL, text without spaces) is a word per 20 characters
 _IDEOGRAPHS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"

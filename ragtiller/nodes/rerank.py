@@ -19,9 +19,8 @@ from ragtiller.nodes.stage import (
 )
 from ragtiller.nodes.state import RetrievalState
 from ragtiller.policies.decisions import ceiling_wanted
-from ragtiller.rerankers.base import RerankResult
+from ragtiller.rerankers.base import RerankResult, identity_order
 from ragtiller.rerankers.ceiling import CeilingReranker
-from ragtiller.rerankers.floor import identity_order
 
 
 def floor_reason(plan: RerankDecision | None, detail: dict[str, Any]) -> str | None:

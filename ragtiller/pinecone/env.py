@@ -32,13 +32,7 @@ SPARSE_HOST_ENV = "PINECONE_SPARSE_HOST"
 
 
 class PineconeIndexSettings(BaseModel):
-    """How to reach one Pinecone index: the key (shown as ``**********``), its host or name.
-
-    Example:
-        >>> settings = PineconeIndexSettings(api_key="k", host="https://h")
-        >>> settings
-        PineconeIndexSettings(api_key=SecretStr('**********'), host='https://h', index_name='')
-    """
+    """How to reach one Pinecone index: the key (shown as ``**********``), its host or name."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -79,17 +73,7 @@ def pinecone_tier_from_env(
 ) -> PineconeTier:
     """The dense tier from ``PINECONE_API_KEY`` and ``PINECONE_HOST`` or ``PINECONE_INDEX``,
     over an index built with ``embedder``. Without the key, its searches raise
-    ``TierUnavailable("no-credentials")`` (the graph reports it skipped, or falls back).
-
-    Example:
-        >>> from ragtiller.core.tiers import SearchRequest
-        >>> from ragtiller.models import HashingEmbedder
-        >>> tier = pinecone_tier_from_env(HashingEmbedder(dim=8), env={})
-        >>> tier.search(SearchRequest(query="q", vector=[1.0] * 8, k=1, namespaces=["default"]))
-        Traceback (most recent call last):
-        ...
-        ragtiller.errors.TierUnavailable: Pinecone tier 'dense': set PINECONE_API_KEY ...
-    """
+    ``TierUnavailable("no-credentials")`` (the graph reports it skipped, or falls back)."""
     connect = _connector(env, name, HOST_ENV, INDEX_ENV)
 
     def make_store() -> PineconeVectorStore:
@@ -109,16 +93,7 @@ def pinecone_lexical_tier_from_env(
 ) -> PineconeLexicalTier:
     """The lexical tier (BM25 sparse vectors) from ``PINECONE_API_KEY`` and
     ``PINECONE_SPARSE_HOST`` or ``PINECONE_SPARSE_INDEX``: a second index, next to the dense one
-    (``vector_type="sparse"``, metric ``dotproduct``). Without the key, as the dense tier.
-
-    Example:
-        >>> from ragtiller.core.tiers import SearchRequest
-        >>> tier = pinecone_lexical_tier_from_env(env={})
-        >>> tier.search(SearchRequest(query="q", vector=None, k=1, namespaces=["default"]))
-        Traceback (most recent call last):
-        ...
-        ragtiller.errors.TierUnavailable: Pinecone tier 'lexical': set PINECONE_API_KEY ...
-    """
+    (``vector_type="sparse"``, metric ``dotproduct``). Without the key, as the dense tier."""
     connect = _connector(env, name, SPARSE_HOST_ENV, SPARSE_INDEX_ENV)
     return PineconeLexicalTier(connect, name=name, timeout_s=timeout_s)
 

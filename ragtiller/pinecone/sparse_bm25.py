@@ -54,13 +54,7 @@ def _check_method(config: LexicalConfig) -> None:
 class BM25Stats(BaseModel):
     """Corpus statistics: ``terms`` maps each analysed term to ``[sparse index, document
     frequency]``; a term's index is a hash of it (the next free one on a collision), so two
-    corpora give most terms the same index.
-
-    Example:
-        >>> stats = BM25Stats.build(["a cat sat", "a dog sat"], LexicalConfig())
-        >>> (stats.documents, stats.avgdl, stats.terms["sat"][1])
-        (2, 2.0, 2)
-    """
+    corpora give most terms the same index."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

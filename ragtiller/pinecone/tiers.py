@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from ragtiller.adapters import to_hit
 from ragtiller.core.bulkhead import Overloaded
 from ragtiller.core.filters import to_where
-from ragtiller.core.tiers import HIT_FIELDS, Hit, SearchRequest
+from ragtiller.core.tiers import Hit, SearchRequest
 from ragtiller.errors import ConfigurationError, TierUnavailable
 from ragtiller.errors import PineconeTierError as PineconeTierError  # re-exported
 from ragtiller.errors import PineconeTimeoutError as PineconeTimeoutError
@@ -38,12 +39,7 @@ T = TypeVar("T")
 class InFlightLimit:
     """At most ``limit`` calls in flight to one index, abandoned ones included (they hold their
     slot until the SDK gives up), so a stuck index cannot pile up threads: then searches fail at
-    once; healthy calls holding every slot make a call wait for one within its deadline.
-
-    Example:
-        >>> InFlightLimit(4).limit
-        4
-    """
+    once; healthy calls holding every slot make a call wait for one within its deadline."""
 
     def __init__(self, limit: int = 16) -> None:
         if limit < 1:
@@ -189,10 +185,9 @@ QueryOne = Callable[[str], list[tuple[Document, float]]]  # one namespace's (doc
 
 
 class NamespacedSearch(ABC):
-    """Each namespace is one call in a daemon thread, all under one deadline ``timeout_s`` (the
-    SDK retries 5xx itself, about 8 s, never 429; a call past it is abandoned, not stopped), at
-    most ``max_in_flight`` at once; ``namespaces=None`` is every non-empty one. The index (or
-    store) may be a function making it on first search: building a tier does no I/O."""
+    """Each namespace one call in a daemon thread, all under one deadline, at most ``max_in_flight``
+    at once (docs/pinecone.md); ``namespaces=None`` is every non-empty one. Given a function that
+    makes the index (or store), building a tier does no I/O."""
 
     needs_vector: bool
 
@@ -266,33 +261,16 @@ def merge_hits(results: list[tuple[str, list[tuple[Document, float]]]], k: int) 
     best: dict[str, Hit] = {}
     for namespace, pairs in results:
         for doc, score in pairs:
-            metadata = {key: v for key, v in doc.metadata.items() if key not in HIT_FIELDS}
-            record_id = str(doc.id)
-            hit = Hit(
-                id=record_id,
-                text=doc.page_content,
-                score=float(score),
-                doc_id=str(doc.metadata.get("doc_id") or record_id),
-                parent_id=doc.metadata.get("parent_id"),
-                source=str(doc.metadata.get("source", "")),
-                metadata={**metadata, "namespace": namespace},
-            )
-            if record_id not in best or hit["score"] > best[record_id]["score"]:
-                best[record_id] = hit
+            hit = to_hit(doc, float(score))
+            hit["metadata"]["namespace"] = namespace
+            if hit["id"] not in best or hit["score"] > best[hit["id"]]["score"]:
+                best[hit["id"]] = hit
     return sorted(best.values(), key=lambda h: -h["score"])[:k]
 
 
 class PineconeTier(NamespacedSearch):
     """The dense tier served by a Pinecone index (cosine, one scale for every namespace) through
-    a ``PineconeVectorStore``; ``filter`` is the portable filter, sent as ``$eq`` / ``$in``.
-
-    Example:
-        >>> def connect():  # called on the first search, not here
-        ...     raise AssertionError("no I/O when the tier is built")
-        >>> tier = PineconeTier(connect, timeout_s=2.0)
-        >>> (tier.name, tier.needs_vector, tier.timeout_s)
-        ('dense', True, 2.0)
-    """
+    a ``PineconeVectorStore``; ``filter`` is the portable filter, sent as ``$eq`` / ``$in``."""
 
     needs_vector = True
 
@@ -333,15 +311,7 @@ class PineconeLexicalTier(NamespacedSearch):
     """The lexical tier served by a Pinecone sparse index (``dotproduct``) of BM25 vectors: a
     query is encoded with the statistics ``upsert_lexical`` stored, so the dot product is the
     BM25 score bm25s gives. The statistics' version is checked again once ``stats_ttl_s`` has
-    passed: a re-ingest reaches every replica within that time.
-
-    Example:
-        >>> def connect():  # called on the first search, not here
-        ...     raise AssertionError("no I/O when the tier is built")
-        >>> tier = PineconeLexicalTier(connect, timeout_s=2.0)
-        >>> (tier.name, tier.needs_vector, tier.timeout_s)
-        ('lexical', False, 2.0)
-    """
+    passed: a re-ingest reaches every replica within that time."""
 
     needs_vector = False
 

@@ -17,7 +17,7 @@ from langchain_core.indexing import RecordManager
 
 from ragtiller.core.filters import DEFAULT_NAMESPACE
 from ragtiller.core.retry import RetryPolicy
-from ragtiller.errors import ConfigurationError, IngestError, TierUnavailable
+from ragtiller.errors import ConfigurationError, IngestError, TierUnavailable, describe_error
 from ragtiller.index.dense import NumpyVectorStore
 from ragtiller.index.embedded import EmbeddedIndex
 from ragtiller.index.lexical import DEFAULT_LEXICAL, LexicalConfig, indexed_text
@@ -214,11 +214,9 @@ def _upsert_batch(
         except (PineconeException, HTTPError, OSError) as e:
             rate_limited = isinstance(e, PineconeApiException) and e.status == 429
             if not rate_limited or attempt == retry.attempts:
-                text = str(e).strip()
-                detail = text.splitlines()[0] if text else type(e).__name__
                 raise IngestError(
                     f"upsert to Pinecone namespace {namespace!r} failed at chunks {first}-"
-                    f"{first + len(batch) - 1}: {detail}; earlier batches were stored, and ids "
+                    f"{first + len(batch) - 1}: {describe_error(e)}; earlier batches were stored, and ids "
                     "are stable, so running again is safe"
                 ) from e
             sleep(retry.delay(attempt))

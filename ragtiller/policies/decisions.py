@@ -39,8 +39,7 @@ def decide_parent_child(route: RouteConfig, *, is_broad: bool, query_type: str) 
 
 
 def decide_rerank_setting(route: RouteConfig) -> Decision:
-    """Whether the paid ceiling may order this route's passages (the floor runs either way), before
-    candidates are known."""
+    """Whether the paid ceiling may order this route's passages, before candidates are known."""
     if route.rerank is False:
         return decision(False, False, "route keeps the floor")
     if route.rerank is True:
@@ -93,11 +92,9 @@ def decide_rerank(
 ) -> RerankDecision:
     """The floor whenever there are candidates; the ceiling when the route lets it (conditional:
     unless an exact match settles it), the reranker has one and the quota view shows units left."""
-    if not candidates:
-        return RerankDecision(
-            enabled=False, setting=setting["setting"], reason="no-candidates", mode=None
-        )
     floor = RerankDecision(enabled=True, setting=setting["setting"], reason="", mode="floor")
+    if not candidates:
+        return {**floor, "enabled": False, "reason": "no-candidates", "mode": None}
     if not setting["enabled"]:
         return {**floor, "reason": setting["reason"]}
     if setting["setting"] == "conditional":

@@ -12,6 +12,7 @@ ARTIFACT_KIND = "ragtiller.promotion-decision"
 ARTIFACT_SCHEMA_VERSION = 1
 OVERALL_SLICE = "all"
 EvalRefusal = Literal["no-eval-evidence", "eval-rejected", "eval-artifact-unreadable"]
+UNREADABLE: EvalRefusal = "eval-artifact-unreadable"
 
 
 @dataclass(frozen=True)
@@ -34,50 +35,41 @@ def read_eval_evidence(path: str | None, *, setting: str) -> EvalEvidence:
     """The eval gate at ``path`` (the policy field ``setting``): a gated component runs only on a
     ``promote`` decision with a positive NDCG@10 lift in every required slice. Never raises."""
     if not path:
-        return EvalEvidence(
-            None,
-            "no-eval-evidence",
+        note = (
             f"{setting} is not set; run `ragtiller promote` with this component in the "
-            "candidate policy and point the setting at its --out file",
+            "candidate policy and point the setting at its --out file"
         )
-
+        return EvalEvidence(None, "no-eval-evidence", note)
+    where = f"{setting} {path!r}"
     try:
         artifact = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        note = f"cannot read {setting} {path!r}: {type(e).__name__}: {e}"
-        return EvalEvidence(path, "eval-artifact-unreadable", note)
+        return EvalEvidence(path, UNREADABLE, f"cannot read {where}: {type(e).__name__}: {e}")
+    if not isinstance(artifact, dict):
+        artifact = {}
     shape = (ARTIFACT_KIND, ARTIFACT_SCHEMA_VERSION)
-    if not isinstance(artifact, dict) or (
-        (artifact.get("kind"), artifact.get("schema_version")) != shape
-    ):
-        note = (
-            f"{setting} {path!r} is not a `ragtiller promote` decision "
-            f"(kind {ARTIFACT_KIND!r}, schema_version {ARTIFACT_SCHEMA_VERSION})"
+    if (artifact.get("kind"), artifact.get("schema_version")) != shape:
+        what = f"(kind {ARTIFACT_KIND!r}, schema_version {ARTIFACT_SCHEMA_VERSION})"
+        return EvalEvidence(
+            path, UNREADABLE, f"{where} is not a `ragtiller promote` decision {what}"
         )
-        return EvalEvidence(path, "eval-artifact-unreadable", note)
-    verdict = artifact.get("decision")
+    verdict, lifts, rules = artifact.get("decision"), artifact.get("lifts"), artifact.get("rules")
     if verdict != "promote":
-        note = f"{setting} {path!r} has decision {verdict!r}, not 'promote'"
-        return EvalEvidence(path, "eval-rejected", note)
-    lifts, rules = artifact.get("lifts"), artifact.get("rules")
+        return EvalEvidence(
+            path, "eval-rejected", f"{where} has decision {verdict!r}, not 'promote'"
+        )
     if not isinstance(lifts, dict) or not isinstance(rules, dict):
-        note = f"{setting} {path!r} has no 'lifts' or 'rules' section"
-        return EvalEvidence(path, "eval-artifact-unreadable", note)
+        return EvalEvidence(path, UNREADABLE, f"{where} has no 'lifts' or 'rules' section")
     slices = [str(s) for s in rules.get("required_slices") or []] or [OVERALL_SLICE]
     for name in slices:
         lift = lifts.get(name)
         mean = lift.get("mean") if isinstance(lift, dict) else None
         if not isinstance(mean, int | float) or mean <= 0:
-            note = (
-                f"{setting} {path!r} promotes but shows no NDCG@10 lift over the "
-                f"baseline in slice {name!r} (mean lift {mean!r})"
-            )
-            return EvalEvidence(path, "no-eval-evidence", note)
-    note = (
-        f"promoted by {path!r}: candidate {_policy_label(artifact.get('candidate'))} beat "
-        f"baseline {_policy_label(artifact.get('baseline'))} on {', '.join(slices)}"
-    )
-    return EvalEvidence(path, None, note)
+            note = f"{where} promotes but shows no NDCG@10 lift over the baseline in slice {name!r}"
+            return EvalEvidence(path, "no-eval-evidence", f"{note} (mean lift {mean!r})")
+    labels = [_policy_label(artifact.get(role)) for role in ("candidate", "baseline")]
+    note = f"promoted by {path!r}: candidate {labels[0]} beat baseline {labels[1]}"
+    return EvalEvidence(path, None, f"{note} on {', '.join(slices)}")
 
 
 def _policy_label(policy: object) -> str:

@@ -1,8 +1,6 @@
-"""The policy's leaf fields as a table: path, when each applies, value, what it does.
-
-``ragtiller policy show --fields`` prints it and ``docs/policy.md`` holds the default's (a test
-keeps the two equal), so the list of knobs is read from the schema, never copied by hand.
-"""
+"""The policy's leaf fields as a table (path, when each applies, value, what it does), read from the
+schema: ``ragtiller policy show --fields`` prints it, docs/policy.md holds the default's (a test
+keeps the two equal)."""
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ import numpy as np
 
 from ragtiller.core.tiers import Candidate, Hit, Tier
 from ragtiller.index.lexical import LexicalTier, lucene_idf
+from ragtiller.policies.schema import FEEDBACK_DEPTH
 from ragtiller.ranking.fusion import FusionMethod, fuse_hits, fuse_scores, fused_order, zscores
 
 DocKey = tuple[str, str]
 RESCORE = "passage_rescore"  # a leading passage's metadata key: its coverage of the query
-FEEDBACK_DEPTH = 100  # each first pass's passages feedback reads (the policy's cap knows it too)
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n\s*\n")
 
 

@@ -1,5 +1,6 @@
-"""The rerank provider interface, and what the shipped providers share. Providers never raise:
-on any failure they answer with their floor and say why."""
+"""The rerank provider interface, what the shipped providers share, and the free floors (the
+shipped recipe's narrowing, the fusion order). Providers never raise: on any failure they answer
+with their floor and say why."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragtiller.core.bulkhead import Overloaded, ProviderHung
 from ragtiller.core.tiers import Candidate
-from ragtiller.errors import MissingCredentialsError
+from ragtiller.errors import MissingCredentialsError, describe_error
+from ragtiller.ranking.recipe import narrow
 
 logger = logging.getLogger("ragtiller.rerankers")
 
@@ -59,8 +61,7 @@ class BaseReranker(ABC):
 
 
 class ModelReranker(BaseReranker):
-    """A reranker that sends the first ``max_candidates`` candidates to a model, and answers
-    with ``floor`` (``error`` set) when the model fails."""
+    """Sends the first ``max_candidates`` candidates to a model; when it fails, ``floor`` answers."""
 
     floor: Reranker
     max_candidates: int | None
@@ -103,8 +104,7 @@ class ModelReranker(BaseReranker):
 
 
 def order_by_scores(candidates: Sequence[Candidate], scores: Sequence[float]) -> list[Candidate]:
-    """Copies of ``candidates`` with ``final_score`` set, best first; ties keep the input order.
-    A ``ValueError`` when the lengths differ or a score is not finite."""
+    """Copies of ``candidates`` with ``final_score`` set, best first; ties keep the input order."""
     if len(scores) != len(candidates):
         raise ValueError(f"expected {len(candidates)} scores, but got {len(scores)}")
     values = [float(s) for s in scores]
@@ -114,14 +114,6 @@ def order_by_scores(candidates: Sequence[Candidate], scores: Sequence[float]) ->
         {**c, "final_score": v} for c, v in zip(candidates, values, strict=True)
     ]
     return sorted(scored, key=lambda c: -c["final_score"])
-
-
-def describe_error(exc: BaseException, *, secret: str | None = None) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if secret:
-        text = text.replace(secret, "***")
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line[:300]
 
 
 def error_kind(exc: BaseException) -> str:
@@ -145,3 +137,45 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, ValueError) or status == 200:
         return "malformed-response"
     return "error"
+
+
+def identity_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]:
+    """The first ``top_n`` candidates in fusion order, ``final_score`` = ``fused_score``."""
+    return [
+        {**c, "final_score": float(c.get("fused_score", 0.0))} for c in candidates[: max(top_n, 0)]
+    ]
+
+
+class IdentityReranker(BaseReranker):
+    """Keeps the fusion order; ``final_score`` is the fusion score."""
+
+    name = "identity"
+
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
+        return RerankResult(identity_order(candidates, top_n), self.name, {"provider": self.name})
+
+
+class ZScoreReranker(BaseReranker):
+    """The default floor: the shipped recipe's narrowing (:func:`ragtiller.ranking.recipe.narrow`),
+    ``final_score`` the fused score; malformed candidates keep the fusion order, ``error`` set."""
+
+    name = "zscore"
+
+    async def arerank(
+        self, query: str, candidates: Sequence[Candidate], top_n: int
+    ) -> RerankResult:
+        try:
+            ordered = narrow(candidates, max(top_n, 0))
+        except Exception as e:
+            logger.warning("z-score floor failed; using the fusion order", exc_info=True)
+            return RerankResult(
+                identity_order(candidates, top_n),
+                IdentityReranker.name,
+                {"provider": self.name, "fallback": IdentityReranker.name},
+                error=describe_error(e),
+            )
+        return RerankResult(
+            identity_order(ordered, len(ordered)), self.name, {"provider": self.name}
+        )

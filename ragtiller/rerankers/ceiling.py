@@ -14,20 +14,20 @@ from typing import Any, Literal
 from langchain_core.documents import BaseDocumentCompressor
 
 from ragtiller.core.tiers import RERANK_RESOURCE, Candidate
-from ragtiller.errors import ConfigurationError
+from ragtiller.errors import ConfigurationError, describe_error
 from ragtiller.policies.evidence import read_eval_evidence
 from ragtiller.policies.schema import CacheConfig, RerankerConfig
 from ragtiller.rerankers.base import (
     BaseReranker,
+    IdentityReranker,
     Reranker,
     RerankResult,
-    describe_error,
+    ZScoreReranker,
     error_kind,
     order_by_scores,
 )
 from ragtiller.rerankers.cohere_rerank import MAX_DOCUMENTS_PER_CALL, CohereReranker
 from ragtiller.rerankers.cross_encoder import CrossEncoderReranker, PairScorer
-from ragtiller.rerankers.floor import IdentityReranker, ZScoreReranker
 from ragtiller.stores import Cache, MemoryCache, MemoryQuotaLedger, QuotaLedger, cache_key
 
 logger = logging.getLogger(__name__)
@@ -85,8 +85,7 @@ class _Floor(Exception):
 
 
 class CeilingReranker(BaseReranker):
-    """Uses a paid ``ceiling`` reranker when it is affordable and healthy, else the free ``floor``;
-    ``disabled_reason`` keeps the ceiling from ever being called."""
+    """The paid ``ceiling`` when it is affordable and healthy, else the free ``floor``."""
 
     def __init__(
         self,

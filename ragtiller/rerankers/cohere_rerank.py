@@ -13,8 +13,7 @@ from ragtiller.core.bulkhead import bulkhead_for
 from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
 from ragtiller.errors import MissingCredentialsError as MissingCredentialsError  # re-exported
-from ragtiller.rerankers.base import ModelReranker, Reranker, order_by_scores
-from ragtiller.rerankers.floor import ZScoreReranker
+from ragtiller.rerankers.base import ModelReranker, Reranker, ZScoreReranker, order_by_scores
 
 if TYPE_CHECKING:
     import httpx

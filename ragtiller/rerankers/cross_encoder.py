@@ -11,8 +11,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from ragtiller.core.bulkhead import bulkhead_for, within
 from ragtiller.core.tiers import Candidate
 from ragtiller.errors import ConfigurationError
-from ragtiller.rerankers.base import ModelReranker, Reranker, order_by_scores
-from ragtiller.rerankers.floor import ZScoreReranker
+from ragtiller.rerankers.base import ModelReranker, Reranker, ZScoreReranker, order_by_scores
 
 CANDIDATE_ID_KEY = "ragtiller_candidate_id"
 """Metadata key that carries a candidate's id through a document compressor."""

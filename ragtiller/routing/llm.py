@@ -1,8 +1,6 @@
 """The optional LLM router: a chat model reads the query, the deterministic router stays the floor.
-
-A failed call is not refunded (the provider may have billed it, as for step-back); one that never
-reached the model (``overloaded``, ``hung``) is.
-"""
+A failed call is not refunded (the provider may have billed it); one that never reached the model
+(``overloaded``, ``hung``) is."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ragtiller.core.bulkhead import Overloaded, ProviderHung, within
 from ragtiller.core.providers import ainvoke_chat, model_label
 from ragtiller.core.tiers import CHAT_RESOURCE
-from ragtiller.errors import ConfigurationError
+from ragtiller.errors import ConfigurationError, describe_error
 from ragtiller.policies.evidence import EvalEvidence, read_eval_evidence
 from ragtiller.policies.schema import (
     CacheConfig,
@@ -85,7 +83,7 @@ def _coerce(value: object) -> RouteChoice:
         try:
             return RouteChoice.model_validate(value)
         except ValidationError as e:
-            raise _Fallback("invalid-output", _describe(e)) from e
+            raise _Fallback("invalid-output", describe_error(e)) from e
     raise _Fallback(
         "invalid-output", f"structured output is {type(value).__name__}, not a RouteChoice"
     )
@@ -111,11 +109,6 @@ def _reason(error: Exception) -> str:
         return error.reason
     kinds = ((Overloaded, "overloaded"), (ProviderHung, "hung"), (TimeoutError, "timeout"))
     return next((reason for kind, reason in kinds if isinstance(error, kind)), "llm-error")
-
-
-def _describe(error: BaseException) -> str:
-    first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
 
 
 class LLMRouter:
@@ -196,7 +189,7 @@ class LLMRouter:
             if reason in ("quota", "quota-store-unavailable"):
                 logger.info("LLM router skipped (%s); using the deterministic route", reason)
                 return self._fall_back(deterministic, detail, reason)
-            detail["error"] = str(e) if isinstance(e, _Fallback) else _describe(e)
+            detail["error"] = str(e) if isinstance(e, _Fallback) else describe_error(e)
             logger.warning(
                 "LLM router failed (%s); using the deterministic route: %s",
                 reason,
@@ -226,7 +219,7 @@ class LLMRouter:
                 self._model, self._structured, messages, timeout_s=self.timeout_s
             )
         except (ValidationError, OutputParserException) as e:
-            raise _Fallback("invalid-output", _describe(e)) from e
+            raise _Fallback("invalid-output", describe_error(e)) from e
         except (Overloaded, ProviderHung):  # never reached the model: nothing to bill
             made.remove(query)
             await self.quota.arefund(CHAT_RESOURCE, 1, tenant=tenant)

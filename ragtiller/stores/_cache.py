@@ -142,9 +142,7 @@ class Cache(Store, ABC):
         loop = asyncio.get_running_loop()
         flight_key = (loop, key)
         with self._flights_lock:
-            task = self._aflights.get(flight_key)
-            leader = task is None
-            if task is None:
+            if leader := (task := self._aflights.get(flight_key)) is None:
                 task = loop.create_task(self._aflight(key, compute, ttl_s, accept))
                 self._aflights[flight_key] = task
                 task.add_done_callback(partial(self._aflight_done, flight_key))
@@ -202,15 +200,7 @@ class Cache(Store, ABC):
 
 
 class MemoryCache(Cache):
-    """A cache for one process, of JSON texts as in Redis; past ``max_entries``, the oldest goes.
-
-    Example:
-        >>> import asyncio
-        >>> cache = MemoryCache()
-        >>> asyncio.run(cache.aset("k", {"ids": [1, 2]}, ttl_s=60))
-        >>> asyncio.run(cache.aget("k"))
-        {'ids': [1, 2]}
-    """
+    """A cache for one process, of JSON texts as in Redis; past ``max_entries``, the oldest goes."""
 
     def __init__(
         self, *, clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000
@@ -275,19 +265,8 @@ def _bounded(key: str, raw: bytes | str | None) -> str | None:
 
 
 class RedisCache(RedisBacked, Cache):
-    """A cache shared by every process on the same Redis and prefix (``docs/redis.md``).
-
-    Identical misses across processes share one computation through a lock
-    (``{prefix}cache-lock:{key}``) while the others poll; a waiter computes anyway after
-    ``lock_wait_s`` or half the time its caller has left, so a dead process's lock costs a turn
-    part of its deadline, never more. When Redis fails, computing goes on without the lock.
-
-    Example:
-        >>> import asyncio
-        >>> cache = RedisCache(url="redis://localhost:6379/0", prefix="myapp:")
-        >>> asyncio.run(cache.aset("k", 42, ttl_s=60))  # doctest: +SKIP
-        >>> cache.close()
-    """
+    """A cache shared by every process on the same Redis and prefix: identical misses share one
+    computation through a lock, which a waiter gives up on in time (docs/redis.md)."""
 
     def __init__(
         self,

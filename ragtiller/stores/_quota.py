@@ -48,10 +48,8 @@ SpendRefusal = Literal["quota", "quota-store-unavailable"]
 
 @contextlib.contextmanager
 def spend_caps(caps: Mapping[str, int], tenant_caps: Mapping[str, int] = _NONE) -> Iterator[None]:
-    """Cap every spend and read made inside at ``caps`` (resource -> daily limit) and each
-    tenant's own budget at ``tenant_caps``, in the ledger's atomic step: the graph sets its turn
-    policy's limits around each node, so a run policy lowers a limit (never raises it) however
-    many of its turns run at once, and a provider that spends needs no argument for it."""
+    """Cap every spend and read inside at ``caps`` (each tenant's own at ``tenant_caps``) in the
+    ledger's atomic step: a run policy lowers a limit however many of its turns run at once."""
     token = _caps.set((caps, tenant_caps))
     try:
         yield
@@ -95,7 +93,7 @@ class Day:
     end: float
 
 
-def _utc_now() -> datetime:
+def _utc_now() -> datetime:  # the default clock (tests patch it to skew a replica's)
     return datetime.now(UTC)
 
 
@@ -201,15 +199,7 @@ class QuotaLedger(Store, ABC):
     async def asnapshot(
         self, resources: Iterable[str] | None = None, *, tenant: str | None = None
     ) -> QuotaSnapshot:
-        """What is left of ``resources`` (None: all), ``tenant``'s own too, in one round trip.
-
-        Example:
-            >>> import asyncio
-            >>> from ragtiller.stores import MemoryQuotaLedger
-            >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-            >>> asyncio.run(ledger.asnapshot()).remaining
-            {'chat_gen': 20, 'rerank_calls': 100}
-        """
+        """What is left of ``resources`` (None: all), ``tenant``'s own too, in one round trip."""
         names = tuple(self.limits if resources is None else dict.fromkeys(resources))
         counters = self._counters(names, tenant)
         failed = "quota store unavailable; reporting 0 left of %s: %s"
@@ -253,14 +243,7 @@ class QuotaLedger(Store, ABC):
 
 
 class MemoryQuotaLedger(QuotaLedger):
-    """A quota ledger for one process: one lock, never held across an ``await``.
-
-    Example:
-        >>> import asyncio
-        >>> ledger = MemoryQuotaLedger({"chat_gen": 20, "rerank_calls": 100})
-        >>> asyncio.run(ledger.aremaining("rerank_calls"))
-        100
-    """
+    """A quota ledger for one process: one lock, never held across an ``await``."""
 
     def __init__(
         self,
@@ -331,21 +314,8 @@ c}`` (counter ``c`` is not a count) or ``{-2, 0, 0}`` (no day holds the time).""
 
 
 class RedisQuotaLedger(RedisBacked, QuotaLedger):
-    """A quota ledger shared by every replica on the same Redis and prefix (``docs/redis.md``).
-
-    One counter per resource and day, ``{prefix}quota:{resource}:{date}``, and one per tenant
-    under a per-tenant limit, ``{prefix}quota@{tenant as UTF-8 hex}:{resource}:{date}``. The day
-    is the store's (``TIME``), so replicas with skewed clocks share one; with ``clock=``, that
-    clock's. A counter that is not a count fails closed until fixed; a timeout after the script
-    ran errs towards spending less than the budget, never more.
-
-    Example:
-        >>> import asyncio
-        >>> ledger = RedisQuotaLedger({"chat_gen": 20}, url="redis://localhost:6379/0")
-        >>> asyncio.run(ledger.atry_spend("chat_gen"))  # doctest: +SKIP
-        SpendResult(allowed=True, remaining=19, reason=None, budget='shared')
-        >>> ledger.close()
-    """
+    """A quota ledger shared by every replica on the same Redis and prefix, counting in the store's
+    day (``TIME``; with ``clock=``, that clock's); its keys and failure modes: docs/redis.md."""
 
     def __init__(
         self,

@@ -58,12 +58,9 @@ class RedisScript:
 
 
 class RedisConnection:
-    """The sync and asyncio clients a Redis store talks through, behind a circuit breaker.
-
-    Built from ``url`` (clients passed in are the caller's): an asyncio client per event loop
-    (redis-py binds connections to their loop), one retry of a connection error (a connection
-    that died with a restarted server), none of a timeout (a frozen server costs one per call).
-    """
+    """The sync and asyncio clients a Redis store talks through, behind a circuit breaker; built
+    from ``url``, an asyncio client per event loop (redis-py binds connections to their loop), and
+    the retries docs/redis.md describes. Clients passed in are the caller's."""
 
     def __init__(
         self,
