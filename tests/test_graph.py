@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fixtures.fakes import RaisingTier, ScriptedChatModel, StaticTier, hit
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
@@ -368,6 +369,27 @@ def test_sync_invoke_and_stream_match_async_shape() -> None:
         "stages",
     }
     assert {e["step"] for e in g.stream({"query": EXACT}, stream_mode="custom")} == set(STAGES)
+
+
+class RunNames(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.names: list[str | None] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        self.names.append(kwargs.get("name"))
+
+
+async def test_a_turn_traces_the_graph_and_its_nodes_but_no_edge_or_node_body() -> None:
+    """Edges and node bodies run untraced: a callback run per edge costs several times more."""
+    g = graph()
+    runs = ["ragtiller", "__start__", "gate", "embed", "tier_search", "tier_search", "fuse"]
+    runs += ["rerank", "assemble"]
+    handler = RunNames()
+    g.invoke({"query": FACTUAL}, config={"callbacks": [handler]})
+    assert handler.names == runs
+    handler = RunNames()
+    await g.ainvoke({"query": FACTUAL}, config={"callbacks": [handler]})
+    assert handler.names == runs
 
 
 def test_no_tiers_is_a_clear_error() -> None:

@@ -231,9 +231,22 @@ INTERNAL_USES = re.compile(r"langgraph\._internal|__pregel_|\.__class__ = ")
 
 
 @pytest.mark.parametrize("module", modules())
+def test_no_module_imports_a_private_module_of_another_distribution(module: str) -> None:
+    """``langgraph._internal`` and the like may change in any release: only public modules."""
+    for node in ast.walk(ast.parse(source_of(module))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            private = [p for p in name.split(".") if p.startswith("_") and not p.startswith("__")]
+            assert name.startswith("ragtiller") or not private, f"{module} imports {name}"
+
+
+@pytest.mark.parametrize("module", modules())
 def test_only_one_module_touches_langgraph_internals(module: str) -> None:
-    """LangGraph's private modules, its ``__pregel_*`` config keys and class swaps of its
-    compiled graphs appear in ``graph/langgraph_internals.py`` alone."""
+    """LangGraph's undocumented ``__pregel_*`` config keys and class swaps of its compiled
+    graphs appear in ``graph/langgraph_internals.py`` alone."""
     if module == "ragtiller.graph.langgraph_internals":
         return
     code = "\n".join(

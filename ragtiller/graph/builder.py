@@ -19,7 +19,7 @@ from ragtiller.core.tiers import CHAT_RESOURCE, INDEX_TIER_NAMES, Tier, tier_rol
 from ragtiller.core.turn import TierTask
 from ragtiller.errors import ConfigurationError
 from ragtiller.graph.backends import apply_query_options, fallbacks_for_policy, tiers_for_policy
-from ragtiller.graph.langgraph_internals import RunnableCallable, check_input_first
+from ragtiller.graph.langgraph_internals import Untraced, check_input_first
 from ragtiller.graph.per_run import NodeMaker, PerRunNodes, daily_limits
 from ragtiller.graph.retrieval_graph import THREAD_READS, RetrievalGraph, check_turn_input, dual
 from ragtiller.index.embedded import EmbeddedIndex
@@ -73,13 +73,13 @@ def after_fuse(state: dict[str, Any]) -> str:
     return RERANK if state["rerank"]["enabled"] else NO_RERANK
 
 
-def edge(fn: Callable[[dict[str, Any]], Any]) -> RunnableCallable:
+def edge(fn: Callable[[dict[str, Any]], Any]) -> Untraced:
     """``fn`` with a native async path, so ``ainvoke`` never hops to a thread to take an edge."""
 
     async def afn(state: dict[str, Any]) -> Any:
         return fn(state)
 
-    return RunnableCallable(fn, afn, name=fn.__name__, trace=False)
+    return Untraced(fn, afn)
 
 
 class IndexLike(Protocol):

@@ -1,22 +1,48 @@
-"""The one module that touches LangGraph's private API; CI runs the suite on the lowest and the
-newest ``langgraph`` of its range, so a change here fails a test instead of changing behaviour."""
+"""The one module that relies on LangGraph's undocumented behaviour (its ``__pregel_*`` config
+keys, checkpoint namespaces, the input step's node); it imports only LangGraph's public API.
+CI runs the suite on the lowest and the newest ``langgraph`` of its range, so a change there
+fails a test instead of changing behaviour."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import NS_SEP
-from langgraph._internal._runnable import RunnableCallable
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.constants import START
 from langgraph.graph.state import CompiledStateGraph
 
-__all__ = ("RunnableCallable", "check_input_first", "inside_pregel")
+__all__ = ("Untraced", "check_input_first", "inside_pregel")
 
-# a node or edge with a sync and an async body and no tracing of its own (what add_node wraps
-# functions in); RunnableLambda would trace every edge and costs several times more
-RunnableCallable = RunnableCallable
+NS_SEP = "|"  # LangGraph's checkpoint-namespace separator: a subgraph's namespace holds one
+
+
+class Untraced(Runnable[Any, Any]):
+    """A node or edge body with a sync and a native async path, called with no callback run of
+    its own (``RunnableLambda`` records one per call and costs several times more). LangGraph
+    takes an ``ainvoke`` override as native async, so ``ainvoke`` never hops to a thread. With
+    ``pass_config``, a body gets the run's config as its second argument."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        afunc: Callable[..., Awaitable[Any]],
+        name: str | None = None,
+        *,
+        pass_config: bool = False,
+    ) -> None:
+        self.func, self.afunc, self.pass_config = func, afunc, pass_config
+        self.name = name or func.__name__
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if self.pass_config:
+            return self.func(input, ensure_config() if config is None else config)
+        return self.func(input)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if self.pass_config:
+            return await self.afunc(input, ensure_config() if config is None else config)
+        return await self.afunc(input)
 
 
 def inside_pregel(configurable: Mapping[str, Any]) -> bool:
@@ -42,5 +68,5 @@ def check_input_first(
 
     start = compiled.nodes[START]
     compiled.nodes[START] = start.copy(
-        {"channels": [START, *reads], "bound": RunnableCallable(run, arun, trace=False)}
+        {"channels": [START, *reads], "bound": Untraced(run, arun, pass_config=True)}
     )

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 
-from ragtiller.graph.langgraph_internals import RunnableCallable, inside_pregel
+from ragtiller.graph.langgraph_internals import Untraced, inside_pregel
 from ragtiller.nodes.run_input import check_keys, current_context
 from ragtiller.nodes.scope import asked_scope, check_thread_scope
 from ragtiller.policies.run_context import CONFIG_KEY, RunContext, context_from, pinned
@@ -117,14 +117,12 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
             cancel()
 
 
-def dual(
-    afunc: Callable[[Any], Coroutine[Any, Any, dict[str, Any]]], name: str
-) -> RunnableCallable:
+def dual(afunc: Callable[[Any], Coroutine[Any, Any, dict[str, Any]]], name: str) -> Untraced:
 
     def func(state: Any) -> dict[str, Any]:
         return run_sync(afunc, state)
 
-    return RunnableCallable(func, afunc, name=name, trace=False)
+    return Untraced(func, afunc, name)
 
 
 def one_hop(graph: CompiledStateGraph, config: RunnableConfig | None) -> bool:  # type: ignore[type-arg]
